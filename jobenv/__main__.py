@@ -1,0 +1,26 @@
+"""Entry point of the `jobenv` command and `python -m jobenv`.
+
+`jobenv get` takes a click-free fast path (it runs in every new shell); every other
+command, and any `get` command line the fast path does not understand, goes to click.
+"""
+from __future__ import annotations
+
+import sys
+from typing import List, Optional
+
+
+def main(argv: Optional[List[str]] = None) -> int:
+    args = sys.argv[1:] if argv is None else list(argv)
+    if args and args[0] == "get":
+        from .fastget import run
+
+        rc = run(args[1:])
+        if rc is not None:
+            return rc
+    from .cli import main as cli_main
+
+    return cli_main(args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

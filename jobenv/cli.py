@@ -1,0 +1,305 @@
+"""The `jobenv` command line: thin click commands that parse, call, and print.
+
+Expected failures are JobenvError: one line on stderr, a documented exit code, no
+traceback.  `jobenv get` normally never gets here (see `jobenv.__main__`).
+"""
+from __future__ import annotations
+
+import json
+import os
+import re
+import sys
+import time
+from typing import List, Optional
+
+import click
+
+from . import __version__
+from .errors import EXIT_ERROR, JobenvError, NoRecord, one_line
+
+SHELLS = ["bash", "zsh", "fish"]
+
+
+def warn(msg: str) -> None:
+    sys.stderr.write(f"jobenv: warning: {one_line(msg)}\n")
+
+
+def fail(exc: JobenvError) -> "click.exceptions.Exit":
+    sys.stderr.write(f"jobenv: error: {one_line(exc.message)}\n")
+    return click.exceptions.Exit(exc.exit_code)
+
+
+def write_out(text: str) -> None:
+    """Write exactly the bytes a record holds (non-UTF-8 values are carried as surrogates)."""
+    sys.stdout.flush()
+    sys.stdout.buffer.write(text.encode("utf-8", "surrogateescape"))
+    sys.stdout.buffer.flush()
+
+
+def console(stderr: bool = False):
+    from rich.console import Console
+
+    return Console(stderr=stderr, highlight=False, soft_wrap=True, markup=False, emoji=False)
+
+
+class Group(click.Group):
+    """Turns JobenvError (and unreadable stores) into one-line errors."""
+
+    def invoke(self, ctx):
+        try:
+            return super().invoke(ctx)
+        except JobenvError as exc:
+            raise fail(exc) from None
+        except OSError as exc:
+            sys.stderr.write(f"jobenv: error: {one_line(str(exc))}\n")
+            raise click.exceptions.Exit(EXIT_ERROR) from None
+
+
+@click.group(cls=Group, context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(__version__, prog_name="jobenv")
+def cli() -> None:
+    """Capture an HPC job's environment once; restore it and launch in any shell.
+
+    \b
+    inside the allocation:   jobenv save
+    in any other shell:      source <(jobenv get)      (fish: jobenv get | source)
+    then:                    launch python3 -m jobenv.selftest
+    """
+
+
+def _print_summary(rec, path: str) -> None:
+    from rich.table import Table
+
+    from .hostlist import compress
+    from .shell import join
+
+    t = Table.grid(padding=(0, 2))
+    t.add_column(style="bold cyan")
+    t.add_column()
+    t.add_row("job", f"{rec.jobid}" + (f" ({rec.jobname})" if rec.jobname else ""))
+    t.add_row("scheduler", f"{rec.scheduler}, profile {rec.machine}")
+    t.add_row("hosts", f"{rec.nhosts}: {compress(rec.hosts)}")
+    t.add_row("GPUs", f"{rec.gpus_per_host} per host, {rec.ngpus} in all "
+              f"({rec.status.get('gpus_from', '')})")
+    t.add_row("ranks", f"{rec.ranks_per_host} per host, {rec.nranks} in all")
+    t.add_row("hostfile", str(rec.hostfile))
+    t.add_row("launch", join(rec.launch))
+    t.add_row("record", path)
+    console().print(t, markup=False)
+
+
+@cli.command()
+@click.option("--profile", metavar="NAME", help="Machine profile (default: detected; see `jobenv profiles`).")
+@click.option("--scheduler", type=click.Choice(["pbs", "slurm", "cobalt", "local"]), help="Force a scheduler instead of detecting it.")
+@click.option("--gpus-per-host", type=click.IntRange(min=0), help="GPUs per host (default: JOBENV_GPUS_PER_HOST, gres, masks, profile, probes).")
+@click.option("--ranks-per-host", type=click.IntRange(min=1), help="Ranks per host (default: one per GPU, else the scheduler's slots).")
+@click.option("--json", "as_json", is_flag=True, help="Print the record as JSON.")
+@click.option("-q", "--quiet", is_flag=True, help="Print nothing (warnings still go to stderr).")
+def save(profile, scheduler, gpus_per_host, ranks_per_host, as_json, quiet) -> None:
+    """Capture this allocation into a record (run inside the job)."""
+    from .save import Options
+    from .save import save as do_save
+
+    rec, path = do_save(os.environ, Options(scheduler, profile, gpus_per_host, ranks_per_host))
+    for w in rec.warnings:
+        warn(w)
+    if as_json:
+        write_out(rec.to_json())
+    elif not quiet:
+        _print_summary(rec, path)
+
+
+@cli.command()
+@click.option("--job", "-j", metavar="ID", help="Job id (default: this shell's job, else the newest on this host).")
+@click.option("--shell", "shell_name", type=click.Choice(SHELLS), help="Shell dialect (default: from $SHELL).")
+@click.option("--allow-stale", is_flag=True, help="Restore a job even if it has ended.")
+def get(job, shell_name, allow_stale) -> None:
+    """Print shell code restoring the job: source <(jobenv get)."""
+    from .get import get as do_get
+
+    write_out(do_get(os.environ, job, shell_name, allow_stale, warn))
+
+
+@cli.command()
+@click.option("--job", "-j", metavar="ID", help="Job id (default: as for `get`).")
+@click.option("--json", "as_json", is_flag=True, help="Print the record as JSON.")
+def show(job, as_json) -> None:
+    """Show one record."""
+    from .get import choose, job_state
+
+    path, rec = choose(os.environ, job, warn)
+    if as_json:
+        write_out(rec.to_json())
+        return
+    state, reason = job_state(rec, os.environ)
+    _print_summary(rec, str(path))
+    console().print(f"state      {state} ({reason})", markup=False)
+    for w in rec.warnings:
+        console().print(f"warning    {w}", markup=False)
+
+
+def _list_rows():
+    from . import store
+    from .errors import BadRecord
+    from .get import job_state
+
+    rows = []
+    for path, rec in store.iter_records(os.environ):
+        if isinstance(rec, BadRecord):
+            rows.append({"jobid": None, "path": str(path), "state": "corrupt", "reason": rec.message})
+            continue
+        state, reason = job_state(rec, os.environ)
+        rows.append({"jobid": rec.jobid, "scheduler": rec.scheduler, "machine": rec.machine,
+                     "nhosts": rec.nhosts, "ngpus": rec.ngpus, "created_at": rec.created_at,
+                     "state": state, "reason": reason, "path": str(path), "record": rec})
+    return rows
+
+
+@cli.command("list")
+@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+def list_cmd(as_json) -> None:
+    """List saved jobs with their state: live, ended, unknown (or corrupt)."""
+    rows = _list_rows()
+    if as_json:
+        write_out(json.dumps([{k: v for k, v in r.items() if k != "record"} for r in rows], indent=2) + "\n")
+        return
+    if not rows:
+        console(stderr=True).print("no saved jobs; run `jobenv save` inside your allocation first", markup=False)
+        return
+    from rich.table import Table
+
+    t = Table(box=None)
+    for col in ("job", "scheduler", "profile", "hosts", "GPUs", "saved", "state", "why"):
+        t.add_column(col)
+    for r in rows:
+        if r["state"] == "corrupt":
+            t.add_row("?", "", "", "", "", "", "corrupt", r["reason"])
+        else:
+            t.add_row(r["jobid"], r["scheduler"], r["machine"], str(r["nhosts"]), str(r["ngpus"]),
+                      r["created_at"], r["state"], r["reason"])
+    console().print(t, markup=False)
+
+
+@cli.command()
+@click.argument("job")
+def rm(job) -> None:
+    """Remove one job's record."""
+    from . import store
+    from .get import find_job
+
+    path, rec = find_job(os.environ, job, warn)
+    store.remove(path)
+    click.echo(f"removed job {rec.jobid}")
+
+
+def parse_age(text: str) -> float:
+    m = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*([smhdw]?)\s*", text)
+    if not m:
+        raise click.BadParameter(f"{text!r} is not a duration like 7d, 12h, 30m")
+    return float(m.group(1)) * {"": 1, "s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}[m.group(2)]
+
+
+@cli.command()
+@click.option("--older-than", metavar="AGE", help="Only records saved longer ago than AGE (7d, 12h, 30m).")
+@click.option("--dry-run", "-n", is_flag=True, help="Say what would go, remove nothing.")
+def clean(older_than, dry_run) -> None:
+    """Remove records of jobs that have ended."""
+    from . import store
+
+    limit = parse_age(older_than) if older_than else None
+    removed = 0
+    for r in _list_rows():
+        if r["state"] != "ended":
+            continue
+        if limit is not None:
+            try:
+                age = time.time() - os.stat(r["path"]).st_mtime
+            except OSError:
+                continue
+            if age < limit:
+                continue
+        if not dry_run:
+            store.remove(__import__("pathlib").Path(r["path"]))
+        click.echo(f"{'would remove' if dry_run else 'removed'} job {r['jobid']} ({r['reason']})")
+        removed += 1
+    if not removed:
+        click.echo("nothing to clean")
+
+
+@cli.command(context_settings={"ignore_unknown_options": True, "allow_interspersed_args": False})
+@click.option("--job", "-j", metavar="ID", help="Job id (default: as for `get`).")
+@click.option("--allow-stale", is_flag=True, help="Launch even if the job has ended.")
+@click.option("--dry-run", "-n", is_flag=True, help="Print the command instead of running it.")
+@click.argument("command", nargs=-1, required=True, type=click.UNPROCESSED)
+def launch(job, allow_stale, dry_run, command) -> None:
+    """Run COMMAND on every rank of the job: jobenv launch -- python3 train.py"""
+    from .get import choose, job_state
+    from .errors import JobEnded
+    from . import schedulers, shell
+
+    path, rec = choose(os.environ, job, warn)
+    state, reason = job_state(rec, os.environ)
+    if state == "ended" and not allow_stale:
+        raise JobEnded(f"job {rec.jobid} has ended ({reason}); pass --allow-stale to launch anyway")
+    argv = list(rec.launch) + list(command)
+    if dry_run:
+        click.echo(shell.join(argv))
+        return
+    env = dict(os.environ)
+    for k in shell.stale_vars(rec, env, schedulers.PREFIXES):
+        env.pop(k, None)
+    same = env.get(shell.JOBID_VAR.get(rec.scheduler, "")) == rec.jobid
+    for k, v in rec.env.items():
+        if not (same and k in env):
+            env[k] = v
+    env.update(shell.exports(rec, str(path)))
+    try:
+        os.execvpe(argv[0], argv, env)
+    except OSError as exc:
+        raise JobenvError(f"cannot run {argv[0]!r}: {exc.strerror} (is it on PATH?)", 127) from None
+
+
+@cli.command()
+@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+def profiles(as_json) -> None:
+    """List machine profiles (shipped, ~/.config/jobenv/profiles, JOBENV_PROFILES)."""
+    from . import profiles as prof_mod
+
+    profs = prof_mod.load_all(os.environ)
+    if as_json:
+        data = [{"name": p.name, "scheduler": p.scheduler, "description": p.description,
+                 "gpus_per_host": p.gpus_per_host, "source": p.source} for p in profs.values()]
+        write_out(json.dumps(data, indent=2) + "\n")
+        return
+    from rich.table import Table
+
+    t = Table(box=None)
+    for col in ("name", "scheduler", "GPUs/host", "description", "file"):
+        t.add_column(col)
+    for p in sorted(profs.values(), key=lambda p: (p.scheduler, p.name)):
+        t.add_row(p.name, p.scheduler, "" if p.gpus_per_host is None else str(p.gpus_per_host),
+                  p.description, p.source)
+    console().print(t, markup=False)
+
+
+def completion_source(shell_name: str) -> str:
+    """Click's completion script for `jobenv` (what `completions/` holds)."""
+    from click.shell_completion import get_completion_class
+
+    cls = get_completion_class(shell_name)
+    return cls(cli, {}, "jobenv", "_JOBENV_COMPLETE").source()
+
+
+@cli.command()
+@click.argument("shell_name", metavar="SHELL", type=click.Choice(SHELLS))
+def completion(shell_name) -> None:
+    """Print the completion script for SHELL (bash, zsh, fish)."""
+    click.echo(completion_source(shell_name), nl=False)
+
+
+def main(argv: Optional[List[str]] = None) -> int:
+    try:
+        cli.main(args=argv, prog_name="jobenv", standalone_mode=True)
+    except SystemExit as exc:
+        return exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
+    return 0

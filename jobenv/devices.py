@@ -1,0 +1,101 @@
+"""GPUs per host: the count the launch command starts one rank for.
+
+Order (first answer wins): explicit override (`--gpus-per-host`, JOBENV_GPUS_PER_HOST);
+the scheduler's gres count (Slurm); device masks in this shell (CUDA_VISIBLE_DEVICES,
+ZE_AFFINITY_MASK, ROCR_VISIBLE_DEVICES, HIP_VISIBLE_DEVICES); the machine profile's
+known count (a Polaris node has 4 A100s whatever node the shell is on, and it is right
+even from a login node); then probing tools on this host.  Zero is a valid answer.
+"""
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+from typing import Callable, List, Mapping, Optional, Tuple
+
+from .errors import BadInput
+
+MASKS = ("CUDA_VISIBLE_DEVICES", "ZE_AFFINITY_MASK", "ROCR_VISIBLE_DEVICES", "HIP_VISIBLE_DEVICES")
+
+
+def parse_override(value: str, where: str) -> int:
+    try:
+        n = int(value)
+    except ValueError:
+        raise BadInput(f"{where} must be a whole number, not {value!r}") from None
+    if n < 0:
+        raise BadInput(f"{where} must be 0 or more, not {n}")
+    return n
+
+
+def from_masks(env: Mapping[str, str]) -> Optional[Tuple[int, str]]:
+    """Count devices named by a visibility mask; ('', 'NoDevFiles', '-1') mean none."""
+    for var in MASKS:
+        if var not in env:
+            continue
+        val = env[var].strip()
+        if val in ("", "NoDevFiles", "-1", "none"):
+            return 0, var
+        return len([x for x in val.split(",") if x.strip()]), var
+    return None
+
+
+def count_nvidia(out: str) -> int:
+    return sum(1 for line in out.splitlines() if line.startswith("GPU "))
+
+
+def count_rocm(out: str) -> int:
+    import re
+
+    return len(set(re.findall(r"GPU\[(\d+)\]", out)))
+
+
+def count_xpu(out: str) -> int:
+    try:
+        return len(json.loads(out).get("device_list", []))
+    except (ValueError, AttributeError):
+        return 0
+
+
+PROBES: List[Tuple[List[str], Callable[[str], int]]] = [
+    (["nvidia-smi", "-L"], count_nvidia),
+    (["xpu-smi", "discovery", "-j"], count_xpu),
+    (["rocm-smi", "--showid"], count_rocm),
+]
+
+
+def probe(timeout: float = 15.0) -> Optional[Tuple[int, str]]:
+    """Ask the vendor tools on this host; a missing or failing tool is not an error."""
+    for argv, count in PROBES:
+        if shutil.which(argv[0]) is None:
+            continue
+        try:
+            p = subprocess.run(argv, capture_output=True, text=True, timeout=timeout,
+                               stdin=subprocess.DEVNULL)
+        except (OSError, subprocess.TimeoutExpired):
+            continue
+        if p.returncode == 0:
+            n = count(p.stdout)
+            if n:
+                return n, argv[0]
+    return None
+
+
+def gpus_per_host(env: Mapping[str, str], override: Optional[int], gres: Optional[int],
+                  profile_gpus: Optional[int], probe_fn=probe) -> Tuple[int, str]:
+    """(count, where it came from)."""
+    if override is not None:
+        return override, "--gpus-per-host"
+    if env.get("JOBENV_GPUS_PER_HOST"):
+        return parse_override(env["JOBENV_GPUS_PER_HOST"], "JOBENV_GPUS_PER_HOST"), "JOBENV_GPUS_PER_HOST"
+    if gres is not None:
+        return gres, "Slurm gres"
+    masked = from_masks(env)
+    if masked is not None:
+        return masked
+    if profile_gpus is not None:
+        return profile_gpus, "machine profile"
+    found = probe_fn()
+    if found is not None:
+        return found
+    return 0, "no GPU found"

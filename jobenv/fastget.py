@@ -1,0 +1,67 @@
+"""`jobenv get` without click: it runs in every new shell, and click alone costs several
+times the interpreter's start-up.  Anything this parser does not know (--help, a typo)
+returns None and the caller hands the command line to click, which gives the full help
+or error.  tests/test_fastget.py checks OPTIONS against the click definition.
+"""
+from __future__ import annotations
+
+import os
+import sys
+from typing import Dict, List, Optional
+
+# option -> destination; None marks a flag.  Must mirror `cli.get`.
+OPTIONS: Dict[str, Optional[str]] = {
+    "--job": "job", "-j": "job", "--shell": "shell_name", "--allow-stale": None,
+}
+SHELLS = ("bash", "zsh", "fish")
+
+
+def parse(args: List[str]) -> Optional[dict]:
+    """Parsed options, or None to defer to click."""
+    out = {"job": None, "shell_name": None, "allow_stale": False}
+    i = 0
+    while i < len(args):
+        a = args[i]
+        name, eq, val = a.partition("=") if a.startswith("--") else (a, "", "")
+        if name not in OPTIONS:
+            return None
+        dest = OPTIONS[name]
+        if dest is None:
+            if eq:
+                return None
+            out["allow_stale"] = True
+        else:
+            if not eq:
+                i += 1
+                if i >= len(args):
+                    return None
+                val = args[i]
+            out[dest] = val
+        i += 1
+    if out["shell_name"] is not None and out["shell_name"] not in SHELLS:
+        return None
+    return out
+
+
+def run(args: List[str]) -> Optional[int]:
+    opts = parse(args)
+    if opts is None:
+        return None
+    from .errors import JobenvError, one_line
+    from .get import get
+
+    def warn(msg: str) -> None:
+        sys.stderr.write(f"jobenv: warning: {one_line(msg)}\n")
+
+    try:
+        text = get(os.environ, opts["job"], opts["shell_name"], opts["allow_stale"], warn)
+    except JobenvError as exc:
+        sys.stderr.write(f"jobenv: error: {one_line(exc.message)}\n")
+        return exc.exit_code
+    except OSError as exc:
+        sys.stderr.write(f"jobenv: error: {one_line(str(exc))}\n")
+        return 1
+    sys.stdout.flush()
+    sys.stdout.buffer.write(text.encode("utf-8", "surrogateescape"))
+    sys.stdout.buffer.flush()
+    return 0

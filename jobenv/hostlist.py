@@ -1,0 +1,170 @@
+"""Slurm hostlist expansion/compression and host-name validation, as pure functions.
+
+Why our own parser: `scontrol show hostnames` exits 0 on malformed input and prints junk,
+and it is absent on login nodes of other schedulers.  Syntax handled (Slurm >= 23.02.5):
+comma lists, several bracket groups per token (cartesian product, left group outermost),
+ranges and singletons inside brackets, zero padding kept as written, prefixes ending in
+`-`, and text after a bracket.
+"""
+from __future__ import annotations
+
+import re
+from typing import Iterable, Iterator, List, Sequence, Tuple
+
+from .errors import BadInput
+
+# RFC 1123 labels; underscores are tolerated because some sites use them.
+_LABEL = r"[A-Za-z0-9_](?:[A-Za-z0-9_-]{0,61}[A-Za-z0-9_])?"
+_HOST_RE = re.compile(rf"{_LABEL}(?:\.{_LABEL})*\.?")
+_RANGE_RE = re.compile(r"(\d+)(?:-(\d+))?")
+
+
+class HostlistError(BadInput):
+    """A malformed hostlist or host name."""
+
+
+def is_valid_host(name: str) -> bool:
+    """True when `name` is a plausible host name (no shell metacharacters, no spaces)."""
+    return len(name) <= 253 and _HOST_RE.fullmatch(name) is not None
+
+
+def check_host(name: str, where: str = "host name") -> str:
+    """Return `name` or raise HostlistError naming the offending value."""
+    if not is_valid_host(name):
+        raise HostlistError(f"invalid {where} {name!r}: not a valid host name")
+    return name
+
+
+def _split_top(text: str) -> List[str]:
+    """Split on commas outside brackets, checking bracket balance."""
+    parts, depth, start = [], 0, 0
+    for i, ch in enumerate(text):
+        if ch == "[":
+            if depth:
+                raise HostlistError(f"malformed hostlist {text!r}: nested '[' at {i}")
+            depth = 1
+        elif ch == "]":
+            if not depth:
+                raise HostlistError(f"malformed hostlist {text!r}: unmatched ']' at {i}")
+            depth = 0
+        elif ch == "," and not depth:
+            parts.append(text[start:i])
+            start = i + 1
+    if depth:
+        raise HostlistError(f"malformed hostlist {text!r}: unterminated '['")
+    parts.append(text[start:])
+    return parts
+
+
+def _expand_group(body: str, text: str) -> List[str]:
+    """Expand the inside of one bracket group: `01-03,7` -> ['01','02','03','7']."""
+    out: List[str] = []
+    for item in body.split(","):
+        m = _RANGE_RE.fullmatch(item)
+        if not m:
+            raise HostlistError(f"malformed hostlist {text!r}: bad range {item!r}")
+        lo_s, hi_s = m.group(1), m.group(2)
+        if hi_s is None:
+            out.append(lo_s)
+            continue
+        lo, hi = int(lo_s), int(hi_s)
+        if hi < lo:
+            raise HostlistError(f"malformed hostlist {text!r}: reversed range {item!r}")
+        if hi - lo > 10_000_000:
+            raise HostlistError(f"malformed hostlist {text!r}: range {item!r} too large")
+        width = len(lo_s)
+        out.extend(str(n).zfill(width) for n in range(lo, hi + 1))
+    return out
+
+
+def _expand_token(token: str, text: str) -> Iterator[str]:
+    pieces: List[List[str]] = []
+    pos = 0
+    while pos < len(token):
+        lb = token.find("[", pos)
+        if lb < 0:
+            pieces.append([token[pos:]])
+            break
+        if lb > pos:
+            pieces.append([token[pos:lb]])
+        rb = token.index("]", lb)  # balance already checked
+        pieces.append(_expand_group(token[lb + 1 : rb], text))
+        pos = rb + 1
+    # cartesian product, left group outermost
+    names = [""]
+    for choices in pieces:
+        names = [n + c for n in names for c in choices]
+    return iter(names)
+
+
+def expand(text: str) -> List[str]:
+    """Expand a Slurm hostlist into host names, in order, validating each one."""
+    text = text.strip()
+    if not text:
+        raise HostlistError("empty hostlist")
+    hosts: List[str] = []
+    for token in _split_top(text):
+        if not token:
+            raise HostlistError(f"malformed hostlist {text!r}: empty element")
+        for name in _expand_token(token, text):
+            if not is_valid_host(name):
+                raise HostlistError(f"malformed hostlist {text!r}: bad host name {name!r}")
+            hosts.append(name)
+    return hosts
+
+
+_NUM_TAIL = re.compile(r"^(.*?)(\d+)(\D*)$")
+
+
+def compress(hosts: Sequence[str]) -> str:
+    """Compress host names into a Slurm hostlist, keeping their order.
+
+    Consecutive hosts sharing prefix, suffix and digit width merge into one bracket
+    group; the result always expands back to exactly `hosts`.
+    """
+    # each group: (prefix, suffix, width, ranges); width -1 marks a name without digits
+    groups: List[Tuple[str, str, int, List[List[int]]]] = []
+    for h in hosts:
+        m = _NUM_TAIL.match(h)
+        if not m:
+            groups.append((h, "", -1, []))
+            continue
+        pre, digits, suf = m.groups()
+        n, w = int(digits), len(digits)
+        last = groups[-1] if groups else None
+        if last and last[2] == w and last[0] == pre and last[1] == suf:
+            if last[3][-1][1] + 1 == n:
+                last[3][-1][1] = n
+            else:
+                last[3].append([n, n])
+        else:
+            groups.append((pre, suf, w, [[n, n]]))
+    parts: List[str] = []
+    for pre, suf, w, ranges in groups:
+        if w < 0:
+            parts.append(pre)
+        elif len(ranges) == 1 and ranges[0][0] == ranges[0][1]:
+            parts.append(f"{pre}{str(ranges[0][0]).zfill(w)}{suf}")
+        else:
+            body = ",".join(
+                str(a).zfill(w) if a == b else f"{str(a).zfill(w)}-{str(b).zfill(w)}"
+                for a, b in ranges
+            )
+            parts.append(f"{pre}[{body}]{suf}")
+    return ",".join(parts)
+
+
+def parse_counts(text: str) -> List[int]:
+    """Expand Slurm's per-node counts: `4(x2),2` -> [4, 4, 2]."""
+    out: List[int] = []
+    for item in text.split(","):
+        m = re.fullmatch(r"\s*(\d+)(?:\(x(\d+)\))?\s*", item)
+        if not m:
+            raise HostlistError(f"malformed per-node count list {text!r}")
+        out.extend([int(m.group(1))] * int(m.group(2) or 1))
+    return out
+
+
+def unique(hosts: Iterable[str]) -> List[str]:
+    """Unique hosts in first-seen order (never sorted: order is the scheduler's)."""
+    return list(dict.fromkeys(hosts))

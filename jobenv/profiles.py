@@ -1,0 +1,193 @@
+"""Machine profiles: per-machine launch templates in YAML.
+
+Shipped profiles live in `jobenv/profiles/*.yaml`; users add or override them (same
+`name`) in `$XDG_CONFIG_HOME/jobenv/profiles/` (default `~/.config/jobenv/profiles/`) or
+in the files and directories listed in JOBENV_PROFILES.  Only `jobenv save` and
+`jobenv profiles` read them, so yaml stays off the `get` path.
+
+A profile::
+
+    name: polaris
+    description: ALCF Polaris (PBS Pro, 4 A100 per node, Cray PALS mpiexec)
+    scheduler: pbs
+    match: {jobid: '\\.polaris-pbs-', hosts: '^x3\\d{3}c'}   # any one matching selects it
+    gpus_per_host: 4
+    vars: {depth: 16}
+    launchers:                        # the first whose `requires` is on PATH wins
+      - argv: [mpiexec, -n, '{nranks}', -ppn, '{ppn}', --hostfile, '{hostfile}']
+    env: {MPICH_GPU_SUPPORT_ENABLED: '1'}   # exported with the job's variables
+"""
+from __future__ import annotations
+
+import os
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Dict, List, Mapping, Optional
+
+from .errors import BadInput
+
+SCHEDULERS = ("pbs", "slurm", "cobalt", "local")
+# Values every launch template may use; profiles add their own through `vars`.
+CONTEXT_KEYS = ("nhosts", "nranks", "ppn", "ngpus", "gpus_per_host", "hostfile", "jobid")
+_PLACEHOLDER = re.compile(r"\{(\w+)\}")
+
+
+class ProfileError(BadInput):
+    pass
+
+
+@dataclass
+class Profile:
+    name: str
+    scheduler: str
+    launchers: List[Dict[str, Any]]
+    description: str = ""
+    match: Dict[str, Any] = field(default_factory=dict)
+    gpus_per_host: Optional[int] = None
+    vars: Dict[str, str] = field(default_factory=dict)
+    env: Dict[str, str] = field(default_factory=dict)
+    source: str = ""
+
+    @property
+    def generic(self) -> bool:
+        return not self.match
+
+    def matches(self, jobid: str, hosts: List[str], env: Mapping[str, str]) -> bool:
+        m = self.match
+        if "jobid" in m and re.search(m["jobid"], jobid):
+            return True
+        if "hosts" in m and hosts and re.search(m["hosts"], hosts[0]):
+            return True
+        for var, pattern in (m.get("env") or {}).items():
+            if var in env and re.search(pattern, env[var]):
+                return True
+        return False
+
+
+def package_dir() -> Path:
+    return Path(__file__).with_name("profiles")
+
+
+def search_paths(env: Mapping[str, str]) -> List[Path]:
+    """Profile locations, lowest precedence first."""
+    config = env.get("XDG_CONFIG_HOME") or os.path.join(os.path.expanduser("~"), ".config")
+    paths = [package_dir(), Path(config) / "jobenv" / "profiles"]
+    paths += [Path(p) for p in env.get("JOBENV_PROFILES", "").split(os.pathsep) if p]
+    return paths
+
+
+def _key_lines(text: str) -> Dict[str, int]:
+    return {m.group(1): text.count("\n", 0, m.start()) + 1
+            for m in re.finditer(r"^([A-Za-z_]\w*)\s*:", text, re.M)}
+
+
+def parse(text: str, source: str) -> Profile:
+    """Parse and validate one profile; errors name the file and line."""
+    import yaml
+
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        line = f" line {mark.line + 1}" if mark is not None else ""
+        problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
+        raise ProfileError(f"profile {source}{line}: YAML error: {problem}") from None
+    lines = _key_lines(text)
+
+    def fail(key: str, why: str) -> "ProfileError":
+        at = f" line {lines[key]}" if key in lines else ""
+        return ProfileError(f"profile {source}{at}: {key}: {why}")
+
+    if not isinstance(data, dict):
+        raise ProfileError(f"profile {source}: expected a mapping of keys (name, scheduler, launchers)")
+    unknown = set(data) - {"name", "description", "scheduler", "match", "gpus_per_host", "vars", "launchers", "env"}
+    if unknown:
+        raise fail(sorted(unknown)[0], "unknown key")
+    name = data.get("name")
+    if not isinstance(name, str) or not re.fullmatch(r"[A-Za-z0-9_.-]+", name):
+        raise fail("name", "must be a word of letters, digits, '.', '_' or '-'")
+    if data.get("scheduler") not in SCHEDULERS:
+        raise fail("scheduler", f"must be one of {', '.join(SCHEDULERS)}")
+    match = data.get("match") or {}
+    if not isinstance(match, dict) or set(match) - {"jobid", "hosts", "env"}:
+        raise fail("match", "must be a mapping with jobid, hosts and/or env")
+    try:
+        for k in ("jobid", "hosts"):
+            if k in match:
+                re.compile(str(match[k]))
+        for pattern in (match.get("env") or {}).values():
+            re.compile(str(pattern))
+    except re.error as exc:
+        raise fail("match", f"bad regular expression: {exc}") from None
+    gpus = data.get("gpus_per_host")
+    if gpus is not None and (not isinstance(gpus, int) or isinstance(gpus, bool) or gpus < 0):
+        raise fail("gpus_per_host", "must be a whole number >= 0")
+    variables = data.get("vars") or {}
+    envs = data.get("env") or {}
+    for key, val in (("vars", variables), ("env", envs)):
+        if not isinstance(val, dict) or not all(isinstance(v, (str, int, float)) for v in val.values()):
+            raise fail(key, "must map names to strings or numbers")
+    if not all(re.fullmatch(r"[A-Za-z_]\w*", k) for k in envs):
+        raise fail("env", "variable names must be shell identifiers")
+    known = set(CONTEXT_KEYS) | set(variables)
+    launchers = data.get("launchers")
+    if not isinstance(launchers, list) or not launchers:
+        raise fail("launchers", "must be a non-empty list of {argv: [...], requires: cmd}")
+    for cand in launchers:
+        if not isinstance(cand, dict) or not isinstance(cand.get("argv"), list) or not cand["argv"]:
+            raise fail("launchers", "each entry needs a non-empty argv list")
+        for item in cand["argv"]:
+            parts = item.get("args") if isinstance(item, dict) else [item]
+            if isinstance(item, dict) and (set(item) != {"when", "args"} or not isinstance(parts, list)):
+                raise fail("launchers", "a conditional argv entry is {when: name, args: [...]}")
+            for part in parts:
+                if not isinstance(part, (str, int)):
+                    raise fail("launchers", f"argv entries must be strings, not {part!r}")
+                for ph in _PLACEHOLDER.findall(str(part)):
+                    if ph not in known:
+                        raise fail("launchers", f"unknown placeholder {{{ph}}}")
+    return Profile(
+        name=name, scheduler=data["scheduler"], launchers=launchers,
+        description=str(data.get("description") or ""), match=match, gpus_per_host=gpus,
+        vars={k: str(v) for k, v in variables.items()}, env={k: str(v) for k, v in envs.items()},
+        source=source,
+    )
+
+
+def _files(path: Path) -> List[Path]:
+    if path.is_dir():
+        return sorted(p for p in path.iterdir() if p.suffix in (".yaml", ".yml"))
+    return [path] if path.is_file() else []
+
+
+def load_all(env: Mapping[str, str]) -> Dict[str, Profile]:
+    """All profiles by name; later search paths override earlier ones."""
+    out: Dict[str, Profile] = {}
+    for base in search_paths(env):
+        for f in _files(base):
+            try:
+                text = f.read_text(encoding="utf-8")
+            except (OSError, UnicodeDecodeError) as exc:
+                raise ProfileError(f"profile {f}: cannot read: {exc}") from None
+            prof = parse(text, str(f))
+            out[prof.name] = prof
+    return out
+
+
+def choose(profiles: Dict[str, Profile], scheduler: str, jobid: str, hosts: List[str],
+           env: Mapping[str, str], name: Optional[str] = None) -> Profile:
+    """`name` when given; else the first specific profile that matches; else the generic one."""
+    if name:
+        if name not in profiles:
+            raise ProfileError(f"unknown profile {name!r}; `jobenv profiles` lists them")
+        return profiles[name]
+    for prof in profiles.values():
+        if prof.scheduler == scheduler and not prof.generic and prof.matches(jobid, hosts, env):
+            return prof
+    if scheduler in profiles:
+        return profiles[scheduler]
+    for prof in profiles.values():
+        if prof.scheduler == scheduler and prof.generic:
+            return prof
+    raise ProfileError(f"no profile for scheduler {scheduler!r}; add one or pass --profile")

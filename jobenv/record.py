@@ -1,0 +1,129 @@
+"""The job record: the single source of truth every shell snippet is rendered from.
+
+JSON on disk, `schema_version` 1.  Reading validates shape and types so that a corrupt,
+truncated, foreign or future record is reported by name instead of half-used.
+"""
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass, field
+from typing import Any, Dict, List, Optional
+
+from .errors import BadRecord
+from .hostlist import is_valid_host
+
+SCHEMA_VERSION = 1
+SCHEDULERS = ("pbs", "slurm", "cobalt", "local")
+
+
+@dataclass
+class JobRecord:
+    """Everything a fresh shell or a rank needs to know about one job."""
+
+    scheduler: str
+    jobid: str
+    machine: str
+    hosts: List[str]
+    gpus_per_host: int
+    ranks_per_host: int
+    hostfile: Optional[str]
+    launch: List[str]
+    env: Dict[str, str]
+    created_at: str
+    created_on: str
+    jobname: Optional[str] = None
+    user: Optional[str] = None
+    launch_env: Dict[str, str] = field(default_factory=dict)
+    warnings: List[str] = field(default_factory=list)
+    status: Dict[str, Any] = field(default_factory=dict)
+    schema_version: int = SCHEMA_VERSION
+
+    @property
+    def nhosts(self) -> int:
+        return len(self.hosts)
+
+    @property
+    def ngpus(self) -> int:
+        return self.gpus_per_host * len(self.hosts)
+
+    @property
+    def nranks(self) -> int:
+        return self.ranks_per_host * len(self.hosts)
+
+    def to_dict(self) -> Dict[str, Any]:
+        d = asdict(self)
+        d["nhosts"] = self.nhosts
+        d["ngpus"] = self.ngpus
+        d["nranks"] = self.nranks
+        order = ["schema_version", "scheduler", "jobid", "jobname", "machine", "hosts",
+                 "nhosts", "gpus_per_host", "ngpus", "ranks_per_host", "nranks", "hostfile",
+                 "launch", "launch_env", "env", "created_at", "created_on", "user",
+                 "warnings", "status"]
+        return {k: d[k] for k in order}
+
+    def to_json(self) -> str:
+        return json.dumps(self.to_dict(), indent=2) + "\n"
+
+
+_FIELDS: Dict[str, Any] = {
+    "scheduler": str, "jobid": str, "machine": str, "hosts": list, "gpus_per_host": int,
+    "ranks_per_host": int, "launch": list, "env": dict, "created_at": str, "created_on": str,
+}
+
+
+def _migrate(data: Dict[str, Any], where: str) -> Dict[str, Any]:
+    """Bring an older record up to SCHEMA_VERSION (none exist yet: version 1 is the first)."""
+    version = data.get("schema_version")
+    if not isinstance(version, int) or isinstance(version, bool) or version < 1:
+        raise BadRecord(f"{where}: not a jobenv record (schema_version {version!r})")
+    if version > SCHEMA_VERSION:
+        raise BadRecord(
+            f"{where}: schema_version {version} is newer than this jobenv understands "
+            f"({SCHEMA_VERSION}); upgrade jobenv to read it"
+        )
+    return data
+
+
+def from_dict(data: Any, where: str = "record") -> JobRecord:
+    """Validate and build a JobRecord; raise BadRecord naming `where` on any defect."""
+    if not isinstance(data, dict):
+        raise BadRecord(f"{where}: not a jobenv record (not a JSON object)")
+    data = _migrate(data, where)
+    for key, typ in _FIELDS.items():
+        val = data.get(key)
+        if not isinstance(val, typ) or isinstance(val, bool):
+            raise BadRecord(f"{where}: corrupt record: field {key!r} missing or not {typ.__name__}")
+    if data["scheduler"] not in SCHEDULERS:
+        raise BadRecord(f"{where}: corrupt record: unknown scheduler {data['scheduler']!r}")
+    if not data["hosts"] or not all(isinstance(h, str) and is_valid_host(h) for h in data["hosts"]):
+        raise BadRecord(f"{where}: corrupt record: bad host list")
+    if not all(isinstance(a, str) for a in data["launch"]) or not data["launch"]:
+        raise BadRecord(f"{where}: corrupt record: bad launch command")
+    for key in ("env", "launch_env"):
+        if not all(isinstance(k, str) and isinstance(v, str) for k, v in data.get(key, {}).items()):
+            raise BadRecord(f"{where}: corrupt record: {key} must map strings to strings")
+    hostfile = data.get("hostfile")
+    if hostfile is not None and not isinstance(hostfile, str):
+        raise BadRecord(f"{where}: corrupt record: bad hostfile")
+    if data["gpus_per_host"] < 0 or data["ranks_per_host"] < 1:
+        raise BadRecord(f"{where}: corrupt record: bad GPU or rank count")
+    return JobRecord(
+        scheduler=data["scheduler"], jobid=data["jobid"], machine=data["machine"],
+        hosts=list(data["hosts"]), gpus_per_host=data["gpus_per_host"],
+        ranks_per_host=data["ranks_per_host"], hostfile=hostfile, launch=list(data["launch"]),
+        env=dict(data["env"]), created_at=data["created_at"], created_on=data["created_on"],
+        jobname=data.get("jobname") if isinstance(data.get("jobname"), str) else None,
+        user=data.get("user") if isinstance(data.get("user"), str) else None,
+        launch_env=dict(data.get("launch_env") or {}),
+        warnings=[w for w in data.get("warnings") or [] if isinstance(w, str)],
+        status=data["status"] if isinstance(data.get("status"), dict) else {},
+    )
+
+
+def from_json(text: str, where: str = "record") -> JobRecord:
+    """Parse JSON text into a JobRecord (BadRecord on truncation or garbage)."""
+    try:
+        data = json.loads(text)
+    except ValueError as exc:
+        raise BadRecord(f"{where}: corrupt record (invalid JSON: {exc})") from None
+    return from_dict(data, where)

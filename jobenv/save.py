@@ -1,0 +1,95 @@
+"""`jobenv save`: capture the job, choose GPUs, ranks and profile, render, write.
+
+The only side effects are reading the scheduler's files, probing GPUs and writing the
+store; everything between is pure so tests can feed plain dicts.
+"""
+from __future__ import annotations
+
+import getpass
+import os
+import socket
+import time
+from dataclasses import dataclass
+from typing import Dict, List, Mapping, Optional, Tuple
+
+from . import devices, hostlist, launch, profiles, schedulers, shell, store
+from .errors import BadInput
+from .record import JobRecord
+
+
+@dataclass
+class Options:
+    scheduler: Optional[str] = None
+    profile: Optional[str] = None
+    gpus_per_host: Optional[int] = None
+    ranks_per_host: Optional[int] = None
+
+
+def _now() -> str:
+    return time.strftime("%Y-%m-%dT%H:%M:%S%z", time.localtime())
+
+
+def ranks_per_host(gpus: int, slots: Optional[List[int]], scheduler: str,
+                   override: Optional[int], env: Mapping[str, str]) -> Tuple[int, List[str]]:
+    """One rank per GPU; with no GPU, the scheduler's slots, else 1 (local: up to 4 cores)."""
+    notes: List[str] = []
+    if override is None and env.get("JOBENV_RANKS_PER_HOST"):
+        override = devices.parse_override(env["JOBENV_RANKS_PER_HOST"], "JOBENV_RANKS_PER_HOST")
+    if override is not None:
+        if override < 1:
+            raise BadInput("--ranks-per-host must be at least 1")
+        return override, notes
+    if gpus > 0:
+        return gpus, notes
+    if slots:
+        if len(set(slots)) > 1:
+            notes.append(f"uneven slots per host {sorted(set(slots))}: launching {min(slots)} per host")
+        return min(slots), notes
+    if scheduler == "local":
+        return max(1, min(os.cpu_count() or 1, 4)), notes
+    return 1, notes
+
+
+def build(env: Mapping[str, str], opts: Options, hostfile_path: Optional[str] = None,
+          probe=devices.probe, hostname: Optional[str] = None) -> Tuple[JobRecord, Dict[str, str]]:
+    """Build the record (pure but for reading the nodefile and probing GPUs)."""
+    cap = schedulers.capture(env, opts.scheduler)
+    profs = profiles.load_all(env)
+    prof = profiles.choose(profs, cap.scheduler, cap.jobid, cap.hosts, env, opts.profile)
+    gpus, gpu_source = devices.gpus_per_host(
+        env, opts.gpus_per_host, cap.gpus_hint, None if prof.generic else prof.gpus_per_host, probe)
+    ppn, notes = ranks_per_host(gpus, cap.slots, cap.scheduler, opts.ranks_per_host, env)
+    key = store.key_for(cap.scheduler, cap.jobid)
+    hostfile = hostfile_path or str(store.jobs_dir(env) / f"{key}.hosts")
+    cand = launch.pick_launcher(prof)
+    ctx = launch.context(len(cap.hosts), ppn, gpus, hostfile, cap.jobid, prof.vars)
+    argv = launch.render(cand["argv"], ctx)
+    try:
+        user = getpass.getuser()
+    except Exception:  # no passwd entry in some containers
+        user = str(os.getuid())
+    rec = JobRecord(
+        scheduler=cap.scheduler, jobid=cap.jobid, jobname=cap.jobname, machine=prof.name,
+        hosts=cap.hosts, gpus_per_host=gpus, ranks_per_host=ppn, hostfile=hostfile,
+        launch=argv, launch_env=dict(prof.env), env=cap.env, created_at=_now(),
+        created_on=hostname or socket.gethostname(), user=user,
+        warnings=cap.warnings + notes,
+        status={"state": "live", "reason": "saved inside the job", "gpus_from": gpu_source,
+                "nodefile": cap.nodefile},
+    )
+    return rec, {"key": key}
+
+
+def save(env: Mapping[str, str], opts: Options) -> Tuple[JobRecord, str]:
+    """Capture and write; returns the record and its JSON path."""
+    store.ensure_dirs(env)
+    rec, meta = build(env, opts)
+    json_path, env_path, hosts_path = store.paths_for(meta["key"], env)
+    env_text = shell.render_sh(rec, str(json_path))
+    hosts_text = "".join(h + "\n" for h in rec.hosts)
+    store.write_job(rec, env_text, hosts_text, env)
+    return rec, str(json_path)
+
+
+def summary_hosts(rec: JobRecord) -> str:
+    return hostlist.compress(rec.hosts)

@@ -1,0 +1,85 @@
+"""What every scheduler module returns, and helpers they share."""
+from __future__ import annotations
+
+import re
+import shutil
+import subprocess
+from dataclasses import dataclass, field
+from typing import Callable, Dict, List, Mapping, Optional, Sequence, Tuple
+
+from ..errors import BadInput
+from ..hostlist import check_host, unique
+
+# Never persisted, whatever the scheduler: they authenticate to the job's daemons.
+SECRET_RE = re.compile(r"(COOKIE|SECRET|TOKEN|PASSW|CREDENTIAL|_KEY$)", re.I)
+_NAME_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+
+Reader = Callable[[str], str]
+
+
+@dataclass
+class Capture:
+    """A scheduler's view of the job, before devices and profile are added."""
+
+    scheduler: str
+    jobid: str
+    hosts: List[str]
+    env: Dict[str, str]
+    jobname: Optional[str] = None
+    slots: Optional[List[int]] = None  # MPI slots per host, in host order, when known
+    gpus_hint: Optional[int] = None  # the scheduler's own per-node GPU count (Slurm gres)
+    nodefile: Optional[str] = None  # the scheduler's hostfile, when it has one
+    warnings: List[str] = field(default_factory=list)
+
+
+def read_text(path: str) -> str:
+    """Read a scheduler file, turning OS errors into a one-line BadInput."""
+    try:
+        with open(path, "rb") as f:
+            return f.read().decode("utf-8", "surrogateescape")
+    except FileNotFoundError:
+        raise BadInput(f"hostfile {path!r} does not exist (has the job ended?)") from None
+    except IsADirectoryError:
+        raise BadInput(f"hostfile {path!r} is a directory") from None
+    except OSError as exc:
+        raise BadInput(f"cannot read hostfile {path!r}: {exc.strerror}") from None
+
+
+def pick_env(env: Mapping[str, str], prefixes: Sequence[str], drop: Sequence[str] = ()) -> Dict[str, str]:
+    """The scheduler's job variables: by prefix, minus secrets and per-step/task ones."""
+    out = {}
+    for k, v in env.items():
+        if not k.startswith(tuple(prefixes)) or not _NAME_RE.fullmatch(k):
+            continue
+        if SECRET_RE.search(k) or k in drop:
+            continue
+        out[k] = v
+    return dict(sorted(out.items()))
+
+
+def parse_nodefile(text: str, path: str) -> Tuple[List[str], List[int]]:
+    """Hosts in first-seen order and slot counts per host from a one-line-per-slot file."""
+    counts: Dict[str, int] = {}
+    for lineno, line in enumerate(text.splitlines(), 1):
+        name = line.strip()
+        if not name or name.startswith("#"):
+            continue
+        name = name.split()[0]  # tolerate "host slots=4" style trailers
+        check_host(name, f"host name on line {lineno} of {path}:")
+        counts[name] = counts.get(name, 0) + 1
+    if not counts:
+        raise BadInput(f"hostfile {path!r} is empty: no hosts to run on")
+    hosts = unique(counts)
+    return hosts, [counts[h] for h in hosts]
+
+
+def run_query(argv: List[str], env: Optional[Mapping[str, str]] = None, timeout: float = 10.0) -> Optional[Tuple[int, str]]:
+    """Run a scheduler CLI; None when it is not installed or does not answer in time."""
+    if shutil.which(argv[0], path=env.get("PATH") if env else None) is None:
+        return None
+    try:
+        p = subprocess.run(argv, capture_output=True, text=True, timeout=timeout,
+                           env=dict(env) if env is not None else None, stdin=subprocess.DEVNULL)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    return p.returncode, (p.stdout or "") + (p.stderr or "")

@@ -1,0 +1,44 @@
+"""Cobalt (ALCF ThetaGPU; retired, but still in users' scripts).
+
+An interactive ssh forwards only COBALT_NODEFILE and COBALT_JOBID; COBALT_JOBSIZE counts
+processes, not nodes, so hosts come from the nodefile alone, in the scheduler's order.
+"""
+from __future__ import annotations
+
+import re
+from typing import Mapping, Optional, Tuple
+
+from ..errors import BadInput
+from .base import Capture, Reader, parse_nodefile, pick_env, read_text, run_query
+
+NAME = "cobalt"
+PREFIXES = ("COBALT_",)
+
+
+def detect(env: Mapping[str, str]) -> bool:
+    return bool(env.get("COBALT_JOBID") or env.get("COBALT_NODEFILE"))
+
+
+def capture(env: Mapping[str, str], read: Reader = read_text) -> Capture:
+    jobid = env.get("COBALT_JOBID", "")
+    path = env.get("COBALT_NODEFILE") or (f"/var/tmp/cobalt.{jobid}" if jobid else "")
+    if not jobid:
+        m = re.search(r"cobalt\.(\d+)$", path)
+        if not m:
+            raise BadInput("COBALT_JOBID is not set and COBALT_NODEFILE does not name the job")
+        jobid = m.group(1)
+    hosts, _ = parse_nodefile(read(path), path)
+    return Capture(scheduler=NAME, jobid=jobid, hosts=hosts, env=pick_env(env, PREFIXES),
+                   nodefile=path)
+
+
+def job_state(jobid: str, env: Optional[Mapping[str, str]] = None) -> Optional[Tuple[str, str]]:
+    res = run_query(["qstat", jobid], env)
+    if res is None:
+        return None
+    rc, out = res
+    if rc == 0 and re.search(rf"^\s*{re.escape(jobid)}\b", out, re.M):
+        return "live", "qstat lists the job"
+    if rc == 0:
+        return "ended", "qstat does not list the job"
+    return None

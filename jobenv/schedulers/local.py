@@ -1,0 +1,26 @@
+"""No scheduler: this host alone (a laptop, a workstation, a CI box).
+
+The job id is the host name, so one record per host; it is live for as long as the host is.
+"""
+from __future__ import annotations
+
+import socket
+from typing import Mapping, Optional, Tuple
+
+from ..hostlist import check_host
+from .base import Capture
+
+NAME = "local"
+
+
+def detect(env: Mapping[str, str]) -> bool:
+    return True
+
+
+def capture(env: Mapping[str, str], hostname: Optional[str] = None) -> Capture:
+    host = check_host(hostname or socket.gethostname(), "local host name")
+    return Capture(scheduler=NAME, jobid=host.split(".")[0], hosts=[host], env={})
+
+
+def job_state(jobid: str, env: Optional[Mapping[str, str]] = None) -> Optional[Tuple[str, str]]:
+    return "live", "local records stay valid"

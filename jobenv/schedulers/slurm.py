@@ -1,0 +1,138 @@
+"""Slurm (NERSC Perlmutter, OLCF Frontier, most clusters).
+
+Job-level variables describe the allocation; a step (`srun`, an interactive `srun --pty`)
+carries step-level twins describing a subset, plus per-task variables that would fool a
+later `srun` or rank detection if restored.  We capture the job and drop the rest.
+Heterogeneous jobs: the allocation is the union of SLURM_JOB_NODELIST_HET_GROUP_<n>.
+"""
+from __future__ import annotations
+
+import re
+import socket
+from typing import Dict, List, Mapping, Optional, Tuple
+
+from ..errors import BadInput
+from ..hostlist import HostlistError, expand, parse_counts, unique
+from .base import Capture, pick_env, run_query
+
+NAME = "slurm"
+PREFIXES = ("SLURM_",)
+# Per-task and per-step variables: meaningless (or harmful) in another shell.
+TASK_VARS = (
+    "SLURM_PROCID", "SLURM_LOCALID", "SLURM_NODEID", "SLURM_TASK_PID", "SLURM_GTIDS",
+    "SLURM_STEPID", "SLURM_STEP_ID", "SLURM_STEP_NODELIST", "SLURM_STEP_NUM_NODES",
+    "SLURM_STEP_NUM_TASKS", "SLURM_STEP_TASKS_PER_NODE", "SLURM_STEP_LAUNCHER_PORT",
+    "SLURM_STEP_RESV_PORTS", "SLURM_SRUN_COMM_HOST", "SLURM_SRUN_COMM_PORT",
+    "SLURM_LAUNCH_NODE_IPADDR", "SLURM_PRIO_PROCESS", "SLURM_UMASK", "SLURM_TOPOLOGY_ADDR",
+    "SLURM_TOPOLOGY_ADDR_PATTERN", "SLURM_CPU_BIND", "SLURM_CPU_BIND_LIST",
+    "SLURM_CPU_BIND_TYPE", "SLURM_CPU_BIND_VERBOSE", "SLURM_DISTRIBUTION", "SLURM_PTY_PORT",
+    "SLURM_PTY_WIN_COL", "SLURM_PTY_WIN_ROW", "SLURM_CPUS_ON_NODE", "SLURMD_NODENAME",
+    "SLURM_MPI_TYPE", "SLURM_PMIX_MAPPING_SERV", "SLURM_PMI2_PROC_MAPPING", "SLURM_OVERLAP",
+    "SLURM_SPANK_JOB_ID",
+)
+# Describe the current step when inside one, the job otherwise.
+STEP_TWINS = ("SLURM_NODELIST", "SLURM_NNODES", "SLURM_NTASKS", "SLURM_NPROCS",
+              "SLURM_TASKS_PER_NODE", "SLURM_JOB_CPUS_PER_NODE_STEP")
+
+
+def detect(env: Mapping[str, str]) -> bool:
+    return bool(env.get("SLURM_JOB_ID") or env.get("SLURM_JOBID"))
+
+
+def in_step(env: Mapping[str, str]) -> bool:
+    return bool(env.get("SLURM_STEP_ID") or env.get("SLURM_STEPID"))
+
+
+def _het_groups(env: Mapping[str, str]) -> List[str]:
+    found: Dict[int, str] = {}
+    for k, v in env.items():
+        m = re.fullmatch(r"SLURM_JOB_NODELIST_HET_GROUP_(\d+)", k)
+        if m:
+            found[int(m.group(1))] = v
+    return [found[i] for i in sorted(found)]
+
+
+def job_hosts(env: Mapping[str, str]) -> List[str]:
+    """The allocation's hosts: het-group union, else the job nodelist (never a step's)."""
+    lists = _het_groups(env)
+    if not lists:
+        text = env.get("SLURM_JOB_NODELIST") or ("" if in_step(env) else env.get("SLURM_NODELIST", ""))
+        if not text:
+            raise BadInput("SLURM_JOB_ID is set but SLURM_JOB_NODELIST is not: cannot tell the job's nodes")
+        lists = [text]
+    hosts: List[str] = []
+    for text in lists:
+        try:
+            hosts.extend(expand(text))
+        except HostlistError as exc:
+            raise HostlistError(f"Slurm nodelist: {exc}") from None
+    return unique(hosts)
+
+
+def gpus_hint(env: Mapping[str, str]) -> Optional[int]:
+    """GPUs per node from gres variables: SLURM_GPUS_ON_NODE, _GPUS_PER_NODE, _JOB_GPUS."""
+    v = env.get("SLURM_GPUS_ON_NODE", "").strip()
+    if v.isdigit():
+        return int(v)
+    v = env.get("SLURM_GPUS_PER_NODE", "").strip()
+    m = re.fullmatch(r"(?:[\w-]+:)?(\d+)", v)
+    if m:
+        return int(m.group(1))
+    v = env.get("SLURM_JOB_GPUS", "").strip()
+    if v:
+        return len([x for x in v.split(",") if x])
+    return None
+
+
+def slots(env: Mapping[str, str], nhosts: int) -> Optional[List[int]]:
+    """Tasks per node for the job, when the job (not a step) says so."""
+    text = "" if in_step(env) else env.get("SLURM_TASKS_PER_NODE", "")
+    if text:
+        counts = parse_counts(text)
+        if len(counts) == nhosts:
+            return counts
+    per = env.get("SLURM_NTASKS_PER_NODE", "").strip()
+    if per.isdigit():
+        return [int(per)] * nhosts
+    return None
+
+
+def capture(env: Mapping[str, str], hostname: Optional[str] = None) -> Capture:
+    jobid = env.get("SLURM_JOB_ID") or env["SLURM_JOBID"]
+    hosts = job_hosts(env)
+    drop = TASK_VARS + (STEP_TWINS if in_step(env) else ())
+    cap = Capture(
+        scheduler=NAME, jobid=jobid, jobname=env.get("SLURM_JOB_NAME"), hosts=hosts,
+        env=pick_env(env, PREFIXES, drop), slots=slots(env, len(hosts)), gpus_hint=gpus_hint(env),
+    )
+    if hostname is None:
+        hostname = socket.gethostname()
+    short = hostname.split(".")[0]
+    if not any(h == hostname or h.split(".")[0] == short for h in hosts):
+        cap.warnings.append(
+            f"this shell is on {hostname}, outside job {jobid}'s nodes (an salloc shell on a "
+            "login node?); saved anyway: `launch` still runs inside the allocation"
+        )
+    return cap
+
+
+_ENDED = {"COMPLETED", "CANCELLED", "FAILED", "TIMEOUT", "NODE_FAIL", "PREEMPTED",
+          "BOOT_FAIL", "DEADLINE", "OUT_OF_MEMORY", "REVOKED", "SPECIAL_EXIT"}
+
+
+def job_state(jobid: str, env: Optional[Mapping[str, str]] = None) -> Optional[Tuple[str, str]]:
+    """('live'|'ended', reason) from squeue, or None where squeue is absent or silent."""
+    res = run_query(["squeue", "-h", "-j", jobid, "-o", "%T"], env)
+    if res is None:
+        return None
+    rc, out = res
+    states = [s.strip() for s in out.split() if s.strip().isupper()]
+    if rc == 0 and not out.strip():
+        return "ended", "squeue no longer lists the job"
+    if rc != 0 and "Invalid job id" in out:
+        return "ended", "squeue says the job id is invalid (job ended)"
+    if rc == 0 and states:
+        if all(s in _ENDED for s in states):
+            return "ended", f"squeue says {states[0]}"
+        return "live", f"squeue says {states[0]}"
+    return None
