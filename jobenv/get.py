@@ -17,8 +17,14 @@ from .record import JobRecord
 NO_RECORD_HINT = "run `jobenv save` inside your allocation first"
 
 
+def this_host(env: Optional[Mapping[str, str]] = None) -> str:
+    """This host's name as the scheduler lists it: JOBENV_HOSTNAME, else `hostname`."""
+    env = os.environ if env is None else env
+    return env.get("JOBENV_HOSTNAME") or socket.gethostname()
+
+
 def host_names(hostname: Optional[str] = None) -> Tuple[str, str]:
-    h = hostname or socket.gethostname()
+    h = hostname or this_host()
     return h, h.split(".")[0]
 
 
@@ -42,7 +48,7 @@ def good_records(env: Mapping[str, str], warn) -> List[Tuple[Path, JobRecord]]:
 
 def find_job(env: Mapping[str, str], jobid: str, warn) -> Tuple[Path, JobRecord]:
     """A record by id: exact, then the PBS short form (`2024084` for `2024084.polaris-pbs-01...`)."""
-    recs = good_records(env, warn)
+    recs = good_records(env, lambda msg: None)  # other jobs' defects are not this command's business
     for path, rec in recs:
         if rec.jobid == jobid:
             return path, rec
@@ -63,6 +69,7 @@ def choose(env: Mapping[str, str], jobid: Optional[str], warn,
     """--job; else the live scheduler job of this shell; else newest on this host; else newest."""
     if jobid:
         return find_job(env, jobid, warn)
+    hostname = hostname or this_host(env)
     recs = good_records(env, warn)
     if not recs:
         raise NoRecord(f"no saved job in {store.jobs_dir(env)}; {NO_RECORD_HINT}")

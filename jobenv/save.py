@@ -72,7 +72,7 @@ def build(env: Mapping[str, str], opts: Options, hostfile_path: Optional[str] = 
         scheduler=cap.scheduler, jobid=cap.jobid, jobname=cap.jobname, machine=prof.name,
         hosts=cap.hosts, gpus_per_host=gpus, ranks_per_host=ppn, hostfile=hostfile,
         launch=argv, launch_env=dict(prof.env), env=cap.env, created_at=_now(),
-        created_on=hostname or socket.gethostname(), user=user,
+        created_on=hostname or env.get("JOBENV_HOSTNAME") or socket.gethostname(), user=user,
         warnings=cap.warnings + notes,
         status={"state": "live", "reason": "saved inside the job", "gpus_from": gpu_source,
                 "nodefile": cap.nodefile},

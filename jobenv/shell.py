@@ -86,7 +86,7 @@ def render_sh(record: JobRecord, record_path: str, stale: Iterable[str] = ()) ->
         lines.append("unset _jobenv_keep")
     for k, v in exports(record, record_path).items():
         lines.append(f"export {k}={quote(v)}")
-    lines.append("unalias launch 2>/dev/null")
+    lines.append("unalias launch 2>/dev/null || true")
     lines.append(f'function launch {{ {join(record.launch)} "$@"; }}')
     return "\n".join(lines) + "\n"
 

@@ -64,7 +64,6 @@ def parse_nodefile(text: str, path: str) -> Tuple[List[str], List[int]]:
         name = line.strip()
         if not name or name.startswith("#"):
             continue
-        name = name.split()[0]  # tolerate "host slots=4" style trailers
         check_host(name, f"host name on line {lineno} of {path}:")
         counts[name] = counts.get(name, 0) + 1
     if not counts:
@@ -73,7 +72,7 @@ def parse_nodefile(text: str, path: str) -> Tuple[List[str], List[int]]:
     return hosts, [counts[h] for h in hosts]
 
 
-def run_query(argv: List[str], env: Optional[Mapping[str, str]] = None, timeout: float = 10.0) -> Optional[Tuple[int, str]]:
+def run_query(argv: List[str], env: Optional[Mapping[str, str]] = None, timeout: float = 5.0) -> Optional[Tuple[int, str]]:
     """Run a scheduler CLI; None when it is not installed or does not answer in time."""
     if shutil.which(argv[0], path=env.get("PATH") if env else None) is None:
         return None

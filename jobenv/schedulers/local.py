@@ -18,7 +18,7 @@ def detect(env: Mapping[str, str]) -> bool:
 
 
 def capture(env: Mapping[str, str], hostname: Optional[str] = None) -> Capture:
-    host = check_host(hostname or socket.gethostname(), "local host name")
+    host = check_host(hostname or env.get("JOBENV_HOSTNAME") or socket.gethostname(), "local host name")
     return Capture(scheduler=NAME, jobid=host.split(".")[0], hosts=[host], env={})
 
 

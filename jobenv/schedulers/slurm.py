@@ -7,6 +7,7 @@ Heterogeneous jobs: the allocation is the union of SLURM_JOB_NODELIST_HET_GROUP_
 """
 from __future__ import annotations
 
+import os
 import re
 import socket
 from typing import Dict, List, Mapping, Optional, Tuple
@@ -106,7 +107,7 @@ def capture(env: Mapping[str, str], hostname: Optional[str] = None) -> Capture:
         env=pick_env(env, PREFIXES, drop), slots=slots(env, len(hosts)), gpus_hint=gpus_hint(env),
     )
     if hostname is None:
-        hostname = socket.gethostname()
+        hostname = env.get("JOBENV_HOSTNAME") or socket.gethostname()
     short = hostname.split(".")[0]
     if not any(h == hostname or h.split(".")[0] == short for h in hosts):
         cap.warnings.append(
@@ -121,7 +122,14 @@ _ENDED = {"COMPLETED", "CANCELLED", "FAILED", "TIMEOUT", "NODE_FAIL", "PREEMPTED
 
 
 def job_state(jobid: str, env: Optional[Mapping[str, str]] = None) -> Optional[Tuple[str, str]]:
-    """('live'|'ended', reason) from squeue, or None where squeue is absent or silent."""
+    """('live'|'ended', reason) from squeue, or None where squeue is absent or silent.
+
+    squeue retries for 60 s when SLURM_CONF names a missing file (a record restored on
+    another cluster or a node without the config): skip it then.
+    """
+    conf = (env or os.environ).get("SLURM_CONF")
+    if conf and not os.path.exists(conf):
+        return None
     res = run_query(["squeue", "-h", "-j", jobid, "-o", "%T"], env)
     if res is None:
         return None
