@@ -253,6 +253,7 @@ def launch(job, allow_stale, dry_run, command) -> None:
         if not (same and k in env):
             env[k] = v
     env.update(shell.exports(rec, str(path)))
+    env["JOBENV_LAUNCH_TIME"] = f"{time.time():.6f}"
     try:
         os.execvpe(argv[0], argv, env)
     except OSError as exc:

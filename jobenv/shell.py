@@ -87,7 +87,8 @@ def render_sh(record: JobRecord, record_path: str, stale: Iterable[str] = ()) ->
     for k, v in exports(record, record_path).items():
         lines.append(f"export {k}={quote(v)}")
     lines.append("unalias launch 2>/dev/null || true")
-    lines.append(f'function launch {{ {join(record.launch)} "$@"; }}')
+    # JOBENV_LAUNCH_TIME lets the selftest time launcher start -> process start
+    lines.append(f'function launch {{ JOBENV_LAUNCH_TIME=$(date +%s.%N) {join(record.launch)} "$@"; }}')
     return "\n".join(lines) + "\n"
 
 
@@ -106,7 +107,7 @@ def render_fish(record: JobRecord, record_path: str, stale: Iterable[str] = ()) 
     for k, v in exports(record, record_path).items():
         lines.append(f"set -gx {k} {fish_quote(v)}")
     argv = " ".join(fish_quote(a) for a in record.launch)
-    lines.append(f"function launch; {argv} $argv; end")
+    lines.append(f"function launch; env JOBENV_LAUNCH_TIME=(date +%s.%N) {argv} $argv; end")
     return "\n".join(lines) + "\n"
 
 

@@ -1,0 +1,206 @@
+"""Backend initialization from our detection: torch.distributed, horovod, TensorFlow,
+DeepSpeed.  Each framework is imported here, on first use, never by `import jobenv`."""
+from __future__ import annotations
+
+import errno
+import json
+import os
+import socket
+from typing import Optional, Tuple
+
+from . import _NO_ADDR, DetectError, DistInfo, detect, export_env
+
+INSTALL_HINT = {
+    "torch": "pip install 'jobenv[torch]'", "horovod": "pip install 'jobenv[horovod]'",
+    "tensorflow": "pip install 'jobenv[tensorflow]'", "deepspeed": "pip install 'jobenv[deepspeed]'",
+    "mpi4py": "pip install 'jobenv[mpi]'",
+}
+
+
+class MissingFramework(ImportError):
+    pass
+
+
+def require(module: str, extra: str):
+    """Import `module` or fail with the pip command that installs it."""
+    import importlib
+
+    try:
+        return importlib.import_module(module)
+    except ImportError as exc:
+        raise MissingFramework(f"{module} is not installed ({exc}); {INSTALL_HINT[extra]}") from None
+
+
+def ensure_installed(module: str, extra: str) -> None:
+    """Fail with the install hint without importing (so import time can be measured later)."""
+    import importlib.util
+
+    if importlib.util.find_spec(module) is None:
+        raise MissingFramework(f"{module} is not installed; {INSTALL_HINT[extra]}")
+
+
+def choose_backend(cuda: bool, xpu: bool, requested: Optional[str] = None) -> Tuple[str, str]:
+    """(device type, backend): cuda -> nccl, xpu -> xccl, else cpu -> gloo; `requested` wins."""
+    device = "cuda" if cuda else "xpu" if xpu else "cpu"
+    backend = requested or {"cuda": "nccl", "xpu": "xccl", "cpu": "gloo"}[device]
+    if backend in ("nccl",) and not cuda:
+        raise DetectError("backend nccl needs CUDA GPUs, and none is visible here; use gloo")
+    if backend in ("xccl", "ccl") and not xpu:
+        raise DetectError(f"backend {backend} needs Intel GPUs, and none is visible here; use gloo")
+    return device, backend
+
+
+def check_port(info: DistInfo) -> None:
+    """On rank 0, fail fast (never hang) when the rendezvous address is not this host or
+    its port is taken; the port is not reserved, only checked."""
+    if info.master_addr is None:
+        raise DetectError(_NO_ADDR)
+    if info.rank != 0 or info.world_size == 1 or info.launcher == "torchrun":
+        return  # torchrun's agent already holds MASTER_PORT for its store
+    s = socket.socket(socket.AF_INET6 if ":" in info.master_addr else socket.AF_INET, socket.SOCK_STREAM)
+    try:
+        s.bind((info.master_addr, info.master_port))
+    except OSError as exc:
+        if exc.errno == errno.EADDRINUSE:
+            raise DetectError(
+                f"rendezvous port {info.master_port} on {info.master_addr} is already in use (another "
+                "job's rendezvous, or a leftover process?); set MASTER_PORT to a free port") from None
+        if exc.errno == errno.EADDRNOTAVAIL:
+            raise DetectError(
+                f"rank 0 runs on {os.uname().nodename}, but the rendezvous address {info.master_addr} is "
+                "not on this host; set MASTER_ADDR to rank 0's host") from None
+        if isinstance(exc, socket.gaierror):
+            raise DetectError(f"cannot resolve rendezvous host {info.master_addr!r}: {exc}") from None
+        raise
+    finally:
+        s.close()
+
+
+def _device(torch, info: DistInfo, device_type: str):
+    if device_type == "cuda":
+        idx = info.local_rank % max(torch.cuda.device_count(), 1)
+        torch.cuda.set_device(idx)
+        return torch.device("cuda", idx)
+    if device_type == "xpu":
+        idx = info.local_rank % max(torch.xpu.device_count(), 1)
+        torch.xpu.set_device(idx)
+        return torch.device("xpu", idx)
+    return torch.device("cpu")
+
+
+def single_host_loopback(info: DistInfo) -> None:
+    """All ranks on one host: keep gloo on loopback instead of whatever the host name resolves to."""
+    if info.num_nodes == 1 and info.master_addr in ("127.0.0.1", "localhost"):
+        os.environ.setdefault("GLOO_SOCKET_IFNAME", "lo")
+
+
+def setup_torch(backend: Optional[str] = None, timeout: float = 300.0, info: Optional[DistInfo] = None,
+                store=None) -> DistInfo:
+    """Detect, export env://, bind this local rank's device, init the process group."""
+    torch = require("torch", "torch")
+    import datetime
+
+    import torch.distributed as dist
+
+    info = info or detect()
+    export_env(info)
+    xpu = hasattr(torch, "xpu") and torch.xpu.is_available()
+    device_type, backend = choose_backend(torch.cuda.is_available(), xpu, backend)
+    device = _device(torch, info, device_type)
+    single_host_loopback(info)
+    if not dist.is_initialized():
+        if store is None:
+            check_port(info)
+        kwargs = dict(backend=backend, rank=info.rank, world_size=info.world_size,
+                      timeout=datetime.timedelta(seconds=timeout))
+        if store is not None:
+            kwargs["store"] = store
+        else:
+            kwargs["init_method"] = "env://"
+        if device_type != "cpu":
+            kwargs["device_id"] = device
+        dist.init_process_group(**kwargs)
+    return info
+
+
+def cleanup() -> None:
+    """Tear down whatever setup_* initialized (safe to call twice)."""
+    import sys
+
+    dist = sys.modules.get("torch.distributed")
+    if dist is not None and dist.is_available() and dist.is_initialized():
+        dist.destroy_process_group()
+
+
+def setup_horovod(framework: str = "torch") -> DistInfo:
+    """hvd.init() for torch or tensorflow, with this rank's GPU pinned; returns our DistInfo."""
+    info = detect()
+    if framework == "torch":
+        hvd = require("horovod.torch", "horovod")
+        hvd.init()
+        torch = require("torch", "torch")
+        if torch.cuda.is_available():
+            torch.cuda.set_device(hvd.local_rank() % torch.cuda.device_count())
+    elif framework == "tensorflow":
+        hvd = require("horovod.tensorflow", "horovod")
+        hvd.init()
+        tf = require("tensorflow", "tensorflow")
+        gpus = tf.config.list_physical_devices("GPU")
+        if gpus:
+            tf.config.set_visible_devices(gpus[hvd.local_rank() % len(gpus)], "GPU")
+    else:
+        raise ValueError(f"framework must be 'torch' or 'tensorflow', not {framework!r}")
+    if (hvd.rank(), hvd.size()) != (info.rank, info.world_size) and info.launcher != "none":
+        raise DetectError(f"horovod says rank {hvd.rank()} of {hvd.size()}, {info.launcher} says "
+                          f"{info.rank} of {info.world_size}")
+    return info.replace(rank=hvd.rank(), world_size=hvd.size(), local_rank=hvd.local_rank(),
+                        local_world_size=hvd.local_size())
+
+
+def tf_config(info: DistInfo, hosts=None) -> dict:
+    """TF_CONFIG for MultiWorkerMirroredStrategy: one worker per rank, ranks in block order
+    over the hosts (as mpiexec -ppn and srun place them), one port per local rank."""
+    if info.master_addr is None:
+        raise DetectError(_NO_ADDR)
+    hosts = list(hosts or info.hosts)
+    if info.num_nodes == 1 or not hosts:
+        hosts = [info.master_addr]
+    per = info.local_world_size
+    base = info.master_port
+    workers = [f"{hosts[r // per] if r // per < len(hosts) else hosts[-1]}:{base + r % per}"
+               for r in range(info.world_size)]
+    return {"cluster": {"worker": workers}, "task": {"type": "worker", "index": info.rank}}
+
+
+def setup_tensorflow(info: Optional[DistInfo] = None):
+    """(DistInfo, MultiWorkerMirroredStrategy) from the job's hosts, via TF_CONFIG."""
+    info = info or detect()
+    os.environ["TF_CONFIG"] = json.dumps(tf_config(info))
+    tf = require("tensorflow", "tensorflow")
+    gpus = tf.config.list_physical_devices("GPU")
+    if gpus:
+        tf.config.set_visible_devices(gpus[info.local_rank % len(gpus)], "GPU")
+    options = tf.distribute.experimental.CommunicationOptions(
+        implementation=tf.distribute.experimental.CommunicationImplementation.NCCL if gpus
+        else tf.distribute.experimental.CommunicationImplementation.RING)
+    strategy = tf.distribute.MultiWorkerMirroredStrategy(communication_options=options)
+    return info, strategy
+
+
+def setup_deepspeed(backend: Optional[str] = None, timeout: float = 300.0) -> DistInfo:
+    """deepspeed.init_distributed fed from our detection, not its `hostname -I` discovery."""
+    info = detect()
+    export_env(info)
+    torch = require("torch", "torch")
+    deepspeed = require("deepspeed", "deepspeed")
+    import datetime
+
+    xpu = hasattr(torch, "xpu") and torch.xpu.is_available()
+    device_type, backend = choose_backend(torch.cuda.is_available(), xpu, backend)
+    _device(torch, info, device_type)
+    single_host_loopback(info)
+    check_port(info)
+    deepspeed.init_distributed(dist_backend=backend, auto_mpi_discovery=False, init_method="env://",
+                               rank=info.rank, world_size=info.world_size,
+                               timeout=datetime.timedelta(seconds=timeout))
+    return info
