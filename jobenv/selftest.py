@@ -347,7 +347,8 @@ def run_rank(args, info: DistInfo, host: str, t_start: Optional[float], deadline
              t_checkin: float) -> dict:
     wd = Watchdog(info, host, link, deadline)
     framework = args.framework or default_framework()
-    comm = make_comm(framework, args.backend, info, max(1.0, deadline - time.time()) + 30)
+    with wd.phase("backend_init"):
+        comm = make_comm(framework, args.backend, info, max(1.0, deadline - time.time()) + 30)
     phases: Dict[str, Optional[float]] = {}
     launch_t = os.environ.get("JOBENV_LAUNCH_TIME")
     try:
@@ -500,4 +501,9 @@ def main(argv=None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    code = main()
+    # Leave without running C++ static destructors: torch's store and gloo threads can
+    # abort ("terminate called without an active exception") after a clean teardown.
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)

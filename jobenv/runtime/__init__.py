@@ -199,12 +199,14 @@ def derived_port(seed: str) -> int:
 
 
 def _port_seed(env, jobid):
+    """Prefer a per-launch id, so back-to-back launches in one job use different ports."""
     for k in ("PALS_APID", "PMIX_NAMESPACE", "TORCHELASTIC_RUN_ID"):
         if env.get(k):
             return env[k]
     if env.get("SLURM_JOB_ID") and env.get("SLURM_STEP_ID"):
         return f"{env['SLURM_JOB_ID']}.{env['SLURM_STEP_ID']}"
-    return jobid or "jobenv"
+    # stamped by the `launch` shell function and forwarded by every launcher to every rank
+    return f"{jobid or 'jobenv'}@{env.get('JOBENV_LAUNCH_TIME', '')}"
 
 
 def _host_index(hosts, hostname):

@@ -58,6 +58,7 @@ def check_port(info: DistInfo) -> None:
     if info.rank != 0 or info.world_size == 1 or info.launcher == "torchrun":
         return  # torchrun's agent already holds MASTER_PORT for its store
     s = socket.socket(socket.AF_INET6 if ":" in info.master_addr else socket.AF_INET, socket.SOCK_STREAM)
+    s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as the store itself does: TIME_WAIT is fine
     try:
         s.bind((info.master_addr, info.master_port))
     except OSError as exc:

@@ -34,6 +34,8 @@ class Server:
         self.cond = threading.Condition()
         family = socket.AF_INET6 if ":" in addr else socket.AF_INET
         self.sock = socket.socket(family, socket.SOCK_STREAM)
+        # TIME_WAIT from a previous run is not "in use"; a live listener still is
+        self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         try:
             self.sock.bind((addr, port))
         except OSError as exc:

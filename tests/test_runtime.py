@@ -1,0 +1,174 @@
+"""Rank detection from recorded launcher environments (pure), and the runtime's contracts."""
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from jobenv import runtime
+from jobenv.runtime import DetectError, DistInfo, detect, export_env
+from jobenv.runtime.backends import choose_backend, tf_config
+
+PALS = {"PALS_RANKID": "5", "PALS_LOCAL_RANKID": "1", "PALS_NODEID": "1", "PALS_DEPTH": "16", "PALS_APID": "a1b2",
+        "PMI_RANK": "5", "PMI_SIZE": "8", "PMI_LOCAL_RANK": "1", "PMI_LOCAL_SIZE": "4"}
+HYDRA = {"PMI_RANK": "3", "PMI_SIZE": "4", "MPI_LOCALRANKID": "1", "MPI_LOCALNRANKS": "2", "PMI_FD": "9",
+         "PMI_HOSTNAME": "n2"}
+INTEL = {"PMI_RANK": "6", "PMI_SIZE": "8", "MPI_LOCALRANKID": "2", "MPI_LOCALNRANKS": "4", "I_MPI_ROOT": "/opt/intel/mpi"}
+OMPI4 = {"OMPI_COMM_WORLD_RANK": "2", "OMPI_COMM_WORLD_SIZE": "4", "OMPI_COMM_WORLD_LOCAL_RANK": "0",
+         "OMPI_COMM_WORLD_LOCAL_SIZE": "2", "OMPI_COMM_WORLD_NODE_RANK": "0", "OMPI_UNIVERSE_SIZE": "4"}
+OMPI5 = {**OMPI4, "PMIX_RANK": "2", "PMIX_NAMESPACE": "prterun-n1-1234@1"}
+MV2 = {"MV2_COMM_WORLD_RANK": "7", "MV2_COMM_WORLD_SIZE": "8", "MV2_COMM_WORLD_LOCAL_RANK": "3",
+       "MV2_COMM_WORLD_LOCAL_SIZE": "4"}
+BATCH = {"SLURM_JOB_ID": "77", "SLURM_JOB_NODELIST": "n[1-2]", "SLURM_PROCID": "0", "SLURM_NTASKS": "4",
+         "SLURM_LOCALID": "0", "SLURM_NODEID": "0", "SLURM_TASK_PID": "100"}
+SRUN = {**BATCH, "SLURM_STEP_ID": "3", "SLURM_PROCID": "3", "SLURM_LOCALID": "1", "SLURM_NODEID": "1",
+        "SLURM_STEP_NUM_TASKS": "4", "SLURM_STEP_TASKS_PER_NODE": "2(x2)", "SLURM_STEP_NODELIST": "n[1-2]",
+        "SLURM_TASK_PID": "4242"}
+SRUN_PMIX = {**SRUN, "PMIX_RANK": "3", "PMIX_NAMESPACE": "slurm.pmix.77.3"}
+SRUN_PMI2 = {**SRUN, "PMI_RANK": "3", "PMI_SIZE": "4", "PMI_FD": "5"}
+HOROVOD = {"HOROVOD_RANK": "1", "HOROVOD_SIZE": "4", "HOROVOD_LOCAL_RANK": "1", "HOROVOD_LOCAL_SIZE": "2",
+           "HOROVOD_CROSS_RANK": "0", "HOROVOD_CROSS_SIZE": "2", "HOROVOD_HOSTNAME": "n1"}
+JSRUN = {"JSM_NAMESPACE_RANK": "9", "JSM_NAMESPACE_SIZE": "12", "JSM_NAMESPACE_LOCAL_RANK": "3",
+         "JSM_NAMESPACE_LOCAL_SIZE": "6"}
+TORCHRUN = {"RANK": "2", "WORLD_SIZE": "4", "LOCAL_RANK": "0", "LOCAL_WORLD_SIZE": "2", "GROUP_RANK": "1",
+            "ROLE_RANK": "2", "MASTER_ADDR": "n1", "MASTER_PORT": "29500", "TORCHELASTIC_RUN_ID": "none",
+            "TORCHELASTIC_RESTART_COUNT": "0"}
+
+#          env, pids, (launcher, rank, local, size, local size, node)
+TABLE = {
+    "plain python": ({}, None, ("none", 0, 0, 1, 1, 0)),
+    "pals": (PALS, None, ("pals", 5, 1, 8, 4, 1)),
+    "mpich hydra": (HYDRA, None, ("mpich", 3, 1, 4, 2, 1)),
+    "intel mpi": (INTEL, None, ("mpich", 6, 2, 8, 4, 1)),
+    "open mpi 4": (OMPI4, None, ("openmpi", 2, 0, 4, 2, 1)),
+    "open mpi 5": (OMPI5, None, ("openmpi", 2, 0, 4, 2, 1)),
+    "mvapich2": (MV2, None, ("mvapich2", 7, 3, 8, 4, 1)),
+    "srun": (SRUN, (4242, 4000), ("srun", 3, 1, 4, 2, 1)),
+    "srun --mpi=pmix": (SRUN_PMIX, (4242,), ("srun", 3, 1, 4, 2, 1)),
+    "srun --mpi=pmi2": (SRUN_PMI2, (4242,), ("srun", 3, 1, 4, 2, 1)),
+    "pmix without srun vars": ({"PMIX_RANK": "1", "OMPI_COMM_WORLD_SIZE": "2", "OMPI_COMM_WORLD_LOCAL_SIZE": "2"},
+                               None, ("pmix", 1, 1, 2, 2, 0)),
+    "horovodrun": (HOROVOD, None, ("horovodrun", 1, 1, 4, 2, 0)),
+    "jsrun": (JSRUN, None, ("jsrun", 9, 3, 12, 6, 1)),
+    "torchrun": (TORCHRUN, None, ("torchrun", 2, 0, 4, 2, 1)),
+    # leftovers must not fool detection
+    "batch script SLURM_PROCID": (BATCH, (100,), ("none", 0, 0, 1, 1, 0)),
+    "stale RANK without torchrun": ({"RANK": "3", "WORLD_SIZE": "8", "LOCAL_RANK": "1"}, None, ("none", 0, 0, 1, 1, 0)),
+    "mpiexec inside an srun step shell": ({**SRUN, **HYDRA}, (9001, 9000, 8999), ("mpich", 3, 1, 4, 2, 1)),
+}
+
+
+@pytest.mark.parametrize("name", sorted(TABLE))
+def test_detection_table(name):
+    env, pids, (launcher, rank, local, size, lsize, node) = TABLE[name]
+    info = detect(dict(env), pids=pids, hostname="elsewhere")
+    got = (info.launcher, info.rank, info.local_rank, info.world_size, info.local_world_size, info.node_rank)
+    assert got == (launcher, rank, local, size, lsize, node)
+
+
+def test_open_mpi_node_rank_is_not_a_node_index():
+    env = {**OMPI4, "OMPI_COMM_WORLD_NODE_RANK": "0", "OMPI_COMM_WORLD_RANK": "3"}
+    assert detect(env, hostname="x").node_rank == 1  # block placement: rank 3 of 2 per node
+
+
+def test_disagreeing_launchers_fail_naming_both():
+    with pytest.raises(DetectError, match=r"openmpi says OMPI_COMM_WORLD_RANK=2.*mpich says PMI_RANK=3"):
+        detect({**OMPI4, **HYDRA})
+    with pytest.raises(DetectError, match="srun says SLURM_PROCID=3"):
+        detect({**SRUN, "PMI_RANK": "1", "PMI_SIZE": "4"}, pids=(4242,))
+
+
+def test_garbage_is_a_clear_error():
+    with pytest.raises(DetectError, match="PMI_RANK='x' is not a number"):
+        detect({"PMI_RANK": "x", "PMI_SIZE": "2"})
+    with pytest.raises(DetectError, match="outside"):
+        detect({"PMI_RANK": "4", "PMI_SIZE": "4"})
+
+
+def _record(tmp_path, hosts, scheduler="pbs", jobid="42.pbs"):
+    p = tmp_path / "rec.json"
+    p.write_text(json.dumps({"schema_version": 1, "scheduler": scheduler, "jobid": jobid, "hosts": hosts,
+                             "ranks_per_host": 2}))
+    return str(p)
+
+
+def test_rendezvous_from_record(tmp_path):
+    rec = _record(tmp_path, ["x1.hsn.example", "x2.hsn.example"])
+    env = {**HYDRA, "JOBENV_RECORD": rec}
+    info = detect(env, hostname="x2")
+    assert info.master_addr == "x1.hsn.example" and info.hosts == ("x1.hsn.example", "x2.hsn.example")
+    assert info.node_rank == 1 and info.num_nodes == 2 and info.jobid == "42.pbs"
+    assert 20000 <= info.master_port < 60000
+    assert detect(env, hostname="x1").master_port == info.master_port  # every rank derives the same
+    other = detect({**env, "JOBENV_RECORD": _record(tmp_path, ["x1", "x2"], jobid="43.pbs")}, hostname="x1")
+    assert other.master_port != info.master_port
+    forced = detect({**env, "MASTER_ADDR": "10.1.1.1", "MASTER_PORT": "1234"})
+    assert (forced.master_addr, forced.master_port) == ("10.1.1.1", 1234)
+
+
+def test_rendezvous_from_srun_step_and_local():
+    info = detect(SRUN, pids=(4242,))
+    assert info.master_addr == "n1" and info.jobid == "77"
+    local = detect({"PMI_RANK": "0", "PMI_SIZE": "2", "MPI_LOCALRANKID": "0", "MPI_LOCALNRANKS": "2"})
+    assert local.master_addr == "127.0.0.1"
+    unknown = detect(HYDRA)  # 2 hosts, no record, no MASTER_ADDR
+    assert unknown.master_addr is None
+    with pytest.raises(DetectError, match="MASTER_ADDR"):
+        export_env(unknown, env={})
+
+
+def test_export_env_for_env_init():
+    env = {}
+    export_env(detect(PALS, hostname="x", ).replace(master_addr="h0"), env=env)
+    assert env["RANK"] == "5" and env["WORLD_SIZE"] == "8" and env["LOCAL_RANK"] == "1"
+    assert env["LOCAL_WORLD_SIZE"] == "4" and env["MASTER_ADDR"] == "h0" and env["MASTER_PORT"].isdigit()
+
+
+def test_distinfo_is_immutable_value():
+    a = DistInfo(rank=1, world_size=2)
+    with pytest.raises(AttributeError):
+        a.rank = 3
+    assert a == DistInfo(rank=1, world_size=2) and hash(a) == hash(DistInfo(rank=1, world_size=2))
+    assert a.replace(rank=0).rank == 0 and a.as_dict()["world_size"] == 2 and "rank=1" in repr(a)
+
+
+@pytest.mark.parametrize("cuda,xpu,req,expect", [
+    (True, False, None, ("cuda", "nccl")), (False, True, None, ("xpu", "xccl")), (False, False, None, ("cpu", "gloo")),
+    (True, False, "gloo", ("cuda", "gloo")), (True, True, None, ("cuda", "nccl")),
+])
+def test_choose_backend(cuda, xpu, req, expect):
+    assert choose_backend(cuda, xpu, req) == expect
+
+
+def test_choose_backend_refuses_impossible():
+    with pytest.raises(DetectError, match="nccl needs CUDA"):
+        choose_backend(False, False, "nccl")
+    with pytest.raises(DetectError, match="xccl needs Intel"):
+        choose_backend(True, False, "xccl")
+
+
+def test_tf_config_lists_every_rank_in_block_order():
+    info = DistInfo(rank=3, world_size=4, local_world_size=2, num_nodes=2, master_addr="a", master_port=30000,
+                    hosts=("a", "b"))
+    cfg = tf_config(info)
+    assert cfg["cluster"]["worker"] == ["a:30000", "a:30001", "b:30000", "b:30001"]
+    assert cfg["task"] == {"type": "worker", "index": 3}
+
+
+def test_import_jobenv_stays_light():
+    code = ("import sys, jobenv, jobenv.runtime; jobenv.runtime.detect();"
+            "heavy=[m for m in ('torch','tensorflow','horovod','deepspeed','mpi4py','rich','yaml','click',"
+            "'dataclasses','socket','json','filelock') if m in sys.modules]; print(','.join(heavy))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env={"PATH": "/usr/bin"})
+    assert out.returncode == 0 and out.stdout.strip() == "", out.stdout + out.stderr
+
+
+def test_missing_framework_gives_install_hint(monkeypatch):
+    from jobenv.runtime import backends
+
+    with pytest.raises(backends.MissingFramework, match=r"pip install 'jobenv\[horovod\]'"):
+        backends.ensure_installed("horovod_not_here_xyz", "horovod")
+    with pytest.raises(backends.MissingFramework, match=r"pip install 'jobenv\[deepspeed\]'"):
+        backends.require("deepspeed_not_here_xyz", "deepspeed")
