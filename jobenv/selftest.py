@@ -502,8 +502,12 @@ def main(argv=None) -> int:
 
 if __name__ == "__main__":
     code = main()
-    # Leave without running C++ static destructors: torch's store and gloo threads can
-    # abort ("terminate called without an active exception") after a clean teardown.
     sys.stdout.flush()
     sys.stderr.flush()
-    os._exit(code)
+    if "torch" in sys.modules:
+        # torch's store and gloo threads can abort the process during C++ static
+        # destruction ("terminate called without an active exception") after a clean
+        # teardown, so skip it.  Not for MPI: MPICH's Hydra kills the other ranks when
+        # one leaves without its exit-time clean-up.
+        os._exit(code)
+    sys.exit(code)
