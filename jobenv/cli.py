@@ -75,7 +75,7 @@ def _print_summary(rec, path: str) -> None:
 
     t = Table.grid(padding=(0, 2))
     t.add_column(style="bold cyan")
-    t.add_column()
+    t.add_column(overflow="fold")  # paths and host lists are data: never cut them
     t.add_row("job", f"{rec.jobid}" + (f" ({rec.jobname})" if rec.jobname else ""))
     t.add_row("scheduler", f"{rec.scheduler}, profile {rec.machine}")
     t.add_row("hosts", f"{rec.nhosts}: {compress(rec.hosts)}")
