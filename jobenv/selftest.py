@@ -201,6 +201,10 @@ class MPIComm:
 class TorchComm:
     def __init__(self, info: DistInfo, backend: Optional[str], timeout: float) -> None:
         t = time.time()
+        import warnings
+
+        # torch warns at import when numpy is absent; the selftest never needs numpy
+        warnings.filterwarnings("ignore", message="Failed to initialize NumPy")
         import torch
         import torch.distributed as dist
 
@@ -254,11 +258,20 @@ class TorchComm:
         return float(t.item())
 
     def allgather(self, text: str) -> list:
+        """Gather short strings as NUL-padded byte tensors: all_gather_object needs numpy."""
+        torch = self.torch
+        data = list(text.encode())
+        longest = int(self.allreduce(len(data), "max"))
+        buf = torch.zeros(max(longest, 1), dtype=torch.uint8)
+        buf[: len(data)] = torch.tensor(data, dtype=torch.uint8)
+        buf = buf.to(self.dev)
         if self.kind == "horovod":
-            return self.hvd.allgather_object(text)
-        out = [None] * self.dist.get_world_size()
-        self.dist.all_gather_object(out, text)
-        return out
+            parts = self.hvd.allgather(buf.unsqueeze(0))
+            rows = [parts[i] for i in range(parts.shape[0])]
+        else:
+            rows = [torch.zeros_like(buf) for _ in range(self.dist.get_world_size())]
+            self.dist.all_gather(rows, buf)
+        return [bytes(r.cpu().tolist()).rstrip(b"\0").decode() for r in rows]
 
     def barrier(self) -> None:
         if self.kind == "horovod":
@@ -482,6 +495,10 @@ def main(argv=None) -> int:
     except (DetectError, ImportError, CheckinError) as exc:
         sys.stderr.write(f"jobenv.selftest: error on rank {info.rank} ({host}): {exc}\n")
         return EXIT_SETUP
+    except Exception as exc:  # a collective failed (a peer died, a backend error): say where
+        msg = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
+        sys.stderr.write(f"jobenv.selftest: FAILED on rank {info.rank} ({host}): {type(exc).__name__}: {msg}\n")
+        return EXIT_FAILED
     own_ok = all(result["checks"].values())
     if link.client:
         link.client.send_result(result)
