@@ -58,3 +58,19 @@ def need(program: str) -> str:
             raise AssertionError(f"{program} is required in CI (.ci/run installs it)")
         pytest.skip(f"{program} is not installed")
     return path
+
+
+_E2E_TIMES = []
+
+
+def pytest_runtest_logreport(report):
+    if report.when == "call" and "e2e" in report.keywords:
+        _E2E_TIMES.append((report.nodeid, report.duration, report.outcome))
+
+
+def pytest_terminal_summary(terminalreporter):
+    """One timing line per end-to-end scenario (the CI budget is watched through these)."""
+    if _E2E_TIMES:
+        terminalreporter.section("scenario timings")
+        for nodeid, secs, outcome in _E2E_TIMES:
+            terminalreporter.write_line(f"{secs:7.1f} s  {outcome:7}  {nodeid}")

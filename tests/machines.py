@@ -139,6 +139,18 @@ def slurm_step(root: Path) -> Dict[str, str]:
     return env
 
 
+def slurm_step_outside(root: Path) -> Dict[str, str]:
+    """`srun --jobid J -N1 --overlap bash` from outside the job, as measured on Slurm 22.05:
+    SLURM_JOB_NODELIST is the step's node, SLURM_NODELIST the job's, no SLURM_JOB_NUM_NODES."""
+    env = perlmutter(root)
+    del env["SLURM_JOB_NUM_NODES"]
+    env.update(SLURM_JOB_NODELIST="nid001234", SLURM_NODELIST="nid[001234-001235]", SLURM_NNODES="1",
+               SLURM_STEP_ID="0", SLURM_STEPID="0", SLURM_STEP_NODELIST="nid001234",
+               SLURM_STEP_NUM_NODES="1", SLURM_STEP_NUM_TASKS="1", SLURM_STEP_TASKS_PER_NODE="1",
+               SLURM_PROCID="0", SLURM_LOCALID="0", SLURM_NODEID="0", SLURM_STEP_LAUNCHER_PORT="33333")
+    return env
+
+
 def slurm_salloc_login(root: Path) -> Dict[str, str]:
     env = perlmutter(root)
     env.update(JOBENV_HOSTNAME="login31")

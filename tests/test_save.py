@@ -64,6 +64,7 @@ CASES = {
     "slurm-het": (machines.slurm_het, dict(hosts=["cpu1", "cpu2", "gpu01", "gpu02"])),
     "slurm-cpu-only": (machines.slurm_cpu_only, dict(gpus_per_host=0, ranks_per_host=64, ngpus=0)),
     "slurm-step": (machines.slurm_step, dict(hosts=["nid001234", "nid001235"], nhosts=2, ranks_per_host=4)),
+    "slurm-step-outside": (machines.slurm_step_outside, dict(hosts=["nid001234", "nid001235"], nhosts=2)),
     "thetagpu": (machines.thetagpu, dict(
         scheduler="cobalt", machine="thetagpu", jobid="10446",
         hosts=["thetagpu13", "thetagpu12", "thetagpu19", "thetagpu18"], gpus_per_host=8,
@@ -107,6 +108,9 @@ def test_slurm_step_saves_the_job_not_the_step(tmp_path, home):
                  "SLURM_NTASKS", "SLURM_SRUN_COMM_PORT", "SLURM_TASK_PID", "SLURMD_NODENAME"):
         assert gone not in env
     assert env["SLURM_JOB_NODELIST"] == "nid[001234-001235]" and env["SLURM_JOB_NUM_NODES"] == "2"
+    rec, _, _ = save(tmp_path, home, machines.slurm_step_outside)
+    assert rec["env"]["SLURM_JOB_NODELIST"] == "nid[001234-001235]" and rec["env"]["SLURM_JOB_NUM_NODES"] == "2"
+    assert "SLURM_NODELIST" not in rec["env"] and "SLURM_STEP_ID" not in rec["env"]
 
 
 def test_salloc_on_login_node_saves_and_warns(tmp_path, home):

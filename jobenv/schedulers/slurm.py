@@ -53,20 +53,40 @@ def _het_groups(env: Mapping[str, str]) -> List[str]:
     return [found[i] for i in sorted(found)]
 
 
+def _expand(text: str) -> List[str]:
+    try:
+        return expand(text)
+    except HostlistError as exc:
+        raise HostlistError(f"Slurm nodelist: {exc}") from None
+
+
+def job_nodelist(env: Mapping[str, str]) -> str:
+    """The job's nodelist text, never a step's.
+
+    Outside a step SLURM_JOB_NODELIST is the job.  Inside one, Slurm sets SLURM_JOB_NODELIST
+    and SLURM_NODELIST differently depending on how the step was started (an `srun --jobid
+    J -N1` step gets the step's node in SLURM_JOB_NODELIST and the job's in SLURM_NODELIST,
+    measured on Slurm 22.05); the job contains the step, so the longer list is the job.
+    """
+    job = env.get("SLURM_JOB_NODELIST", "")
+    if in_step(env) and env.get("SLURM_NODELIST"):
+        other = env["SLURM_NODELIST"]
+        if not job or len(_expand(other)) > len(_expand(job)):
+            return other
+    return job or ("" if in_step(env) else env.get("SLURM_NODELIST", ""))
+
+
 def job_hosts(env: Mapping[str, str]) -> List[str]:
     """The allocation's hosts: het-group union, else the job nodelist (never a step's)."""
     lists = _het_groups(env)
     if not lists:
-        text = env.get("SLURM_JOB_NODELIST") or ("" if in_step(env) else env.get("SLURM_NODELIST", ""))
+        text = job_nodelist(env)
         if not text:
             raise BadInput("SLURM_JOB_ID is set but SLURM_JOB_NODELIST is not: cannot tell the job's nodes")
         lists = [text]
     hosts: List[str] = []
     for text in lists:
-        try:
-            hosts.extend(expand(text))
-        except HostlistError as exc:
-            raise HostlistError(f"Slurm nodelist: {exc}") from None
+        hosts.extend(_expand(text))
     return unique(hosts)
 
 
@@ -106,6 +126,9 @@ def capture(env: Mapping[str, str], hostname: Optional[str] = None) -> Capture:
         scheduler=NAME, jobid=jobid, jobname=env.get("SLURM_JOB_NAME"), hosts=hosts,
         env=pick_env(env, PREFIXES, drop), slots=slots(env, len(hosts)), gpus_hint=gpus_hint(env),
     )
+    if in_step(env) and not _het_groups(env):  # restore the job's view, not the step's
+        cap.env["SLURM_JOB_NODELIST"] = job_nodelist(env)
+        cap.env["SLURM_JOB_NUM_NODES"] = str(len(hosts))
     if hostname is None:
         hostname = env.get("JOBENV_HOSTNAME") or socket.gethostname()
     short = hostname.split(".")[0]

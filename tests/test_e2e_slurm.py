@@ -1,0 +1,210 @@
+"""The three user flows on a real multi-host Slurm cluster (tests/cluster/slurm.py).
+
+Each "fresh shell" is `env -i` inside a node's network and UTS namespaces, as after
+`ssh nodeN`: nothing is inherited but HOME, PATH and JOBENV_HOME.
+"""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from cluster.slurm import SlurmCluster, available
+from conftest import REPO
+
+pytestmark = pytest.mark.e2e
+PYBIN = str(Path(sys.executable).parent)
+PY = sys.executable
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory):
+    why = available()
+    if why:
+        if os.environ.get("CI"):
+            raise AssertionError(f"CI must run the multi-host Slurm cluster: {why}")
+        pytest.skip(why)
+    c = SlurmCluster(tmp_path_factory.mktemp("slurm")).start()
+    print(f"\nslurm cluster up in {c.startup_seconds:.2f} s")
+    yield c
+    c.stop()
+
+
+@pytest.fixture
+def store(tmp_path):
+    d = tmp_path / "jobenv-home"
+    return str(d)
+
+
+@pytest.fixture
+def jobs(cluster):
+    """Job ids to cancel after the test, whatever happens."""
+    ids = []
+    yield ids
+    for j in ids:
+        cluster.run(["scancel", j], check=False)
+
+
+def fresh(cluster, node, shell, script, store, **extra):
+    """Run SCRIPT in a fresh SHELL on NODE (None: the submit host)."""
+    env = {"HOME": os.environ.get("HOME", "/root"), "PATH": f"{PYBIN}:/usr/bin:/bin", "JOBENV_HOME": store,
+           "PYTHONPATH": str(REPO), "GLOO_SOCKET_IFNAME": "eth0" if node else "lo", "OMP_NUM_THREADS": "1",
+           **extra}
+    flags = {"bash": ["--norc", "--noprofile"], "zsh": ["-f"]}[shell]
+    argv = ["env", "-i", *[f"{k}={v}" for k, v in env.items()], f"/usr/bin/{shell}", *flags, "-c", script]
+    if node:
+        argv = cluster.on_node(node, argv)
+    return subprocess.run(argv, capture_output=True, text=True, timeout=240)
+
+
+def batch_job(cluster, jobs, store, tmp_path, *sbatch_args, save_args="", env=None) -> str:
+    """Submit a job whose script runs `jobenv save` and then holds the allocation."""
+    marker = tmp_path / f"saved-{len(jobs)}"
+    script = (f"#!/bin/bash\nexport JOBENV_HOME={store}\n{PY} -m jobenv save --quiet {save_args} "
+              f"2> {marker}.err && touch {marker}\nexec sleep 600\n")
+    jobid = cluster.sbatch(script, *sbatch_args, "-o", str(tmp_path / "job-%j.out"), env=env)
+    jobs.append(jobid)
+    cluster.wait_state(jobid, {"RUNNING"})
+    deadline = time.time() + 60
+    while not marker.exists():
+        assert time.time() < deadline, f"jobenv save did not finish: {Path(str(marker) + '.err').read_text()}"
+        time.sleep(0.1)
+    return jobid
+
+
+def selftest_report(path: Path) -> dict:
+    return json.loads(path.read_text())
+
+
+@pytest.mark.parametrize("shell", ["bash", "zsh"])
+def test_batch_job_fresh_shell_on_compute_node(cluster, jobs, store, tmp_path, shell):
+    jobid = batch_job(cluster, jobs, store, tmp_path, "-N", "2", "--ntasks-per-node", "2")
+    body = "whence -f launch" if shell == "zsh" else "type launch"
+    show = (f"source <(jobenv get) && echo \"$SLURM_JOB_ID|$NHOSTS|$NRANKS|$SLURM_JOB_NODELIST|$SLURM_CONF\" && "
+            f"cat \"$HOSTFILE\" && {body}")
+    p = fresh(cluster, "node1", shell, show, store)
+    assert p.returncode == 0, p.stderr
+    lines = p.stdout.splitlines()
+    assert lines[0] == f"{jobid}|2|4|node[1-2]|{cluster.conf}"
+    assert lines[1:3] == ["node1", "node2"]
+    assert "srun -N 2 -n 4 --ntasks-per-node 2" in p.stdout
+    report = tmp_path / "report.json"
+    p = fresh(cluster, "node1", shell,
+              f"source <(jobenv get) && launch python3 -m jobenv.selftest --timeout 120 --json {report}", store)
+    assert p.returncode == 0, p.stdout + p.stderr
+    rep = selftest_report(report)
+    assert rep["ok"] and rep["world_size"] == 4 and rep["launcher"] == "srun"
+    assert rep["ranks_per_host"] == {"node1": [0, 1], "node2": [2, 3]}
+    assert "node1" in p.stdout and "PASSED" in p.stdout
+
+
+@pytest.mark.parametrize("mpi,extra", [
+    ("pmi2", {}),
+    ("pmix", {"MPI4PY_LIBMPI": "/usr/lib/x86_64-linux-gnu/libmpi.so.40", "OMPI_MCA_btl": "self,tcp",
+              "OMPI_MCA_btl_tcp_if_include": "eth0", "OMPI_MCA_oob_tcp_if_include": "eth0",
+              "OMPI_MCA_pml": "ob1"}),
+])
+def test_srun_mpi_selftest(cluster, jobs, store, tmp_path, mpi, extra):
+    pytest.importorskip("mpi4py")
+    if mpi == "pmix" and mpi not in cluster.run(["srun", "--mpi=list"], check=False).stdout + \
+            cluster.run(["srun", "--mpi=list"], check=False).stderr:
+        pytest.skip("this Slurm has no pmix plugin")
+    batch_job(cluster, jobs, store, tmp_path, "-N", "2", "--ntasks-per-node", "2")
+    report = tmp_path / "report.json"
+    p = fresh(cluster, "node2", "bash", f"source <(jobenv get) && SLURM_MPI_TYPE={mpi} launch python3 -m "
+              f"jobenv.selftest --framework mpi --timeout 120 --json {report}", store, **extra)
+    assert p.returncode == 0, p.stdout + p.stderr
+    rep = selftest_report(report)
+    assert rep["ok"] and rep["framework"] == "mpi" and rep["world_size"] == 4
+    assert rep["ranks_per_host"] == {"node1": [0, 1], "node2": [2, 3]}
+    lib = "Open MPI" if mpi == "pmix" else "MPICH"
+    assert all(lib in r["device"] for r in rep["ranks"]), [r["device"] for r in rep["ranks"]]
+
+
+def test_ended_job_is_refused(cluster, jobs, store, tmp_path):
+    jobid = batch_job(cluster, jobs, store, tmp_path, "-N", "1")
+    cluster.run(["scancel", jobid])
+    cluster.wait_gone(jobid)
+    p = fresh(cluster, "node1", "bash", "jobenv get", store)
+    assert p.returncode == 4 and f"job {jobid} has ended" in p.stderr and "Traceback" not in p.stderr
+    p = fresh(cluster, "node1", "bash", "jobenv list --json", store)
+    rows = json.loads(p.stdout)
+    assert [r["state"] for r in rows if r["jobid"] == jobid] == ["ended"]
+    p = fresh(cluster, "node1", "bash", "source <(jobenv get --allow-stale) && echo $JOBENV_JOBID", store)
+    assert p.returncode == 0 and p.stdout.strip() == jobid
+
+
+def test_two_jobs_on_different_nodes(cluster, jobs, store, tmp_path):
+    a = batch_job(cluster, jobs, store, tmp_path, "-N", "1", "-w", "node3")
+    b = batch_job(cluster, jobs, store, tmp_path, "-N", "1", "-w", "node4")
+    for node, want in (("node3", a), ("node4", b)):
+        p = fresh(cluster, node, "bash", "source <(jobenv get) && echo $SLURM_JOB_ID $JOBENV_JOBID && launch hostname",
+                  store)
+        assert p.returncode == 0, p.stderr
+        assert p.stdout.split() == [want, want, node]
+    p = fresh(cluster, "node4", "bash", f"source <(jobenv get --job {a}) && echo $SLURM_JOB_ID && launch hostname", store)
+    assert p.returncode == 0 and p.stdout.split() == [a, "node3"], p.stderr
+
+
+def test_salloc_shell_on_submit_host(cluster, jobs, store, tmp_path):
+    marker = tmp_path / "salloc-saved"
+    script = f"JOBENV_HOME={store} {PY} -m jobenv save --quiet 2> {marker}.err; touch {marker}; exec sleep 600"
+    name = f"jobenv-salloc-{os.getpid()}"
+    proc = subprocess.Popen(["salloc", "-J", name, "-N", "2", "--ntasks-per-node", "1", "bash", "-c", script],
+                            env=cluster.env(), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                            start_new_session=True)
+    try:
+        deadline = time.time() + 60
+        while not marker.exists():
+            assert time.time() < deadline and proc.poll() is None, "salloc's jobenv save did not finish"
+            time.sleep(0.1)
+        warn = Path(f"{marker}.err").read_text()
+        assert "outside job" in warn and cluster.hostname in warn
+        p = fresh(cluster, None, "bash", "source <(jobenv get) && launch hostname", store)
+        assert p.returncode == 0, p.stderr
+        assert sorted(p.stdout.split()) == ["node1", "node2"]
+        assert "is not part of job" in p.stderr  # the submit host is not in the job
+    finally:
+        cluster.run(["scancel", "-n", name], check=False)  # salloc itself ignores SIGTERM...
+        try:
+            os.killpg(proc.pid, 15)  # ...but its command (bash, sleep) does not
+        except ProcessLookupError:
+            pass
+        try:
+            proc.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, 9)
+            proc.wait(timeout=10)
+
+
+def test_interactive_step_records_the_job(cluster, jobs, store, tmp_path):
+    jobid = batch_job(cluster, jobs, store, tmp_path, "-N", "2", "--ntasks-per-node", "1")
+    p = cluster.run(["srun", "--jobid", jobid, "-N1", "-n1", "--overlap", "bash", "-c",
+                     f"JOBENV_HOME={store} {PY} -m jobenv save --json"])
+    rec = json.loads(p.stdout)
+    assert rec["hosts"] == ["node1", "node2"] and rec["jobid"] == jobid
+    for gone in ("SLURM_STEP_ID", "SLURM_PROCID", "SLURM_STEP_NODELIST", "SLURM_NNODES", "SLURM_NODELIST"):
+        assert gone not in rec["env"]
+
+
+def test_stale_variables_do_not_mix_jobs(cluster, jobs, store, tmp_path):
+    stale = {"PBS_JOBID": "1234.oldpbs", "PBS_NODEFILE": "/nonexistent/aux/1234.oldpbs"}
+    env = cluster.env(**stale)
+    jobid = batch_job(cluster, jobs, store, tmp_path, "-N", "2", "--ntasks-per-node", "1", env=env)
+    rec = json.loads(fresh(cluster, "node1", "bash", f"jobenv show --json --job {jobid}", store).stdout)
+    assert rec["scheduler"] == "slurm" and not any(k.startswith("PBS_") for k in rec["env"])
+    leftovers = {"SLURM_JOB_ID": "999999", "SLURM_JOBID": "999999", "SLURM_JOB_NODELIST": "gone[1-8]",
+                 "SLURM_NNODES": "8", "SLURM_OLD_ONLY": "x", "PBS_JOBID": "1234.oldpbs"}
+    p = fresh(cluster, "node1", "bash",
+              f"source <(jobenv get --job {jobid}) && echo \"$SLURM_JOB_ID $SLURM_JOB_NODELIST "
+              "${SLURM_OLD_ONLY-unset} ${PBS_JOBID-unset} ${SLURM_NNODES-unset}\" && launch hostname", store,
+              **leftovers)
+    assert p.returncode == 0, p.stderr
+    out = p.stdout.split()
+    assert out[:5] == [jobid, "node[1-2]", "unset", "unset", "2"]
+    assert sorted(out[5:]) == ["node1", "node2"]
