@@ -153,7 +153,9 @@ def test_two_jobs_on_different_nodes(cluster, jobs, store, tmp_path):
 
 def test_salloc_shell_on_submit_host(cluster, jobs, store, tmp_path):
     marker = tmp_path / "salloc-saved"
-    script = f"JOBENV_HOME={store} {PY} -m jobenv save --quiet 2> {marker}.err; touch {marker}; exec sleep 600"
+    stop = tmp_path / "salloc-stop"
+    script = (f"JOBENV_HOME={store} {PY} -m jobenv save --quiet 2> {marker}.err; touch {marker}; "
+              f"while [ ! -e {stop} ]; do sleep 0.1; done")
     name = f"jobenv-salloc-{os.getpid()}"
     proc = subprocess.Popen(["salloc", "-J", name, "-N", "2", "--ntasks-per-node", "1", "bash", "-c", script],
                             env=cluster.env(), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
@@ -170,14 +172,11 @@ def test_salloc_shell_on_submit_host(cluster, jobs, store, tmp_path):
         assert sorted(p.stdout.split()) == ["node1", "node2"]
         assert "is not part of job" in p.stderr  # the submit host is not in the job
     finally:
-        cluster.run(["scancel", "-n", name], check=False)  # salloc itself ignores SIGTERM...
-        try:
-            os.killpg(proc.pid, 15)  # ...but its command (bash, sleep) does not
-        except ProcessLookupError:
-            pass
+        stop.touch()  # salloc's command ends, and salloc relinquishes the allocation
         try:
             proc.wait(timeout=30)
         except subprocess.TimeoutExpired:
+            cluster.run(["scancel", "-n", name], check=False)
             os.killpg(proc.pid, 9)
             proc.wait(timeout=10)
 
