@@ -6,7 +6,10 @@ command, and any `get` command line the fast path does not understand, goes to c
 from __future__ import annotations
 
 import sys
-from typing import List, Optional
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import List, Optional
 
 
 def main(argv: Optional[List[str]] = None) -> int:

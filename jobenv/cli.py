@@ -219,7 +219,7 @@ def clean(older_than, dry_run) -> None:
             if age < limit:
                 continue
         if not dry_run:
-            store.remove(__import__("pathlib").Path(r["path"]))
+            store.remove(r["path"])
         click.echo(f"{'would remove' if dry_run else 'removed'} job {r['jobid']} ({r['reason']})")
         removed += 1
     if not removed:

@@ -7,7 +7,10 @@ from __future__ import annotations
 
 import os
 import sys
-from typing import Dict, List, Optional
+
+TYPE_CHECKING = False  # `import typing` costs ~5 ms per shell; type checkers still read the block below
+if TYPE_CHECKING:
+    from typing import Dict, List, Optional
 
 # option -> destination; None marks a flag.  Must mirror `cli.get`.
 OPTIONS: Dict[str, Optional[str]] = {

@@ -5,14 +5,16 @@ This path runs in every new shell, so it imports neither click, rich, yaml nor f
 from __future__ import annotations
 
 import os
-import socket
 import time
-from pathlib import Path
-from typing import List, Mapping, Optional, Tuple
 
 from . import schedulers, shell, store
 from .errors import BadRecord, JobEnded, NoRecord
-from .record import JobRecord
+
+TYPE_CHECKING = False  # `import typing` costs ~5 ms per shell; type checkers still read the block below
+if TYPE_CHECKING:
+    from typing import List, Mapping, Optional, Tuple
+
+    from .record import JobRecord
 
 NO_RECORD_HINT = "run `jobenv save` inside your allocation first"
 
@@ -20,7 +22,7 @@ NO_RECORD_HINT = "run `jobenv save` inside your allocation first"
 def this_host(env: Optional[Mapping[str, str]] = None) -> str:
     """This host's name as the scheduler lists it: JOBENV_HOSTNAME, else `hostname`."""
     env = os.environ if env is None else env
-    return env.get("JOBENV_HOSTNAME") or socket.gethostname()
+    return env.get("JOBENV_HOSTNAME") or os.uname().nodename
 
 
 def host_names(hostname: Optional[str] = None) -> Tuple[str, str]:
@@ -34,7 +36,7 @@ def on_host(rec: JobRecord, hostname: Optional[str] = None) -> bool:
     return any(h == full or h.split(".")[0] == short for h in rec.hosts)
 
 
-def good_records(env: Mapping[str, str], warn) -> List[Tuple[Path, JobRecord]]:
+def good_records(env: Mapping[str, str], warn) -> List[Tuple[str, JobRecord]]:
     """Readable records, newest first; each defective one is reported, not fatal."""
     out = []
     for path, rec in store.iter_records(env):
@@ -46,7 +48,7 @@ def good_records(env: Mapping[str, str], warn) -> List[Tuple[Path, JobRecord]]:
     return out
 
 
-def find_job(env: Mapping[str, str], jobid: str, warn) -> Tuple[Path, JobRecord]:
+def find_job(env: Mapping[str, str], jobid: str, warn) -> Tuple[str, JobRecord]:
     """A record by id: exact, then the PBS short form (`2024084` for `2024084.polaris-pbs-01...`)."""
     recs = good_records(env, lambda msg: None)  # other jobs' defects are not this command's business
     for path, rec in recs:
@@ -58,14 +60,14 @@ def find_job(env: Mapping[str, str], jobid: str, warn) -> Tuple[Path, JobRecord]
     # a defective record with that id: report its defect rather than "unknown"
     key_paths = [store.paths_for(store.key_for(s, jobid), env)[0] for s in schedulers.MODULES]
     for p in key_paths:
-        if p.exists():
+        if os.path.exists(p):
             store.load(p)
     known = ", ".join(r.jobid for _, r in recs[:5]) or "none"
     raise NoRecord(f"no record for job {jobid!r} (known: {known}); {NO_RECORD_HINT}")
 
 
 def choose(env: Mapping[str, str], jobid: Optional[str], warn,
-           hostname: Optional[str] = None) -> Tuple[Path, JobRecord]:
+           hostname: Optional[str] = None) -> Tuple[str, JobRecord]:
     """--job; else the live scheduler job of this shell; else newest on this host; else newest."""
     if jobid:
         return find_job(env, jobid, warn)
@@ -126,4 +128,4 @@ def get(env: Mapping[str, str], jobid: Optional[str] = None, shell_name: Optiona
     stale = shell.stale_vars(rec, env, schedulers.PREFIXES)
     if stale:
         warn(f"clearing {len(stale)} variable(s) of another job from this shell")
-    return shell.render(shell_name or shell.shell_from_env(env), rec, str(path), stale)
+    return shell.render(shell_name or shell.shell_from_env(env), rec, path, stale)

@@ -6,37 +6,42 @@ truncated, foreign or future record is reported by name instead of half-used.
 from __future__ import annotations
 
 import json
-from dataclasses import asdict, dataclass, field
-from typing import Any, Dict, List, Optional
+TYPE_CHECKING = False  # `import typing` costs ~5 ms per shell; type checkers still read the block below
 
 from .errors import BadRecord
+
+if TYPE_CHECKING:
+    from typing import Any, Dict, List, Optional
 from .hostlist import is_valid_host
 
 SCHEMA_VERSION = 1
 SCHEDULERS = ("pbs", "slurm", "cobalt", "local")
 
 
-@dataclass
 class JobRecord:
-    """Everything a fresh shell or a rank needs to know about one job."""
+    """Everything a fresh shell or a rank needs to know about one job.
 
-    scheduler: str
-    jobid: str
-    machine: str
-    hosts: List[str]
-    gpus_per_host: int
-    ranks_per_host: int
-    hostfile: Optional[str]
-    launch: List[str]
-    env: Dict[str, str]
-    created_at: str
-    created_on: str
-    jobname: Optional[str] = None
-    user: Optional[str] = None
-    launch_env: Dict[str, str] = field(default_factory=dict)
-    warnings: List[str] = field(default_factory=list)
-    status: Dict[str, Any] = field(default_factory=dict)
-    schema_version: int = SCHEMA_VERSION
+    A plain class rather than a dataclass: this is read on the `jobenv get` path, which
+    runs in every new shell, and `import dataclasses` alone costs half its budget.
+    """
+
+    __slots__ = ("scheduler", "jobid", "machine", "hosts", "gpus_per_host", "ranks_per_host",
+                 "hostfile", "launch", "env", "created_at", "created_on", "jobname", "user",
+                 "launch_env", "warnings", "status", "schema_version")
+
+    def __init__(self, scheduler: str, jobid: str, machine: str, hosts: List[str], gpus_per_host: int,
+                 ranks_per_host: int, hostfile: Optional[str], launch: List[str], env: Dict[str, str],
+                 created_at: str, created_on: str, jobname: Optional[str] = None, user: Optional[str] = None,
+                 launch_env: Optional[Dict[str, str]] = None, warnings: Optional[List[str]] = None,
+                 status: Optional[Dict[str, Any]] = None, schema_version: int = SCHEMA_VERSION) -> None:
+        self.scheduler, self.jobid, self.machine, self.hosts = scheduler, jobid, machine, hosts
+        self.gpus_per_host, self.ranks_per_host, self.hostfile = gpus_per_host, ranks_per_host, hostfile
+        self.launch, self.env, self.created_at, self.created_on = launch, env, created_at, created_on
+        self.jobname, self.user = jobname, user
+        self.launch_env = launch_env if launch_env is not None else {}
+        self.warnings = warnings if warnings is not None else []
+        self.status = status if status is not None else {}
+        self.schema_version = schema_version
 
     @property
     def nhosts(self) -> int:
@@ -51,21 +56,22 @@ class JobRecord:
         return self.ranks_per_host * len(self.hosts)
 
     def to_dict(self) -> Dict[str, Any]:
-        d = asdict(self)
-        d["nhosts"] = self.nhosts
-        d["ngpus"] = self.ngpus
-        d["nranks"] = self.nranks
-        order = ["schema_version", "scheduler", "jobid", "jobname", "machine", "hosts",
-                 "nhosts", "gpus_per_host", "ngpus", "ranks_per_host", "nranks", "hostfile",
-                 "launch", "launch_env", "env", "created_at", "created_on", "user",
-                 "warnings", "status"]
-        return {k: d[k] for k in order}
+        """The JSON contract, in a stable key order."""
+        return {
+            "schema_version": self.schema_version, "scheduler": self.scheduler, "jobid": self.jobid,
+            "jobname": self.jobname, "machine": self.machine, "hosts": list(self.hosts),
+            "nhosts": self.nhosts, "gpus_per_host": self.gpus_per_host, "ngpus": self.ngpus,
+            "ranks_per_host": self.ranks_per_host, "nranks": self.nranks, "hostfile": self.hostfile,
+            "launch": list(self.launch), "launch_env": dict(self.launch_env), "env": dict(self.env),
+            "created_at": self.created_at, "created_on": self.created_on, "user": self.user,
+            "warnings": list(self.warnings), "status": dict(self.status),
+        }
 
     def to_json(self) -> str:
         return json.dumps(self.to_dict(), indent=2) + "\n"
 
 
-_FIELDS: Dict[str, Any] = {
+_FIELDS = {
     "scheduler": str, "jobid": str, "machine": str, "hosts": list, "gpus_per_host": int,
     "ranks_per_host": int, "launch": list, "env": dict, "created_at": str, "created_on": str,
 }

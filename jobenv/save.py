@@ -60,7 +60,7 @@ def build(env: Mapping[str, str], opts: Options, hostfile_path: Optional[str] = 
         env, opts.gpus_per_host, cap.gpus_hint, None if prof.generic else prof.gpus_per_host, probe)
     ppn, notes = ranks_per_host(gpus, cap.slots, cap.scheduler, opts.ranks_per_host, env)
     key = store.key_for(cap.scheduler, cap.jobid)
-    hostfile = hostfile_path or str(store.jobs_dir(env) / f"{key}.hosts")
+    hostfile = hostfile_path or store.paths_for(key, env)[2]
     cand = launch.pick_launcher(prof)
     ctx = launch.context(len(cap.hosts), ppn, gpus, hostfile, cap.jobid, prof.vars)
     argv = launch.render(cand["argv"], ctx)
@@ -85,10 +85,10 @@ def save(env: Mapping[str, str], opts: Options) -> Tuple[JobRecord, str]:
     store.ensure_dirs(env)
     rec, meta = build(env, opts)
     json_path, env_path, hosts_path = store.paths_for(meta["key"], env)
-    env_text = shell.render_sh(rec, str(json_path))
+    env_text = shell.render_sh(rec, json_path)
     hosts_text = "".join(h + "\n" for h in rec.hosts)
     store.write_job(rec, env_text, hosts_text, env)
-    return rec, str(json_path)
+    return rec, json_path
 
 
 def summary_hosts(rec: JobRecord) -> str:

@@ -180,7 +180,7 @@ def _read_record(env):
         from .. import store
 
         sched = env.get("JOBENV_SCHEDULER") or ("slurm" if env.get("SLURM_JOB_ID") else "pbs" if env.get("PBS_JOBID") else "cobalt")
-        path = str(store.paths_for(store.key_for(sched, jobid), env)[0])
+        path = store.paths_for(store.key_for(sched, jobid), env)[0]
     try:
         import json
 

@@ -8,11 +8,15 @@ evidence wins: a PBS nodefile that still exists.
 from __future__ import annotations
 
 import os
-from typing import Mapping, Optional, Tuple
+TYPE_CHECKING = False  # `import typing` costs ~5 ms per shell; type checkers still read the block below
 
 from ..errors import BadInput
 from . import cobalt, local, pbs, slurm
-from .base import Capture
+
+if TYPE_CHECKING:
+    from typing import Mapping, Optional, Tuple
+
+    from .base import Capture
 
 MODULES = {"pbs": pbs, "slurm": slurm, "cobalt": cobalt, "local": local}
 # Environment variable holding each scheduler's job id.

@@ -1,35 +1,35 @@
 """What every scheduler module returns, and helpers they share."""
 from __future__ import annotations
 
-import re
-import shutil
-import subprocess
-from dataclasses import dataclass, field
-from typing import Callable, Dict, List, Mapping, Optional, Sequence, Tuple
+TYPE_CHECKING = False  # `import typing` costs ~5 ms per shell; type checkers still read the block below
 
 from ..errors import BadInput
-from ..hostlist import check_host, unique
+
+if TYPE_CHECKING:
+    from typing import Callable, Dict, List, Mapping, Optional, Sequence, Tuple
+
+    Reader = Callable[[str], str]
 
 # Never persisted, whatever the scheduler: they authenticate to the job's daemons.
-SECRET_RE = re.compile(r"(COOKIE|SECRET|TOKEN|PASSW|CREDENTIAL|_KEY$)", re.I)
-_NAME_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
-
-Reader = Callable[[str], str]
+SECRET_PATTERN = r"(COOKIE|SECRET|TOKEN|PASSW|CREDENTIAL|_KEY$)"
 
 
-@dataclass
 class Capture:
-    """A scheduler's view of the job, before devices and profile are added."""
+    """A scheduler's view of the job, before devices and profile are added.
 
-    scheduler: str
-    jobid: str
-    hosts: List[str]
-    env: Dict[str, str]
-    jobname: Optional[str] = None
-    slots: Optional[List[int]] = None  # MPI slots per host, in host order, when known
-    gpus_hint: Optional[int] = None  # the scheduler's own per-node GPU count (Slurm gres)
-    nodefile: Optional[str] = None  # the scheduler's hostfile, when it has one
-    warnings: List[str] = field(default_factory=list)
+    (A plain class: this module is on the `jobenv get` path, where dataclasses cost too much.)
+    """
+
+    def __init__(self, scheduler: str, jobid: str, hosts: List[str], env: Dict[str, str],
+                 jobname: Optional[str] = None, slots: Optional[List[int]] = None,
+                 gpus_hint: Optional[int] = None, nodefile: Optional[str] = None,
+                 warnings: Optional[List[str]] = None) -> None:
+        self.scheduler, self.jobid, self.hosts, self.env = scheduler, jobid, hosts, env
+        self.jobname = jobname
+        self.slots = slots  # MPI slots per host, in host order, when known
+        self.gpus_hint = gpus_hint  # the scheduler's own per-node GPU count (Slurm gres)
+        self.nodefile = nodefile  # the scheduler's hostfile, when it has one
+        self.warnings = warnings if warnings is not None else []
 
 
 def read_text(path: str) -> str:
@@ -47,11 +47,14 @@ def read_text(path: str) -> str:
 
 def pick_env(env: Mapping[str, str], prefixes: Sequence[str], drop: Sequence[str] = ()) -> Dict[str, str]:
     """The scheduler's job variables: by prefix, minus secrets and per-step/task ones."""
+    import re
+
+    secret = re.compile(SECRET_PATTERN, re.I)
     out = {}
     for k, v in env.items():
-        if not k.startswith(tuple(prefixes)) or not _NAME_RE.fullmatch(k):
+        if not k.startswith(tuple(prefixes)) or not (k.isidentifier() and k.isascii()):
             continue
-        if SECRET_RE.search(k) or k in drop:
+        if secret.search(k) or k in drop:
             continue
         out[k] = v
     return dict(sorted(out.items()))
@@ -59,6 +62,8 @@ def pick_env(env: Mapping[str, str], prefixes: Sequence[str], drop: Sequence[str
 
 def parse_nodefile(text: str, path: str) -> Tuple[List[str], List[int]]:
     """Hosts in first-seen order and slot counts per host from a one-line-per-slot file."""
+    from ..hostlist import check_host, unique
+
     counts: Dict[str, int] = {}
     for lineno, line in enumerate(text.splitlines(), 1):
         name = line.strip()
@@ -74,6 +79,9 @@ def parse_nodefile(text: str, path: str) -> Tuple[List[str], List[int]]:
 
 def run_query(argv: List[str], env: Optional[Mapping[str, str]] = None, timeout: float = 5.0) -> Optional[Tuple[int, str]]:
     """Run a scheduler CLI; None when it is not installed or does not answer in time."""
+    import shutil
+    import subprocess
+
     if shutil.which(argv[0], path=env.get("PATH") if env else None) is None:
         return None
     try:

@@ -6,9 +6,14 @@ PBS_NODEFILE, so both are required to call a job PBS.
 """
 from __future__ import annotations
 
-from typing import Mapping, Optional, Tuple
+TYPE_CHECKING = False  # `import typing` costs ~5 ms per shell; type checkers still read the block below
 
-from .base import Capture, Reader, parse_nodefile, pick_env, read_text, run_query
+from .base import Capture, parse_nodefile, pick_env, read_text, run_query
+
+if TYPE_CHECKING:
+    from typing import Mapping, Optional, Tuple
+
+    from .base import Reader
 
 NAME = "pbs"
 PREFIXES = ("PBS_",)

@@ -8,13 +8,13 @@ Heterogeneous jobs: the allocation is the union of SLURM_JOB_NODELIST_HET_GROUP_
 from __future__ import annotations
 
 import os
-import re
-import socket
-from typing import Dict, List, Mapping, Optional, Tuple
+TYPE_CHECKING = False  # `import typing` costs ~5 ms per shell; type checkers still read the block below
 
 from ..errors import BadInput
-from ..hostlist import HostlistError, expand, parse_counts, unique
 from .base import Capture, pick_env, run_query
+
+if TYPE_CHECKING:
+    from typing import Dict, List, Mapping, Optional, Tuple
 
 NAME = "slurm"
 PREFIXES = ("SLURM_",)
@@ -45,15 +45,17 @@ def in_step(env: Mapping[str, str]) -> bool:
 
 
 def _het_groups(env: Mapping[str, str]) -> List[str]:
+    prefix = "SLURM_JOB_NODELIST_HET_GROUP_"
     found: Dict[int, str] = {}
     for k, v in env.items():
-        m = re.fullmatch(r"SLURM_JOB_NODELIST_HET_GROUP_(\d+)", k)
-        if m:
-            found[int(m.group(1))] = v
+        if k.startswith(prefix) and k[len(prefix):].isdigit():
+            found[int(k[len(prefix):])] = v
     return [found[i] for i in sorted(found)]
 
 
 def _expand(text: str) -> List[str]:
+    from ..hostlist import HostlistError, expand
+
     try:
         return expand(text)
     except HostlistError as exc:
@@ -87,11 +89,13 @@ def job_hosts(env: Mapping[str, str]) -> List[str]:
     hosts: List[str] = []
     for text in lists:
         hosts.extend(_expand(text))
-    return unique(hosts)
+    return list(dict.fromkeys(hosts))  # unique, first-seen order
 
 
 def gpus_hint(env: Mapping[str, str]) -> Optional[int]:
     """GPUs per node from gres variables: SLURM_GPUS_ON_NODE, _GPUS_PER_NODE, _JOB_GPUS."""
+    import re
+
     v = env.get("SLURM_GPUS_ON_NODE", "").strip()
     if v.isdigit():
         return int(v)
@@ -107,6 +111,8 @@ def gpus_hint(env: Mapping[str, str]) -> Optional[int]:
 
 def slots(env: Mapping[str, str], nhosts: int) -> Optional[List[int]]:
     """Tasks per node for the job, when the job (not a step) says so."""
+    from ..hostlist import parse_counts
+
     text = "" if in_step(env) else env.get("SLURM_TASKS_PER_NODE", "")
     if text:
         counts = parse_counts(text)
@@ -130,7 +136,7 @@ def capture(env: Mapping[str, str], hostname: Optional[str] = None) -> Capture:
         cap.env["SLURM_JOB_NODELIST"] = job_nodelist(env)
         cap.env["SLURM_JOB_NUM_NODES"] = str(len(hosts))
     if hostname is None:
-        hostname = env.get("JOBENV_HOSTNAME") or socket.gethostname()
+        hostname = env.get("JOBENV_HOSTNAME") or os.uname().nodename
     short = hostname.split(".")[0]
     if not any(h == hostname or h.split(".")[0] == short for h in hosts):
         cap.warnings.append(
