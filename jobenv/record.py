@@ -5,7 +5,6 @@ truncated, foreign or future record is reported by name instead of half-used.
 """
 from __future__ import annotations
 
-import json
 TYPE_CHECKING = False  # `import typing` costs ~5 ms per shell; type checkers still read the block below
 
 from .errors import BadRecord
@@ -68,6 +67,8 @@ class JobRecord:
         }
 
     def to_json(self) -> str:
+        import json
+
         return json.dumps(self.to_dict(), indent=2) + "\n"
 
 
@@ -126,10 +127,48 @@ def from_dict(data: Any, where: str = "record") -> JobRecord:
     )
 
 
+class _ScanContext:
+    """What CPython's C JSON scanner reads from json.JSONDecoder."""
+
+    strict = True
+    object_hook = None
+    object_pairs_hook = None
+    parse_float = float
+    parse_int = int
+    parse_constant = {"NaN": float("nan"), "Infinity": float("inf"), "-Infinity": float("-inf")}.__getitem__
+
+
+def loads(text: str):
+    """json.loads, without importing json.decoder when CPython's C scanner is there.
+
+    json.decoder imports `re` (with enum, ~6 ms): a third of what `jobenv get` may add to
+    the interpreter's start-up in every new shell.  The C scanner parses exactly as
+    json.loads does; only its error messages are plainer.
+    """
+    try:
+        from _json import make_scanner
+    except ImportError:  # not CPython
+        import json
+
+        return json.loads(text)
+    text = text.strip(" \t\n\r")
+    try:
+        value, end = make_scanner(_ScanContext())(text, 0)
+    except (StopIteration, SystemError):
+        # Invalid JSON.  Some errors the C scanner reports through json.decoder, which is
+        # not loaded here (SystemError): let json.loads find and describe the defect.
+        import json
+
+        return json.loads(text)
+    if end != len(text):
+        raise ValueError(f"extra data at character {end}")
+    return value
+
+
 def from_json(text: str, where: str = "record") -> JobRecord:
     """Parse JSON text into a JobRecord (BadRecord on truncation or garbage)."""
     try:
-        data = json.loads(text)
-    except ValueError as exc:
+        data = loads(text)
+    except (ValueError, RecursionError) as exc:
         raise BadRecord(f"{where}: corrupt record (invalid JSON: {exc})") from None
     return from_dict(data, where)

@@ -181,11 +181,11 @@ def _read_record(env):
 
         sched = env.get("JOBENV_SCHEDULER") or ("slurm" if env.get("SLURM_JOB_ID") else "pbs" if env.get("PBS_JOBID") else "cobalt")
         path = store.paths_for(store.key_for(sched, jobid), env)[0]
-    try:
-        import json
+    from ..record import loads  # json.loads without importing re: this runs in every rank
 
+    try:
         with open(path, "rb") as f:
-            data = json.loads(f.read())
+            data = loads(f.read().decode("utf-8", "surrogateescape"))
     except (OSError, ValueError):
         return None
     return data if isinstance(data, dict) else None

@@ -77,13 +77,20 @@ def parse_nodefile(text: str, path: str) -> Tuple[List[str], List[int]]:
     return hosts, [counts[h] for h in hosts]
 
 
+def on_path(program: str, path: Optional[str] = None) -> bool:
+    """Is `program` an executable on PATH?  (shutil.which without importing shutil, which
+    with subprocess would cost `jobenv get` ~5 ms on every node that has no qstat.)"""
+    import os
+
+    path = os.environ.get("PATH", "") if path is None else path
+    return any(os.access(os.path.join(d, program), os.X_OK) for d in path.split(os.pathsep) if d)
+
+
 def run_query(argv: List[str], env: Optional[Mapping[str, str]] = None, timeout: float = 5.0) -> Optional[Tuple[int, str]]:
     """Run a scheduler CLI; None when it is not installed or does not answer in time."""
-    import shutil
-    import subprocess
-
-    if shutil.which(argv[0], path=env.get("PATH") if env else None) is None:
+    if not on_path(argv[0], env.get("PATH") if env else None):
         return None
+    import subprocess
     try:
         p = subprocess.run(argv, capture_output=True, text=True, timeout=timeout,
                            env=dict(env) if env is not None else None, stdin=subprocess.DEVNULL)

@@ -1,0 +1,187 @@
+"""Speed and memory of jobenv's hot paths, measured side by side with the bare interpreter.
+
+    python benchmarks/bench.py [--runs 21] [--quick] [--skip-selftest]
+
+Every figure is a median over --runs runs (>= 20 by default) of whole processes, using the
+interpreter that runs this script, so run it from the virtual environment you measure.
+Prints `name: value (ratio)` lines and a closing summary against the targets.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+PY = sys.executable
+BIN = Path(PY).parent
+
+
+def jobenv_cmd() -> list:
+    script = BIN / "jobenv"
+    return [str(script)] if script.exists() else [PY, "-m", "jobenv"]
+
+
+def timed(argv, env, runs):
+    """Median wall time (s) and median peak RSS (KiB) of running argv `runs` times."""
+    times, rss = [], []
+    for _ in range(runs):
+        t = time.perf_counter()
+        p = subprocess.Popen(argv, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        _, status, usage = os.wait4(p.pid, 0)
+        times.append(time.perf_counter() - t)
+        p.returncode = os.waitstatus_to_exitcode(status)
+        if p.returncode != 0:
+            raise SystemExit(f"benchmark command failed ({p.returncode}): {argv}")
+        rss.append(usage.ru_maxrss)
+    return statistics.median(times), statistics.median(rss)
+
+
+def pbs_job(root: Path, hosts: int, slots: int = 4) -> dict:
+    jobid = f"{hosts}.bench-pbs-01.example.org"
+    nodefile = root / f"nodefile-{hosts}"
+    with open(nodefile, "w") as f:
+        for h in range(hosts):
+            f.write(f"x{h // 1000:04d}c0s{h % 1000:03d}b0n0.hsn.example.org\n" * slots)
+    return {"PBS_JOBID": jobid, "PBS_NODEFILE": str(nodefile), "PBS_JOBNAME": "bench", "PBS_QUEUE": "prod",
+            "JOBENV_GPUS_PER_HOST": "4"}
+
+
+def slurm_job(hosts: int) -> dict:
+    return {"SLURM_JOB_ID": str(700000 + hosts), "SLURM_JOB_NODELIST": f"nid[{1:06d}-{hosts:06d}]",
+            "SLURM_JOB_NUM_NODES": str(hosts), "SLURM_TASKS_PER_NODE": f"4(x{hosts})", "SLURM_NTASKS": str(4 * hosts),
+            "SLURM_CONF": "/nonexistent/slurm.conf", "JOBENV_GPUS_PER_HOST": "4", "JOBENV_HOSTNAME": "nid000001"}
+
+
+BARE_ALLREDUCE = r'''
+import os, time
+def start():
+    with open("/proc/self/stat", "rb") as f:
+        ticks = int(f.read().rsplit(b")", 1)[1].split()[19])
+    with open("/proc/uptime", "rb") as f:
+        up = float(f.read().split()[0])
+    return time.time() - (up - ticks / os.sysconf("SC_CLK_TCK"))
+t0 = start()
+import torch, torch.distributed as dist
+os.environ.setdefault("MASTER_ADDR", "127.0.0.1")
+os.environ["MASTER_PORT"] = os.environ["BENCH_PORT"]
+rank, size = int(os.environ["PMI_RANK"]), int(os.environ["PMI_SIZE"])
+dist.init_process_group("gloo", rank=rank, world_size=size)
+t = torch.ones(1)
+dist.all_reduce(t)
+assert t.item() == size
+elapsed = time.time() - t0
+out = [None] * size if rank == 0 else None
+dist.gather_object(elapsed, out, dst=0)
+if rank == 0:
+    print(max(out))
+dist.destroy_process_group()
+os._exit(0)
+'''
+
+
+def selftest_pair(tmp: Path, runs: int, env: dict):
+    """Process start -> first successful all-reduce, 4 gloo ranks via mpiexec (max over ranks)."""
+    mpiexec = BIN / "mpiexec"
+    if not mpiexec.exists() or shutil.which("mpiexec") is None:
+        return None
+    bare_py = tmp / "bare_allreduce.py"
+    bare_py.write_text(BARE_ALLREDUCE)
+    ours, bare = [], []
+    env = {**env, "GLOO_SOCKET_IFNAME": "lo", "MASTER_ADDR": "127.0.0.1", "OMP_NUM_THREADS": "1"}
+    for i in range(runs):  # interleaved, so drift hits both alike
+        port = str(31000 + (i * 7) % 2000)
+        p = subprocess.run([str(mpiexec), "-n", "4", PY, str(bare_py)], env={**env, "BENCH_PORT": port},
+                           capture_output=True, text=True, timeout=300)
+        bare.append(float(p.stdout.strip().splitlines()[-1]))
+        report = tmp / "report.json"
+        subprocess.run([str(mpiexec), "-n", "4", PY, "-m", "jobenv.selftest", "--steps", "2", "--quiet",
+                        "--json", str(report)], env={**env, "MASTER_PORT": str(int(port) + 2)},
+                       capture_output=True, text=True, timeout=300, check=True)
+        ours.append(json.loads(report.read_text())["phases"]["start_to_first_allreduce"]["max"])
+    return statistics.median(ours), statistics.median(bare)
+
+
+def getjobenv_ms(env: dict, runs: int) -> float:
+    """`getjobenv` from shell/jobenv.sh inside bash, timed around the call only."""
+    script = (f"source {REPO}/shell/jobenv.sh; s=$EPOCHREALTIME; getjobenv; e=$EPOCHREALTIME; "
+              "[ -n \"$NHOSTS\" ] || exit 3; echo \"$s $e\"")
+    xs = []
+    for _ in range(runs):
+        p = subprocess.run(["bash", "--norc", "--noprofile", "-c", script], env=env, capture_output=True,
+                           text=True, check=True)
+        s, e = (float(x.replace(",", ".")) for x in p.stdout.split())
+        xs.append((e - s) * 1000)
+    return statistics.median(xs)
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--runs", type=int, default=21)
+    ap.add_argument("--quick", action="store_true", help="5 runs each (smoke check, not for reporting)")
+    ap.add_argument("--skip-selftest", action="store_true")
+    args = ap.parse_args()
+    runs = 5 if args.quick else args.runs
+    tmp = Path(tempfile.mkdtemp(prefix="jobenv-bench-"))
+    base_env = {"PATH": f"{BIN}:/usr/bin:/bin", "HOME": str(tmp), "LANG": "C.UTF-8",
+                "JOBENV_HOME": str(tmp / "store")}
+    results, checks = [], []
+
+    def line(name, value, unit, ratio=None, target=None, ok=None):
+        r = f" ({ratio:.2f}x)" if ratio is not None else ""
+        print(f"{name}: {value:.1f} {unit}{r}" + (f"  target {target}: {'ok' if ok else 'MISSED'}" if target else ""),
+              flush=True)
+        if target:
+            checks.append((name, ok))
+
+    bare_t, bare_rss = timed([PY, "-c", "pass"], base_env, runs)
+    line("python -c pass", bare_t * 1000, "ms")
+
+    # a saved 2-host job (PBS-shaped; no qstat here, as on many compute nodes)
+    two = pbs_job(tmp, 2)
+    subprocess.run(jobenv_cmd() + ["save", "--quiet"], env={**base_env, **two}, check=True)
+    get_env = {**base_env, "JOBENV_HOSTNAME": "x0000c0s000b0n0"}
+    get_t, get_rss = timed(jobenv_cmd() + ["get"], get_env, runs)
+    line("jobenv get (2-host job)", get_t * 1000, "ms", get_t / bare_t, "<= 2.0x", get_t / bare_t <= 2.0)
+    line("jobenv get peak memory", get_rss / 1024, "MiB", get_rss / bare_rss, "<= 1.3x", get_rss / bare_rss <= 1.3)
+
+    imp_t, _ = timed([PY, "-c", "import jobenv, jobenv.runtime; jobenv.runtime.detect()"], base_env, runs)
+    line("import jobenv + runtime.detect()", imp_t * 1000, "ms", imp_t / bare_t, "<= 1.15x", imp_t / bare_t <= 1.15)
+
+    ms = getjobenv_ms(get_env, runs)
+    line("getjobenv (shell/jobenv.sh, no Python)", ms, "ms", None, "<= 10 ms", ms <= 10)
+
+    big_runs = max(3, runs // 4)
+    for kind, make in (("PBS nodefile", lambda n: pbs_job(tmp, n)), ("Slurm nodelist", slurm_job)):
+        t10, _ = timed(jobenv_cmd() + ["save", "--quiet"], {**base_env, **make(10_000)}, big_runs)
+        t100, _ = timed(jobenv_cmd() + ["save", "--quiet"], {**base_env, **make(100_000)}, big_runs)
+        line(f"jobenv save, 10,000 hosts ({kind})", t10 * 1000, "ms", None, "<= 300 ms", t10 <= 0.3)
+        line(f"jobenv save, 100,000 hosts ({kind})", t100 * 1000, "ms", t100 / t10, "<= 10x the 10,000-host time",
+             t100 / t10 <= 10)
+
+    if not args.skip_selftest:
+        pair = selftest_pair(tmp, runs, base_env)
+        if pair is None:
+            print("selftest vs bare all-reduce: skipped (no mpiexec from the mpich wheel)")
+        else:
+            ours, bare = pair
+            line("bare init_process_group + all_reduce, 4 gloo ranks via mpiexec", bare * 1000, "ms")
+            line("selftest start -> first all-reduce, 4 gloo ranks via mpiexec", ours * 1000, "ms", ours / bare,
+                 "<= 1.10x", ours / bare <= 1.10)
+
+    shutil.rmtree(tmp, ignore_errors=True)
+    missed = [n for n, ok in checks if not ok]
+    print(f"summary: {len(checks) - len(missed)} of {len(checks)} targets met"
+          + (f"; missed: {', '.join(missed)}" if missed else ""))
+    return 0 if not missed else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
