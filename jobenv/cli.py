@@ -95,7 +95,10 @@ def _print_summary(rec, path: str) -> None:
 @click.option("--ranks-per-host", type=click.IntRange(min=1), help="Ranks per host (default: one per GPU, else the scheduler's slots).")
 @click.option("--json", "as_json", is_flag=True, help="Print the record as JSON.")
 @click.option("-q", "--quiet", is_flag=True, help="Print nothing (warnings still go to stderr).")
-def save(profile, scheduler, gpus_per_host, ranks_per_host, as_json, quiet) -> None:
+@click.option("--watch", "watch_it", is_flag=True, help="Also start `jobenv watch` for this job.")
+@click.option("--watch-interval", type=click.FloatRange(min=0.1), default=30.0, show_default=True,
+              help="Heartbeat interval of --watch, in seconds.")
+def save(profile, scheduler, gpus_per_host, ranks_per_host, as_json, quiet, watch_it, watch_interval) -> None:
     """Capture this allocation into a record (run inside the job)."""
     from .save import Options
     from .save import save as do_save
@@ -103,6 +106,10 @@ def save(profile, scheduler, gpus_per_host, ranks_per_host, as_json, quiet) -> N
     rec, path = do_save(os.environ, Options(scheduler, profile, gpus_per_host, ranks_per_host))
     for w in rec.warnings:
         warn(w)
+    if watch_it:
+        from . import watch as watch_mod
+
+        watch_mod.start(path, watch_interval, dict(os.environ))
     if as_json:
         write_out(rec.to_json())
     elif not quiet:
@@ -224,6 +231,51 @@ def clean(older_than, dry_run) -> None:
         removed += 1
     if not removed:
         click.echo("nothing to clean")
+
+
+@cli.command("import")
+@click.argument("env_file", metavar="FILE", type=click.Path(dir_okay=False))
+@click.option("--profile", metavar="NAME", help="Machine profile (default: detected).")
+@click.option("--json", "as_json", is_flag=True, help="Print the record as JSON.")
+@click.option("-q", "--quiet", is_flag=True, help="Print nothing.")
+def import_cmd(env_file, profile, as_json, quiet) -> None:
+    """Turn ~/.pbsenv, ~/.cobaltenv or ~/.slurmenv written by other tools into a record."""
+    from . import importer
+    from .save import Options
+    from .save import save as do_save
+
+    parsed = importer.parse(importer.read(env_file), env_file)
+    env = importer.import_env(parsed, os.environ)
+    rec, path = do_save(env, Options(profile=profile))
+    from . import store
+
+    rec = store.update_status(path, {"reason": f"imported from {os.path.abspath(env_file)}"}, env)
+    for w in rec.warnings:
+        warn(w)
+    if as_json:
+        write_out(rec.to_json())
+    elif not quiet:
+        _print_summary(rec, path)
+
+
+@cli.command()
+@click.option("--job", "-j", metavar="ID", help="Job id (default: as for `get`).")
+@click.option("--interval", type=click.FloatRange(min=0.1), default=30.0, show_default=True,
+              help="Seconds between heartbeats.")
+@click.option("--foreground", is_flag=True, help="Run in this process instead of a detached daemon.")
+def watch(job, interval, foreground) -> None:
+    """Keep the job's record live: heartbeat, and mark it ended when the job ends."""
+    from . import watch as watch_mod
+    from .get import choose
+
+    path, rec = choose(os.environ, job, warn)
+    if foreground:
+        raise click.exceptions.Exit(watch_mod.run(path, interval, dict(os.environ)))
+    pid = watch_mod.start(path, interval, dict(os.environ))
+    if pid is None:
+        click.echo(f"already watching job {rec.jobid} (pid {watch_mod.running(path)})")
+    else:
+        click.echo(f"watching job {rec.jobid}: pid {pid}, heartbeat every {interval:g} s")
 
 
 @cli.command(context_settings={"ignore_unknown_options": True, "allow_interspersed_args": False})

@@ -188,10 +188,14 @@ def write_job(record: JobRecord, env_text: str, hosts_text: Optional[str],
     return json_path
 
 
-def update_record(json_path: str, record: JobRecord, env: Optional[dict] = None) -> None:
-    """Rewrite one record's JSON (status changes) under its lock."""
+def update_status(json_path: str, changes: dict, env: Optional[dict] = None) -> JobRecord:
+    """Merge `changes` into a record's status: re-read, change, replace, all under the job's
+    lock, so a `jobenv save` of the same job in between is never overwritten."""
     with job_lock(json_path[: -len(".json")] + ".lock", env):
-        _write_atomic(json_path, record.to_json().encode("utf-8", "surrogateescape"))
+        rec = load(json_path)
+        rec.status.update(changes)
+        _write_atomic(json_path, rec.to_json().encode("utf-8", "surrogateescape"))
+    return rec
 
 
 def load(path: str) -> JobRecord:
@@ -232,7 +236,7 @@ def iter_records(env: Optional[dict] = None) -> Iterator[Loaded]:
 def remove(json_path: str) -> None:
     """Delete a job's files (JSON first, so readers never see a record without its env)."""
     stem = json_path[: -len(".json")]
-    for suffix in (".json", ".env", ".hosts", ".lock", ".pid"):
+    for suffix in (".json", ".env", ".hosts", ".lock", ".pid", ".watch.log"):
         try:
             os.unlink(stem + suffix)
         except FileNotFoundError:

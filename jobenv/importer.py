@@ -1,0 +1,80 @@
+"""`jobenv import FILE`: turn an env file written by other tools (`~/.pbsenv`,
+`~/.cobaltenv`, `~/.slurmenv`: `export VAR=value` lines, often unquoted, or raw
+`env | grep PBS` output) into a record.
+
+The file is parsed as data, never sourced: `$(...)`, backquotes and `;` stay text.  The
+variables then go through the same capture as `jobenv save`.
+"""
+from __future__ import annotations
+
+import os
+
+from .errors import BadInput
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Dict, Mapping
+
+SCHEDULER_PREFIXES = ("PBS_", "SLURM_", "COBALT_")
+
+
+def _unquote(raw: str, lineno: int, path: str) -> str:
+    """The value of one assignment's right-hand side, without any expansion."""
+    raw = raw.strip()
+    if len(raw) >= 2 and raw[0] == raw[-1] == "'":
+        return raw[1:-1].replace("'\\''", "'")
+    if len(raw) >= 2 and raw[0] == raw[-1] == '"':
+        out, i, body = [], 0, raw[1:-1]
+        while i < len(body):
+            if body[i] == "\\" and i + 1 < len(body) and body[i + 1] in '"\\$`':
+                out.append(body[i + 1])
+                i += 2
+            else:
+                out.append(body[i])
+                i += 1
+        return "".join(out)
+    if raw[:1] in ("'", '"'):
+        raise BadInput(f"{path} line {lineno}: unterminated quote")
+    return raw  # unquoted (e.g. `export SLURM_TASKS_PER_NODE=4(x2)`): taken literally
+
+
+def parse(text: str, path: str = "env file") -> Dict[str, str]:
+    """Variable assignments in the file; aliases, functions and comments are ignored."""
+    out: Dict[str, str] = {}
+    for lineno, line in enumerate(text.splitlines(), 1):
+        s = line.strip()
+        if not s or s.startswith("#") or s.startswith(("alias ", "unalias ", "function ", "echo ")):
+            continue
+        if s.startswith("export "):
+            s = s[len("export "):].lstrip()
+        name, eq, value = s.partition("=")
+        if not eq or not (name.isidentifier() and name.isascii()):
+            continue  # not an assignment (a command, a function body): never run, never kept
+        out[name] = _unquote(value, lineno, path)
+    return out
+
+
+def import_env(parsed: Mapping[str, str], base: Mapping[str, str]) -> Dict[str, str]:
+    """The environment to capture from: this shell's settings (store, profiles, PATH)
+    without any scheduler variables, plus the imported ones."""
+    env = {k: v for k, v in base.items() if not k.startswith(SCHEDULER_PREFIXES)}
+    env.update(parsed)
+    if "PBS_JOBID" in parsed and not os.path.exists(parsed.get("PBS_NODEFILE", "")):
+        # the nodefile vanished with the job; ezpz-style files also name a HOSTFILE copy
+        if parsed.get("HOSTFILE") and os.path.exists(parsed["HOSTFILE"]):
+            env["PBS_NODEFILE"] = parsed["HOSTFILE"]
+    if "COBALT_JOBID" in parsed and parsed.get("HOSTFILE") and not os.path.exists(parsed.get("COBALT_NODEFILE", "")):
+        env["COBALT_NODEFILE"] = parsed["HOSTFILE"]
+    if parsed.get("NGPU_PER_HOST", "").isdigit() and "JOBENV_GPUS_PER_HOST" not in base:
+        env["JOBENV_GPUS_PER_HOST"] = parsed["NGPU_PER_HOST"]
+    if not any(k.startswith(SCHEDULER_PREFIXES) for k in parsed):
+        raise BadInput("no PBS_*, SLURM_* or COBALT_* variables in the file: nothing to import")
+    return env
+
+
+def read(path: str) -> str:
+    try:
+        with open(path, "rb") as f:
+            return f.read().decode("utf-8", "surrogateescape")
+    except OSError as exc:
+        raise BadInput(f"cannot read {path}: {exc.strerror}") from None

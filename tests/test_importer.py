@@ -1,0 +1,72 @@
+"""`jobenv import` of env files written by other tools: parsed as data, never run."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from conftest import base_env, jobenv
+from jobenv.errors import BadInput
+from jobenv.importer import parse
+
+EZPZ_PBSENV = """\
+export PBS_JOBID=1777928.polaris-pbs-01.hsn.cm.polaris.alcf.anl.gov
+export PBS_NODEFILE=/var/spool/pbs/aux/1777928.polaris-pbs-01.hsn.cm.polaris.alcf.anl.gov
+export PBS_O_WORKDIR=/home/a/$(touch {canary})
+export HOSTFILE={hostfile}
+export NHOSTS=2
+export NGPU_PER_HOST=4
+export DIST_LAUNCH=mpiexec --verbose --envall -n 8 -ppn 4 --hostfile {hostfile}
+alias launch='mpiexec --verbose --envall -n 8 -ppn 4 --hostfile {hostfile}'
+"""
+
+
+def test_parse_is_literal():
+    env = parse("export A=4(x2)\nB='it'\\''s'\nexport C=\"x \\\"y\\\" $z\"\nrm -rf /\n# c\nalias l=x\nD=$(id)\n")
+    assert env == {"A": "4(x2)", "B": "it's", "C": 'x "y" $z', "D": "$(id)"}
+    with pytest.raises(BadInput, match="line 1: unterminated quote"):
+        parse("A='open\n", "f")
+
+
+def test_import_ezpz_pbsenv(tmp_path, home):
+    hostfile = tmp_path / "hosts"
+    hostfile.write_text("x3005c0s37b0n0.hsn.cm.polaris.alcf.anl.gov\nx3005c0s37b1n0.hsn.cm.polaris.alcf.anl.gov\n")
+    canary = tmp_path / "pwned"
+    f = tmp_path / ".pbsenv"
+    f.write_text(EZPZ_PBSENV.format(hostfile=hostfile, canary=canary))
+    env = base_env(home)
+    p = jobenv(["import", str(f), "--json"], env)
+    assert p.returncode == 0, p.stderr
+    rec = json.loads(p.stdout)
+    assert rec["scheduler"] == "pbs" and rec["machine"] == "polaris" and rec["gpus_per_host"] == 4
+    assert rec["hosts"] == hostfile.read_text().split()
+    assert rec["env"]["PBS_O_WORKDIR"] == f"/home/a/$(touch {canary})" and not canary.exists()
+    assert "imported from" in rec["status"]["reason"]
+
+
+def test_import_slurmenv_and_cobaltenv(tmp_path, home):
+    s = tmp_path / ".slurmenv"
+    s.write_text("SLURM_JOB_ID=42\nSLURM_JOB_NODELIST=nid[001-002]\nSLURM_TASKS_PER_NODE=4(x2)\n"
+                 "SLURM_CONF=/nonexistent/slurm.conf\n")
+    rec = json.loads(jobenv(["import", str(s), "--json"], base_env(home), check=True).stdout)
+    assert rec["scheduler"] == "slurm" and rec["hosts"] == ["nid001", "nid002"] and rec["ranks_per_host"] == 4
+    nodefile = tmp_path / "cobalt.10446"
+    nodefile.write_text("thetagpu13\nthetagpu12\n")
+    c = tmp_path / ".cobaltenv"
+    c.write_text(f"export COBALT_JOBID=10446\nexport COBALT_NODEFILE={nodefile}\n")
+    rec = json.loads(jobenv(["import", str(c), "--json"], base_env(home), check=True).stdout)
+    assert rec["scheduler"] == "cobalt" and rec["machine"] == "thetagpu" and rec["hosts"] == ["thetagpu13", "thetagpu12"]
+
+
+@pytest.mark.parametrize("content,code,words", [
+    ("export FOO=1\n", 5, "nothing to import"),
+    ("export PBS_JOBID=1.x\nexport PBS_NODEFILE=/nonexistent\n", 5, "does not exist"),
+])
+def test_import_errors(tmp_path, home, content, code, words):
+    f = tmp_path / "envfile"
+    f.write_text(content)
+    p = jobenv(["import", str(f)], base_env(home))
+    assert p.returncode == code and words in p.stderr and len(p.stderr.strip().splitlines()) == 1
+    p = jobenv(["import", str(tmp_path / "missing")], base_env(home))
+    assert p.returncode != 0 and "Traceback" not in p.stderr
