@@ -207,3 +207,24 @@ def test_stale_variables_do_not_mix_jobs(cluster, jobs, store, tmp_path):
     out = p.stdout.split()
     assert out[:5] == [jobid, "node[1-2]", "unset", "unset", "2"]
     assert sorted(out[5:]) == ["node1", "node2"]
+
+
+def test_watch_marks_job_ended_when_slurm_says_so(cluster, jobs, store, tmp_path):
+    """`jobenv save --watch` in the batch script; after scancel the record flips to ended
+    within two heartbeats, and a fresh shell without squeue refuses the job."""
+    jobid = batch_job(cluster, jobs, store, tmp_path, "-N", "1", save_args="--watch --watch-interval 0.5")
+    path = Path(store) / "jobs" / f"slurm-{jobid}.json"
+    deadline = time.time() + 10
+    while "heartbeat" not in json.loads(path.read_text())["status"]:
+        assert time.time() < deadline, "no heartbeat from jobenv watch"
+        time.sleep(0.1)
+    cluster.run(["scancel", jobid])
+    t = time.time()
+    while json.loads(path.read_text())["status"].get("state") != "ended":
+        assert time.time() - t < 1.0 + 2, "record not marked ended within two heartbeats of the job's end"
+        time.sleep(0.05)
+    status = json.loads(path.read_text())["status"]
+    assert "squeue" in status["reason"] or "SIGTERM" in status["reason"], status
+    # a node without Slurm's commands: liveness comes from the record alone
+    p = fresh(cluster, "node1", "bash", "jobenv get", store, PATH=f"{PYBIN}:/nonexistent")
+    assert p.returncode == 4 and f"job {jobid} has ended" in p.stderr
