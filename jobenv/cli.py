@@ -88,6 +88,16 @@ def _print_summary(rec, path: str) -> None:
     console().print(t, markup=False)
 
 
+def _report_saved(rec, path: str, as_json: bool, quiet: bool) -> None:
+    """What `save` and `import` print: warnings on stderr, then JSON, a summary, or nothing."""
+    for w in rec.warnings:
+        warn(w)
+    if as_json:
+        write_out(rec.to_json())
+    elif not quiet:
+        _print_summary(rec, path)
+
+
 @cli.command()
 @click.option("--profile", metavar="NAME", help="Machine profile (default: detected; see `jobenv profiles`).")
 @click.option("--scheduler", type=click.Choice(["pbs", "slurm", "cobalt", "local"]), help="Force a scheduler instead of detecting it.")
@@ -104,16 +114,11 @@ def save(profile, scheduler, gpus_per_host, ranks_per_host, as_json, quiet, watc
     from .save import save as do_save
 
     rec, path = do_save(os.environ, Options(scheduler, profile, gpus_per_host, ranks_per_host))
-    for w in rec.warnings:
-        warn(w)
     if watch_it:
         from . import watch as watch_mod
 
         watch_mod.start(path, watch_interval, dict(os.environ))
-    if as_json:
-        write_out(rec.to_json())
-    elif not quiet:
-        _print_summary(rec, path)
+    _report_saved(rec, path, as_json, quiet)
 
 
 @cli.command()
@@ -250,12 +255,7 @@ def import_cmd(env_file, profile, as_json, quiet) -> None:
     from . import store
 
     rec = store.update_status(path, {"reason": f"imported from {os.path.abspath(env_file)}"}, env)
-    for w in rec.warnings:
-        warn(w)
-    if as_json:
-        write_out(rec.to_json())
-    elif not quiet:
-        _print_summary(rec, path)
+    _report_saved(rec, path, as_json, quiet)
 
 
 @cli.command()

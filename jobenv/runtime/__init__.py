@@ -225,8 +225,8 @@ def detect(env=None, pids=None, hostname=None) -> DistInfo:
     disagree raise DetectError naming both.
     """
     env = os.environ if env is None else env
-    if pids is None and env is os.environ:
-        pids = ancestors()
+    if pids is None and env is os.environ and "SLURM_STEP_ID" in env:
+        pids = ancestors()  # only srun's variables need the parent chain checked
     found = sources(env, pids)
     if found:
         base = found[0]
