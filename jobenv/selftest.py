@@ -229,7 +229,8 @@ class TorchComm:
             backends.setup_torch(backend=pg, timeout=timeout, info=tinfo)
             self.dev = self._current_device()
         self.init = time.time() - t
-        name = self.dist.get_backend() if self.kind != "horovod" else "horovod"
+        name = {"horovod": "horovod", "deepspeed": f"deepspeed, {self.dist.get_backend()}"}.get(
+            self.kind, self.dist.get_backend() if self.kind != "horovod" else "")
         self.device = f"{self.dev} ({name})"
 
     def _current_device(self):
