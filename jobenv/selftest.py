@@ -229,8 +229,12 @@ class TorchComm:
             backends.setup_torch(backend=pg, timeout=timeout, info=tinfo)
             self.dev = self._current_device()
         self.init = time.time() - t
-        name = {"horovod": "horovod", "deepspeed": f"deepspeed, {self.dist.get_backend()}"}.get(
-            self.kind, self.dist.get_backend() if self.kind != "horovod" else "")
+        if self.kind == "horovod":
+            name = "horovod"
+        elif self.kind == "deepspeed":
+            name = f"deepspeed, {self.dist.get_backend()}"
+        else:
+            name = self.dist.get_backend()
         self.device = f"{self.dev} ({name})"
 
     def _current_device(self):
