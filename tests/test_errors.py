@@ -146,3 +146,13 @@ def test_bad_options_are_usage_errors(populated):
     assert p.returncode == errors.EXIT_USAGE
     p = jobenv(["save"], {**populated, "JOBENV_GPUS_PER_HOST": "four"})
     one_line_error(p, errors.EXIT_BAD_INPUT, "JOBENV_GPUS_PER_HOST", "four")
+
+
+def test_more_error_paths_are_one_line(tmp_path, home, populated):
+    env = {**populated, "PATH": str(tmp_path)}  # srun is not on this PATH
+    one_line_error(jobenv(["launch", "--allow-stale", "--", "true"], env), 127, "cannot run 'srun'", "PATH")
+    local = base_env(home, machines.local(tmp_path))
+    one_line_error(jobenv(["save", "--scheduler", "pbs"], local), errors.EXIT_BAD_INPUT, "no pbs job variables")
+    one_line_error(jobenv(["show", "--job", "nope"], populated), errors.EXIT_NO_RECORD, "'nope'")
+    p = jobenv(["watch", "--interval", "0"], populated)
+    assert p.returncode == errors.EXIT_USAGE and "Traceback" not in p.stderr
