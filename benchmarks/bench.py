@@ -133,7 +133,7 @@ def main() -> int:
     tmp = Path(tempfile.mkdtemp(prefix="jobenv-bench-"))
     base_env = {"PATH": f"{BIN}:/usr/bin:/bin", "HOME": str(tmp), "LANG": "C.UTF-8",
                 "JOBENV_HOME": str(tmp / "store")}
-    results, checks = [], []
+    checks = []
 
     def line(name, value, unit, ratio=None, target=None, ok=None):
         r = f" ({ratio:.2f}x)" if ratio is not None else ""

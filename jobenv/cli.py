@@ -15,7 +15,7 @@ from typing import List, Optional
 import click
 
 from . import __version__
-from .errors import EXIT_ERROR, JobenvError, NoRecord, one_line
+from .errors import EXIT_ERROR, JobenvError, one_line
 
 SHELLS = ["bash", "zsh", "fish"]
 

@@ -19,7 +19,6 @@ def _nodefile(root: Path, name: str, lines: List[str]) -> str:
 
 
 def pbs_common(jobid: str, nodefile: str, interactive: bool = True) -> Dict[str, str]:
-    short = jobid.split(".")[0]
     return {
         "PBS_JOBID": jobid, "PBS_JOBNAME": "STDIN" if interactive else "train.sh",
         "PBS_NODEFILE": nodefile, "PBS_ENVIRONMENT": "PBS_INTERACTIVE" if interactive else "PBS_BATCH",

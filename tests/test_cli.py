@@ -1,10 +1,8 @@
 """CLI surface: the fast `get` path mirrors click, completions are current, shell/jobenv.sh works."""
 from __future__ import annotations
 
-import json
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 

@@ -4,14 +4,11 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
-from test_selftest import BIN, LOOPBACK, SELFTEST, mpich, need_module, run
+from test_selftest import BIN, SELFTEST, mpich, need_module, run
 
 pytestmark = pytest.mark.e2e
 OMPI = "/usr/bin/mpirun.openmpi"

@@ -3,7 +3,6 @@ any bytes an environment can hold.  Values round-trip byte for byte; nothing run
 host name is refused at save with nothing written."""
 from __future__ import annotations
 
-import json
 import os
 import subprocess
 import sys

@@ -7,7 +7,6 @@ import sys
 
 import pytest
 
-from jobenv import runtime
 from jobenv.runtime import DetectError, DistInfo, detect, export_env
 from jobenv.runtime.backends import choose_backend, tf_config
 

@@ -16,7 +16,6 @@ import pytest
 import machines
 from conftest import base_env, jobenv
 from jobenv import store
-from jobenv.errors import BadRecord
 
 
 def _job_env(tmp_path: Path, home: Path, i: int, writer: int) -> dict:

@@ -15,7 +15,7 @@ import selectors
 import socket
 import threading
 import time
-from typing import Dict, List, Optional, Set
+from typing import Dict, List, Set
 
 
 class CheckinError(RuntimeError):

@@ -113,7 +113,7 @@ class SlurmCluster:
             (d / "spool" / node).mkdir(exist_ok=True)
             (d / "tmp" / node).mkdir(exist_ok=True)
         lines = [
-            f"ClusterName=jobenvtest",
+            "ClusterName=jobenvtest",
             f"SlurmctldHost={self.hostname}({self.subnet}.1)",
             f"SlurmctldPort={self.ctld_port}",
             "SlurmUser=root", "SlurmdUser=root", "AuthType=auth/munge", "CredType=cred/munge",
