@@ -9,6 +9,7 @@ import time
 
 from . import schedulers, shell, store
 from .errors import BadRecord, JobEnded, NoRecord
+from .hostlist import host_index, this_host
 
 TYPE_CHECKING = False  # `import typing` costs ~5 ms per shell; type checkers still read the block below
 if TYPE_CHECKING:
@@ -17,23 +18,6 @@ if TYPE_CHECKING:
     from .record import JobRecord
 
 NO_RECORD_HINT = "run `jobenv save` inside your allocation first"
-
-
-def this_host(env: Optional[Mapping[str, str]] = None) -> str:
-    """This host's name as the scheduler lists it: JOBENV_HOSTNAME, else `hostname`."""
-    env = os.environ if env is None else env
-    return env.get("JOBENV_HOSTNAME") or os.uname().nodename
-
-
-def host_names(hostname: Optional[str] = None) -> Tuple[str, str]:
-    h = hostname or this_host()
-    return h, h.split(".")[0]
-
-
-def on_host(rec: JobRecord, hostname: Optional[str] = None) -> bool:
-    """Match short and fully qualified names (PBS nodefiles use FQDNs, `hostname` not)."""
-    full, short = host_names(hostname)
-    return any(h == full or h.split(".")[0] == short for h in rec.hosts)
 
 
 def good_records(env: Mapping[str, str], warn) -> List[Tuple[str, JobRecord]]:
@@ -81,11 +65,10 @@ def choose(env: Mapping[str, str], jobid: Optional[str], warn,
             if (rec.scheduler, rec.jobid) == live:
                 return path, rec
     for path, rec in recs:
-        if on_host(rec, hostname):
+        if host_index(rec.hosts, hostname) is not None:
             return path, rec
     path, rec = recs[0]
-    full, _ = host_names(hostname)
-    warn(f"this host ({full}) is not part of job {rec.jobid}; using the newest record "
+    warn(f"this host ({hostname}) is not part of job {rec.jobid}; using the newest record "
          "(pass --job to choose another)")
     return path, rec
 

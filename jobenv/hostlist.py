@@ -8,11 +8,13 @@ ranges and singletons inside brackets, zero padding kept as written, prefixes en
 """
 from __future__ import annotations
 
+import os
+
 from .errors import BadInput
 
 TYPE_CHECKING = False  # `import typing` costs ~5 ms; records are validated on the `get` path
 if TYPE_CHECKING:
-    from typing import Iterable, Iterator, List, Sequence, Tuple
+    from typing import Iterable, Iterator, List, Optional, Sequence, Tuple
 
 # RFC 1123 labels; underscores are tolerated because some sites use them.
 _LABEL_CHARS = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_-")
@@ -39,6 +41,22 @@ def is_valid_host(name: str) -> bool:
         if not _LABEL_CHARS.issuperset(label):
             return False
     return True
+
+
+def this_host(env=None) -> str:
+    """This host's name as the scheduler lists it: JOBENV_HOSTNAME, else `hostname`."""
+    env = os.environ if env is None else env
+    return env.get("JOBENV_HOSTNAME") or os.uname().nodename
+
+
+def host_index(hosts: Sequence[str], hostname: str) -> Optional[int]:
+    """Where `hostname` is in `hosts`, matching short and fully qualified names alike
+    (PBS nodefiles list FQDNs, `hostname` prints the short name); None if absent."""
+    short = hostname.split(".")[0]
+    for i, h in enumerate(hosts):
+        if h == hostname or h.split(".")[0] == short:
+            return i
+    return None
 
 
 def check_host(name: str, where: str = "host name") -> str:

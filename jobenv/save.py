@@ -7,13 +7,13 @@ from __future__ import annotations
 
 import getpass
 import os
-import socket
 import time
 from dataclasses import dataclass
 from typing import Dict, List, Mapping, Optional, Tuple
 
-from . import devices, hostlist, launch, profiles, schedulers, shell, store
+from . import devices, launch, profiles, schedulers, shell, store
 from .errors import BadInput
+from .hostlist import this_host
 from .record import JobRecord
 
 
@@ -50,8 +50,8 @@ def ranks_per_host(gpus: int, slots: Optional[List[int]], scheduler: str,
     return 1, notes
 
 
-def build(env: Mapping[str, str], opts: Options, hostfile_path: Optional[str] = None,
-          probe=devices.probe, hostname: Optional[str] = None) -> Tuple[JobRecord, Dict[str, str]]:
+def build(env: Mapping[str, str], opts: Options, probe=devices.probe,
+          hostname: Optional[str] = None) -> Tuple[JobRecord, Dict[str, str]]:
     """Build the record (pure but for reading the nodefile and probing GPUs)."""
     cap = schedulers.capture(env, opts.scheduler)
     profs = profiles.load_all(env)
@@ -60,7 +60,7 @@ def build(env: Mapping[str, str], opts: Options, hostfile_path: Optional[str] = 
         env, opts.gpus_per_host, cap.gpus_hint, None if prof.generic else prof.gpus_per_host, probe)
     ppn, notes = ranks_per_host(gpus, cap.slots, cap.scheduler, opts.ranks_per_host, env)
     key = store.key_for(cap.scheduler, cap.jobid)
-    hostfile = hostfile_path or store.paths_for(key, env)[2]
+    hostfile = store.paths_for(key, env)[2]
     cand = launch.pick_launcher(prof)
     ctx = launch.context(len(cap.hosts), ppn, gpus, hostfile, cap.jobid, prof.vars)
     argv = launch.render(cand["argv"], ctx)
@@ -72,7 +72,7 @@ def build(env: Mapping[str, str], opts: Options, hostfile_path: Optional[str] = 
         scheduler=cap.scheduler, jobid=cap.jobid, jobname=cap.jobname, machine=prof.name,
         hosts=cap.hosts, gpus_per_host=gpus, ranks_per_host=ppn, hostfile=hostfile,
         launch=argv, launch_env=dict(prof.env), env=cap.env, created_at=_now(),
-        created_on=hostname or env.get("JOBENV_HOSTNAME") or socket.gethostname(), user=user,
+        created_on=hostname or this_host(env), user=user,
         warnings=cap.warnings + notes,
         status={"state": "live", "reason": "saved inside the job", "gpus_from": gpu_source,
                 "nodefile": cap.nodefile},
@@ -89,7 +89,3 @@ def save(env: Mapping[str, str], opts: Options) -> Tuple[JobRecord, str]:
     hosts_text = "".join(h + "\n" for h in rec.hosts)
     store.write_job(rec, env_text, hosts_text, env)
     return rec, json_path
-
-
-def summary_hosts(rec: JobRecord) -> str:
-    return hostlist.compress(rec.hosts)

@@ -478,7 +478,9 @@ def main(argv=None) -> int:
     args = parse_args(argv)
     t_start = process_start_time()
     deadline = (t_start or T_INTERP) + args.timeout
-    host = os.environ.get("JOBENV_HOSTNAME") or os.uname().nodename
+    from .hostlist import this_host
+
+    host = this_host()
     try:
         info = detect()
         if info.master_addr is None:

@@ -19,6 +19,8 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Mapping, Optional
 
+    from .record import JobRecord
+
 
 def pid_path(json_path: str) -> str:
     return json_path[: -len(".json")] + ".pid"
@@ -37,14 +39,19 @@ def running(json_path: str) -> Optional[int]:
         return None
 
 
-def _ended(rec_status: dict, env: Mapping[str, str], scheduler: str, jobid: str, json_path: str):
-    """(True, reason) when the job is over, from the scheduler or the vanished nodefile."""
-    from . import schedulers
+def _ended(rec: JobRecord, host: str, env: Mapping[str, str]):
+    """(True, reason) when the job is over, from the scheduler or the vanished nodefile.
 
-    nodefile = rec_status.get("nodefile")
-    if nodefile and rec_status.get("watcher_host") == os.uname().nodename and not os.path.exists(nodefile):
+    The nodefile exists only on the node where the job's first shell ran (the one that
+    saved the record): a watcher elsewhere must not read its absence as the job's end.
+    """
+    from . import schedulers
+    from .hostlist import host_index
+
+    nodefile = rec.status.get("nodefile")
+    if nodefile and host_index([rec.created_on], host) is not None and not os.path.exists(nodefile):
         return True, f"the scheduler's nodefile {nodefile} is gone"
-    state = schedulers.job_state(scheduler, jobid, env)
+    state = schedulers.job_state(rec.scheduler, rec.jobid, env)
     if state and state[0] == "ended":
         return True, state[1]
     return False, ""
@@ -59,7 +66,9 @@ def run(json_path: str, interval: float, env: Mapping[str, str]) -> int:
 
     for sig in (signal.SIGTERM, signal.SIGHUP, signal.SIGINT):
         signal.signal(sig, on_signal)
-    host = os.uname().nodename
+    from .hostlist import this_host
+
+    host = this_host(env)
     try:
         with open(pid_path(json_path), "w") as f:
             f.write(f"{os.getpid()} {host}\n")
@@ -72,7 +81,7 @@ def run(json_path: str, interval: float, env: Mapping[str, str]) -> int:
                 store.update_status(json_path, {"state": "ended", "ended_at": time.time(),
                                                 "reason": f"jobenv watch got {got['signal']} (job end)"}, env)
                 return 0
-            over, why = _ended({**rec.status, "watcher_host": host}, env, rec.scheduler, rec.jobid, json_path)
+            over, why = _ended(rec, host, env)
             if over:
                 store.update_status(json_path, {"state": "ended", "ended_at": time.time(), "reason": why}, env)
                 return 0

@@ -103,3 +103,15 @@ def test_clean_older_than(tmp_path, home):
     assert "would remove" in jobenv(["clean", "--older-than", "7d", "-n"], env, check=True).stdout
     assert "removed job" in jobenv(["clean", "--older-than", "7d"], env, check=True).stdout
     assert not list(path.parent.glob("*.json"))
+
+
+def test_watcher_on_another_node_ignores_the_nodefile(tmp_path, home):
+    """The nodefile lives on the node that saved the record only: elsewhere its absence is no news."""
+    env = _pbs(tmp_path, home)  # saved on cn001
+    jobenv(["save", "--quiet"], env, check=True)
+    os.unlink(env["PBS_NODEFILE"])
+    jobenv(["watch", "--interval", "0.3"], {**env, "JOBENV_HOSTNAME": "cn002"}, check=True)
+    wait_for(lambda: rec(home)["status"].get("heartbeat"), 5, "first heartbeat")
+    time.sleep(1.0)
+    assert rec(home)["status"]["state"] == "live"
+    os.kill(pid_of(home), signal.SIGTERM)

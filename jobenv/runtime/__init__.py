@@ -209,14 +209,6 @@ def _port_seed(env, jobid):
     return f"{jobid or 'jobenv'}@{env.get('JOBENV_LAUNCH_TIME', '')}"
 
 
-def _host_index(hosts, hostname):
-    short = hostname.split(".")[0]
-    for i, h in enumerate(hosts):
-        if h == hostname or h.split(".")[0] == short:
-            return i
-    return None
-
-
 def detect(env=None, pids=None, hostname=None) -> DistInfo:
     """This process's place in the job, from whatever launcher started it.
 
@@ -246,13 +238,16 @@ def detect(env=None, pids=None, hostname=None) -> DistInfo:
     hosts = tuple(record.get("hosts") or ()) if record else ()
     jobid = (record or {}).get("jobid") or env.get("JOBENV_JOBID") or env.get("SLURM_JOB_ID") \
         or env.get("PBS_JOBID") or env.get("COBALT_JOBID")
-    hostname = hostname or env.get("JOBENV_HOSTNAME") or os.uname().nodename
     if local is None:
         local = 0 if size == 1 else rank % (lsize or size)
     if lsize is None:
         lsize = size if (hosts and len(hosts) == 1) else (int(record.get("ranks_per_host") or 0) if record else 0) or size
     if node is None:
-        idx = _host_index(hosts, hostname) if hosts else None
+        idx = None
+        if hosts:  # only then: the plain-`python` path imports nothing more
+            from ..hostlist import host_index, this_host
+
+            idx = host_index(hosts, hostname or this_host(env))
         node = idx if idx is not None else rank // max(lsize, 1)
     num_nodes = -(-size // max(lsize, 1))
 

@@ -4,7 +4,6 @@ The job id is the host name, so one record per host; it is live for as long as t
 """
 from __future__ import annotations
 
-import os
 TYPE_CHECKING = False  # `import typing` costs ~5 ms per shell; type checkers still read the block below
 
 from .base import Capture
@@ -20,9 +19,9 @@ def detect(env: Mapping[str, str]) -> bool:
 
 
 def capture(env: Mapping[str, str], hostname: Optional[str] = None) -> Capture:
-    from ..hostlist import check_host
+    from ..hostlist import check_host, this_host
 
-    host = check_host(hostname or env.get("JOBENV_HOSTNAME") or os.uname().nodename, "local host name")
+    host = check_host(hostname or this_host(env), "local host name")
     return Capture(scheduler=NAME, jobid=host.split(".")[0], hosts=[host], env={})
 
 

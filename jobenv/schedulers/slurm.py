@@ -135,10 +135,10 @@ def capture(env: Mapping[str, str], hostname: Optional[str] = None) -> Capture:
     if in_step(env) and not _het_groups(env):  # restore the job's view, not the step's
         cap.env["SLURM_JOB_NODELIST"] = job_nodelist(env)
         cap.env["SLURM_JOB_NUM_NODES"] = str(len(hosts))
-    if hostname is None:
-        hostname = env.get("JOBENV_HOSTNAME") or os.uname().nodename
-    short = hostname.split(".")[0]
-    if not any(h == hostname or h.split(".")[0] == short for h in hosts):
+    from ..hostlist import host_index, this_host
+
+    hostname = hostname or this_host(env)
+    if host_index(hosts, hostname) is None:
         cap.warnings.append(
             f"this shell is on {hostname}, outside job {jobid}'s nodes (an salloc shell on a "
             "login node?); saved anyway: `launch` still runs inside the allocation"
