@@ -163,7 +163,7 @@ def _list_rows():
         state, reason = job_state(rec, os.environ)
         rows.append({"jobid": rec.jobid, "scheduler": rec.scheduler, "machine": rec.machine,
                      "nhosts": rec.nhosts, "ngpus": rec.ngpus, "created_at": rec.created_at,
-                     "state": state, "reason": reason, "path": str(path), "record": rec})
+                     "state": state, "reason": reason, "path": str(path)})
     return rows
 
 
@@ -173,7 +173,7 @@ def list_cmd(as_json) -> None:
     """List saved jobs with their state: live, ended, unknown (or corrupt)."""
     rows = _list_rows()
     if as_json:
-        write_out(json.dumps([{k: v for k, v in r.items() if k != "record"} for r in rows], indent=2) + "\n")
+        write_out(json.dumps(rows, indent=2) + "\n")
         return
     if not rows:
         console(stderr=True).print("no saved jobs; run `jobenv save` inside your allocation first", markup=False)

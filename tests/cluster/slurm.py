@@ -30,6 +30,14 @@ def available() -> Optional[str]:
     return None
 
 
+def _kill(pid: int, sig: int, group: bool = False) -> None:
+    """Signal a process (or its process group) we started; gone already is fine."""
+    try:
+        (os.killpg if group else os.kill)(pid, sig)
+    except ProcessLookupError:
+        pass
+
+
 def _run(*argv: str, check: bool = True, **kw) -> subprocess.CompletedProcess:
     return subprocess.run(list(argv), check=check, capture_output=True, text=True, **kw)
 
@@ -212,33 +220,20 @@ class SlurmCluster:
             self.run(["scancel", "--full", "-u", "root"], check=False, timeout=10)
         except Exception:
             pass
-        for name, p in reversed(list(self.procs.items())):
+        for p in reversed(list(self.procs.values())):
             if p.poll() is None:
-                try:
-                    os.killpg(p.pid, signal.SIGTERM)
-                except ProcessLookupError:
-                    pass
+                _kill(p.pid, signal.SIGTERM, group=True)
         for p in self.procs.values():
             try:
                 p.wait(timeout=10)
             except subprocess.TimeoutExpired:
-                try:
-                    os.killpg(p.pid, signal.SIGKILL)
-                except ProcessLookupError:
-                    pass
+                _kill(p.pid, signal.SIGKILL, group=True)
                 p.wait(timeout=5)
         if self.munged_pid:
-            try:
-                os.kill(self.munged_pid, signal.SIGTERM)
-            except ProcessLookupError:
-                pass
+            _kill(self.munged_pid, signal.SIGTERM)
         for node in self.nodes:
-            _run("ip", "netns", "pids", self.ns[node], check=False)
             for pid in _run("ip", "netns", "pids", self.ns[node], check=False).stdout.split():
-                try:
-                    os.kill(int(pid), signal.SIGKILL)
-                except (ProcessLookupError, ValueError):
-                    pass
+                _kill(int(pid), signal.SIGKILL)
             _run("ip", "netns", "del", self.ns[node], check=False)
         for i, _ in enumerate(self.nodes):
             _run("ip", "link", "del", f"jev{self.tag}{i}", check=False)
