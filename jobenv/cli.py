@@ -15,7 +15,7 @@ from typing import List, Optional
 import click
 
 from . import __version__
-from .errors import EXIT_ERROR, JobenvError, one_line
+from .errors import EXIT_ERROR, EXIT_USAGE, JobenvError, one_line
 
 SHELLS = ["bash", "zsh", "fish"]
 
@@ -36,12 +36,6 @@ def write_out(text: str) -> None:
     sys.stdout.buffer.flush()
 
 
-def console(stderr: bool = False):
-    from rich.console import Console
-
-    return Console(stderr=stderr, highlight=False, soft_wrap=True, markup=False, emoji=False)
-
-
 class Group(click.Group):
     """Turns JobenvError (and unreadable stores) into one-line errors."""
 
@@ -56,7 +50,7 @@ class Group(click.Group):
 
 
 @click.group(cls=Group, context_settings={"help_option_names": ["-h", "--help"]})
-@click.version_option(__version__, prog_name="jobenv")
+@click.version_option(__version__, "-V", "--version", prog_name="jobenv")
 def cli() -> None:
     """Capture an HPC job's environment once; restore it and launch in any shell.
 
@@ -67,25 +61,26 @@ def cli() -> None:
     """
 
 
-def _print_summary(rec, path: str) -> None:
-    from rich.table import Table
-
+def _summary_rows(rec, path: str) -> List[List[str]]:
     from .hostlist import compress
     from .shell import join
 
-    t = Table.grid(padding=(0, 2))
-    t.add_column(style="bold cyan")
-    t.add_column(overflow="fold")  # paths and host lists are data: never cut them
-    t.add_row("job", f"{rec.jobid}" + (f" ({rec.jobname})" if rec.jobname else ""))
-    t.add_row("scheduler", f"{rec.scheduler}, profile {rec.machine}")
-    t.add_row("hosts", f"{rec.nhosts}: {compress(rec.hosts)}")
-    t.add_row("GPUs", f"{rec.gpus_per_host} per host, {rec.ngpus} in all "
-              f"({rec.status.get('gpus_from', '')})")
-    t.add_row("ranks", f"{rec.ranks_per_host} per host, {rec.nranks} in all")
-    t.add_row("hostfile", str(rec.hostfile))
-    t.add_row("launch", join(rec.launch))
-    t.add_row("record", path)
-    console().print(t, markup=False)
+    return [
+        ["job", f"{rec.jobid}" + (f" ({rec.jobname})" if rec.jobname else "")],
+        ["scheduler", f"{rec.scheduler}, profile {rec.machine}"],
+        ["hosts", f"{rec.nhosts}: {compress(rec.hosts)}"],
+        ["GPUs", f"{rec.gpus_per_host} per host, {rec.ngpus} in all ({rec.status.get('gpus_from', '')})"],
+        ["ranks", f"{rec.ranks_per_host} per host, {rec.nranks} in all"],
+        ["hostfile", str(rec.hostfile)],
+        ["launch", join(rec.launch)],
+        ["record", path],
+    ]
+
+
+def _print_summary(rec, path: str, extra: Optional[List[List[str]]] = None) -> None:
+    from .output import print_table
+
+    print_table(_summary_rows(rec, path) + (extra or []))
 
 
 def _report_saved(rec, path: str, as_json: bool, quiet: bool) -> None:
@@ -106,8 +101,8 @@ def _report_saved(rec, path: str, as_json: bool, quiet: bool) -> None:
 @click.option("--json", "as_json", is_flag=True, help="Print the record as JSON.")
 @click.option("-q", "--quiet", is_flag=True, help="Print nothing (warnings still go to stderr).")
 @click.option("--watch", "watch_it", is_flag=True, help="Also start `jobenv watch` for this job.")
-@click.option("--watch-interval", type=click.FloatRange(min=0.1), default=30.0, show_default=True,
-              help="Heartbeat interval of --watch, in seconds.")
+@click.option("--interval", "--watch-interval", "watch_interval", type=click.FloatRange(min=0.1), default=30.0,
+              show_default=True, help="Heartbeat interval of --watch, in seconds (as `jobenv watch --interval`).")
 def save(profile, scheduler, gpus_per_host, ranks_per_host, as_json, quiet, watch_it, watch_interval) -> None:
     """Capture this allocation into a record (run inside the job)."""
     from .save import Options
@@ -144,10 +139,7 @@ def show(job, as_json) -> None:
         write_out(rec.to_json())
         return
     state, reason = job_state(rec, os.environ)
-    _print_summary(rec, str(path))
-    console().print(f"state      {state} ({reason})", markup=False)
-    for w in rec.warnings:
-        console().print(f"warning    {w}", markup=False)
+    _print_summary(rec, str(path), [["state", f"{state} ({reason})"]] + [["warning", w] for w in rec.warnings])
 
 
 def _list_rows():
@@ -176,29 +168,29 @@ def list_cmd(as_json) -> None:
         write_out(json.dumps(rows, indent=2) + "\n")
         return
     if not rows:
-        console(stderr=True).print("no saved jobs; run `jobenv save` inside your allocation first", markup=False)
+        sys.stderr.write("no saved jobs; run `jobenv save` inside your allocation first\n")
         return
-    from rich.table import Table
+    from .output import print_table
 
-    t = Table(box=None)
-    for col in ("job", "scheduler", "profile", "hosts", "GPUs", "saved", "state", "why"):
-        t.add_column(col)
-    for r in rows:
-        if r["state"] == "corrupt":
-            t.add_row("?", "", "", "", "", "", "corrupt", r["reason"])
-        else:
-            t.add_row(r["jobid"], r["scheduler"], r["machine"], str(r["nhosts"]), str(r["ngpus"]),
-                      r["created_at"], r["state"], r["reason"])
-    console().print(t, markup=False)
+    table = [["?", "", "", "", "", "", "corrupt", r["reason"]] if r["state"] == "corrupt" else
+             [r["jobid"], r["scheduler"], r["machine"], str(r["nhosts"]), str(r["ngpus"]),
+              r["created_at"], r["state"], r["reason"]] for r in rows]
+    print_table(table, ["job", "scheduler", "profile", "hosts", "GPUs", "saved", "state", "why"])
 
 
 @cli.command()
-@click.argument("job")
-def rm(job) -> None:
-    """Remove one job's record."""
+@click.option("--job", "-j", "job_opt", metavar="ID", help="Job id (as for the other commands).")
+@click.argument("job", required=False, metavar="[ID]")
+def rm(job_opt, job) -> None:
+    """Remove one job's record: jobenv rm -j ID (or jobenv rm ID)."""
     from . import store
     from .get import find_job
 
+    if job_opt and job and job_opt != job:
+        raise click.UsageError(f"two different jobs given ({job_opt!r} and {job!r})")
+    job = job_opt or job
+    if not job:
+        raise click.UsageError("which job? pass -j ID (`jobenv list` shows them)")
     path, rec = find_job(os.environ, job, warn)
     store.remove(path)
     click.echo(f"removed job {rec.jobid}")
@@ -324,15 +316,11 @@ def profiles(as_json) -> None:
                  "gpus_per_host": p.gpus_per_host, "source": p.source} for p in profs.values()]
         write_out(json.dumps(data, indent=2) + "\n")
         return
-    from rich.table import Table
+    from .output import print_table
 
-    t = Table(box=None)
-    for col in ("name", "scheduler", "GPUs/host", "description", "file"):
-        t.add_column(col)
-    for p in sorted(profs.values(), key=lambda p: (p.scheduler, p.name)):
-        t.add_row(p.name, p.scheduler, "" if p.gpus_per_host is None else str(p.gpus_per_host),
-                  p.description, p.source)
-    console().print(t, markup=False)
+    print_table([[p.name, p.scheduler, "" if p.gpus_per_host is None else str(p.gpus_per_host),
+                  p.description, p.source] for p in sorted(profs.values(), key=lambda p: (p.scheduler, p.name))],
+                ["name", "scheduler", "GPUs/host", "description", "file"])
 
 
 def completion_source(shell_name: str) -> str:
@@ -351,9 +339,26 @@ def completion(shell_name) -> None:
     click.echo(completion_source(shell_name), nl=False)
 
 
+def usage_error_line(exc: click.UsageError) -> str:
+    """Click's three-line usage error (Usage / Try / Error) as jobenv's one line with a hint."""
+    ctx = exc.ctx
+    path = ctx.command_path if ctx is not None else "jobenv"
+    return f"jobenv: error: {one_line(exc.format_message())} (see `{path} --help`)"
+
+
 def main(argv: Optional[List[str]] = None) -> int:
+    """Run the CLI; every failure is one `jobenv: error:` line and a documented exit code."""
     try:
-        cli.main(args=argv, prog_name="jobenv", standalone_mode=True)
-    except SystemExit as exc:
-        return exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
-    return 0
+        rv = cli.main(args=argv, prog_name="jobenv", standalone_mode=False)
+    except click.UsageError as exc:
+        sys.stderr.write(usage_error_line(exc) + "\n")
+        return EXIT_USAGE
+    except click.exceptions.Exit as exc:
+        return exc.exit_code
+    except click.Abort:
+        sys.stderr.write("jobenv: error: aborted\n")
+        return 130
+    except click.ClickException as exc:
+        sys.stderr.write(f"jobenv: error: {one_line(exc.format_message())}\n")
+        return exc.exit_code
+    return rv if isinstance(rv, int) else 0

@@ -84,3 +84,50 @@ def test_shell_functions(tmp_path, home, shell_name):
     p = subprocess.run(["env", "-i", *[f"{k}={v}" for k, v in bare.items()], exe, *flags, "-c",
                         f"source {REPO}/shell/jobenv.sh; getjobenv --job nope"], capture_output=True, text=True)
     assert p.returncode == 3 and "no record for job 'nope'" in p.stderr
+
+
+# ---------------------------------------------------------------- conventions (issue 10)
+@pytest.mark.parametrize("args,words", [
+    (["save", "--bogus"], ["No such option", "--bogus", "jobenv save --help"]),
+    (["sav"], ["No such command 'sav'", "jobenv --help"]),
+    (["get", "--shell", "tcsh"], ["tcsh", "jobenv get --help"]),
+    (["rm"], ["which job", "jobenv rm --help"]),
+    (["clean", "--older-than", "soon"], ["not a duration"]),
+])
+def test_usage_errors_are_one_line_exit_2(home, args, words):
+    p = jobenv(args, base_env(home))
+    lines = p.stderr.strip().splitlines()
+    assert p.returncode == 2, (p.returncode, p.stderr)
+    assert len(lines) == 1 and lines[0].startswith("jobenv: error: "), p.stderr
+    for w in words:
+        assert w in lines[0], (w, lines[0])
+
+
+@pytest.mark.parametrize("flag", ["-V", "--version"])
+def test_version_flags(home, flag):
+    from jobenv import __version__
+
+    p = jobenv([flag], base_env(home))
+    assert p.returncode == 0 and __version__ in p.stdout
+
+
+def test_piped_output_is_never_wrapped(tmp_path, home):
+    """A launch line with a long hostfile path stays on one line, copy-pasteable, no trailing spaces."""
+    deep = home / ("a-very-long-directory-name-" * 6).rstrip("-") / "store"
+    env = {**base_env(home, machines.polaris(tmp_path)), "JOBENV_HOME": str(deep), "COLUMNS": "40"}
+    p = jobenv(["save"], env, check=True)
+    launch = [ln for ln in p.stdout.splitlines() if ln.startswith("launch")]
+    assert len(launch) == 1 and str(deep) in launch[0], p.stdout
+    assert all(ln == ln.rstrip() for ln in p.stdout.splitlines())
+    for cmd in (["show"], ["list"], ["profiles"]):
+        out = jobenv(cmd, env, check=True).stdout
+        assert out and all(ln == ln.rstrip() for ln in out.splitlines()), (cmd, out)
+        assert "\x1b[" not in out
+
+
+def test_rm_takes_job_option_like_every_command(tmp_path, home):
+    env = base_env(home, machines.perlmutter(tmp_path))
+    jobenv(["save", "-q"], env, check=True)
+    p = jobenv(["rm", "-j", "12345678"], env)
+    assert p.returncode == 0 and "removed job 12345678" in p.stdout, p.stderr
+    assert jobenv(["show", "-j", "12345678"], env).returncode == 3
