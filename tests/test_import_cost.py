@@ -1,0 +1,57 @@
+"""The hot paths load nothing heavy: this test names every module they must not load.
+
+`jobenv get` runs in every new shell and `import jobenv` / `jobenv.runtime.detect()` in
+every rank, so they stay near the interpreter's own start-up (benchmarks/bench.py has the
+figures).  Modules off these paths write plain idiomatic Python (typing, pathlib,
+dataclasses are fine there); only the modules these paths import keep the lean habits.
+"""
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import machines
+from conftest import base_env, jobenv
+
+# Each costs milliseconds per start (re + enum ~6 ms, typing ~5 ms, click/rich tens of ms).
+HEAVY_EVERYWHERE = ("click", "rich", "yaml", "filelock", "typing", "re", "json.decoder", "pathlib",
+                    "dataclasses", "subprocess", "shutil", "argparse", "importlib.metadata", "socket",
+                    "torch", "numpy", "mpi4py", "tensorflow", "horovod", "deepspeed")
+
+PROBE = """
+import sys
+before = set(sys.modules)
+{code}
+loaded = set(sys.modules) - before
+print(",".join(sorted(m for m in {heavy!r} if m in loaded)))
+"""
+
+
+def loaded_heavy(code: str, env) -> str:
+    p = subprocess.run([sys.executable, "-c", PROBE.format(code=code, heavy=HEAVY_EVERYWHERE)],
+                       env=env, capture_output=True, text=True, timeout=60)
+    assert p.returncode == 0, p.stderr
+    return p.stdout.strip()
+
+
+def test_import_jobenv_is_light(home):
+    assert loaded_heavy("import jobenv", base_env(home)) == ""
+
+
+def test_runtime_detect_is_light(tmp_path, home):
+    env = base_env(home, machines.local(tmp_path))
+    jobenv(["save", "--quiet"], env, check=True)
+    rec = jobenv(["show", "--json"], env, check=True)
+    assert rec.returncode == 0
+    code = "import jobenv, jobenv.runtime; jobenv.runtime.detect()"
+    assert loaded_heavy(code, {**env, "PMI_RANK": "0", "PMI_SIZE": "1"}) == ""
+
+
+def test_get_path_is_light(tmp_path, home):
+    env = base_env(home, machines.local(tmp_path))
+    jobenv(["save", "--quiet"], env, check=True)
+    code = ("import io, os; sys.argv = ['jobenv', 'get']\n"
+            "from jobenv.__main__ import main\n"
+            "out = sys.stdout; sys.stdout = open(os.devnull, 'w'); rc = main(); sys.stdout = out\n"
+            "assert rc == 0, rc")
+    assert loaded_heavy(code, env) == ""
