@@ -14,7 +14,7 @@ POLARIS_SUFFIX = ".hsn.cm.polaris.alcf.anl.gov"
 def _nodefile(root: Path, name: str, lines: List[str]) -> str:
     path = root / name
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text("".join(l + "\n" for l in lines))
+    path.write_text("".join(ln + "\n" for ln in lines))
     return str(path)
 
 

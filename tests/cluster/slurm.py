@@ -146,7 +146,7 @@ class SlurmCluster:
 
     def _hosts_file(self, add: bool) -> None:
         hosts = Path("/etc/hosts")
-        kept = [l for l in hosts.read_text().splitlines() if not l.endswith(f"{HOSTS_MARK} {self.tag}")]
+        kept = [ln for ln in hosts.read_text().splitlines() if not ln.endswith(f"{HOSTS_MARK} {self.tag}")]
         if add:
             kept += [f"{self.addr[n]} {n} {HOSTS_MARK} {self.tag}" for n in self.nodes]
         hosts.write_text("\n".join(kept) + "\n")
@@ -168,7 +168,7 @@ class SlurmCluster:
                 if p.poll() is not None:
                     raise RuntimeError(f"{name} exited ({p.returncode}); see {self.dir}/log")
             out = self.run(["sinfo", "-h", "-N", "-o", "%N %t"], check=False).stdout.split("\n")
-            states = dict(l.split() for l in out if l.strip())
+            states = dict(ln.split() for ln in out if ln.strip())
             if len(states) == len(self.nodes) and all(s == "idle" for s in states.values()):
                 return
             time.sleep(0.2)
