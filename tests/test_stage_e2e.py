@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from conftest import REPO
+from test_e2e_slurm import cluster, jobs, store  # noqa: F401  (the Slurm test bed's fixtures)
 from jobenv import record as record_mod
 from jobenv import shell
 from jobenv.stage import restore
@@ -95,7 +96,7 @@ def test_local_job(tmp_path, torch_venv):
 
 
 # ------------------------------------------------------------------ four Slurm nodes
-def test_slurm_four_nodes(tmp_path, torch_venv, cluster, jobs, store):
+def test_slurm_four_nodes(tmp_path, torch_venv, cluster, jobs, store):  # noqa: F811
     from test_e2e_slurm import batch_job, fresh
 
     batch_job(cluster, jobs, store, tmp_path, "-N", "4", "--ntasks-per-node", "1")
@@ -145,6 +146,3 @@ def test_slurm_four_nodes(tmp_path, torch_venv, cluster, jobs, store):
     assert not any((to / h / name).exists() for h in cluster.nodes)
     rec = json.loads(fresh(cluster, "node1", "bash", "jobenv show --json", store).stdout)
     assert "staged" not in rec
-
-
-from test_e2e_slurm import cluster, jobs, store  # noqa: E402,F401  (fixtures)

@@ -5,7 +5,6 @@ launcher, verify, record where each host's copy is.  See README "Staging".
 """
 from __future__ import annotations
 
-import hashlib
 import os
 import sys
 import time
@@ -45,6 +44,8 @@ def source_prefix(rec, environ) -> str:
 
 def copy_name(prefix: str) -> str:
     """Per-environment directory name: the env's name plus a hash of where it lives."""
+    import hashlib
+
     return f"{os.path.basename(prefix.rstrip('/')) or 'env'}-{hashlib.sha1(prefix.encode('utf-8', 'surrogateescape')).hexdigest()[:8]}"
 
 
