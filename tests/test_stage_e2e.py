@@ -41,9 +41,9 @@ def torch_venv() -> Path:
     return venv
 
 
-def restore_exports(store: str, host: str) -> str:
+def restore_exports(store_dir: str, host: str) -> str:
     """What the restore plan adds for the staged copy (stage.restore_items), as sh lines."""
-    recs = [p for p in (Path(store) / "jobs").glob("*.json") if not p.name.startswith(".")]
+    recs = [p for p in (Path(store_dir) / "jobs").glob("*.json") if not p.name.startswith(".")]
     rec = record_mod.from_json(max(recs, key=lambda p: p.stat().st_mtime).read_text())
     sets, path, warns = restore.restore_items(rec, {}, host)
     assert not warns and path, (sets, path, warns)
