@@ -339,6 +339,11 @@ def completion(shell_name) -> None:
     click.echo(completion_source(shell_name), nl=False)
 
 
+from .stage.cli import stage as _stage  # noqa: E402  (jobenv stage; heavy imports stay inside it)
+
+cli.add_command(_stage)
+
+
 def usage_error_line(exc: click.UsageError) -> str:
     """Click's three-line usage error (Usage / Try / Error) as jobenv's one line with a hint."""
     ctx = exc.ctx

@@ -26,13 +26,14 @@ class JobRecord:
 
     __slots__ = ("scheduler", "jobid", "machine", "hosts", "gpus_per_host", "ranks_per_host",
                  "hostfile", "launch", "env", "created_at", "created_on", "jobname", "user",
-                 "launch_env", "warnings", "status", "schema_version")
+                 "launch_env", "warnings", "status", "schema_version", "staged")
 
     def __init__(self, scheduler: str, jobid: str, machine: str, hosts: List[str], gpus_per_host: int,
                  ranks_per_host: int, hostfile: Optional[str], launch: List[str], env: Dict[str, str],
                  created_at: str, created_on: str, jobname: Optional[str] = None, user: Optional[str] = None,
                  launch_env: Optional[Dict[str, str]] = None, warnings: Optional[List[str]] = None,
-                 status: Optional[Dict[str, Any]] = None, schema_version: int = SCHEMA_VERSION) -> None:
+                 status: Optional[Dict[str, Any]] = None, schema_version: int = SCHEMA_VERSION,
+                 staged: Optional[Dict[str, Dict[str, Any]]] = None) -> None:
         self.scheduler, self.jobid, self.machine, self.hosts = scheduler, jobid, machine, hosts
         self.gpus_per_host, self.ranks_per_host, self.hostfile = gpus_per_host, ranks_per_host, hostfile
         self.launch, self.env, self.created_at, self.created_on = launch, env, created_at, created_on
@@ -41,6 +42,7 @@ class JobRecord:
         self.warnings = warnings if warnings is not None else []
         self.status = status if status is not None else {}
         self.schema_version = schema_version
+        self.staged = staged if staged is not None else {}  # optional: `jobenv stage` copies per host
 
     @property
     def nhosts(self) -> int:
@@ -66,10 +68,17 @@ class JobRecord:
             "warnings": list(self.warnings), "status": dict(self.status),
         }
 
+    def to_json_dict(self) -> Dict[str, Any]:
+        """to_dict plus the optional fields that are set."""
+        out = self.to_dict()
+        if self.staged:
+            out["staged"] = {h: dict(e) for h, e in self.staged.items()}
+        return out
+
     def to_json(self) -> str:
         import json
 
-        return json.dumps(self.to_dict(), indent=2) + "\n"
+        return json.dumps(self.to_json_dict(), indent=2) + "\n"
 
 
 _FIELDS = {
@@ -115,6 +124,7 @@ def from_dict(data: Any, where: str = "record") -> JobRecord:
     if data["gpus_per_host"] < 0 or data["ranks_per_host"] < 1:
         raise BadRecord(f"{where}: corrupt record: bad GPU or rank count")
     return JobRecord(
+        staged=_staged(data.get("staged"), where),
         scheduler=data["scheduler"], jobid=data["jobid"], machine=data["machine"],
         hosts=list(data["hosts"]), gpus_per_host=data["gpus_per_host"],
         ranks_per_host=data["ranks_per_host"], hostfile=hostfile, launch=list(data["launch"]),
@@ -125,6 +135,22 @@ def from_dict(data: Any, where: str = "record") -> JobRecord:
         warnings=[w for w in data.get("warnings") or [] if isinstance(w, str)],
         status=data["status"] if isinstance(data.get("status"), dict) else {},
     )
+
+
+def _staged(value: Any, where: str) -> Dict[str, Dict[str, Any]]:
+    """Optional `staged` field: {host: {prefix: str, manifest: str, verified_at: number}}."""
+    if value is None:
+        return {}
+    ok = isinstance(value, dict) and all(
+        isinstance(h, str) and is_valid_host(h) and isinstance(e, dict)
+        and isinstance(e.get("prefix"), str) and e["prefix"].startswith("/")
+        and isinstance(e.get("manifest"), str)
+        and isinstance(e.get("verified_at"), (int, float)) and not isinstance(e.get("verified_at"), bool)
+        for h, e in value.items())
+    if not ok:
+        raise BadRecord(f"{where}: corrupt record: bad staged field")
+    return {h: {"prefix": e["prefix"], "manifest": e["manifest"], "verified_at": e["verified_at"]}
+            for h, e in value.items()}
 
 
 class _ScanContext:

@@ -1,0 +1,241 @@
+"""`jobenv stage`: copy the job's Python environment to node-local disk on every host.
+
+Pack once into the store (shared), unpack on every host in parallel through the job's
+launcher, verify, record where each host's copy is.  See README "Staging".
+"""
+from __future__ import annotations
+
+import os
+import sys
+import time
+from typing import Any, Dict, Optional
+
+import click
+
+from ..errors import EXIT_ERROR, BadInput, JobenvError, JobEnded, one_line
+
+
+def _say(msg: str) -> None:
+    click.echo(one_line(msg))
+
+
+def _warn(msg: str) -> None:
+    sys.stderr.write(f"jobenv: warning: {one_line(msg)}\n")
+
+
+def _mb(n: float) -> str:
+    return f"{n / 1e6:,.1f} MB"
+
+
+def source_prefix(rec, environ) -> str:
+    """The recorded environment (software.python.prefix), else the active venv/conda env."""
+    software = getattr(rec, "software", None) or {}
+    py = software.get("python") if isinstance(software, dict) else None
+    if isinstance(py, dict) and isinstance(py.get("prefix"), str) and py.get("kind") in ("venv", "conda"):
+        return py["prefix"]
+    for var in ("VIRTUAL_ENV", "CONDA_PREFIX"):
+        if environ.get(var):
+            return environ[var]
+    if sys.prefix != sys.base_prefix:
+        return sys.prefix
+    raise BadInput("no Python environment to stage: none recorded for the job, no VIRTUAL_ENV or "
+                   "CONDA_PREFIX; activate one or pass --env PATH")
+
+
+def copy_name(prefix: str) -> str:
+    """Per-environment directory name: the env's name plus a hash of where it lives."""
+    import hashlib
+
+    return f"{os.path.basename(prefix.rstrip('/')) or 'env'}-{hashlib.sha1(prefix.encode('utf-8', 'surrogateescape')).hexdigest()[:8]}"
+
+
+def update_record(path: str, staged: Dict[str, Optional[Dict[str, Any]]]) -> None:
+    """Set (or, for None, drop) hosts' `staged` entries under the job's writer lock."""
+    from .. import store
+
+    with store.job_lock(path[: -len(".json")] + ".lock"):
+        rec = store.load(path)
+        for host, entry in staged.items():
+            if entry is None:
+                rec.staged.pop(host, None)
+            else:
+                rec.staged[host] = entry
+        store._write_atomic(path, rec.to_json().encode("utf-8", "surrogateescape"))
+
+
+class Progress:
+    """hosts done / total, bytes, rate: rich on a terminal, plain lines otherwise."""
+
+    def __init__(self, nhosts: int, per_host: int, tty: bool) -> None:
+        self.nhosts, self.per_host, self.t0 = nhosts, per_host, time.time()
+        self.bytes: Dict[str, int] = {}
+        self.done = 0
+        self.bar = None
+        if tty:
+            from rich.progress import BarColumn, DownloadColumn, Progress as RP, TextColumn, TransferSpeedColumn
+
+            self.bar = RP(TextColumn("{task.description}"), BarColumn(), DownloadColumn(),
+                          TransferSpeedColumn(), transient=True)
+            self.task = self.bar.add_task(f"hosts 0/{nhosts}", total=max(1, nhosts * per_host))
+            self.bar.start()
+
+    def event(self, rep: Dict[str, Any]) -> None:
+        host = str(rep.get("host"))
+        if rep.get("event") == "progress":
+            self.bytes[host] = int(rep.get("bytes", 0))
+        else:
+            self.done += 1
+            self.bytes[host] = self.per_host
+            if self.bar is None:
+                _say(f"{host}: {describe(rep)} [{self.done}/{self.nhosts} hosts]")
+        if self.bar is not None:
+            self.bar.update(self.task, completed=sum(self.bytes.values()),
+                            description=f"hosts {self.done}/{self.nhosts}")
+
+    def stop(self) -> None:
+        if self.bar is not None:
+            self.bar.stop()
+
+
+def describe(rep: Dict[str, Any]) -> str:
+    if not rep.get("ok"):
+        return f"FAILED: {rep.get('error')}"
+    if "removed" in rep or "would_remove" in rep:
+        return ("would remove " if rep.get("would_remove") else "removed " if rep.get("removed") else "nothing at ") + str(rep.get("prefix"))
+    if rep.get("unchanged"):
+        return f"unchanged {rep.get('prefix')} ({rep.get('entries')} entries verified)"
+    secs = float(rep.get("seconds") or 0)
+    rate = f", {_mb(rep['bytes'] / secs)}/s" if secs else ""
+    return f"staged {rep.get('prefix')}: {_mb(rep.get('bytes', 0))} in {secs:.1f} s{rate}, verified"
+
+
+def _run_hosts(rec, rec_path, spec, python, timeout, progress) -> Dict[str, Dict[str, Any]]:
+    """Run the worker on every host; {record host: report} (missing hosts get an error report)."""
+    from . import hosts as hosts_mod
+
+    argv = hosts_mod.per_host_argv(rec, os.environ) + hosts_mod.worker_argv(python, spec)
+    env = hosts_mod.launcher_environ(rec, rec_path, os.environ)
+    try:
+        done, tail, rc = hosts_mod.run(argv, env, rec.nhosts, timeout, progress.event)
+    except OSError as exc:
+        raise JobenvError(f"cannot run {argv[0]!r}: {exc.strerror}", 127) from None
+    finally:
+        progress.stop()
+    out: Dict[str, Dict[str, Any]] = {}
+    local = not hosts_mod.per_host_argv(rec, os.environ)
+    for rep in done:
+        # a local job's one host is this one, whatever JOBENV_HOSTNAME calls it
+        host = rec.hosts[0] if local else hosts_mod.match_host(str(rep.get("host")), rec.hosts)
+        if host is None:
+            _warn(f"report from {rep.get('host')}, which is not a host of job {rec.jobid}")
+        elif host in out:
+            _warn(f"{host}: two reports (one process per host expected); keeping the first")
+        else:
+            out[host] = rep
+    for host in rec.hosts:
+        if host not in out:
+            why = tail or f"launcher exited {rc}"
+            out[host] = {"ok": False, "host": host, "error": f"no report (host unreachable or launcher failed: {why})"}
+    return out
+
+
+def _finish(rec, results, min_hosts: Optional[int]) -> None:
+    bad = [h for h in rec.hosts if not results[h].get("ok")]
+    need = rec.nhosts if min_hosts is None else min(min_hosts, rec.nhosts)
+    fatal = rec.nhosts - len(bad) < need
+    for h in bad:
+        line = f"{h}: {results[h].get('error')}"
+        sys.stderr.write(f"jobenv: {'error' if fatal else 'warning'}: {one_line(line)}\n")
+    if fatal:
+        raise click.exceptions.Exit(EXIT_ERROR)
+
+
+@click.command("stage")
+@click.option("--job", "-j", metavar="ID", help="Job id (default: as for `get`).")
+@click.option("--env", "env_path", metavar="PATH", help="Environment to stage (default: the job's recorded one, else the active venv / conda env).")
+@click.option("--to", "to", metavar="DIR", help="Directory for the copy on each host; %h is the host name (default: $JOBENV_STAGE_DIR, else $TMPDIR or /tmp, /jobenv-$USER).")
+@click.option("--dry-run", is_flag=True, help="Say what would be packed and where it would go; change nothing.")
+@click.option("--min-hosts", type=click.IntRange(min=1), metavar="N", help="Succeed when at least N hosts have a verified copy (default: all).")
+@click.option("--clean", is_flag=True, help="Remove the copies on every host (and the archive).")
+@click.option("--base", type=click.Choice(["auto", "yes", "no"]), default="auto", show_default=True,
+              help="Stage a venv's base interpreter too: auto = when it lives on a shared file system.")
+@click.option("--timeout", type=click.FloatRange(min=1), default=3600, show_default=True, help="Seconds to wait for all hosts.")
+def stage(job, env_path, to, dry_run, min_hosts, clean, base, timeout) -> None:
+    """Copy the job's Python environment to node-local disk on every host."""
+    from .. import store
+    from ..get import choose, job_state
+    from . import hosts as hosts_mod
+    from . import manifest, pack
+    from .manifest import EnvError
+
+    path, rec = choose(os.environ, job, _warn)
+    state, reason = job_state(rec, os.environ)
+    if state == "ended":
+        raise JobEnded(f"job {rec.jobid} has ended ({reason}); nothing to stage to")
+    if to is not None and not os.path.isabs(to):
+        raise BadInput(f"--to {to!r}: give an absolute directory (%h for the host name)")
+    prefix = os.path.abspath(env_path or source_prefix(rec, os.environ))
+    try:
+        env = manifest.inspect(prefix, dict(os.environ), base)
+    except EnvError as exc:
+        raise BadInput(str(exc)) from None
+    name = copy_name(env.prefix)
+    where = to or manifest_root_hint()
+    tty = sys.stderr.isatty()
+    sdir = pack.stage_dir(store.home(dict(os.environ)))
+    if clean:
+        _say(f"removing {name} from {where} on {rec.nhosts} host(s)")
+        spec = {"clean": True, "to": to, "name": name, "dry_run": dry_run}
+        results = _run_hosts(rec, path, spec, hosts_mod.local_python(env.prefix), timeout, Progress(rec.nhosts, 0, False))
+        if not dry_run:
+            update_record(path, {h: None for h in rec.hosts if results[h].get("ok")})
+            pack.prune(sdir, env.prefix, None)
+        _finish(rec, results, min_hosts)
+        return
+    if env.kind == "venv":
+        where_base = f"{env.base} ({env.base_fs or 'unknown fs'})"
+        _say(f"base interpreter {where_base}: " + ("staged too (shared file system)" if env.base_shared
+             else "not staged (node-local; --base yes to stage it)"))
+    try:
+        items = manifest.entries(env)
+    except EnvError as exc:
+        raise BadInput(str(exc)) from None
+    key = manifest.digest(items)
+    nfiles, nbytes = manifest.summary(items)
+    _say(f"{env.kind} {env.prefix}: {nfiles:,} entries, {_mb(nbytes)}, manifest {key[:12]}")
+    if dry_run:
+        exists = os.path.exists(os.path.join(sdir, key[:16] + ".json"))
+        _say(f"archive {os.path.join(sdir, key[:16] + '.tar')} ({'exists, reused' if exists else 'would be packed'})")
+        for h in rec.hosts[:8]:
+            _say(f"{h}: would stage to {os.path.join(where.replace('%h', h), name)}")
+        if rec.nhosts > 8:
+            _say(f"... and {rec.nhosts - 8} more hosts")
+        argv = hosts_mod.per_host_argv(rec, os.environ)
+        _say("via " + (" ".join(argv) if argv else "this host directly (local job)"))
+        return
+    t = time.time()
+    try:
+        archive, side, packed = pack.pack(env, items, key, sdir)
+    except EnvError as exc:
+        raise BadInput(str(exc)) from None
+    secs = time.time() - t
+    _say(f"packed {_mb(nbytes)} into {archive} in {secs:.1f} s ({_mb(nbytes / max(secs, 1e-6))}/s)" if packed
+         else f"archive {archive} is current (no packing)")
+    spec = {"archive": archive, "sidecar": side, "key": key, "to": to, "name": name}
+    results = _run_hosts(rec, path, spec, hosts_mod.local_python(env.prefix), timeout,
+                         Progress(rec.nhosts, nbytes, tty))
+    now = time.time()
+    update_record(path, {h: ({"prefix": r["prefix"], "manifest": key, "verified_at": now} if r.get("ok") else None)
+                         for h, r in results.items()})
+    pack.prune(sdir, env.prefix, key)
+    copied = [r for r in results.values() if r.get("ok") and not r.get("unchanged")]
+    _say(f"{sum(1 for r in results.values() if r.get('ok'))}/{rec.nhosts} hosts verified "
+         f"({len(copied)} copied, {sum(1 for r in results.values() if r.get('unchanged'))} unchanged) "
+         f"in {time.time() - t:.1f} s")
+    _finish(rec, results, min_hosts)
+
+
+def manifest_root_hint() -> str:
+    from .worker import default_root
+
+    return default_root(os.environ)

@@ -1,0 +1,99 @@
+"""The staged copy in a restored shell and in every rank.
+
+`restore_items` feeds the restore plan (CONTRACTS item 2): on a host with a verified
+copy, its `bin` goes first on PATH and VIRTUAL_ENV / CONDA_PREFIX name it.  It runs on
+the `jobenv get` path, in every new shell: one small file read, no heavy imports.
+`rank_prefix` is the argv `jobenv launch` puts before the user's command so that each
+rank, on its own host, runs that host's copy (paths may differ per host: `--to .../%h`).
+"""
+from __future__ import annotations
+
+import os
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any, Dict, List, Optional, Tuple
+
+STAMP = ".jobenv-stage.json"  # same as manifest.STAMP (not imported: hashlib stays off this path)
+
+
+def _entry(record, host: str) -> Optional[Tuple[str, Dict[str, Any]]]:
+    from ..hostlist import host_index
+
+    staged = getattr(record, "staged", None) or {}
+    names = list(staged)
+    i = host_index(names, host)
+    return None if i is None else (names[i], staged[names[i]])
+
+
+def read_stamp(prefix: str) -> Optional[Dict[str, Any]]:
+    from ..record import loads
+
+    try:
+        with open(os.path.join(prefix, STAMP), "rb") as f:
+            data = loads(f.read().decode("utf-8", "surrogateescape"))
+    except (OSError, ValueError):
+        return None
+    return data if isinstance(data, dict) else None
+
+
+def template(record) -> Optional[str]:
+    """One path for every host, `%h` standing for the host name; None if there is none."""
+    staged = getattr(record, "staged", None) or {}
+    forms = {e["prefix"].replace(h, "%h") if h in e["prefix"] else e["prefix"] for h, e in staged.items()}
+    return forms.pop() if len(forms) == 1 else None
+
+
+def restore_items(record, environ, host: str) -> Tuple[Dict[str, str], List[str], List[str]]:
+    """(variables to set, PATH entries to put first, warnings) for `host`."""
+    found = _entry(record, host)
+    if found is None:
+        return {}, [], []
+    name, entry = found
+    prefix = entry["prefix"]
+    stamp = read_stamp(prefix)
+    if stamp is None:
+        return {}, [], [f"the staged environment {prefix} is missing on {name}; run `jobenv stage`"]
+    if stamp.get("key") != entry["manifest"]:
+        return {}, [], [f"the staged environment {prefix} on {name} is not the one recorded; run `jobenv stage`"]
+    var = "CONDA_PREFIX" if stamp.get("kind") == "conda" else "VIRTUAL_ENV"
+    out = {var: prefix}
+    tmpl = template(record)
+    if tmpl:
+        out["JOBENV_STAGED"] = tmpl
+    return out, [os.path.join(prefix, "bin")], []
+
+
+def rank_prefix(record) -> List[str]:
+    """argv to put before a rank's command: `sh rankenv.sh` when the job has staged copies."""
+    if not getattr(record, "staged", None) or template(record) is None:
+        return []
+    return ["/bin/sh", os.path.join(os.path.dirname(os.path.abspath(__file__)), "rankenv.sh")]
+
+
+def check(record, host: str) -> Tuple[str, str]:
+    """For `jobenv doctor`: ("ok" | "stale" | "missing" | "none", one line of detail).
+
+    Walks the source environment (metadata only) to see whether it changed since staging.
+    """
+    found = _entry(record, host)
+    if found is None:
+        return "none", "no staged environment on this host (`jobenv stage` copies it to local disk)"
+    name, entry = found
+    prefix = entry["prefix"]
+    stamp = read_stamp(prefix)
+    if stamp is None:
+        return "missing", f"staged copy {prefix} is gone on {name}; run `jobenv stage`"
+    if stamp.get("key") != entry["manifest"]:
+        return "stale", f"staged copy {prefix} on {name} is not the recorded one; run `jobenv stage`"
+    from . import manifest
+
+    try:
+        env = manifest.inspect(str(stamp.get("source")), dict(os.environ),
+                               "yes" if stamp.get("base_staged") else "no")
+        now = manifest.digest(manifest.entries(env))
+    except manifest.EnvError as exc:
+        return "stale", f"cannot read the source environment: {exc}"
+    if now != entry["manifest"]:
+        return "stale", f"{stamp.get('source')} changed since it was staged to {prefix}; run `jobenv stage`"
+    return "ok", f"{prefix} matches {stamp.get('source')} ({stamp.get('entries')} entries)"

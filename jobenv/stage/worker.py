@@ -1,0 +1,254 @@
+"""The per-host half of `jobenv stage`: one process on every host, started by the job's
+launcher.  Stdlib only, so it runs under any interpreter that can see the store.
+
+Stage: if this host's copy already carries the wanted manifest and its entry count is
+right, nothing is copied.  Otherwise the one archive is read sequentially and unpacked
+into a hidden temporary directory next to the copy, the result is walked and compared
+with the manifest (count and hash), the prefix is rewritten where files name it, a stamp
+is written, and only then is it renamed into place: `launch` never sees a half copy, and
+nothing outside the target directory is touched.  Clean: remove this host's copy.
+
+Reports are single lines `@@jobenv-stage@@ {json}` on stdout (progress, then one result).
+"""
+from __future__ import annotations
+
+import errno
+import json
+import os
+import shutil
+import socket
+import sys
+import tarfile
+import time
+from typing import Any, Dict, List, Optional
+
+from . import manifest, relocate
+from .manifest import BASE_DIR, STAMP
+
+MARK = "@@jobenv-stage@@ "
+CHUNK = 1 << 20
+
+
+class Failure(Exception):
+    pass
+
+
+def emit(obj: Dict[str, Any]) -> None:
+    sys.stdout.write(MARK + json.dumps(obj) + "\n")
+    sys.stdout.flush()
+
+
+def default_root(environ) -> str:
+    """Node-local temporary storage, per user: JOBENV_STAGE_DIR, else $TMPDIR, else /tmp."""
+    if environ.get("JOBENV_STAGE_DIR"):
+        return environ["JOBENV_STAGE_DIR"]
+    user = environ.get("USER") or environ.get("LOGNAME") or str(os.getuid())
+    return os.path.join(environ.get("TMPDIR") or "/tmp", f"jobenv-{user}")
+
+
+def expand(template: str, host: str) -> str:
+    return template.replace("%h", host)
+
+
+def copy_walk(copy: str) -> List[manifest.Entry]:
+    """The manifest of a copy as it is on disk (stamp and relocation aside)."""
+    top = set(os.listdir(copy))
+    items = list(manifest._walk("env", copy, lambda rel: rel not in (BASE_DIR, STAMP)))
+    if BASE_DIR in top:
+        items += list(manifest._walk("base", os.path.join(copy, BASE_DIR)))
+    return items
+
+
+def read_stamp(copy: str) -> Optional[Dict[str, Any]]:
+    try:
+        with open(os.path.join(copy, STAMP)) as f:
+            data = json.load(f)
+    except (OSError, ValueError):
+        return None
+    return data if isinstance(data, dict) else None
+
+
+def _rmtree(path: str) -> None:
+    def fix(func, p, exc):
+        try:
+            os.chmod(os.path.dirname(p), 0o700)
+            func(p)
+        except OSError:
+            pass
+    for dirpath, dirnames, _ in os.walk(path):
+        for d in dirnames:
+            full = os.path.join(dirpath, d)
+            if not os.path.islink(full):
+                try:
+                    os.chmod(full, 0o700)
+                except OSError:
+                    pass
+    shutil.rmtree(path, onerror=fix)
+
+
+def _cause(exc: OSError, where: str) -> str:
+    if exc.errno in (errno.ENOSPC, errno.EDQUOT):
+        return f"no space left in {where}"
+    if exc.errno in (errno.EACCES, errno.EPERM, errno.EROFS):
+        return f"cannot write {exc.filename or where}: {exc.strerror}"
+    return f"{exc.strerror or exc} ({exc.filename or where})"
+
+
+def _dest(tmp: str, name: str) -> str:
+    tree, _, rel = name.partition("/")
+    if tree not in ("env", "base") or name.startswith("/") or ".." in rel.split("/"):
+        raise Failure(f"archive member {name!r} is outside the environment; refusing the archive")
+    root = tmp if tree == "env" else os.path.join(tmp, BASE_DIR)
+    return os.path.join(root, rel) if rel else root
+
+
+def unpack(archive: str, tmp: str, host: str) -> int:
+    dirs = []
+    written, last = 0, time.time()
+    with tarfile.open(archive, "r|", bufsize=CHUNK) as tar:
+        for m in tar:
+            path = _dest(tmp, m.name)
+            if m.isdir():
+                os.makedirs(path, 0o700, exist_ok=True)
+                dirs.append((path, m.mode))
+            elif m.issym():
+                os.symlink(m.linkname, path)
+            elif m.isreg():
+                src = tar.extractfile(m)
+                assert src is not None
+                fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+                with os.fdopen(fd, "wb") as out:
+                    shutil.copyfileobj(src, out, CHUNK)
+                    os.fchmod(out.fileno(), m.mode & 0o7777)
+                os.utime(path, (m.mtime, m.mtime))
+                written += m.size
+                if time.time() - last > 1.0:
+                    last = time.time()
+                    emit({"event": "progress", "host": host, "bytes": written})
+            else:
+                raise Failure(f"archive member {m.name!r} has an unexpected type")
+    for path, mode in reversed(dirs):
+        os.chmod(path, mode & 0o7777)
+    return written
+
+
+def stage(spec: Dict[str, Any], host: str, meta: Dict[str, Any]) -> Dict[str, Any]:
+    root = expand(spec["to"], host) if spec.get("to") else default_root(os.environ)
+    copy = os.path.join(root, spec["name"])
+    key = meta["key"]
+    stamp = read_stamp(copy)
+    if stamp and stamp.get("key") == key and os.path.isdir(copy):
+        try:
+            count = manifest.core_count(copy_walk(copy))
+        except (OSError, manifest.EnvError):
+            count = -1
+        if count == meta["core_entries"]:
+            return {"prefix": copy, "unchanged": True, "entries": count, "bytes": 0}
+    if spec.get("dry_run"):
+        return {"prefix": copy, "unchanged": False, "would_copy": True, "bytes": 0}
+    try:
+        os.makedirs(root, 0o700, exist_ok=True)
+    except OSError as exc:
+        raise Failure(_cause(exc, root)) from None
+    vfs = os.statvfs(root)
+    free, need = vfs.f_bavail * vfs.f_frsize, int(meta["bytes"] * 1.05) + (16 << 20)
+    if free < need:
+        raise Failure(f"no space in {root}: the copy needs {need >> 20} MiB, {free >> 20} MiB free")
+    _leftovers(root, spec["name"], host)
+    tmp = os.path.join(root, f".{spec['name']}.tmp.{host}.{os.getpid()}")
+    t = time.time()
+    try:
+        os.mkdir(tmp, 0o700)
+        nbytes = unpack(spec["archive"], tmp, host)
+        got = copy_walk(tmp)
+        if len(got) != meta["entries"] or manifest.digest(got) != key:
+            raise Failure(f"verification failed: {len(got)} of {meta['entries']} entries, "
+                          f"hash {manifest.digest(got)[:12]} != {key[:12]}")
+        pairs = relocate.mapping(meta["roots"], copy, BASE_DIR)
+        counts = relocate.relocate(meta["relocate"], lambda name: _dest(tmp, name), pairs, meta["kind"])
+        info = {"key": key, "source": meta["source"], "kind": meta["kind"], "entries": len(got),
+                "host": host, "staged_at": time.time(), "base_staged": meta.get("base_staged", False),
+                "relocated": counts}
+        with open(os.path.join(tmp, STAMP), "w") as f:
+            json.dump(info, f)
+        os.chmod(tmp, 0o755)
+        old = None
+        if os.path.lexists(copy):
+            old = os.path.join(root, f".{spec['name']}.old.{host}.{os.getpid()}")
+            os.rename(copy, old)
+        os.rename(tmp, copy)
+        if old:
+            _rmtree(old)
+    except OSError as exc:
+        _rmtree(tmp) if os.path.isdir(tmp) else None
+        raise Failure(_cause(exc, root)) from None
+    except (Failure, relocate.RelocError, tarfile.TarError, manifest.EnvError) as exc:
+        _rmtree(tmp) if os.path.isdir(tmp) else None
+        raise Failure(str(exc)) from None
+    return {"prefix": copy, "unchanged": False, "entries": len(got), "bytes": nbytes,
+            "seconds": round(time.time() - t, 3), "relocated": counts}
+
+
+def _leftovers(root: str, name: str, host: str, all_of_them: bool = False) -> None:
+    """Remove temporary and old copies left by killed stages of this env on this host."""
+    for entry in os.listdir(root):
+        for kind in ("tmp", "old"):
+            head = f".{name}.{kind}.{host}."
+            pid = entry[len(head):]
+            if entry.startswith(head) and pid.isdigit() and (all_of_them or not _alive(int(pid))):
+                _rmtree(os.path.join(root, entry))
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        pass
+    return True
+
+
+def clean(spec: Dict[str, Any], host: str) -> Dict[str, Any]:
+    root = expand(spec["to"], host) if spec.get("to") else default_root(os.environ)
+    copy = os.path.join(root, spec["name"])
+    removed = False
+    if os.path.lexists(copy):
+        if spec.get("dry_run"):
+            return {"prefix": copy, "removed": False, "would_remove": True}
+        if not os.path.isfile(os.path.join(copy, STAMP)):
+            raise Failure(f"{copy} is not a staged copy (no {STAMP}); left alone")
+        gone = os.path.join(root, f".{spec['name']}.old.{host}.{os.getpid()}")
+        try:
+            os.rename(copy, gone)
+            _rmtree(gone)
+        except OSError as exc:
+            raise Failure(_cause(exc, root)) from None
+        removed = True
+    if os.path.isdir(root):
+        _leftovers(root, spec["name"], host)
+    return {"prefix": copy, "removed": removed}
+
+
+def main(argv: List[str]) -> int:
+    host = socket.gethostname()  # not JOBENV_HOSTNAME: the launcher copies one host's value to all
+    out: Dict[str, Any] = {"event": "done", "host": host}
+    try:
+        spec = json.loads(argv[0])
+        if spec.get("clean"):
+            out.update(clean(spec, host))
+        else:
+            with open(spec["sidecar"]) as f:
+                meta = json.load(f)
+            out.update(stage(spec, host, meta))
+        out["ok"] = True
+    except Failure as exc:
+        out.update(ok=False, error=str(exc))
+    except OSError as exc:
+        out.update(ok=False, error=_cause(exc, "the store"))
+    emit(out)
+    return 0 if out["ok"] else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
