@@ -114,6 +114,7 @@ def test_version_flags(home, flag):
 def test_piped_output_is_never_wrapped(tmp_path, home):
     """A launch line with a long hostfile path stays on one line, copy-pasteable, no trailing spaces."""
     deep = home / ("a-very-long-directory-name-" * 6).rstrip("-") / "store"
+    deep.parent.mkdir(mode=0o700)
     env = {**base_env(home, machines.polaris(tmp_path)), "JOBENV_HOME": str(deep), "COLUMNS": "40"}
     p = jobenv(["save"], env, check=True)
     launch = [ln for ln in p.stdout.splitlines() if ln.startswith("launch")]
