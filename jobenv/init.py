@@ -138,7 +138,7 @@ function _jobenv_auto
     if test -n "$k"
         command -q $JOBENV_EXE; or return 0
         test -f "$d/$k.json"; or command $JOBENV_EXE save --quiet >/dev/null 2>&1; or return 0
-        getjobenv >/dev/null 2>&1
+        __jobenv_auto_get
         return 0
     end
     test -d "$d"; or return 0
@@ -150,7 +150,11 @@ function _jobenv_auto
     test (count $files) -gt 0; or return 0
     grep -qsE "^$h(\\.|\\$)" $files </dev/null; or return 0
     command -q $JOBENV_EXE; or return 0
-    getjobenv >/dev/null 2>&1
+    __jobenv_auto_get
+end
+function __jobenv_auto_get  # getjobenv, silent (fish sends a substitution's stderr past redirections)
+    set -l code (command $JOBENV_EXE get --shell fish 2>/dev/null); or return 0
+    string join \\n -- $code | source >/dev/null 2>&1
     return 0
 end
 if test (set -q JOBENV_AUTO; and echo $JOBENV_AUTO; or echo {auto}) = 1; _jobenv_auto; end
