@@ -19,6 +19,8 @@ SHELLS = ["bash", "zsh", "fish"]
 
 # zsh: `compdef` exists only after compinit.  Sourced before it, click's script would fail
 # with "command not found: compdef"; this keeps its registration for the first prompt.
+# As `_jobenv` on fpath, click's script completes on the first TAB only (later calls just
+# re-register it); the tail below completes on those calls too.
 _ZSH_BEFORE = """\
 #compdef jobenv
 # jobenv completion for zsh, written by the installed click at run time.
@@ -31,7 +33,10 @@ if [[ ${zsh_eval_context[-1]-} != loadautofunc ]] && (( ! $+functions[compdef] )
 fi
 """
 _ZSH_AFTER = """
-if (( ${+_jobenv_compdef_shim} )); then
+if [[ ${funcstack[1]-} == _jobenv && ${zsh_eval_context[-1]-} != loadautofunc ]]; then
+    # `_jobenv` from fpath, called again: click's script above only re-registered itself
+    if [[ -n ${_comps[jobenv]-} && ${_comps[jobenv]-} != _jobenv ]]; then "${_comps[jobenv]}" "$@"; fi
+elif (( ${+_jobenv_compdef_shim} )); then
     unset _jobenv_compdef_shim
     unfunction compdef
     _jobenv_compdef_late() {
