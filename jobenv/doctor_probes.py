@@ -160,7 +160,7 @@ def deep_argv(jobid: str, sized: bool) -> List[str]:
     """`jobenv launch` of a two-rank selftest (sizing only where `launch` has -n N)."""
     size = ["-n", "2"] if sized else []
     return [sys.executable, "-m", "jobenv", "launch", "--job", jobid, *size, "--",
-            sys.executable, "-m", "jobenv.selftest", "--steps", "1", "--timeout", "60"]
+            sys.executable, "-m", "jobenv.selftest", "--steps", "2", "--timeout", "60"]
 
 
 def run_deep(argv: List[str], env: Mapping[str, str], timeout: float) -> Tuple[Optional[int], str]:
