@@ -146,3 +146,16 @@ def test_auto_saves_the_first_shell_of_an_allocation(tmp_path, home, shell):
     before = record.stat().st_mtime_ns
     p = run(shell, f". {f}; echo $NHOSTS", env)  # a second shell of the job: restored, not saved again
     assert p.stdout.endswith("2\n") and record.stat().st_mtime_ns == before, p.stdout + p.stderr
+
+
+@pytest.mark.parametrize("shell", ["bash", "zsh"])
+def test_auto_finds_this_host_in_a_big_host_file(tmp_path, home, shell):
+    """Host files of 4 KiB and more go to grep instead of the shell's own read."""
+    exe = wrapper(tmp_path)
+    jobenv(["save", "--quiet"], base_env(home, machines.polaris(tmp_path, nodes=200)), check=True)
+    hosts = next((home / ".jobenv" / "jobs").glob("*.hosts")).read_text().split()
+    assert len("\n".join(hosts)) > 4096
+    f = init_file(tmp_path, home, shell)
+    env = bare(home, f"{exe.parent}:/usr/bin:/bin", JOBENV_HOSTNAME=hosts[-1].split(".")[0], JOBENV_EXE=str(exe))
+    p = run(shell, f"{STRICT[shell]}. {f}; echo $NHOSTS", env)
+    assert p.returncode == 0 and p.stdout.endswith("200\n"), p.stdout + p.stderr
