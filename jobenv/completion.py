@@ -70,7 +70,7 @@ def complete_job_ids(ctx: click.Context, param: click.Parameter, incomplete: str
 
     out, seen = [], set()
     try:
-        for _, rec in store.iter_records(os.environ):
+        for _, rec in store.iter_records(dict(os.environ)):
             if isinstance(rec, BadRecord) or rec.jobid in seen or not rec.jobid.startswith(incomplete):
                 continue
             seen.add(rec.jobid)
