@@ -44,7 +44,7 @@ FAMILY = {"Open MPI": "openmpi", "MPICH": "mpich", "Intel MPI": "mpich", "MVAPIC
 
 def judge_mpi4py(launcher: Optional[str], library: Optional[str], lib_text: str) -> Check:
     """mpi4py's MPI library against the launcher's: a mismatch makes every rank rank 0."""
-    first = lib_text.strip().splitlines()[0] if lib_text.strip() else "unknown"
+    first = " ".join(lib_text.strip().splitlines()[0].split()) if lib_text.strip() else "unknown"
     if library is None:
         return Check("mpi4py", "warn", f"cannot tell which MPI mpi4py uses ({first})")
     if launcher is None or launcher == "Slurm srun" or FAMILY.get(launcher) is None:

@@ -45,7 +45,9 @@ IMPORTS: Dict[str, str] = {
                   "print(json.dumps({'version': deepspeed.__version__}))\n"),
 }
 
-HEAVY = ("tensorflow", "deepspeed")  # seconds to import: by default only their version (from metadata)
+# seconds to import: by default only their version, from whichever distribution installed them
+HEAVY = {"tensorflow": ("tensorflow", "tensorflow-cpu", "tensorflow-gpu", "intel-tensorflow", "tensorflow-macos"),
+         "deepspeed": ("deepspeed",)}
 
 Started = Dict[str, Tuple[Optional[subprocess.Popen], float]]
 
@@ -67,13 +69,17 @@ def start_imports(env: Mapping[str, str], timeout: float, heavy: bool) -> Starte
         if not found:
             out[name] = (None, timeout)
             continue
-        if name in HEAVY and not heavy:
+        if name in HEAVY and not heavy:  # never imported without --deep; version from any of its dists
             from importlib.metadata import PackageNotFoundError, version
 
-            try:
-                code = f"print({json.dumps(json.dumps({'version': version(name), 'imported': False}))})"
-            except PackageNotFoundError:
-                pass
+            found_v = "(version unknown)"
+            for dist in HEAVY[name]:
+                try:
+                    found_v = version(dist)
+                    break
+                except PackageNotFoundError:
+                    continue
+            code = f"print({json.dumps(json.dumps({'version': found_v, 'imported': False}))})"
         p = subprocess.Popen([sys.executable, "-c", code], env=dict(env), stdin=subprocess.DEVNULL,
                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                              errors="replace", start_new_session=True)
