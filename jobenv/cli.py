@@ -328,12 +328,12 @@ from . import completion, doctor, init  # noqa: E402  (commands in their own mod
 cli.add_command(init.command())
 cli.add_command(doctor.doctor_cmd)
 cli.add_command(completion.completion_cmd)
-completion.attach(cli)  # job ids and profile names complete in every command; keep last
 
 
 from .stage.cli import stage as _stage  # noqa: E402  (jobenv stage; heavy imports stay inside it)
 
 cli.add_command(_stage)
+completion.attach(cli)  # job ids and profile names complete in every command: after every add_command
 
 
 def usage_error_line(exc: click.UsageError) -> str:
