@@ -1,6 +1,6 @@
 """Entry point of the `jobenv` command and `python -m jobenv`.
 
-`jobenv get` takes a click-free fast path (it runs in every new shell); every other
+`jobenv get` and `jobenv init` take click-free fast paths (they run in every new shell); every other
 command, and any `get` command line the fast path does not understand, goes to click.
 """
 from __future__ import annotations
@@ -18,6 +18,12 @@ def main(argv: Optional[List[str]] = None) -> int:
         from .fastget import run
 
         rc = run(args[1:])
+        if rc is not None:
+            return rc
+    elif args and args[0] == "init":  # runs in every login shell: no click either
+        from .init import run as run_init
+
+        rc = run_init(args[1:])
         if rc is not None:
             return rc
     from .cli import main as cli_main

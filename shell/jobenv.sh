@@ -11,7 +11,7 @@
 # scheduler whether the job is alive, and clears variables of other jobs.
 
 savejobenv() {
-    command jobenv save "$@"
+    command "${JOBENV_EXE:-jobenv}" save "$@"
 }
 
 getjobenv() {
@@ -34,6 +34,6 @@ getjobenv() {
         fi
     fi
     local _jobenv_snippet
-    _jobenv_snippet="$(command jobenv get "$@")" || return $?
+    _jobenv_snippet="$(command "${JOBENV_EXE:-jobenv}" get "$@")" || return $?
     eval "$_jobenv_snippet"
 }

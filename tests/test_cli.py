@@ -1,4 +1,4 @@
-"""CLI surface: the fast `get` path mirrors click, completions are current, shell/jobenv.sh works."""
+"""CLI surface: the fast `get` path mirrors click, shell/jobenv.sh works (completions: test_completion.py)."""
 from __future__ import annotations
 
 import subprocess

@@ -1,0 +1,275 @@
+"""`jobenv doctor`: why a launch will not work, told before an allocation is spent on it.
+
+Most hangs reported in this field are an mpi4py built against another MPI than the
+launcher, a torch without the expected backend, a GPU count that does not match the
+record, or an unreachable rendezvous address.  Each check is data, Check(name, status,
+detail, fix), computed by a function of its inputs; probes that run programs (launcher
+--version, imports of torch, mpi4py, ...) run in bounded subprocesses, all at once, and
+their text is judged by pure functions (`mpi_flavor`, `judge_mpi4py`, ...).  Rendering
+as text or JSON comes last.  Exit 1 if any check fails.
+"""
+from __future__ import annotations
+
+import json
+import os
+import sys
+from typing import Callable, Dict, List, Mapping, NamedTuple, Optional, Tuple
+
+import click
+
+from . import doctor_probes as probes
+
+
+class Check(NamedTuple):
+    name: str
+    status: str  # ok | warn | fail
+    detail: str
+    fix: str = ""
+
+
+def mpi_flavor(text: str) -> Optional[str]:
+    """Which MPI a `--version` banner or MPI_Get_library_version string names."""
+    t = text.lower()
+    for needle, name in (("open mpi", "Open MPI"), ("openrte", "Open MPI"), ("intel(r) mpi", "Intel MPI"),
+                         ("mvapich", "MVAPICH"), ("cray mpich", "Cray MPICH"), ("pals", "Cray PALS"),
+                         ("hydra", "MPICH"), ("mpich", "MPICH"), ("slurm", "Slurm srun")):
+        if needle in t:
+            return name
+    return None
+
+
+FAMILY = {"Open MPI": "openmpi", "MPICH": "mpich", "Intel MPI": "mpich", "MVAPICH": "mpich",
+          "Cray MPICH": "mpich", "Cray PALS": "mpich"}  # PMI-compatible launchers and libraries
+
+
+def judge_mpi4py(launcher: Optional[str], library: Optional[str], lib_text: str) -> Check:
+    """mpi4py's MPI library against the launcher's: a mismatch makes every rank rank 0."""
+    first = " ".join(lib_text.strip().splitlines()[0].split()) if lib_text.strip() else "unknown"
+    if library is None:
+        return Check("mpi4py", "warn", f"cannot tell which MPI mpi4py uses ({first})")
+    if launcher is None or launcher == "Slurm srun" or FAMILY.get(launcher) is None:
+        return Check("mpi4py", "ok", f"built against {library} ({first})")
+    if FAMILY.get(launcher) != FAMILY.get(library):
+        return Check("mpi4py", "fail", f"built against {library}, but the launcher is {launcher}: every rank "
+                     "would start as rank 0 of 1",
+                     f"rebuild mpi4py against the launcher's MPI: MPICC=$(which mpicc) pip install --no-binary "
+                     f"mpi4py --force-reinstall mpi4py, or launch with {library}'s mpiexec")
+    return Check("mpi4py", "ok", f"built against {library}, matching the launcher ({first})")
+
+
+def judge_torch(info: dict, gpus: int) -> Check:
+    """torch's backends against the job's GPUs (nccl for CUDA, xccl for XPU, gloo for CPU)."""
+    have = [b for b in ("nccl", "xccl", "gloo", "mpi") if info.get(b)]
+    detail = f"torch {info.get('version')}, backends: {', '.join(have) or 'none'}"
+    if info.get("cuda") or info.get("xpu"):
+        detail += f"; {info.get('devices')} {'CUDA' if info.get('cuda') else 'XPU'} device(s)"
+    if not info.get("distributed"):
+        return Check("torch", "fail", detail + "; torch.distributed is not available", "install a torch build with distributed support")
+    if gpus and not (info.get("cuda") or info.get("xpu")):
+        return Check("torch", "fail", detail + f"; the job has {gpus} GPU(s) per host but this torch sees none",
+                     "install the CUDA or XPU build of torch (pip index of your site), or run on a compute node")
+    if info.get("cuda") and not info.get("nccl"):
+        return Check("torch", "warn", detail + "; CUDA without nccl: collectives fall back to gloo", "install a torch with nccl")
+    return Check("torch", "ok", detail)
+
+
+def judge_gpus(recorded: int, seen: Optional[int], where: str) -> Check:
+    if seen is None:
+        if recorded:
+            return Check("gpus", "warn", f"record says {recorded} per host; no GPU tool answers on this host",
+                         "run `jobenv doctor` on a compute node of the job")
+        return Check("gpus", "ok", "record says 0 per host; none found here")
+    if seen == recorded:
+        return Check("gpus", "ok", f"{seen} visible here ({where}), as recorded")
+    return Check("gpus", "fail" if seen < recorded else "warn",
+                 f"record says {recorded} per host, this host shows {seen} ({where})",
+                 f"save again here (`jobenv save --gpus-per-host {seen}`), or check {where}")
+
+
+def judge_launcher(exe: str, banner: str) -> Check:
+    """Which launcher `exe` is, from its --version banner (or its path: /opt/cray/pals/...)."""
+    base = os.path.basename(exe)
+    if base in ("torchrun", "python", "python3"):
+        return Check("launcher", "ok", f"{exe}: {base} (no MPI)")
+    flavor = mpi_flavor(banner) or mpi_flavor(exe) or ("Slurm srun" if base == "srun" else None)
+    lines = [ln.strip() for ln in banner.splitlines() if ln.strip()]
+    first = next((ln for ln in lines if "version" in ln.lower()), lines[0] if lines else "no --version output")
+    first = " ".join(first.split())
+    if flavor is None:
+        return Check("launcher", "warn", f"{exe}: unknown MPI ({first[:80]})", "check that this is the launcher you meant")
+    return Check("launcher", "ok", f"{exe}: {flavor} ({first[:80]})")
+
+
+def judge_imports(results: Dict[str, Tuple[Optional[dict], str]], flavor: Optional[str], gpus: int) -> List[Check]:
+    """One line per framework: torch and mpi4py always, the others when installed."""
+    out = []
+    for name, (info, err) in results.items():
+        if info is None and not err:
+            if name in ("torch", "mpi4py"):
+                out.append(Check(name, "warn" if name == "torch" else "ok", "not installed",
+                                 "pip install torch (the selftest and setup_torch need it)" if name == "torch" else ""))
+            continue
+        if info is None:
+            out.append(Check(name, "fail", f"installed but `import {name}` fails: {err}",
+                             f"reinstall {name} in {sys.prefix}"))
+        elif name == "torch":
+            out.append(judge_torch(info, gpus))
+        elif name == "mpi4py":
+            lib = str(info.get("library", ""))
+            out.append(judge_mpi4py(flavor, mpi_flavor(lib), lib))
+        else:
+            extra = ", ".join(k[:-6] for k, v in info.items() if k.endswith("_built") and v)
+            note = " (installed; --deep imports it)" if info.get("imported") is False else ""
+            out.append(Check(name, "ok", f"{name} {info.get('version')}{note}" + (f" (built with {extra})" if extra else "")))
+    return out
+
+
+def check_deep(jobid: str, env: Mapping[str, str], timeout: float) -> Check:
+    """A two-rank all-reduce through `jobenv launch`: the whole path, for real."""
+    from .cli import cli
+
+    launch = cli.commands.get("launch") if isinstance(cli, click.Group) else None
+    sized = any("-n" in p.opts and not getattr(p, "is_flag", False) for p in (launch.params if launch else []))
+    rc, tail = probes.run_deep(probes.deep_argv(jobid, sized), env, timeout)
+    if rc == 0:
+        return Check("selftest", "ok", "two-rank all-reduce through `jobenv launch` passed")
+    return Check("selftest", "fail", f"two-rank selftest {'timed out' if rc is None else f'exited {rc}'}: {tail}",
+                 "run `jobenv launch -- python3 -m jobenv.selftest` and read the first error")
+
+
+def check_store(env: Mapping[str, str]) -> List[Check]:
+    from . import store
+    from .errors import BadRecord
+
+    d = store.jobs_dir(dict(env))
+    if not os.path.isdir(d):
+        return [Check("store", "warn", f"{d} does not exist yet", "run `jobenv save` inside your allocation")]
+    try:
+        store.check_safe(os.path.dirname(d), is_dir=True)
+        store.check_safe(d, is_dir=True)
+        for name in sorted(os.listdir(d)):
+            if name.endswith((".json", ".env", ".hosts")):
+                store.check_safe(os.path.join(d, name), is_dir=False)
+    except BadRecord as exc:
+        msg = exc.message
+        return [Check("store", "fail", msg.split("; ")[0], msg.split("; ", 1)[1] if "; " in msg else "")]
+    return [Check("store", "ok", f"{d}: yours, not writable by group or others")]
+
+
+def check_shell(env: Mapping[str, str]) -> Check:
+    sh = os.path.basename(env.get("SHELL", "")) or "bash"
+    home = env.get("HOME") or os.path.expanduser("~")
+    rc = {"zsh": ".zshrc", "fish": ".config/fish/config.fish"}.get(sh, ".bashrc")
+    try:
+        with open(os.path.join(home, rc), encoding="utf-8", errors="replace") as f:
+            text = f.read()
+    except OSError:
+        text = ""
+    if any(k in text for k in ("jobenv init", "jobenv.sh", "init." + sh)):
+        return Check("shell", "ok", f"~/{rc} loads jobenv's shell integration")
+    line = "jobenv init fish | source" if sh == "fish" else f'eval "$(jobenv init {sh})"'
+    return Check("shell", "warn", f"~/{rc} does not load jobenv (getjobenv, completions)", f"add `{line}` to ~/{rc}")
+
+
+def check_rendezvous(rec, env: Mapping[str, str], host: str, resolve: Callable[[str], Optional[str]]) -> List[Check]:
+    """MASTER_ADDR (else the record's first host) resolves; MASTER_PORT, if set, is free there."""
+    from .hostlist import host_index
+
+    addr = env.get("MASTER_ADDR") or ("127.0.0.1" if rec.nhosts == 1 else rec.hosts[0])
+    err = resolve(addr)
+    if err:
+        return [Check("rendezvous", "fail", f"cannot resolve {addr}: {err}",
+                      "set MASTER_ADDR to an address of the first host that every host can reach")]
+    out = [Check("rendezvous", "ok", f"{addr} resolves")]
+    port = env.get("MASTER_PORT")
+    if not port:
+        out.append(Check("port", "ok", "derived per launch from the job id (MASTER_PORT unset)"))
+    elif not port.isdigit() or not 0 < int(port) < 65535:
+        out.append(Check("port", "fail", f"MASTER_PORT={port!r} is not a port number", "unset MASTER_PORT"))
+    elif addr in ("127.0.0.1", "localhost") or host_index([addr], host) is not None:
+        busy = [p for p in (int(port), int(port) + 1) if probes.port_busy(addr, p)]
+        out.append(Check("port", "fail", f"port {busy[0]} on {addr} is in use", "set MASTER_PORT to a free port")
+                   if busy else Check("port", "ok", f"{port} and {int(port) + 1} are free on {addr}"))
+    else:
+        out.append(Check("port", "ok", f"MASTER_PORT={port} (checked only on {addr})"))
+    return out
+
+
+def collect(env: Mapping[str, str], job: Optional[str], deep: bool, timeout: float) -> List[Check]:
+    """Every check, in a fixed order; slow probes run concurrently."""
+    from . import schedulers
+    from .errors import JobenvError
+    from .get import choose, job_state
+    from .hostlist import host_index, this_host
+
+    checks: List[Check] = []
+    live = schedulers.env_jobid(env)
+    checks.append(Check("scheduler", "ok", f"{live[0]} job {live[1]} in this shell" if live
+                        else "no scheduler variables in this shell (a saved or local job is used)"))
+    checks += check_store(env)
+    pyenv = dict(env)
+    started = probes.start_imports(pyenv, timeout, heavy=deep)  # torch, mpi4py, ... import while the rest runs
+    try:
+        path, rec = choose(env, job, lambda msg: None)
+    except JobenvError as exc:
+        checks.append(Check("record", "fail", exc.message.split("; ")[0], "run `jobenv save` inside your allocation"))
+        rec = None
+    if rec is not None:
+        state, why = job_state(rec, env)
+        checks.append(Check("record", {"live": "ok", "unknown": "warn"}.get(state, "fail"),
+                            f"job {rec.jobid} ({rec.scheduler}, {rec.nhosts} host(s)) is {state}: {why}",
+                            "" if state == "live" else "`jobenv save` in a live allocation, or `jobenv watch` there "
+                            "so that liveness is known"))
+        host = this_host(env)
+        inside = host_index(rec.hosts, host) is not None
+        checks.append(Check("host", "ok" if inside else "fail",
+                            f"{host} is {'' if inside else 'not '}a host of job {rec.jobid}",
+                            "" if inside else f"ssh to one of {', '.join(rec.hosts[:3])}..., or pass --job"))
+        flavor = None
+        exe = probes.which(rec.launch[0], env.get("PATH", "")) if rec.launch else None
+        if exe is None:
+            checks.append(Check("launcher", "fail", f"{rec.launch[0] if rec.launch else '(none)'} is not on PATH",
+                                "load the MPI module or activate the environment that provides it"))
+        else:
+            checks.append(judge_launcher(exe, probes.launcher_banner(exe, env)))
+            flavor = mpi_flavor(checks[-1].detail)
+        checks += judge_imports(probes.finish_imports(started), flavor, rec.gpus_per_host)
+        seen, where = probes.gpus_here(env)
+        checks.append(judge_gpus(rec.gpus_per_host, seen, where))
+        checks += check_rendezvous(rec, env, host, probes.resolve)
+        if deep:
+            checks.append(check_deep(rec.jobid, env, timeout * 4))
+    else:
+        checks += judge_imports(probes.finish_imports(started), None, 0)
+    checks.append(check_shell(env))
+    return checks
+
+
+def render_text(checks: List[Check]) -> str:
+    width = max(len(c.name) for c in checks)
+    lines = [f"{c.status:<4}  {c.name:<{width}}  {c.detail}" + (f" -> fix: {c.fix}" if c.fix and c.status != "ok" else "")
+             for c in checks]
+    fails = sum(c.status == "fail" for c in checks)
+    warns = sum(c.status == "warn" for c in checks)
+    lines.append(f"{len(checks)} checks: {fails} failed, {warns} warnings")
+    return "\n".join(lines) + "\n"
+
+
+def render_json(checks: List[Check]) -> str:
+    data: Dict[str, object] = {"ok": not any(c.status == "fail" for c in checks),
+                               "checks": [c._asdict() for c in checks]}
+    return json.dumps(data, indent=2) + "\n"
+
+
+@click.command("doctor")
+@click.option("--job", "-j", metavar="ID", help="Job id (default: as for `get`).")
+@click.option("--json", "as_json", is_flag=True, help="Print the checks as JSON.")
+@click.option("--deep", is_flag=True, help="Also run a two-rank all-reduce through `jobenv launch` (slow).")
+@click.option("--timeout", type=click.FloatRange(min=1), default=60.0, show_default=True,
+              help="Seconds each probe (an import, a --version) may take.")
+def doctor_cmd(job: Optional[str], as_json: bool, deep: bool, timeout: float) -> None:
+    """Check this host, the job's record, launcher, MPI, frameworks and GPUs; say how to fix each failure."""
+    checks = collect(os.environ, job, deep, timeout)
+    sys.stdout.write(render_json(checks) if as_json else render_text(checks))
+    if any(c.status == "fail" for c in checks):
+        raise click.exceptions.Exit(1)

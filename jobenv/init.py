@@ -1,0 +1,278 @@
+"""`jobenv init SHELL`: the code an rc file evaluates, as conda, direnv, pyenv and starship do.
+
+    eval "$(jobenv init bash)"          # ~/.bashrc   (zsh, sh likewise)
+    jobenv init fish | source           # ~/.config/fish/config.fish
+
+It defines `savejobenv` and `getjobenv` (for bash, zsh and sh: the text of shell/jobenv.sh,
+the one definition of them), completions that load click's script on the first TAB, and,
+opt-in (`--auto` or JOBENV_AUTO=1), `_jobenv_auto`: in an interactive shell of an
+allocation not yet saved, save it; in any other interactive shell on a host of a saved
+job, restore it.
+
+Every login shell pays for this, so this module is click-free (`jobenv init` takes a fast
+path in `jobenv.__main__`, like `get`), and the emitted code starts no process when no job
+is around.  The emitted code never prints on its own and never fails the shell: no
+`jobenv` on PATH, a corrupt store, `set -eu` or zsh's err_exit/nounset all leave the shell
+as it was (tests/test_init.py runs real bash, zsh, fish and dash from empty environments).
+"""
+from __future__ import annotations
+
+import os
+import sys
+
+TYPE_CHECKING = False  # `import typing` costs ~5 ms per login shell
+if TYPE_CHECKING:
+    from typing import List, Optional
+
+SHELLS = ("bash", "zsh", "fish", "sh")
+# click's name for the completion function (ShellComplete.func_name; test_init checks it)
+CLICK_FUNC = "_jobenv_completion"
+OPTIONS = {"--auto": "auto"}  # mirrors `command()` below; tests check it
+
+_SH_HEAD = """\
+# jobenv shell integration for {shell}, from `jobenv init {shell}` (jobenv {version}).
+#   in {rc}:  eval "$(jobenv init {shell})"
+#   faster:   jobenv init {shell} > ~/.jobenv/init.{shell}   then   . ~/.jobenv/init.{shell}
+# JOBENV_EXE pins the jobenv that wrote this, so a shell without its venv activated finds it.
+if [ -z "${{JOBENV_EXE-}}" ] && [ -x {exe} ]; then JOBENV_EXE={exe}; fi
+"""
+
+_BASH_COMPLETION = """\
+# Completion: click writes the real script; loading it costs a Python start, so on first TAB.
+_jobenv_lazy_complete() {
+    local _jobenv_src _jobenv_fn
+    _jobenv_src="$(command "${JOBENV_EXE:-jobenv}" completion bash 2>/dev/null)" || return 0
+    eval "$_jobenv_src" || return 0
+    _jobenv_fn="$(complete -p jobenv 2>/dev/null)" || return 0
+    _jobenv_fn="${_jobenv_fn##*-F }"
+    _jobenv_fn="${_jobenv_fn%% *}"
+    if [ -n "$_jobenv_fn" ] && [ "$_jobenv_fn" != _jobenv_lazy_complete ]; then "$_jobenv_fn" "$@"; fi
+    return 0
+}
+complete -o nosort -F _jobenv_lazy_complete jobenv 2>/dev/null || complete -F _jobenv_lazy_complete jobenv 2>/dev/null || true
+"""
+
+_ZSH_COMPLETION = """\
+# Completion: click writes the real script; loading it costs a Python start, so on first TAB.
+_jobenv_lazy_complete() {
+    local _jobenv_src _jobenv_fn
+    _jobenv_src="$(command "${JOBENV_EXE:-jobenv}" completion zsh 2>/dev/null)" || return 1
+    eval "$_jobenv_src" || return 1
+    _jobenv_fn="${_comps[jobenv]-}"
+    if [[ -n "$_jobenv_fn" && "$_jobenv_fn" != _jobenv_lazy_complete ]]; then "$_jobenv_fn" "$@"; fi
+}
+if (( $+functions[compdef] )); then
+    compdef _jobenv_lazy_complete jobenv
+else  # before compinit: register at the first prompt, once compinit has run
+    _jobenv_compdef_hook() {
+        add-zsh-hook -d precmd _jobenv_compdef_hook
+        if (( $+functions[compdef] )); then compdef _jobenv_lazy_complete jobenv; fi
+        unfunction _jobenv_compdef_hook
+    }
+    autoload -Uz add-zsh-hook && add-zsh-hook precmd _jobenv_compdef_hook
+fi
+"""
+
+# Shared by bash, zsh and sh.  The `.json` test is only a cache of "saved already": an id
+# whose file name store.key_for hashes never matches, and `jobenv save` decides.
+_SH_AUTO = """\
+# Automatic save/restore (JOBENV_AUTO=1 or `jobenv init --auto`): silent, never fails.
+_jobenv_auto() {
+    {zsh_opts}case $- in *i*) ;; *) return 0 ;; esac
+    local _jobenv_d _jobenv_k _jobenv_h
+    _jobenv_d="${JOBENV_HOME:-${HOME-}/.jobenv}/jobs"
+    if [ -n "${SLURM_JOB_ID-}" ]; then _jobenv_k="slurm-$SLURM_JOB_ID"
+    elif [ -n "${PBS_JOBID-}" ]; then _jobenv_k="pbs-$PBS_JOBID"
+    elif [ -n "${COBALT_JOBID-}" ]; then _jobenv_k="cobalt-$COBALT_JOBID"
+    else _jobenv_k=; fi
+    if [ -n "$_jobenv_k" ]; then  # a shell of an allocation: save it once, then restore
+        command -v "${JOBENV_EXE:-jobenv}" >/dev/null 2>&1 || return 0
+        if [ ! -f "$_jobenv_d/$_jobenv_k.json" ]; then
+            command "${JOBENV_EXE:-jobenv}" save --quiet >/dev/null 2>&1 || return 0
+        fi
+        getjobenv >/dev/null 2>&1 || true
+        return 0
+    fi
+    [ -d "$_jobenv_d" ] || return 0  # no store: the common login shell stops here
+    _jobenv_h="${JOBENV_HOSTNAME:-${HOSTNAME:-${HOST:-}}}"
+    if [ -z "$_jobenv_h" ]; then _jobenv_h="$(uname -n 2>/dev/null)" || return 0; fi
+    _jobenv_h="${_jobenv_h%%.*}"
+    [ -n "$_jobenv_h" ] || return 0
+{hostmatch}    command -v "${JOBENV_EXE:-jobenv}" >/dev/null 2>&1 || return 0
+    getjobenv >/dev/null 2>&1 || true
+    return 0
+}
+if [ "${JOBENV_AUTO-{auto}}" = 1 ]; then _jobenv_auto; fi
+"""
+
+_FISH = """\
+# jobenv shell integration for fish, from `jobenv init fish` (jobenv {version}).
+#   in ~/.config/fish/config.fish:  jobenv init fish | source
+#   faster:  jobenv init fish > ~/.jobenv/init.fish   then   source ~/.jobenv/init.fish
+if not set -q JOBENV_EXE
+    if test -x {exe}; set -g JOBENV_EXE {exe}; else; set -g JOBENV_EXE jobenv; end
+end
+function savejobenv --description 'capture this allocation: jobenv save'
+    command $JOBENV_EXE save $argv
+end
+function getjobenv --description 'restore the saved job into this shell: jobenv get'
+    set -l code (command $JOBENV_EXE get --shell fish $argv); or return $status
+    string join \\n -- $code | source
+end
+# Completion: click writes the real script; loading it costs a Python start, so on first TAB.
+function _jobenv_lazy_complete
+    complete -e -c jobenv
+    command $JOBENV_EXE completion fish 2>/dev/null | source
+    functions -q {func}; and {func}
+end
+complete -c jobenv -f -a '(_jobenv_lazy_complete)'
+function _jobenv_auto
+    status is-interactive; or return 0
+    set -l d $HOME/.jobenv/jobs
+    set -q JOBENV_HOME; and test -n "$JOBENV_HOME"; and set d $JOBENV_HOME/jobs
+    set -l k
+    if test -n "$SLURM_JOB_ID"; set k slurm-$SLURM_JOB_ID
+    else if test -n "$PBS_JOBID"; set k pbs-$PBS_JOBID
+    else if test -n "$COBALT_JOBID"; set k cobalt-$COBALT_JOBID; end
+    if test -n "$k"
+        command -q $JOBENV_EXE; or return 0
+        test -f "$d/$k.json"; or command $JOBENV_EXE save --quiet >/dev/null 2>&1; or return 0
+        __jobenv_auto_get
+        return 0
+    end
+    test -d "$d"; or return 0
+    set -l h $hostname
+    set -q JOBENV_HOSTNAME; and test -n "$JOBENV_HOSTNAME"; and set h $JOBENV_HOSTNAME
+    set h (string split -m1 . -- "$h")[1]
+    test -n "$h"; or return 0
+    set -l files $d/*.hosts
+    test (count $files) -gt 0; or return 0
+    grep -qsE "^$h(\\.|\\$)" $files </dev/null; or return 0
+    command -q $JOBENV_EXE; or return 0
+    __jobenv_auto_get
+end
+function __jobenv_auto_get  # getjobenv, silent (fish sends a substitution's stderr past redirections)
+    set -l code (command $JOBENV_EXE get --shell fish 2>/dev/null); or return 0
+    string join \\n -- $code | source >/dev/null 2>&1
+    return 0
+end
+if test (set -q JOBENV_AUTO; and echo $JOBENV_AUTO; or echo {auto}) = 1; _jobenv_auto; end
+"""
+
+
+# Is this host in a saved job?  dash: one grep.  bash and zsh read host files below 4 KiB
+# with a builtin (no process: the common login node with records of compute jobs pays
+# microseconds) and leave bigger ones to one grep.
+_GREP = """grep -qsE "^${_jobenv_h}(\\.|\\$)" "$_jobenv_d"/*.hosts </dev/null"""
+_HOSTMATCH_SH = "    " + _GREP + " || return 0\n"
+_HOSTMATCH_READ = """\
+    local _jobenv_f _jobenv_c _jobenv_hit= _jobenv_big= _jobenv_nl='
+'
+    for _jobenv_f in "$_jobenv_d"/*.hosts; do
+        [ -f "$_jobenv_f" ] || continue
+        _jobenv_c=
+        if IFS= read -r {readn} _jobenv_c <"$_jobenv_f" 2>/dev/null; then _jobenv_big=1; continue; fi
+        case "$_jobenv_nl$_jobenv_c$_jobenv_nl" in *"$_jobenv_nl$_jobenv_h"[.$_jobenv_nl]*) _jobenv_hit=1; break ;; esac
+    done
+    if [ -z "$_jobenv_hit" ]; then
+        [ -n "$_jobenv_big" ] || return 0
+        """ + _GREP + """ || return 0
+    fi
+"""
+READN = {"bash": "-N 4096", "zsh": "-u 0 -k 4096"}
+
+
+def sh_quote(s: str) -> str:
+    """POSIX single quotes (bash, zsh, sh)."""
+    return "'" + s.replace("'", "'\\''") + "'"
+
+
+def fish_quote(s: str) -> str:
+    return "'" + s.replace("\\", "\\\\").replace("'", "\\'") + "'"
+
+
+def functions_path() -> str:
+    """shell/jobenv.sh (savejobenv, getjobenv): package data when installed, else the clone's."""
+    here = os.path.dirname(os.path.abspath(__file__))
+    for p in (os.path.join(here, "data", "jobenv.sh"), os.path.join(os.path.dirname(here), "shell", "jobenv.sh")):
+        if os.path.isfile(p):
+            return p
+    raise FileNotFoundError("jobenv.sh is missing from this installation (jobenv/data/jobenv.sh); reinstall jobenv")
+
+
+def exe_path(argv0: str, executable: str) -> str:
+    """The `jobenv` command running now, to pin in the output ('' if it cannot be told)."""
+    if os.path.basename(argv0) == "jobenv" and os.access(argv0, os.X_OK):
+        return os.path.abspath(argv0)
+    beside = os.path.join(os.path.dirname(executable), "jobenv")  # `python -m jobenv` in a venv
+    return beside if os.access(beside, os.X_OK) else ""
+
+
+def render(shell: str, functions_text: str, exe: str, auto: bool, version: str) -> str:
+    """The whole init script for `shell`: pure, so tests can feed it anything."""
+    flag = "1" if auto else "0"
+    if shell == "fish":
+        return _FISH.format(version=version, exe=fish_quote(exe), auto=flag, func=CLICK_FUNC)
+    rc = {"bash": "~/.bashrc", "zsh": "~/.zshrc", "sh": "~/.profile or $ENV"}[shell]
+    parts = [_SH_HEAD.format(shell=shell, version=version, rc=rc, exe=sh_quote(exe)),
+             functions_text.rstrip("\n") + "\n"]
+    if shell == "bash":
+        parts.append(_BASH_COMPLETION)
+    elif shell == "zsh":
+        parts.append(_ZSH_COMPLETION)
+    zsh_opts = "setopt local_options no_nomatch no_err_exit\n    " if shell == "zsh" else ""
+    match = _HOSTMATCH_READ.replace("{readn}", READN[shell]) if shell in READN else _HOSTMATCH_SH
+    parts.append(_SH_AUTO.replace("{zsh_opts}", zsh_opts).replace("{auto}", flag).replace("{hostmatch}", match))
+    return "".join(parts)
+
+
+def parse(args: List[str]) -> Optional[dict]:
+    """`init SHELL [--auto]`; None hands the command line to click (help, errors)."""
+    out: dict = {"shell": None, "auto": False}
+    for a in args:
+        if a in OPTIONS:
+            out[OPTIONS[a]] = True
+        elif a in SHELLS and out["shell"] is None:
+            out["shell"] = a
+        else:
+            return None
+    return out if out["shell"] else None
+
+
+def output(shell: str, auto: bool) -> str:
+    from . import __version__
+
+    with open(functions_path(), encoding="utf-8") as f:
+        text = f.read()
+    return render(shell, text, exe_path(sys.argv[0], sys.executable), auto, __version__)
+
+
+def run(args: List[str]) -> Optional[int]:
+    """The click-free fast path of `jobenv init`."""
+    opts = parse(args)
+    if opts is None:
+        return None
+    try:
+        text = output(opts["shell"], opts["auto"])
+    except OSError as exc:
+        sys.stderr.write(f"jobenv: error: {exc}\n")
+        return 1
+    sys.stdout.write(text)
+    sys.stdout.flush()
+    return 0
+
+
+def command():
+    """The click command (help, completion, usage errors); normally the fast path answers."""
+    import click
+
+    @click.command("init")
+    @click.argument("shell", type=click.Choice(SHELLS))
+    @click.option("--auto", is_flag=True,
+                  help="Also save a new allocation in its first shell and restore a saved job in other shells "
+                       "on its hosts (JOBENV_AUTO=0 turns it off again, JOBENV_AUTO=1 turns it on without this).")
+    def init_cmd(shell: str, auto: bool) -> None:
+        """Print shell code for your rc file: eval "$(jobenv init bash)" (fish: jobenv init fish | source)."""
+        click.echo(output(shell, auto), nl=False)
+
+    return init_cmd

@@ -1,0 +1,135 @@
+"""`jobenv doctor`: pure judges on recorded banners, then the real command on this machine.
+
+On this machine (MPICH wheel mpiexec, mpi4py built against it, CPU torch) doctor exits 0
+after a local save; each failure mode then gets its own fail line and exit 1: a store made
+group-writable, a record whose hosts do not include this one, a launcher missing from PATH,
+a launcher of another MPI than mpi4py's (Debian Open MPI mpirun), a busy MASTER_PORT.
+"""
+from __future__ import annotations
+
+import json
+import os
+import socket
+import sys
+
+import pytest
+
+import machines
+from conftest import base_env, jobenv
+from jobenv.doctor import Check, judge_gpus, judge_mpi4py, judge_torch, mpi_flavor, render_json, render_text
+
+VENV_BIN = os.path.dirname(sys.executable)
+
+
+@pytest.mark.parametrize("text,flavor", [
+    ("HYDRA build details:\n    Version:                                 5.0.2", "MPICH"),
+    ("mpirun (Open MPI) 4.1.4\n\nReport bugs to http://www.open-mpi.org/community/help/", "Open MPI"),
+    ("Open MPI v4.1.4, package: Debian OpenMPI, ident: 4.1.4, repo rev: v4.1.4, May 26, 2022", "Open MPI"),
+    ("Intel(R) MPI Library for Linux* OS, Version 2021.10 Build 20230619 (id: c2e19c2f3e)", "Intel MPI"),
+    ("MPI VERSION    : CRAY MPICH version 8.1.28.2 (ANL base 3.4a2)", "Cray MPICH"),
+    ("MPICH Version:      4.1.2\nMPICH Release date: Wed Jun  7 15:22:45 CDT 2023", "MPICH"),
+    ("MVAPICH2 Version      :\t2.3.7", "MVAPICH"),
+    ("slurm 22.05.8", "Slurm srun"),
+    ("", None), ("usage: foo [-h]", None),
+])
+def test_mpi_flavor(text, flavor):
+    assert mpi_flavor(text) == flavor
+
+
+@pytest.mark.parametrize("launcher,library,status", [
+    ("Open MPI", "MPICH", "fail"), ("MPICH", "Open MPI", "fail"), ("Cray PALS", "Open MPI", "fail"),
+    ("MPICH", "MPICH", "ok"), ("Cray PALS", "Cray MPICH", "ok"), ("MPICH", "Intel MPI", "ok"),
+    ("Slurm srun", "Open MPI", "ok"), (None, "MPICH", "ok"), ("MPICH", None, "warn"),
+])
+def test_judge_mpi4py(launcher, library, status):
+    c = judge_mpi4py(launcher, library, f"{library} Version: 1.0")
+    assert c.status == status and (c.fix != "") == (status == "fail")
+
+
+def test_judge_gpus_and_torch():
+    assert judge_gpus(4, 0, "CUDA_VISIBLE_DEVICES").status == "fail"
+    assert judge_gpus(4, None, "").status == "warn"
+    assert judge_gpus(0, None, "").status == "ok" and judge_gpus(4, 4, "nvidia-smi").status == "ok"
+    cpu = {"version": "2.13.0+cpu", "distributed": True, "gloo": True}
+    assert judge_torch(cpu, 0).status == "ok" and "gloo" in judge_torch(cpu, 0).detail
+    assert judge_torch(cpu, 4).status == "fail"
+    assert judge_torch({**cpu, "cuda": True, "devices": 4}, 4).status == "warn"  # CUDA without nccl
+    assert judge_torch({**cpu, "cuda": True, "nccl": True, "devices": 4}, 4).status == "ok"
+    assert judge_torch({**cpu, "distributed": False}, 0).status == "fail"
+
+
+def test_render():
+    checks = [Check("a", "ok", "fine", "never shown"), Check("bb", "fail", "broken", "do this")]
+    assert render_text(checks) == ("ok    a   fine\nfail  bb  broken -> fix: do this\n"
+                                   "2 checks: 1 failed, 0 warnings\n")
+    data = json.loads(render_json(checks))
+    assert data["ok"] is False and data["checks"][1] == {"name": "bb", "status": "fail", "detail": "broken",
+                                                         "fix": "do this"}
+
+
+def doctor(env, *args):
+    p = jobenv(["doctor", "--json", *args], env)
+    assert p.returncode in (0, 1) and not p.stderr.strip(), p.stderr
+    data = json.loads(p.stdout)
+    assert data["ok"] == (p.returncode == 0)
+    return p.returncode, {c["name"]: c for c in data["checks"]}
+
+
+@pytest.fixture
+def local_env(tmp_path, home):
+    env = base_env(home, machines.local(tmp_path), path=f"{VENV_BIN}:/usr/bin:/bin")
+    jobenv(["save", "--quiet"], env, check=True)
+    return env
+
+
+def test_doctor_passes_after_a_local_save(local_env):
+    p = jobenv(["doctor"], local_env)
+    assert p.returncode == 0, p.stdout + p.stderr
+    lines = p.stdout.splitlines()
+    names = [ln.split()[1] for ln in lines[:-1]]
+    for name in ("scheduler", "store", "record", "host", "launcher", "torch", "mpi4py", "gpus", "rendezvous",
+                 "port", "shell"):
+        assert name in names, p.stdout
+    assert all(ln.split()[0] in ("ok", "warn") for ln in lines[:-1]) and "0 failed" in lines[-1], p.stdout
+    assert "MPICH" in next(ln for ln in lines if " launcher " in ln)
+
+
+def test_group_writable_store_fails(local_env, home):
+    (home / ".jobenv" / "jobs").chmod(0o770)
+    rc, c = doctor(local_env)
+    assert rc == 1 and c["store"]["status"] == "fail" and "chmod go-w" in c["store"]["fix"]
+
+
+def test_launcher_missing_from_path_fails(local_env):
+    rc, c = doctor({**local_env, "PATH": "/nonexistent"})
+    assert rc == 1 and c["launcher"]["status"] == "fail" and "not on PATH" in c["launcher"]["detail"]
+
+
+def test_other_hosts_and_another_mpi_fail(tmp_path, home):
+    # a Cobalt record: Open MPI mpirun (Debian), while mpi4py here is built against MPICH
+    env = base_env(home, machines.thetagpu(tmp_path), path=f"{VENV_BIN}:/usr/bin:/bin")
+    jobenv(["save", "--quiet"], env, check=True)
+    shell = base_env(home, {"JOBENV_HOSTNAME": "login1"}, path=f"/usr/bin:{VENV_BIN}:/bin")  # Debian mpirun first
+    rc, c = doctor(shell)
+    assert rc == 1
+    assert c["host"]["status"] == "fail" and "login1 is not a host of job 10446" in c["host"]["detail"]
+    assert c["launcher"]["status"] == "ok" and "Open MPI" in c["launcher"]["detail"]
+    assert c["mpi4py"]["status"] == "fail" and "MPICH" in c["mpi4py"]["detail"], c["mpi4py"]
+    assert c["rendezvous"]["status"] == "fail"  # thetagpu13 does not resolve here
+    assert c["gpus"]["status"] == "warn"  # record says 8, no GPU tool answers
+
+
+def test_busy_master_port_fails(local_env):
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    s.listen(1)
+    try:
+        rc, c = doctor({**local_env, "MASTER_PORT": str(s.getsockname()[1])})
+    finally:
+        s.close()
+    assert rc == 1 and c["port"]["status"] == "fail" and "in use" in c["port"]["detail"]
+
+
+def test_deep_runs_a_two_rank_allreduce(local_env):
+    rc, c = doctor({**local_env, "OMP_NUM_THREADS": "1"}, "--deep")
+    assert rc == 0 and c["selftest"]["status"] == "ok", c.get("selftest")
