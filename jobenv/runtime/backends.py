@@ -8,7 +8,7 @@ import os
 import socket
 from typing import Optional, Tuple
 
-from . import _NO_ADDR, DetectError, DistInfo, detect, export_env
+from . import _NO_ADDR, DetectError, DistInfo, detect, device_index, export_env
 
 INSTALL_HINT = {
     "torch": "pip install 'jobenv[torch]'", "horovod": "pip install 'jobenv[horovod]'",
@@ -79,11 +79,11 @@ def check_port(info: DistInfo) -> None:
 
 def _device(torch, info: DistInfo, device_type: str):
     if device_type == "cuda":
-        idx = info.local_rank % max(torch.cuda.device_count(), 1)
+        idx = device_index(info.local_rank, torch.cuda.device_count())
         torch.cuda.set_device(idx)
         return torch.device("cuda", idx)
     if device_type == "xpu":
-        idx = info.local_rank % max(torch.xpu.device_count(), 1)
+        idx = device_index(info.local_rank, torch.xpu.device_count())
         torch.xpu.set_device(idx)
         return torch.device("xpu", idx)
     return torch.device("cpu")
