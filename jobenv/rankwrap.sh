@@ -266,6 +266,10 @@ if [ -n "${NHOSTS:-}" ]; then
     _je_num NHOSTS "$NHOSTS" NHOSTS
     [ "$_je_N" -lt "$_je_n" ] || _je_die "${_je_w}node rank $_je_N is beyond the job ($_je_S ranks on $_je_n hosts)"
 fi
+if [ -n "${MASTER_PORT:-}" ]; then
+    case $MASTER_PORT in *[!0-9]*|??????*) _je_die "MASTER_PORT='$MASTER_PORT' is not a port number (1-65535)" ;; esac
+    [ "$MASTER_PORT" -ge 1 ] && [ "$MASTER_PORT" -le 65535 ] || _je_die "MASTER_PORT='$MASTER_PORT' is not a port number (1-65535)"
+fi
 if [ "$_je_L" != torchrun ]; then
     # MASTER_ADDR: as set; loopback for one rank, one host or the local scheduler;
     # srun's first step host; the launch's first host
@@ -290,9 +294,7 @@ if [ "$_je_L" != torchrun ]; then
         if [ -n "$_je_h" ]; then MASTER_ADDR=$_je_h; export MASTER_ADDR; fi
     fi
     # MASTER_PORT: as set; 29500 for one rank; else derived_port(seed), djb2 over the seed
-    if [ -n "${MASTER_PORT:-}" ]; then
-        case $MASTER_PORT in *[!0-9]*|??????*) _je_die "MASTER_PORT='$MASTER_PORT' is not a port number (1-65535)" ;; esac
-        [ "$MASTER_PORT" -ge 1 ] && [ "$MASTER_PORT" -le 65535 ] || _je_die "MASTER_PORT='$MASTER_PORT' is not a port number (1-65535)"
+    if [ -n "${MASTER_PORT:-}" ]; then :
     elif [ "$_je_S" -eq 1 ]; then
         MASTER_PORT=29500
     else
