@@ -317,10 +317,10 @@ def test_plain_path_execs_without_forking(tmp_path):
 
 BIN = Path(sys.executable).parent
 CHECK = (f"{sys.executable} -c 'import os, json, jobenv.runtime as r; i = r.detect(); "
-         "print(json.dumps([os.environ[v] for v in (\"RANK\", \"LOCAL_RANK\", \"WORLD_SIZE\", \"LOCAL_WORLD_SIZE\", "
-         "\"NODE_RANK\", \"MASTER_ADDR\", \"MASTER_PORT\")] + [i.rank, i.local_rank, i.world_size, i.launcher, "
+         "os.write(1, (json.dumps([os.environ[v] for v in (\"RANK\", \"LOCAL_RANK\", \"WORLD_SIZE\", \"LOCAL_WORLD_SIZE\", "
+         "\"GROUP_RANK\", \"MASTER_ADDR\", \"MASTER_PORT\")] + [i.rank, i.local_rank, i.world_size, i.launcher, "
          "i.master_addr, i.master_port, os.environ.get(\"PMI_RANK\") or os.environ.get(\"OMPI_COMM_WORLD_RANK\") "
-         "or os.environ.get(\"SLURM_PROCID\")]), flush=True)'")
+         "or os.environ.get(\"SLURM_PROCID\")]) + chr(10)).encode())'")
 
 
 def check_ranks(stdout: str, n: int, launcher: str, own_rank: bool = True) -> list:
