@@ -200,6 +200,9 @@ _je_found() {
 }
 @ROWS@
 if [ -z "$_je_L" ]; then _je_L=none _je_R=0 _je_S=1 _je_LR=0 _je_LS=1 _je_N=0; fi
+_je_w=; [ "$_je_L" = none ] || _je_w="$_je_L: "
+[ "$_je_S" -ge 1 ] || _je_die "${_je_w}world size $_je_S is not a positive number"
+[ -z "$_je_LS" ] || { [ "$_je_LS" -ge 1 ] && [ "$_je_LS" -le "$_je_S" ]; } || _je_die "${_je_w}local size $_je_LS is outside 1..$_je_S (the world size)"
 _je_hf=
 if [ "$_je_S" -gt 1 ]; then _je_hf=${JOBENV_HOSTFILE:-${HOSTFILE:-}}; fi
 if [ -n "$_je_hf" ] && ! [ -r "$_je_hf" ]; then _je_hf=; fi
@@ -225,9 +228,6 @@ if [ -z "$_je_N" ]; then
         done < "$_je_hf"
     fi
 fi
-_je_w=; [ "$_je_L" = none ] || _je_w="$_je_L: "
-[ "$_je_S" -ge 1 ] || _je_die "${_je_w}world size $_je_S is not a positive number"
-[ "$_je_LS" -ge 1 ] && [ "$_je_LS" -le "$_je_S" ] || _je_die "${_je_w}local size $_je_LS is outside 1..$_je_S (the world size)"
 [ "$_je_LR" -lt "$_je_LS" ] || _je_die "${_je_w}local rank $_je_LR is outside 0..$((_je_LS - 1)) (local size $_je_LS)"
 [ -z "$_je_nsrc" ] || [ "$_je_N" -lt "$_je_S" ] || _je_die "${_je_w}node rank $_je_N is beyond the job ($_je_S ranks)"
 if [ -n "${NHOSTS:-}" ]; then

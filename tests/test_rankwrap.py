@@ -109,7 +109,7 @@ def test_wrapper_agrees_with_detect_on_every_row_and_rejection(row):
     agree({**base, **_row_env(row, rank="0", size="1", local="0", lsize="1", node="0")})
     agree({**base, **_row_env(row, rank="007", size="08", local="3", lsize="4", node="1")})  # leading zeros
     for field in range(5):  # each number garbage or out of range in turn
-        for bad in BAD_VALUES + ["4", "5", "100"]:
+        for bad in BAD_VALUES + ["0", "00", "4", "5", "100"]:
             vals = ["1", "4", "1", "2", "1"]
             vals[field] = bad
             agree({**base, **_row_env(row, *vals)})

@@ -208,15 +208,19 @@ def node_index(hosts: Sequence[str], hostname: str, rank: int, lsize: int) -> in
     return rank // max(lsize, 1)
 
 
+def check_sizes(where: str, size: int, lsize: Optional[int]) -> None:
+    if size < 1:
+        raise DetectError(f"{where}world size {size} is not a positive number")
+    if lsize is not None and not 1 <= lsize <= size:
+        raise DetectError(f"{where}local size {lsize} is outside 1..{size} (the world size)")
+
+
 def check_counts(launcher: str, rank: int, size: int, local: int, lsize: int, node: int,
                  nhosts: Optional[int], from_launcher: bool = True) -> None:
     """Refuse what no launcher produces.  A node rank from the host list may exceed the
     world size (two ranks on the job's third host); never the job's host count."""
     where = f"{launcher}: " if launcher != "none" else ""
-    if size < 1:
-        raise DetectError(f"{where}world size {size} is not a positive number")
-    if not 1 <= lsize <= size:
-        raise DetectError(f"{where}local size {lsize} is outside 1..{size} (the world size)")
+    check_sizes(where, size, lsize)
     if not 0 <= local < lsize:
         raise DetectError(f"{where}local rank {local} is outside 0..{lsize - 1} (local size {lsize})")
     if (from_launcher and node >= size) or (nhosts is not None and node >= nhosts):
@@ -283,6 +287,7 @@ def detect(env: Optional[Mapping[str, str]] = None, pids=None, hostname: Optiona
         launcher, rank, size, local, lsize, node = agree(found)[:6]
     else:
         launcher, rank, size, local, lsize, node = "none", 0, 1, 0, 1, 0
+    check_sizes(f"{launcher}: ", size, lsize)
 
     path = record_path(env) if size > 1 or env.get("JOBENV_RECORD") else None
     record = load_record(path) if path else None
