@@ -179,6 +179,23 @@ def test_node_rank_and_master_from_the_record(restored):
     agree({**env, **one_host, "JOBENV_HOSTNAME": "x"})  # local size from NRANKS_PER_HOST
 
 
+def test_long_host_lists_take_the_awk_path_with_the_same_answer(tmp_path):
+    from jobenv import shell, store
+
+    home = tmp_path / "home"
+    home.mkdir()
+    env = base_env(home, machines.polaris(tmp_path, nodes=100))
+    jobenv(["save", "--quiet"], env, check=True)
+    path = next(p for p, _ in store.iter_records(env))
+    rec = store.load(path)
+    renv = {"JOBENV_HOME": env["JOBENV_HOME"], **shell.exports(rec, path)}
+    hydra = {"PMI_RANK": "3", "PMI_SIZE": "400", "MPI_LOCALRANKID": "3", "MPI_LOCALNRANKS": "4"}
+    for i in (0, 57, 99):
+        p = agree({**renv, **hydra, "JOBENV_HOSTNAME": rec.hosts[i].split(".")[0]})
+        assert p.stdout.split("|")[4] == str(i)
+    agree({**renv, **hydra, "JOBENV_HOSTNAME": "elsewhere"})
+
+
 def test_a_sub_launch_follows_its_own_hostfile(restored, tmp_path):
     env, rec = restored
     sub = tmp_path / "sub-hosts"
