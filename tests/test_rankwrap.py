@@ -18,7 +18,7 @@ from conftest import REPO, base_env, jobenv, need
 from jobenv import rankwrap
 from jobenv.runtime import DetectError, detect
 from jobenv.runtime.launchers import LAUNCHERS
-from test_runtime import HYDRA, OMPI4, PALS, SRUN, TABLE, TORCHRUN
+from test_runtime import HYDRA, OMPI4, PALS, SRUN, TABLE
 
 WRAPPER = rankwrap.script_path()
 SHELLS = [s for s in ("dash", "bash") if shutil.which(s)]

@@ -1,7 +1,6 @@
 """Rank detection from recorded launcher environments (pure), and the runtime's contracts."""
 from __future__ import annotations
 
-import json
 import subprocess
 import sys
 
