@@ -426,3 +426,39 @@ def test_pbs_and_cobalt_shaped_jobs(tmp_path, machine):
     rows = check_ranks(p.stdout, 2 * len(rec.hosts), "mpich")
     for r in rows:  # ranks 2i, 2i+1 play host i; all really share this machine: loopback
         assert int(r[4]) == int(r[0]) // 2 and r[5] == "127.0.0.1"
+
+
+TRAIN = """
+import os, torch, torch.distributed as dist
+dist.init_process_group("gloo")  # env:// from the wrapper; no jobenv import
+r, n = dist.get_rank(), dist.get_world_size()
+model = torch.nn.Linear(4, 1)
+ddp = torch.nn.parallel.DistributedDataParallel(model)
+opt = torch.optim.SGD(ddp.parameters(), lr=0.1)
+torch.manual_seed(r)
+for _ in range(3):
+    opt.zero_grad()
+    ddp(torch.randn(8, 4)).pow(2).mean().backward()
+    opt.step()
+t = torch.tensor([float(r + 1)])
+dist.all_reduce(t)
+w = model.weight.detach().clone()
+dist.broadcast(w, 0)
+assert t.item() == n * (n + 1) / 2 and torch.equal(w, model.weight.detach())
+os.write(1, f"ok {os.environ['RANK']} {os.environ['LOCAL_RANK']} {os.environ['WORLD_SIZE']} {r} {n}\\n".encode())
+dist.destroy_process_group()
+"""
+
+
+@pytest.mark.parametrize("launcher", ["mpich", "openmpi"])
+def test_plain_env_ddp_script_trains_under_the_wrapper(tmp_path, launcher):
+    pytest.importorskip("torch")
+    script = tmp_path / "train.py"
+    script.write_text(TRAIN)
+    argv = [mpich(), "-n", "3"] if launcher == "mpich" else [need("mpirun"), "--oversubscribe", "-n", "3"]
+    p = subprocess.run([*argv, *rankwrap.wrapper_argv(), sys.executable, str(script)],
+                       env=_clean_env(tmp_path, GLOO_SOCKET_IFNAME="lo", OMP_NUM_THREADS="1"),
+                       capture_output=True, text=True, timeout=240)
+    assert p.returncode == 0, p.stdout + p.stderr
+    rows = sorted(line.split()[1:] for line in p.stdout.splitlines() if line.startswith("ok "))
+    assert rows == [[str(r), str(r), "3", str(r), "3"] for r in range(3)], p.stdout

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -237,3 +238,27 @@ def test_record_in_a_foreign_or_symlinked_store_is_refused(tmp_path):
         os.chown(path, 12345, 12345)
         with pytest.raises(DetectError, match="owned by uid 12345"):
             detect({**HYDRA, "JOBENV_RECORD": path}, hostname="a1")
+
+
+def test_setup_torch_names_the_rank_that_never_checks_in(tmp_path):
+    """Rank 0 of 3 alone: setup_torch fails within its timeout naming ranks 1 and 2 and
+    their hosts, as the selftest does, instead of waiting in the backend's rendezvous."""
+    pytest.importorskip("torch")
+    import socket
+
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    port = s.getsockname()[1]
+    s.close()
+    hosts = tmp_path / "hosts"
+    hosts.write_text("h0\nh1\nh2\n")
+    hosts.chmod(0o600)
+    env = {"PATH": "/usr/bin:/bin", "PYTHONPATH": str(Path(__file__).resolve().parents[1]), "PMI_RANK": "0",
+           "PMI_SIZE": "3", "MPI_LOCALRANKID": "0", "MPI_LOCALNRANKS": "1", "MASTER_ADDR": "127.0.0.1",
+           "MASTER_PORT": str(port), "JOBENV_HOSTFILE": str(hosts), "JOBENV_HOSTNAME": "h0",
+           "GLOO_SOCKET_IFNAME": "lo"}
+    code = ("import jobenv, sys\ntry:\n    jobenv.setup_torch(timeout=3)\nexcept jobenv.runtime.DetectError as e:\n"
+            "    print(e); sys.exit(5)\n")
+    p = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120)
+    assert p.returncode == 5, p.stdout + p.stderr
+    assert "ranks 1 (on h1), 2 (on h2) never checked in within 3 s" in p.stdout

@@ -9,7 +9,7 @@ import time
 from typing import List, Optional
 
 from ..runtime import DistInfo
-from ..runtime.checkin import CheckinError, Client, Server
+from ..runtime.checkin import CheckinError, Client, Server, checkin_port, ranks_hosts
 from . import EXIT_TIMEOUT
 
 
@@ -25,11 +25,6 @@ def process_start_time() -> Optional[float]:
     return time.time() - (uptime - ticks / os.sysconf("SC_CLK_TCK"))
 
 
-def checkin_port(info: DistInfo) -> int:
-    """The check-in listens next to the backend's rendezvous port (MASTER_PORT is the backend's)."""
-    return info.master_port + 1 if info.master_port < 65535 else info.master_port - 1
-
-
 class Link:
     """This rank's connection to the check-in barrier (rank 0 holds the server)."""
 
@@ -42,7 +37,7 @@ class Link:
             self.server = Server(info.master_addr, checkin_port(info), info.world_size, me)
             missing = self.server.wait_hello(deadline)
             if missing:
-                raise CheckinError(f"ranks {_ranks_hosts(missing, info)} never checked in within the timeout; "
+                raise CheckinError(f"ranks {ranks_hosts(missing, info)} never checked in within the timeout; "
                                    f"{info.world_size - len(missing)} of {info.world_size} did")
         else:
             self.client = Client(info.master_addr, checkin_port(info), me, deadline)
@@ -52,16 +47,6 @@ class Link:
 
     def not_at(self, phase: str) -> List[int]:
         return self.server.not_at(phase) if self.server else []
-
-
-def _expected_host(rank: int, info: DistInfo) -> str:
-    """Where the launcher places a rank: blocks of local_world_size over the job's hosts."""
-    i = rank // max(info.local_world_size, 1)
-    return info.hosts[i] if i < len(info.hosts) else "?"
-
-
-def _ranks_hosts(ranks: List[int], info: DistInfo) -> str:
-    return ", ".join(f"{r} (on {_expected_host(r, info)})" for r in ranks)
 
 
 class Watchdog:
@@ -93,7 +78,7 @@ class Watchdog:
         msg = f"jobenv.selftest: TIMEOUT: phase {name} did not finish before the deadline on rank {self.info.rank} ({self.host})"
         missing = self.link.not_at(name)
         if missing:
-            msg += f"; ranks that never reached it: {_ranks_hosts(missing, self.info)}"
+            msg += f"; ranks that never reached it: {ranks_hosts(missing, self.info)}"
         sys.stderr.write(msg + "\n")
         sys.stderr.flush()
         os._exit(EXIT_TIMEOUT)

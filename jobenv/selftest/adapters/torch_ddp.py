@@ -32,7 +32,9 @@ class TorchComm(Comm):
     def _setup(self, info: DistInfo, timeout: float):
         from ...runtime import backends
 
-        backends.setup_torch(backend=None if self.kind == "ddp" else self.kind, timeout=timeout, info=info)
+        # the selftest has checked in already (its barrier keeps the check-in port for phase reports)
+        backends.setup_torch(backend=None if self.kind == "ddp" else self.kind, timeout=timeout, info=info,
+                             checkin=False)
         return self._current_device()
 
     def _describe(self) -> str:
