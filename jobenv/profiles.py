@@ -150,7 +150,7 @@ def parse(text: str, source: str) -> Profile:
             parts = item.get("args") if isinstance(item, dict) else [item]
             if isinstance(item, dict) and (set(item) != {"when", "args"} or not isinstance(parts, list)):
                 raise fail("launchers", "a conditional argv entry is {when: name, args: [...]}")
-            for part in parts:
+            for part in parts or ():
                 if not isinstance(part, (str, int)):
                     raise fail("launchers", f"argv entries must be strings, not {part!r}")
                 for ph in _PLACEHOLDER.findall(str(part)):

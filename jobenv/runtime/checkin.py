@@ -114,7 +114,7 @@ class Server:
                     buffers[conn] = b""
                     sel.register(conn, selectors.EVENT_READ, "c")
                     continue
-                conn = key.fileobj
+                conn = key.fileobj  # type: ignore[assignment]  # we registered sockets only
                 try:
                     chunk = conn.recv(65536)
                 except (BlockingIOError, InterruptedError):

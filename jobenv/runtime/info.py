@@ -3,6 +3,10 @@ from __future__ import annotations
 
 from ..errors import BadInput
 
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Optional, Tuple
+
 _FIELDS = ("rank", "local_rank", "world_size", "local_world_size", "node_rank", "num_nodes",
            "master_addr", "master_port", "launcher", "jobid", "hosts")
 
@@ -23,6 +27,17 @@ class DistInfo:
     """
 
     __slots__ = _FIELDS
+    rank: int
+    local_rank: int
+    world_size: int
+    local_world_size: int
+    node_rank: int
+    num_nodes: int
+    master_addr: Optional[str]
+    master_port: int
+    launcher: str
+    jobid: Optional[str]
+    hosts: Tuple[str, ...]
 
     def __init__(self, rank: int = 0, local_rank: int = 0, world_size: int = 1,
                  local_world_size: int = 1, node_rank: int = 0, num_nodes: int = 1,
@@ -36,7 +51,8 @@ class DistInfo:
     def __setattr__(self, name, value):
         raise AttributeError(f"DistInfo is immutable; use replace({name}=...)")
 
-    __delattr__ = __setattr__
+    def __delattr__(self, name):
+        raise AttributeError(f"DistInfo is immutable; use replace({name}=...)")
 
     def as_dict(self) -> dict:
         d = {f: getattr(self, f) for f in _FIELDS}

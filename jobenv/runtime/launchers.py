@@ -16,13 +16,21 @@ from __future__ import annotations
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from typing import Tuple
+    from typing import Final, Tuple
 
     Row = Tuple[str, Tuple[str, ...], Tuple[str, ...], Tuple[str, ...], Tuple[str, ...], Tuple[str, ...],
                 Tuple[str, ...], str, str]
 
 # field positions in a row
-NAME, RANK, SIZE, LOCAL, LSIZE, NODE, REQUIRES, CHECK, DESCRIPTION = range(9)
+NAME: Final = 0
+RANK: Final = 1
+SIZE: Final = 2
+LOCAL: Final = 3
+LSIZE: Final = 4
+NODE: Final = 5
+REQUIRES: Final = 6
+CHECK: Final = 7
+DESCRIPTION: Final = 8
 
 # name, rank vars, size vars, local rank vars, local size vars, node vars, requires, check, what
 LAUNCHERS: "Tuple[Row, ...]" = (

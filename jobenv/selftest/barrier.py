@@ -29,21 +29,26 @@ class Link:
     """This rank's connection to the check-in barrier (rank 0 holds the server)."""
 
     def __init__(self, info: DistInfo, host: str, deadline: float) -> None:
-        self.info, self.server, self.client = info, None, None
+        self.info = info
+        self.server: Optional[Server] = None
+        self.client: Optional[Client] = None
         if info.world_size == 1:
             return
         me = {"rank": info.rank, "host": host, "pid": os.getpid()}
+        addr = info.master_addr or "127.0.0.1"  # the caller has refused a missing MASTER_ADDR
         if info.rank == 0:
-            self.server = Server(info.master_addr, checkin_port(info), info.world_size, me)
+            self.server = Server(addr, checkin_port(info), info.world_size, me)
             missing = self.server.wait_hello(deadline)
             if missing:
                 raise CheckinError(f"ranks {ranks_hosts(missing, info)} never checked in within the timeout; "
                                    f"{info.world_size - len(missing)} of {info.world_size} did")
         else:
-            self.client = Client(info.master_addr, checkin_port(info), me, deadline)
+            self.client = Client(addr, checkin_port(info), me, deadline)
 
     def mark(self, phase: str) -> None:
-        (self.server or self.client).mark(phase) if (self.server or self.client) else None
+        end = self.server or self.client
+        if end is not None:
+            end.mark(phase)
 
     def not_at(self, phase: str) -> List[int]:
         return self.server.not_at(phase) if self.server else []

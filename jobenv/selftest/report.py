@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 import statistics
-from typing import Dict, List
+from typing import Dict, List, Tuple
 
 from ..runtime import DistInfo
 from . import PHASES
@@ -15,8 +15,8 @@ def summarize(results: Dict[int, dict], info: DistInfo) -> dict:
         per_host.setdefault(res["host"], []).append(res["rank"])
     phases = {}
     for name in PHASES + ("start_to_first_allreduce",):
-        vals = [(res["phases"].get(name) if name in PHASES else res.get(name), res) for res in ranks]
-        vals = [(v, res) for v, res in vals if v is not None]
+        got = [(res["phases"].get(name) if name in PHASES else res.get(name), res) for res in ranks]
+        vals: List[Tuple[float, dict]] = [(v, res) for v, res in got if v is not None]
         if not vals:
             continue
         slow_v, slow = max(vals, key=lambda t: t[0])
@@ -37,8 +37,9 @@ def print_report(rep: dict, quiet: bool) -> None:
     try:
         from rich.console import Console
         from rich.table import Table
+        have_rich = True
     except ImportError:  # rich is a core dependency, but the selftest must still report
-        Console = None
+        have_rich = False
     ok = "PASSED" if rep["ok"] else "FAILED"
     line = (f"jobenv selftest {ok}: {rep['world_size']} ranks on {len(rep['ranks_per_host'])} host(s), "
             f"{rep['framework']} via {rep['launcher']}")
@@ -46,7 +47,7 @@ def print_report(rep: dict, quiet: bool) -> None:
         line += f"; failed checks: {rep['failed_checks']}"
     if rep["missing_results"]:
         line += f"; no result from ranks {rep['missing_results']}"
-    if quiet or Console is None:
+    if quiet or not have_rich:
         print(line, flush=True)
         return
     con = Console(highlight=False, markup=False, emoji=False, soft_wrap=True)
