@@ -337,6 +337,7 @@ CHECK = (f"{sys.executable} -c 'import os, json, jobenv.runtime as r; i = r.dete
          "os.write(1, (json.dumps([os.environ[v] for v in (\"RANK\", \"LOCAL_RANK\", \"WORLD_SIZE\", \"LOCAL_WORLD_SIZE\", "
          "\"GROUP_RANK\", \"MASTER_ADDR\", \"MASTER_PORT\")] + [i.rank, i.local_rank, i.world_size, i.launcher, "
          "i.master_addr, i.master_port, os.environ.get(\"PMI_RANK\") or os.environ.get(\"OMPI_COMM_WORLD_RANK\") "
+         "or os.environ.get(\"HOROVOD_RANK\")"
          "or os.environ.get(\"SLURM_PROCID\")]) + chr(10)).encode())'")
 
 
@@ -400,6 +401,17 @@ def test_under_torchrun_untouched(tmp_path):
                        env=_clean_env(tmp_path), capture_output=True, text=True, timeout=180)
     assert p.returncode == 0, p.stderr
     check_ranks(p.stdout, 2, "torchrun", own_rank=False)
+
+
+def test_under_horovodrun(tmp_path):
+    horovodrun = BIN / "horovodrun"
+    if not horovodrun.exists():
+        pytest.skip("horovod not installed")
+    p = subprocess.run([str(horovodrun), "--gloo", "-np", "2", "-H", "localhost:2", "--network-interface", "lo",
+                        *rankwrap.wrapper_argv(), "/bin/sh", "-c", CHECK],
+                       env=_clean_env(tmp_path), capture_output=True, text=True, timeout=180)
+    assert p.returncode == 0, p.stdout + p.stderr
+    check_ranks("\n".join(line.split("]<stdout>:", 1)[-1] for line in p.stdout.splitlines()), 2, "horovodrun")
 
 
 @pytest.mark.parametrize("machine", ["polaris", "thetagpu"])
