@@ -21,6 +21,9 @@ What it does, per rank, in this order:
    a background child of sh ignores INT), waits, writes the records below and exits
    with the program's status (re-raising the program's signal on itself).
 
+Exit status: the program's; 5 when the environment is refused (step 1, a bad
+JOBENV_GPU_BIND or MASTER_PORT, an unwritable RUN_DIR or LOG_DIR); 2 without a program.
+
 Environment protocol (set by `jobenv launch` on the launcher's environment):
 - JOBENV_GPU_BIND   `VAR:MAP:DEVICES[:TILES]` (see `gpu_bind_value`; from the profile's
                     `gpu_bind`, `jobenv.profiles.gpu_bind_mode`), or empty for none.
@@ -151,6 +154,7 @@ TEMPLATE = r'''#!/bin/sh
 # Protocol and record formats: the docstring of jobenv/rankwrap.py.
 # Builtins only on the plain path (no fork, no Python): it runs once per rank.
 _je_die() { printf 'jobenv: error: %s\n' "$1" >&2; exit 5; }
+[ "$#" -gt 0 ] || { printf 'jobenv: error: usage: %s PROGRAM [ARGUMENT...]\n' "$0" >&2; exit 2; }
 # _je_num NAME VALUE WHO: VALUE as a number in $_je_n (1-9 ASCII digits)
 _je_num() {
     case $2 in ''|*[!0-9]*|@DIGITS@*) _je_die "$3: $1='$2' is not a number" ;; esac

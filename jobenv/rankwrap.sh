@@ -5,6 +5,7 @@
 # Protocol and record formats: the docstring of jobenv/rankwrap.py.
 # Builtins only on the plain path (no fork, no Python): it runs once per rank.
 _je_die() { printf 'jobenv: error: %s\n' "$1" >&2; exit 5; }
+[ "$#" -gt 0 ] || { printf 'jobenv: error: usage: %s PROGRAM [ARGUMENT...]\n' "$0" >&2; exit 2; }
 # _je_num NAME VALUE WHO: VALUE as a number in $_je_n (1-9 ASCII digits)
 _je_num() {
     case $2 in ''|*[!0-9]*|??????????*) _je_die "$3: $1='$2' is not a number" ;; esac

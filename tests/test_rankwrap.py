@@ -317,6 +317,11 @@ def test_supervised_wrapper_forwards_term_and_keeps_stdin(tmp_path):
     assert (run / "rank-3.exit").read_text().split()[2] == f"signal:{int(signal.SIGTERM)}"
 
 
+def test_no_program_is_a_usage_error():
+    p = wrap({}, [])
+    assert p.returncode == 2 and p.stderr.startswith("jobenv: error: usage:") and p.stderr.count("\n") == 1
+
+
 def test_plain_path_execs_without_forking(tmp_path):
     """No RUN_DIR, no LOG_DIR: the program replaces the wrapper (same pid), and strace (when
     present) sees no fork or clone on the way."""
