@@ -16,6 +16,13 @@ A profile::
     launchers:                        # the first whose `requires` is on PATH wins
       - argv: [mpiexec, -n, '{nranks}', -ppn, '{ppn}', --hostfile, '{hostfile}']
     env: {MPICH_GPU_SUPPORT_ENABLED: '1'}   # exported with the job's variables
+    gpu_bind: {var: CUDA_VISIBLE_DEVICES, map: reverse}   # opt-in: `jobenv launch --gpu-bind`
+
+`gpu_bind` gives each local rank one device through the per-rank wrapper: `var` is one of
+jobenv.rankwrap.GPU_VARS; `map` is identity (device = local rank % devices), reverse
+(devices - 1 - that: Polaris's NUMA order) or tile (`gpu.tile`, Aurora's
+ZE_AFFINITY_MASK, with `tiles` per device); `devices` defaults to gpus_per_host (divided
+by `tiles` for tile).  `gpu_bind_mode` renders it as the wrapper's JOBENV_GPU_BIND.
 """
 from __future__ import annotations
 
@@ -48,6 +55,7 @@ class Profile:
     vars: Dict[str, str] = field(default_factory=dict)
     env: Dict[str, str] = field(default_factory=dict)
     source: str = ""
+    gpu_bind: Dict[str, Any] = field(default_factory=dict)
 
     @property
     def generic(self) -> bool:
@@ -101,7 +109,8 @@ def parse(text: str, source: str) -> Profile:
 
     if not isinstance(data, dict):
         raise ProfileError(f"profile {source}: expected a mapping of keys (name, scheduler, launchers)")
-    unknown = set(data) - {"name", "description", "scheduler", "match", "gpus_per_host", "vars", "launchers", "env"}
+    unknown = set(data) - {"name", "description", "scheduler", "match", "gpus_per_host", "vars", "launchers", "env",
+                           "gpu_bind"}
     if unknown:
         raise fail(sorted(unknown)[0], "unknown key")
     name = data.get("name")
@@ -141,18 +150,59 @@ def parse(text: str, source: str) -> Profile:
             parts = item.get("args") if isinstance(item, dict) else [item]
             if isinstance(item, dict) and (set(item) != {"when", "args"} or not isinstance(parts, list)):
                 raise fail("launchers", "a conditional argv entry is {when: name, args: [...]}")
-            for part in parts:
+            for part in parts or ():
                 if not isinstance(part, (str, int)):
                     raise fail("launchers", f"argv entries must be strings, not {part!r}")
                 for ph in _PLACEHOLDER.findall(str(part)):
                     if ph not in known:
                         raise fail("launchers", f"unknown placeholder {{{ph}}}")
+    bind = _gpu_bind(data.get("gpu_bind"), gpus, fail)
     return Profile(
         name=name, scheduler=data["scheduler"], launchers=launchers,
         description=str(data.get("description") or ""), match=match, gpus_per_host=gpus,
         vars={k: str(v) for k, v in variables.items()}, env={k: str(v) for k, v in envs.items()},
-        source=source,
+        source=source, gpu_bind=bind,
     )
+
+
+def _gpu_bind(spec: Any, gpus: Optional[int], fail) -> Dict[str, Any]:
+    """Validate a profile's `gpu_bind` into {var, map, devices, tiles}; {} when absent."""
+    from .rankwrap import GPU_MAPS, GPU_VARS
+
+    if spec is None:
+        return {}
+    if not isinstance(spec, dict):
+        raise fail("gpu_bind", "must be a mapping {var: ..., map: ...}")
+    unknown = set(spec) - {"var", "map", "devices", "tiles"}
+    if unknown:
+        raise fail("gpu_bind", f"unknown key {sorted(unknown)[0]!r}")
+    if spec.get("var") not in GPU_VARS:
+        raise fail("gpu_bind", f"var must be one of {', '.join(GPU_VARS)}")
+    how = spec.get("map")
+    if how not in GPU_MAPS:
+        raise fail("gpu_bind", f"map must be one of {', '.join(GPU_MAPS)}")
+    tiles = spec.get("tiles")
+    if (how == "tile") != (tiles is not None):
+        raise fail("gpu_bind", "tiles is required for map: tile, and only for it")
+    for key, val in (("tiles", tiles), ("devices", spec.get("devices"))):
+        if val is not None and (not isinstance(val, int) or isinstance(val, bool) or not 0 < val < 10000):
+            raise fail("gpu_bind", f"{key} must be a whole number from 1 to 9999")
+    devices = spec.get("devices")
+    if devices is None:
+        if not gpus:
+            raise fail("gpu_bind", "devices is required when the profile has no gpus_per_host")
+        devices = gpus // (tiles or 1)
+        if devices < 1 or devices * (tiles or 1) != gpus:
+            raise fail("gpu_bind", f"gpus_per_host {gpus} is not a multiple of tiles {tiles}")
+    return {"var": spec["var"], "map": how, "devices": devices, "tiles": tiles}
+
+
+def gpu_bind_mode(profile: Profile) -> str:
+    """The profile's binding as the per-rank wrapper's JOBENV_GPU_BIND (empty: none)."""
+    b = profile.gpu_bind
+    if not b:
+        return ""
+    return ":".join([b["var"], b["map"], str(b["devices"])] + ([str(b["tiles"])] if b["tiles"] else []))
 
 
 def _files(path: Path) -> List[Path]:

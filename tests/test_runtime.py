@@ -1,9 +1,9 @@
 """Rank detection from recorded launcher environments (pure), and the runtime's contracts."""
 from __future__ import annotations
 
-import json
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -86,11 +86,20 @@ def test_garbage_is_a_clear_error():
         detect({"PMI_RANK": "4", "PMI_SIZE": "4"})
 
 
-def _record(tmp_path, hosts, scheduler="pbs", jobid="42.pbs"):
-    p = tmp_path / "rec.json"
-    p.write_text(json.dumps({"schema_version": 1, "scheduler": scheduler, "jobid": jobid, "hosts": hosts,
-                             "ranks_per_host": 2}))
-    return str(p)
+def _record(tmp_path, hosts, jobid="42.pbs"):
+    """A record written by the real `jobenv save` in a PBS-shaped job with these hosts."""
+    import machines
+    from conftest import base_env, jobenv
+
+    home = tmp_path / f"home-{jobid}"
+    home.mkdir()
+    nodefile = tmp_path / f"nodefile-{jobid}"
+    nodefile.write_text("".join(h + "\n" for h in hosts))
+    env = base_env(home, {**machines.pbs_common(jobid, str(nodefile)), "JOBENV_HOME": str(tmp_path / "store")})
+    out = jobenv(["save", "--json"], env, check=True).stdout
+    from jobenv import store
+
+    return store.paths_for(store.key_for("pbs", jobid), env)[0] if out else ""
 
 
 def test_rendezvous_from_record(tmp_path):
@@ -99,6 +108,7 @@ def test_rendezvous_from_record(tmp_path):
     info = detect(env, hostname="x2")
     assert info.master_addr == "x1.hsn.example" and info.hosts == ("x1.hsn.example", "x2.hsn.example")
     assert info.node_rank == 1 and info.num_nodes == 2 and info.jobid == "42.pbs"
+    assert detect({**env, "PMI_RANK": "0"}, hostname="x1").node_rank == 0
     assert 20000 <= info.master_port < 60000
     assert detect(env, hostname="x1").master_port == info.master_port  # every rank derives the same
     other = detect({**env, "JOBENV_RECORD": _record(tmp_path, ["x1", "x2"], jobid="43.pbs")}, hostname="x1")
@@ -171,3 +181,84 @@ def test_missing_framework_gives_install_hint(monkeypatch):
         backends.ensure_installed("horovod_not_here_xyz", "horovod")
     with pytest.raises(backends.MissingFramework, match=r"pip install 'jobenv\[deepspeed\]'"):
         backends.require("deepspeed_not_here_xyz", "deepspeed")
+
+
+# ---------------------------------------------------------------- finding 10: nonsense is refused
+
+@pytest.mark.parametrize("env,why", [
+    ({**HYDRA, "MPI_LOCALRANKID": "2"}, "local rank 2 is outside 0..1"),
+    ({**HYDRA, "MPI_LOCALNRANKS": "0"}, "local size 0"),
+    ({**HYDRA, "MPI_LOCALNRANKS": "5"}, "local size 5 is outside 1..4"),
+    ({**HYDRA, "PMI_SIZE": "-4"}, "not a number"),
+    ({**HYDRA, "PMI_SIZE": "0"}, "outside"),
+    ({**PALS, "PALS_NODEID": "8"}, "node rank 8 is beyond the job"),
+    ({**PALS, "NHOSTS": "1"}, "node rank 1 is beyond the job .8 ranks on 1 hosts"),
+    ({**HYDRA, "MASTER_PORT": "99999"}, "MASTER_PORT='99999' is not a port number"),
+    ({**HYDRA, "MASTER_PORT": "-1"}, "MASTER_PORT='-1'"),
+    ({**HYDRA, "MASTER_PORT": "0"}, "MASTER_PORT='0'"),
+    ({**HYDRA, "MASTER_PORT": "２９５００"}, "MASTER_PORT="),
+    ({**HYDRA, "PMI_RANK": "1_0"}, "PMI_RANK='1_0' is not a number"),
+    ({**HYDRA, "PMI_RANK": "\u00b2"}, "is not a number"),
+    ({**HYDRA, "PMI_RANK": "12345678901"}, "is not a number"),
+    ({**HYDRA, "JOBENV_HOSTFILE": "/nonexistent/hosts"}, "JOBENV_HOSTFILE"),
+])
+def test_nonsense_is_refused(env, why):
+    with pytest.raises(DetectError, match=why):
+        detect(env, hostname="n1")
+
+
+def test_detect_error_is_a_bad_input_with_exit_5():
+    from jobenv.errors import EXIT_BAD_INPUT, JobenvError
+
+    with pytest.raises(JobenvError) as exc:
+        detect({**HYDRA, "MPI_LOCALRANKID": "9"})
+    assert exc.value.exit_code == EXIT_BAD_INPUT and isinstance(exc.value, RuntimeError)
+
+
+def test_record_with_hosts_that_are_not_a_list_is_refused(tmp_path):
+    path = _record(tmp_path, ["a1", "a2"])
+    text = open(path).read()
+    for bad in ('"a"', '["a b", "c"]', '[1, 2]', '["-x"]'):
+        start = text.index('"hosts"')
+        end = text.index("]", start) + 1
+        open(path, "w").write(text[:start] + f'"hosts": {bad}' + text[end:])
+        with pytest.raises(DetectError, match="record"):
+            detect({**HYDRA, "JOBENV_RECORD": path}, hostname="a1")
+
+
+def test_record_in_a_foreign_or_symlinked_store_is_refused(tmp_path):
+    import os
+
+    path = _record(tmp_path, ["a1", "a2"])
+    link = tmp_path / "link.json"
+    link.symlink_to(path)
+    with pytest.raises(DetectError, match="symbolic link"):
+        detect({**HYDRA, "JOBENV_RECORD": str(link)}, hostname="a1")
+    if os.getuid() == 0:
+        os.chown(path, 12345, 12345)
+        with pytest.raises(DetectError, match="owned by uid 12345"):
+            detect({**HYDRA, "JOBENV_RECORD": path}, hostname="a1")
+
+
+def test_setup_torch_names_the_rank_that_never_checks_in(tmp_path):
+    """Rank 0 of 3 alone: setup_torch fails within its timeout naming ranks 1 and 2 and
+    their hosts, as the selftest does, instead of waiting in the backend's rendezvous."""
+    pytest.importorskip("torch")
+    import socket
+
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    port = s.getsockname()[1]
+    s.close()
+    hosts = tmp_path / "hosts"
+    hosts.write_text("h0\nh1\nh2\n")
+    hosts.chmod(0o600)
+    env = {"PATH": "/usr/bin:/bin", "PYTHONPATH": str(Path(__file__).resolve().parents[1]), "PMI_RANK": "0",
+           "PMI_SIZE": "3", "MPI_LOCALRANKID": "0", "MPI_LOCALNRANKS": "1", "MASTER_ADDR": "127.0.0.1",
+           "MASTER_PORT": str(port), "JOBENV_HOSTFILE": str(hosts), "JOBENV_HOSTNAME": "h0",
+           "GLOO_SOCKET_IFNAME": "lo"}
+    code = ("import jobenv, sys\ntry:\n    jobenv.setup_torch(timeout=3)\nexcept jobenv.runtime.DetectError as e:\n"
+            "    print(e); sys.exit(5)\n")
+    p = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120)
+    assert p.returncode == 5, p.stdout + p.stderr
+    assert "ranks 1 (on h1), 2 (on h2) never checked in within 3 s" in p.stdout

@@ -8,7 +8,7 @@ import os
 import socket
 from typing import Optional, Tuple
 
-from . import _NO_ADDR, DetectError, DistInfo, detect, export_env
+from . import _NO_ADDR, DetectError, DistInfo, detect, device_index, export_env
 
 INSTALL_HINT = {
     "torch": "pip install 'jobenv[torch]'", "horovod": "pip install 'jobenv[horovod]'",
@@ -79,11 +79,11 @@ def check_port(info: DistInfo) -> None:
 
 def _device(torch, info: DistInfo, device_type: str):
     if device_type == "cuda":
-        idx = info.local_rank % max(torch.cuda.device_count(), 1)
+        idx = device_index(info.local_rank, torch.cuda.device_count())
         torch.cuda.set_device(idx)
         return torch.device("cuda", idx)
     if device_type == "xpu":
-        idx = info.local_rank % max(torch.xpu.device_count(), 1)
+        idx = device_index(info.local_rank, torch.xpu.device_count())
         torch.xpu.set_device(idx)
         return torch.device("xpu", idx)
     return torch.device("cpu")
@@ -95,9 +95,24 @@ def single_host_loopback(info: DistInfo) -> None:
         os.environ.setdefault("GLOO_SOCKET_IFNAME", "lo")
 
 
+def checked_in(info: DistInfo, timeout: float) -> None:
+    """The check-in before a backend's rendezvous, so a rank that never starts is named
+    (with its host) instead of leaving the others waiting in silence.  Not under torchrun,
+    whose agents have already rendezvoused; DetectError on a missing rank."""
+    if info.world_size == 1 or info.launcher == "torchrun":
+        return
+    from ..hostlist import this_host
+    from .checkin import CheckinError, check_in
+
+    try:
+        check_in(info, this_host(), timeout)
+    except CheckinError as exc:
+        raise DetectError(f"check-in failed: {exc}") from None
+
+
 def setup_torch(backend: Optional[str] = None, timeout: float = 300.0, info: Optional[DistInfo] = None,
-                store=None) -> DistInfo:
-    """Detect, export env://, bind this local rank's device, init the process group."""
+                store=None, checkin: bool = True) -> DistInfo:
+    """Detect, export env://, bind this local rank's device, check in, init the process group."""
     torch = require("torch", "torch")
     import datetime
 
@@ -112,6 +127,8 @@ def setup_torch(backend: Optional[str] = None, timeout: float = 300.0, info: Opt
     if not dist.is_initialized():
         if store is None:
             check_port(info)
+            if checkin:
+                checked_in(info, timeout)
         kwargs = dict(backend=backend, rank=info.rank, world_size=info.world_size,
                       timeout=datetime.timedelta(seconds=timeout))
         if store is not None:

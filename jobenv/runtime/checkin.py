@@ -22,6 +22,52 @@ class CheckinError(RuntimeError):
     pass
 
 
+def checkin_port(info) -> int:
+    """The check-in listens next to the backend's rendezvous port (MASTER_PORT is the backend's)."""
+    return info.master_port + 1 if info.master_port < 65535 else info.master_port - 1
+
+
+def expected_host(rank: int, info) -> str:
+    """Where the launcher places a rank: blocks of local_world_size over the job's hosts."""
+    i = rank // max(info.local_world_size, 1)
+    return info.hosts[i] if i < len(info.hosts) else "?"
+
+
+def ranks_hosts(ranks: List[int], info) -> str:
+    return ", ".join(f"{r} (on {expected_host(r, info)})" for r in ranks)
+
+
+def check_in(info, host: str, timeout: float) -> None:
+    """Every rank says hello to rank 0 before a backend's silent rendezvous; within
+    `timeout` seconds rank 0 answers go, or everyone fails naming the missing ranks and
+    their hosts (what `jobenv.setup_torch()` and the selftest tell a user whose rank
+    never started).  One rank: nothing to do."""
+    if info.world_size == 1:
+        return
+    import os
+
+    deadline = time.time() + timeout
+    me = {"rank": info.rank, "host": host, "pid": os.getpid()}
+    if info.rank == 0:
+        server = Server(info.master_addr, checkin_port(info), info.world_size, me)
+        try:
+            missing = server.wait_hello(deadline)
+        finally:
+            server.close()
+        if missing:
+            raise CheckinError(f"ranks {ranks_hosts(missing, info)} never checked in within {timeout:g} s; "
+                               f"{info.world_size - len(missing)} of {info.world_size} did")
+        return
+    try:
+        Client(info.master_addr, checkin_port(info), me, deadline).close()
+    except CheckinError as exc:
+        text = str(exc)
+        if "never checked in" in text and "[" in text:
+            missing = json.loads(text[text.rindex("["):text.rindex("]") + 1])
+            text = text[:text.rindex("[")] + ranks_hosts(missing, info) + " never checked in"
+        raise CheckinError(text) from None
+
+
 class Server:
     """Rank 0's side: accepts one connection per other rank."""
 
@@ -68,7 +114,7 @@ class Server:
                     buffers[conn] = b""
                     sel.register(conn, selectors.EVENT_READ, "c")
                     continue
-                conn = key.fileobj
+                conn = key.fileobj  # type: ignore[assignment]  # we registered sockets only
                 try:
                     chunk = conn.recv(65536)
                 except (BlockingIOError, InterruptedError):

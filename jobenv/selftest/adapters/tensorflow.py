@@ -1,25 +1,18 @@
-"""The selftest's TensorFlow side: the same checks as for torch and MPI, through
-MultiWorkerMirroredStrategy (TF_CONFIG from the job's record) or horovod.
-
-Imported only by `python -m jobenv.selftest --framework tensorflow`.
-"""
+"""The TensorFlow adapter: MultiWorkerMirroredStrategy (TF_CONFIG from the job's record)
+or horovod.tensorflow; imported only by `--framework tensorflow`."""
 from __future__ import annotations
 
-import hashlib
 import os
 import time
 
-from .runtime import DistInfo
+from ...runtime import DistInfo
+from . import Comm, digest
 
 
-def _digest(values) -> str:
-    return hashlib.sha256(repr([float(v) for v in values]).encode()).hexdigest()[:16]
-
-
-class TFComm:
+class TFComm(Comm):
     """allreduce / broadcast / allgather / barrier / train, as the selftest expects."""
 
-    def __init__(self, info: DistInfo, backend=None) -> None:
+    def __init__(self, info: DistInfo, backend=None, timeout: float = 300.0) -> None:
         self.info, self.kind = info, backend or "multiworker"
         t = time.time()
         os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
@@ -28,7 +21,7 @@ class TFComm:
         self.imports = time.time() - t
         self.tf = tf
         t = time.time()
-        from .runtime import backends
+        from ...runtime import backends
 
         if self.kind == "horovod":
             backends.setup_horovod("tensorflow")
@@ -128,7 +121,7 @@ class TFComm:
             if first is None:
                 first = time.time() - t
         params = [float(v) for v in tf.reshape(w, [-1]).numpy().tolist()] + [float(b.numpy()[0])]
-        return losses, first, _digest(params)
+        return losses, first, digest(params)
 
     def close(self) -> None:
         if self.kind == "horovod":

@@ -1,0 +1,134 @@
+"""What the per-rank wrapper (jobenv/rankwrap.sh) costs each rank, side by side.
+
+    python benchmarks/rankwrap.py [--runs 101] [--ranks 8] [--quick]
+
+Prints `name: value (ratio)` lines:
+- one process: `/bin/true` alone, under the wrapper (dash, bash), under the supervised
+  wrapper (JOBENV_RUN_DIR + JOBENV_LOG_DIR), and `python -c pass` for scale;
+- N ranks of `true` under the MPICH wheel's mpiexec with and without the wrapper;
+- the worst node-rank path: a launcher without a node variable in a 10,000-host job
+  (one awk over the host file finds this host, listed last; sh's own loop below 65 hosts);
+- file-system operations per rank (strace, when installed): path lookups the wrapper adds.
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import re
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+from jobenv import rankwrap  # noqa: E402
+
+PY = sys.executable
+BIN = Path(PY).parent
+WRAP = rankwrap.script_path()
+HYDRA = {"PMI_RANK": "3", "PMI_SIZE": "8", "MPI_LOCALRANKID": "1", "MPI_LOCALNRANKS": "2", "JOBENV_JOBID": "1.x",
+         "JOBENV_LAUNCH_TIME": "1700000000.123456", "JOBENV_HOSTNAME": "n1", "PATH": "/usr/bin:/bin"}
+PATH_SYSCALLS = ("open", "openat", "stat", "lstat", "newfstatat", "statx", "access", "faccessat", "faccessat2",
+                 "readlink", "readlinkat", "execve", "getdents64")
+
+
+def median_time(argv, env, runs) -> float:
+    xs = []
+    for _ in range(runs):
+        t = time.perf_counter()
+        subprocess.run(argv, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=True)
+        xs.append(time.perf_counter() - t)
+    return statistics.median(xs)
+
+
+def fs_ops(argv, env) -> int:
+    """Path-taking system calls of argv and its children (strace -f -c)."""
+    strace = shutil.which("strace")
+    if strace is None:
+        return -1
+    with tempfile.NamedTemporaryFile("r") as out:
+        subprocess.run([strace, "-f", "-c", "-o", out.name, *argv], env=env, stdout=subprocess.DEVNULL,
+                       stderr=subprocess.DEVNULL, check=True)
+        total = 0
+        for line in out.read().splitlines():
+            parts = line.split()
+            if len(parts) >= 5 and parts[-1] in PATH_SYSCALLS and re.fullmatch(r"\d+", parts[3]):
+                total += int(parts[3])
+        return total
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--runs", type=int, default=101)
+    ap.add_argument("--ranks", type=int, default=8)
+    ap.add_argument("--quick", action="store_true", help="21 runs (smoke check, not for reporting)")
+    args = ap.parse_args()
+    runs = 21 if args.quick else args.runs
+    tmp = Path(tempfile.mkdtemp(prefix="jobenv-rankwrap-bench-"))
+
+    def line(name, seconds, base=None):
+        r = f" ({seconds / base:.2f}x)" if base else ""
+        print(f"{name}: {seconds * 1000:.2f} ms{r}", flush=True)
+
+    # one process, interleaved in blocks so drift hits every variant alike
+    variants = {
+        "true": (["/bin/true"], HYDRA),
+        "dash wrapper + true": (["dash", WRAP, "/bin/true"], HYDRA),
+        "bash wrapper + true": (["bash", WRAP, "/bin/true"], HYDRA),
+        "supervised dash wrapper + true (RUN_DIR, LOG_DIR)": (
+            ["dash", WRAP, "/bin/true"], {**HYDRA, "JOBENV_RUN_DIR": str(tmp), "JOBENV_LOG_DIR": str(tmp)}),
+        "python -c pass": ([PY, "-c", "pass"], HYDRA),
+    }
+    times = {k: [] for k in variants}
+    for _ in range(5):
+        for name, (argv, env) in variants.items():
+            times[name].append(median_time(argv, env, max(3, runs // 5)))
+    t = {k: statistics.median(v) for k, v in times.items()}
+    line("one process: /bin/true", t["true"])
+    for name in list(variants)[1:]:
+        line(f"one process: {name}", t[name], t["true"])
+    print(f"wrapper cost per rank (dash): {(t['dash wrapper + true'] - t['true']) * 1000:.2f} ms; "
+          f"Python start for comparison: {(t['python -c pass'] - t['true']) * 1000:.2f} ms", flush=True)
+
+    hosts = tmp / "hosts"
+    hosts.write_text("".join(f"x{i:05d}.hsn.example\n" for i in range(10_000)))
+    scan = {**HYDRA, "HOSTFILE": str(hosts), "NHOSTS": "10000", "JOBENV_HOSTNAME": "x09999", "PMI_SIZE": "40000", "MPI_LOCALNRANKS": "4",
+            "PMI_RANK": "39999", "MPI_LOCALRANKID": "3"}
+    scan_t = median_time(["dash", WRAP, "/bin/true"], scan, max(5, runs // 10))
+    line("one process, 10,000-host job, no node variable (host listed last)", scan_t, t["true"])
+    pals = {**scan, "PALS_RANKID": "39999", "PALS_NODEID": "9999", "PMI_LOCAL_SIZE": "4", "PALS_LOCAL_RANKID": "3"}
+    line("same with PALS_NODEID (no scan)", median_time(["dash", WRAP, "/bin/true"], pals, max(5, runs // 10)),
+         t["true"])
+
+    mpiexec = BIN / "mpiexec"
+    if mpiexec.exists():
+        n = args.ranks
+        env = {k: v for k, v in os.environ.items() if not k.startswith(("PMI_", "SLURM_", "PBS_", "JOBENV_"))}
+        bare, wrapped = [], []
+        for _ in range(max(5, runs // 10)):
+            bare.append(median_time([str(mpiexec), "-n", str(n), "/bin/true"], env, 1))
+            wrapped.append(median_time([str(mpiexec), "-n", str(n), *rankwrap.wrapper_argv(), "/bin/true"], env, 1))
+        b, w = statistics.median(bare), statistics.median(wrapped)
+        line(f"mpiexec -n {n} true", b)
+        line(f"mpiexec -n {n} wrapper true", w, b)
+        print(f"per rank under mpiexec: {(w - b) / n * 1000:.2f} ms", flush=True)
+    else:
+        print("mpiexec: skipped (no mpich wheel)")
+
+    base_ops = fs_ops(["/bin/true"], HYDRA)
+    if base_ops >= 0:
+        wrap_ops = fs_ops(["dash", WRAP, "/bin/true"], HYDRA)
+        sup_ops = fs_ops(["dash", WRAP, "/bin/true"], {**HYDRA, "JOBENV_RUN_DIR": str(tmp)})
+        print(f"file-system operations per rank (path lookups, strace): true {base_ops}, wrapper + true "
+              f"{wrap_ops} (+{wrap_ops - base_ops}), supervised {sup_ops} (+{sup_ops - base_ops}); "
+              f"python -c pass {fs_ops([PY, '-c', 'pass'], HYDRA)}", flush=True)
+    shutil.rmtree(tmp, ignore_errors=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

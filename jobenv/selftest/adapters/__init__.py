@@ -1,0 +1,72 @@
+"""Backend adapters: one file per communication backend, behind one small interface.
+
+An adapter is built from the rank's DistInfo (and the requested backend variant), sets
+up its framework's process group, and records `imports` and `init` seconds and a
+`device` description.  The selftest then calls only the methods of `Comm`.  Frameworks
+are imported inside the adapter's module, so `--framework mpi` never loads torch.
+"""
+from __future__ import annotations
+
+import hashlib
+import importlib
+from typing import List, Optional, Tuple
+
+from ...runtime import DistInfo
+
+# (framework, backend) -> "module:class"; backend None is the framework's default
+ADAPTERS = {
+    ("mpi", None): ("mpi", "MPIComm", "mpi4py", "mpi4py"),
+    ("torch", None): ("torch_ddp", "TorchComm", "torch", "torch"),
+    ("torch", "horovod"): ("horovod", "HorovodTorchComm", "torch", "torch"),
+    ("torch", "deepspeed"): ("deepspeed", "DeepSpeedComm", "torch", "torch"),
+    ("tensorflow", None): ("tensorflow", "TFComm", "tensorflow", "tensorflow"),
+}
+
+
+class Comm:
+    """What the selftest asks of every backend."""
+
+    device: str = "?"
+    imports: float = 0.0
+    init: float = 0.0
+
+    def allreduce(self, value: float, op: str) -> float:  # op: "sum" or "max"
+        raise NotImplementedError
+
+    def broadcast(self, value: float) -> float:  # rank 0's value everywhere
+        raise NotImplementedError
+
+    def allgather(self, text: str) -> List[str]:  # every rank's string, in rank order
+        raise NotImplementedError
+
+    def barrier(self) -> None:
+        raise NotImplementedError
+
+    def train(self, steps: int, wd) -> Tuple[List[float], Optional[float], str]:
+        """A few data-parallel steps: (mean loss per step, first step seconds, parameter digest)."""
+        raise NotImplementedError
+
+    def close(self) -> None:
+        raise NotImplementedError
+
+
+def digest(values) -> str:
+    """A short fingerprint of parameters: equal on every rank after correct training."""
+    return hashlib.sha256(repr([float(v) for v in values]).encode()).hexdigest()[:16]
+
+
+def default_framework() -> str:
+    import importlib.util
+
+    return "torch" if importlib.util.find_spec("torch") is not None else "mpi"
+
+
+def make_comm(framework: str, backend: Optional[str], info: DistInfo, timeout: float) -> Comm:
+    """The adapter for (framework, backend), after checking that its framework is installed."""
+    from ...runtime.backends import ensure_installed
+
+    key = (framework, backend if (framework, backend) in ADAPTERS else None)
+    module, cls, needs, extra = ADAPTERS[key]
+    ensure_installed(needs, extra)
+    adapter = getattr(importlib.import_module(f"{__name__}.{module}"), cls)
+    return adapter(info, backend=backend, timeout=timeout)

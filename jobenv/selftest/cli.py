@@ -1,0 +1,89 @@
+"""The selftest's command line and its one-rank flow: detect, check in, run, report."""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+
+from ..runtime import DetectError, detect
+from ..runtime.checkin import CheckinError
+from . import EXIT_FAILED, EXIT_OK, EXIT_SETUP, EXIT_TIMEOUT, T_INTERP
+from .barrier import Link, process_start_time
+from .checks import run_rank
+from .report import print_report, summarize
+
+
+def parse_args(argv=None):
+    p = argparse.ArgumentParser(prog="python -m jobenv.selftest", description=_doc().split("\n\n")[0])
+    p.add_argument("--framework", choices=["torch", "tensorflow", "mpi"],
+                   help="default: torch when installed, else mpi (mpi4py)")
+    p.add_argument("--backend", choices=["ddp", "horovod", "deepspeed", "nccl", "xccl", "gloo", "multiworker"],
+                   help="torch: ddp (process group from the device: nccl/xccl/gloo), nccl, xccl, gloo, horovod, "
+                        "deepspeed; tensorflow: multiworker or horovod")
+    p.add_argument("--steps", type=int, default=5, help="training steps (default 5)")
+    p.add_argument("--timeout", type=float, default=300.0,
+                   help="seconds from process start until the run is ended as hung (default 300)")
+    p.add_argument("--json", metavar="FILE", help="write the report as JSON (rank 0)")
+    p.add_argument("-q", "--quiet", action="store_true", help="print only failures and the summary line")
+    return p.parse_args(argv)
+
+
+
+
+def _doc() -> str:
+    from . import __doc__ as doc
+
+    return doc or ""
+
+
+def main(argv=None) -> int:
+    args = parse_args(argv)
+    t_start = process_start_time()
+    deadline = (t_start or T_INTERP) + args.timeout
+    from ..hostlist import this_host
+
+    host = this_host()
+    try:
+        info = detect()
+        if info.master_addr is None:
+            from ..runtime import _NO_ADDR
+
+            raise DetectError(_NO_ADDR)
+    except DetectError as exc:
+        sys.stderr.write(f"jobenv.selftest: error: {exc}\n")
+        return EXIT_SETUP
+    t = time.time()
+    try:
+        link = Link(info, host, deadline)
+    except CheckinError as exc:
+        sys.stderr.write(f"jobenv.selftest: TIMEOUT: {exc}\n")
+        return EXIT_TIMEOUT
+    t_checkin = time.time() - t
+    try:
+        result = run_rank(args, info, host, t_start, deadline, link, t_checkin)
+    except (DetectError, ImportError, CheckinError) as exc:
+        sys.stderr.write(f"jobenv.selftest: error on rank {info.rank} ({host}): {exc}\n")
+        return EXIT_SETUP
+    except Exception as exc:  # a collective failed (a peer died, a backend error): say where
+        msg = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
+        sys.stderr.write(f"jobenv.selftest: FAILED on rank {info.rank} ({host}): {type(exc).__name__}: {msg}\n")
+        return EXIT_FAILED
+    own_ok = all(result["checks"].values())
+    if link.client:
+        link.client.send_result(result)
+        link.client.close()
+        return EXIT_OK if own_ok else EXIT_FAILED
+    results = {0: result}
+    if link.server:
+        link.server.add_result(result)
+        results = link.server.wait_results(min(deadline, time.time() + 30))
+        link.server.close()
+    rep = summarize(results, info)
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump(rep, f, indent=2)
+    print_report(rep, args.quiet)
+    return EXIT_OK if rep["ok"] else EXIT_FAILED
+
+

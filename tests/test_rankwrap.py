@@ -1,0 +1,481 @@
+"""The per-rank wrapper: generated from the launcher table, agrees with detect() on every row
+and every rejection, binds GPUs per profile, records starts and exits, and runs under real
+launchers (MPICH mpiexec, Open MPI mpirun, torchrun; Slurm in test_rankwrap_slurm.py)."""
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+import machines
+from conftest import REPO, base_env, jobenv, need
+from jobenv import rankwrap
+from jobenv.runtime import DetectError, detect
+from jobenv.runtime.launchers import LAUNCHERS
+from test_runtime import HYDRA, OMPI4, PALS, SRUN, TABLE
+
+WRAPPER = rankwrap.script_path()
+SHELLS = [s for s in ("dash", "bash") if shutil.which(s)]
+OUT = ("RANK", "LOCAL_RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE", "GROUP_RANK", "NODE_RANK", "MASTER_ADDR",
+       "MASTER_PORT")
+PRINT = ["/bin/sh", "-c", 'printf "%s|" ' + " ".join(f'"${{{v}-unset}}"' for v in OUT)]
+
+
+def wrap(env, argv=PRINT, shell="dash", **kw):
+    full = {"PATH": "/usr/bin:/bin", **env}
+    return subprocess.run([shell, WRAPPER, *argv], env=full, capture_output=True, text=True, timeout=60, **kw)
+
+
+def expected(env, pids=None):
+    """What the wrapper must export, from detect(); None when detect() refuses."""
+    try:
+        info = detect(env, pids=pids, hostname=env.get("JOBENV_HOSTNAME", os.uname().nodename))
+    except DetectError:
+        return None
+    if info.launcher == "torchrun":
+        vals = [env.get(v, "unset") for v in OUT]
+    else:
+        vals = [info.rank, info.local_rank, info.world_size, info.local_world_size, info.node_rank, info.node_rank,
+                info.master_addr or "unset", info.master_port]
+    return "|".join(str(v) for v in vals) + "|"
+
+
+def agree(env, pids=None, shell="dash"):
+    want = expected(env, pids)
+    p = wrap(env, shell=shell)
+    if want is None:
+        assert p.returncode == 5 and p.stdout == "" and p.stderr.startswith("jobenv: error: "), (p.stdout, p.stderr)
+        assert p.stderr.count("\n") == 1
+    else:
+        assert p.returncode == 0, p.stderr
+        assert p.stdout == want
+    return p
+
+
+def test_shipped_script_is_the_rendering_of_the_table():
+    assert Path(WRAPPER).read_text() == rankwrap.render(), "run: python -m jobenv.rankwrap > jobenv/rankwrap.sh"
+    text = rankwrap.render()
+    for row in LAUNCHERS:  # every launcher and every one of its variables is in the script
+        assert f"# {row[0]}:" in text
+        for names in row[1:7]:
+            for n in names:
+                assert f"${{{n}+x}}" in text
+
+
+def _live(env):
+    # srun's own task pid cannot be known before the wrapper starts: drop it (then live),
+    # or point it at pid 1 (never a parent of the wrapper: a leftover)
+    env = dict(env)
+    if env.get("SLURM_TASK_PID") == "4242":
+        del env["SLURM_TASK_PID"]
+    elif "SLURM_TASK_PID" in env:
+        env["SLURM_TASK_PID"] = "1"
+    return env
+
+
+@pytest.mark.parametrize("shell", SHELLS)
+@pytest.mark.parametrize("name", sorted(TABLE))
+def test_wrapper_agrees_with_detect_on_the_table(name, shell):
+    env, pids, _ = TABLE[name]
+    env = {**_live(env), "JOBENV_HOSTNAME": "elsewhere", "JOBENV_LAUNCH_TIME": "1700000000.5"}
+    agree(env, pids=(os.getpid(),) if env.get("SLURM_TASK_PID") == "1" else None, shell=shell)
+
+
+def _row_env(row, rank="1", size="4", local="1", lsize="2", node="1"):
+    """An environment that sets every variable of one table row."""
+    env = {v: "x" for v in row[6]}
+    env[row[1][0]] = rank
+    for names, val in ((row[2], size), (row[3], local), (row[4], lsize), (row[5], node)):
+        for n in names:
+            env[n] = val
+    if row[7] == "srun":
+        env.update(SLURM_STEP_ID="3", SLURM_JOB_ID="77", SLURM_STEP_TASKS_PER_NODE="2(x2)")
+    return env
+
+
+BAD_VALUES = ["-1", "1_0", "²", " 1", "1 ", "", "0x1", "9999999999", "+1"]
+
+
+@pytest.mark.parametrize("row", LAUNCHERS, ids=[r[0] for r in LAUNCHERS])
+def test_wrapper_agrees_with_detect_on_every_row_and_rejection(row):
+    base = {"JOBENV_HOSTNAME": "n1", "JOBENV_JOBID": "9.srv", "JOBENV_LAUNCH_TIME": "5"}
+    agree({**base, **_row_env(row)})
+    agree({**base, **_row_env(row, rank="0", size="1", local="0", lsize="1", node="0")})
+    agree({**base, **_row_env(row, rank="007", size="08", local="3", lsize="4", node="1")})  # leading zeros
+    for field in range(5):  # each number garbage or out of range in turn
+        for bad in BAD_VALUES + ["0", "00", "4", "5", "100"]:
+            vals = ["1", "4", "1", "2", "1"]
+            vals[field] = bad
+            agree({**base, **_row_env(row, *vals)})
+    agree({**base, **_row_env(row), "MASTER_PORT": "99999"})
+    agree({**base, **_row_env(row), "MASTER_PORT": "-1"})
+    agree({**base, **_row_env(row), "MASTER_PORT": "0"})
+    agree({**base, **_row_env(row), "MASTER_PORT": "65535", "MASTER_ADDR": "10.0.0.1"})
+    agree({**base, **_row_env(row), "NHOSTS": "1"})  # node 1 of a one-host job
+
+
+def test_launchers_that_disagree_are_refused_by_both():
+    agree({**OMPI4, **HYDRA})
+    agree({**_live(SRUN), "PMI_RANK": "1", "PMI_SIZE": "4"})
+    agree({**PALS, "PMI_RANK": "5"})  # agree: same rank and size
+
+
+@pytest.mark.parametrize("seed", ["2024084.polaris-pbs-01.hsn.cm.polaris.alcf.anl.gov@1700000000.123456",
+                                  "prterun-n1-1234@1", "slurm.pmix.77.3", "".join(chr(c) for c in range(32, 127)),
+                                  "a'b\"c\\d*e?f[g]h$i`j"])
+def test_port_derivation_is_the_same_in_sh(seed):
+    agree({**HYDRA, "PMIX_NAMESPACE": seed, "JOBENV_HOSTNAME": "n2"})
+
+
+def test_non_ascii_seed_is_an_error_in_sh_not_a_wrong_port():
+    p = wrap({**HYDRA, "PMIX_NAMESPACE": "caf\u00e9"})
+    assert p.returncode == 5 and "set MASTER_PORT" in p.stderr
+
+
+@pytest.mark.parametrize("nodelist,first", [("nid[001234-001235]", "nid001234"), ("gpu[098-101],cpu[01-02]", "gpu098"),
+                                            ("rack[1-2]-node[01-02]", "rack1-node01"), ("n7,n2", "n7"),
+                                            ("a[3,1-2]b", "a3b")])
+def test_srun_master_is_the_first_step_host(nodelist, first):
+    env = {**_live(SRUN), "SLURM_STEP_NODELIST": nodelist, "JOBENV_HOSTNAME": "x"}
+    p = agree(env)
+    assert p.stdout.split("|")[6] == first
+
+
+# ------------------------------------------------------------------ a real record
+
+
+@pytest.fixture
+def restored(tmp_path):
+    """A Polaris-shaped job saved by the real `jobenv save`, and the variables `get` exports."""
+    from jobenv import shell, store
+
+    home = tmp_path / "home"
+    home.mkdir()
+    env = base_env(home, machines.polaris(tmp_path, nodes=3))
+    jobenv(["save", "--quiet"], env, check=True)
+    path = next(p for p, _ in store.iter_records(env))
+    rec = store.load(path)
+    return {"JOBENV_HOME": env["JOBENV_HOME"], **shell.exports(rec, path)}, rec
+
+
+def test_node_rank_and_master_from_the_record(restored):
+    env, rec = restored
+    hydra = {"PMI_RANK": "3", "PMI_SIZE": "6", "MPI_LOCALRANKID": "1", "MPI_LOCALNRANKS": "2",
+             "JOBENV_LAUNCH_TIME": "17.5"}
+    for i, host in enumerate(rec.hosts):
+        for name in (host, host.split(".")[0]):
+            p = agree({**env, **hydra, "JOBENV_HOSTNAME": name})
+            vals = p.stdout.split("|")
+            assert vals[4] == str(i) and vals[6] == rec.hosts[0]
+    agree({**env, **hydra, "JOBENV_HOSTNAME": "not-in-the-job"})  # block placement: 3 // 2
+    agree({**env, **hydra, "PALS_RANKID": "3", "PALS_NODEID": "7", "JOBENV_HOSTNAME": "x"})  # beyond 3 hosts
+    one_host = {k: v for k, v in hydra.items() if k != "MPI_LOCALNRANKS"}
+    agree({**env, **one_host, "JOBENV_HOSTNAME": "x"})  # local size from NRANKS_PER_HOST
+
+
+def test_long_host_lists_take_the_awk_path_with_the_same_answer(tmp_path):
+    from jobenv import shell, store
+
+    home = tmp_path / "home"
+    home.mkdir()
+    env = base_env(home, machines.polaris(tmp_path, nodes=100))
+    jobenv(["save", "--quiet"], env, check=True)
+    path = next(p for p, _ in store.iter_records(env))
+    rec = store.load(path)
+    renv = {"JOBENV_HOME": env["JOBENV_HOME"], **shell.exports(rec, path)}
+    hydra = {"PMI_RANK": "3", "PMI_SIZE": "400", "MPI_LOCALRANKID": "3", "MPI_LOCALNRANKS": "4"}
+    for i in (0, 57, 99):
+        p = agree({**renv, **hydra, "JOBENV_HOSTNAME": rec.hosts[i].split(".")[0]})
+        assert p.stdout.split("|")[4] == str(i)
+    agree({**renv, **hydra, "JOBENV_HOSTNAME": "elsewhere"})
+
+
+def test_a_sub_launch_follows_its_own_hostfile(restored, tmp_path):
+    env, rec = restored
+    sub = tmp_path / "sub-hosts"
+    sub.write_text(f"{rec.hosts[2]}\n{rec.hosts[1]}\n")
+    sub.chmod(0o600)
+    hydra = {"PMI_RANK": "0", "PMI_SIZE": "4", "MPI_LOCALRANKID": "0", "MPI_LOCALNRANKS": "2",
+             "JOBENV_HOSTFILE": str(sub)}
+    p = agree({**env, **hydra, "JOBENV_HOSTNAME": rec.hosts[1]})
+    assert p.stdout.split("|")[4] == "1" and p.stdout.split("|")[6] == rec.hosts[2]
+
+
+def test_detect_refuses_a_record_from_a_foreign_or_unsafe_store(restored):
+    env, rec = restored
+    hydra = {"PMI_RANK": "0", "PMI_SIZE": "4", "MPI_LOCALRANKID": "0", "MPI_LOCALNRANKS": "2"}
+    assert detect({**env, **hydra}, hostname="x").master_addr == rec.hosts[0]
+    jobs = Path(env["JOBENV_RECORD"]).parent
+    jobs.chmod(0o777)
+    try:
+        with pytest.raises(DetectError, match="writable by others"):
+            detect({**env, **hydra}, hostname="x")
+    finally:
+        jobs.chmod(0o700)
+    Path(env["JOBENV_RECORD"]).chmod(0o666)
+    with pytest.raises(DetectError, match="writable by others"):
+        detect({**env, **hydra}, hostname="x")
+
+
+# ------------------------------------------------------------------ GPU binding
+
+PROFILE_BINDINGS = {  # profile: local rank -> (variable, value)
+    "polaris": ("CUDA_VISIBLE_DEVICES", ["3", "2", "1", "0", "3"]),
+    "aurora": ("ZE_AFFINITY_MASK", ["0.0", "0.1", "1.0", "1.1", "2.0", "2.1", "3.0", "3.1", "4.0", "4.1", "5.0",
+                                    "5.1", "0.0"]),
+    "sunspot": ("ZE_AFFINITY_MASK", ["0.0", "0.1", "1.0", "1.1", "2.0", "2.1", "3.0", "3.1", "4.0", "4.1", "5.0",
+                                     "5.1"]),
+    "frontier": ("ROCR_VISIBLE_DEVICES", ["0", "1", "2", "3", "4", "5", "6", "7", "0"]),
+}
+
+
+@pytest.mark.parametrize("name", sorted(PROFILE_BINDINGS))
+def test_gpu_binding_per_profile(name):
+    from jobenv import profiles
+
+    prof = profiles.load_all({"XDG_CONFIG_HOME": "/nonexistent"})[name]
+    mode = profiles.gpu_bind_mode(prof)
+    var, values = PROFILE_BINDINGS[name]
+    for lr, value in enumerate(values):
+        assert rankwrap.gpu_bind_value(mode, lr) == (var, value)
+        env = {"PMI_RANK": str(lr), "PMI_SIZE": "16", "MPI_LOCALRANKID": str(lr), "MPI_LOCALNRANKS": "16",
+               "JOBENV_GPU_BIND": mode}
+        p = wrap(env, ["/bin/sh", "-c", f'printf %s "${{{var}}}"'])
+        assert p.returncode == 0 and p.stdout == value, p.stderr
+
+
+def test_profiles_without_binding_and_bad_modes():
+    from jobenv import profiles
+
+    profs = profiles.load_all({"XDG_CONFIG_HOME": "/nonexistent"})
+    assert profiles.gpu_bind_mode(profs["slurm"]) == ""
+    for bad in ("LD_PRELOAD:identity:4", "CUDA_VISIBLE_DEVICES:sideways:4", "CUDA_VISIBLE_DEVICES:identity:0",
+                "CUDA_VISIBLE_DEVICES:tile:4", "ZE_AFFINITY_MASK:tile:6", "CUDA_VISIBLE_DEVICES:identity:x",
+                "CUDA_VISIBLE_DEVICES"):
+        with pytest.raises(ValueError):
+            rankwrap.gpu_bind_value(bad, 0)
+        p = wrap({"JOBENV_GPU_BIND": bad}, ["/bin/true"])
+        assert p.returncode == 5 and "JOBENV_GPU_BIND" in p.stderr, bad
+
+
+@pytest.mark.parametrize("text,why", [
+    ("gpu_bind: {var: LD_PRELOAD, map: identity}", "var"),
+    ("gpu_bind: {var: CUDA_VISIBLE_DEVICES, map: sideways}", "map"),
+    ("gpu_bind: {var: CUDA_VISIBLE_DEVICES, map: identity, devices: 0}", "devices"),
+    ("gpu_bind: {var: ZE_AFFINITY_MASK, map: tile}", "tiles"),
+    ("gpu_bind: {var: CUDA_VISIBLE_DEVICES, map: reverse, extra: 1}", "unknown"),
+    ("gpu_bind: [CUDA_VISIBLE_DEVICES]", "mapping"),
+])
+def test_profile_gpu_bind_is_validated(text, why):
+    from jobenv import profiles
+
+    base = "name: t\nscheduler: pbs\ngpus_per_host: 4\nlaunchers:\n  - argv: [mpiexec]\n"
+    with pytest.raises(profiles.ProfileError, match=why):
+        profiles.parse(base + text + "\n", "t.yaml")
+
+
+# ------------------------------------------------------------------ supervised path
+
+
+def test_run_dir_records_start_and_exit_and_log_dir_keeps_output(tmp_path):
+    run, logs = tmp_path / "run", tmp_path / "logs"
+    run.mkdir()
+    logs.mkdir()
+    env = {**HYDRA, "JOBENV_HOSTNAME": "n2", "JOBENV_RUN_DIR": str(run), "JOBENV_LOG_DIR": str(logs)}
+    p = wrap(env, ["/bin/sh", "-c", 'echo "out $RANK"; echo err >&2; exit 3'])
+    assert p.returncode == 3 and p.stdout == ""
+    assert (logs / "rank-3.log").read_text() == "out 3\nerr\n"
+    start = (run / "rank-3.start").read_text().split()
+    assert start[:2] == ["3", "n2"] and start[2].isdigit() and abs(float(start[3]) - time.time()) < 60
+    end = (run / "rank-3.exit").read_text()
+    assert end.endswith("\n") and end.split()[:3] == ["3", "n2", "exit:3"]
+    p = wrap({**env, "JOBENV_LOG_DIR": ""}, ["/bin/sh", "-c", "kill -USR1 $$"])
+    assert p.returncode == -signal.SIGUSR1  # the program's signal, re-raised
+    assert (run / "rank-3.exit").read_text().split()[2] == f"signal:{int(signal.SIGUSR1)}"
+
+
+def test_supervised_wrapper_forwards_term_and_keeps_stdin(tmp_path):
+    run = tmp_path / "run"
+    run.mkdir()
+    env = {**HYDRA, "JOBENV_HOSTNAME": "n2", "JOBENV_RUN_DIR": str(run)}
+    p = wrap(env, ["/bin/sh", "-c", "read x; echo got $x"], input="hello\n")
+    assert p.stdout == "got hello\n"
+    proc = subprocess.Popen(["dash", WRAPPER, "sleep", "60"], env={"PATH": "/usr/bin:/bin", **env})
+    deadline = time.time() + 20
+    while not (run / "rank-3.start").exists():
+        assert time.time() < deadline
+        time.sleep(0.05)
+    time.sleep(0.2)
+    proc.send_signal(signal.SIGTERM)
+    assert proc.wait(timeout=20) == -signal.SIGTERM
+    assert (run / "rank-3.exit").read_text().split()[2] == f"signal:{int(signal.SIGTERM)}"
+
+
+def test_no_program_is_a_usage_error():
+    p = wrap({}, [])
+    assert p.returncode == 2 and p.stderr.startswith("jobenv: error: usage:") and p.stderr.count("\n") == 1
+
+
+def test_plain_path_execs_without_forking(tmp_path):
+    """No RUN_DIR, no LOG_DIR: the program replaces the wrapper (same pid), and strace (when
+    present) sees no fork or clone on the way."""
+    p = wrap({**HYDRA, "JOBENV_HOSTNAME": "n2"}, ["/bin/sh", "-c", "echo $$"])
+    assert p.returncode == 0
+    strace = shutil.which("strace")
+    if strace:
+        log = tmp_path / "trace"
+        subprocess.run([strace, "-f", "-e", "trace=process", "-o", str(log), "dash", WRAPPER, "/bin/true"],
+                       env={"PATH": "/usr/bin:/bin", **HYDRA}, check=True, timeout=60)
+        assert not any(c in log.read_text() for c in ("clone(", "fork(", "vfork(")), log.read_text()
+
+
+# ------------------------------------------------------------------ real launchers
+
+BIN = Path(sys.executable).parent
+CHECK = (f"{sys.executable} -c 'import os, json, jobenv.runtime as r; i = r.detect(); "
+         "os.write(1, (json.dumps([os.environ[v] for v in (\"RANK\", \"LOCAL_RANK\", \"WORLD_SIZE\", \"LOCAL_WORLD_SIZE\", "
+         "\"GROUP_RANK\", \"MASTER_ADDR\", \"MASTER_PORT\")] + [i.rank, i.local_rank, i.world_size, i.launcher, "
+         "i.master_addr, i.master_port, os.environ.get(\"PMI_RANK\") or os.environ.get(\"OMPI_COMM_WORLD_RANK\") "
+         "or os.environ.get(\"HOROVOD_RANK\")"
+         "or os.environ.get(\"SLURM_PROCID\")]) + chr(10)).encode())'")
+
+
+def check_ranks(stdout: str, n: int, launcher: str, own_rank: bool = True) -> list:
+    """Every rank printed its RANK/LOCAL_RANK/WORLD_SIZE: a permutation, equal to detect() and
+    to the launcher's own rank variable, one rendezvous address and port for all."""
+    import json
+
+    rows = [json.loads(line) for line in stdout.splitlines() if line.startswith("[")]
+    assert len(rows) == n, stdout
+    assert sorted(int(r[0]) for r in rows) == list(range(n))
+    for r in rows:
+        assert [int(r[0]), int(r[1]), int(r[2])] == r[7:10] and r[10] == launcher
+        assert r[5] == r[11] and int(r[6]) == r[12]
+        if own_rank:
+            assert r[13] == r[0]
+        assert int(r[2]) == n and int(r[1]) < int(r[3])
+    assert len({(r[5], r[6]) for r in rows}) == 1
+    return rows
+
+
+def _clean_env(tmp_path, **extra):
+    stale = ("SLURM_", "PBS_", "COBALT_", "PMI_", "OMPI_", "RANK", "JOBENV_", "MASTER_", "LOCAL_", "WORLD_")
+    env = {k: v for k, v in os.environ.items() if not k.startswith(stale)}
+    env.update({"JOBENV_HOME": str(tmp_path / "store"), "PYTHONPATH": str(REPO), "OMPI_ALLOW_RUN_AS_ROOT": "1",
+                "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM": "1", "OMPI_MCA_btl": "self,tcp",
+                "OMPI_MCA_btl_tcp_if_include": "lo", "OMPI_MCA_oob_tcp_if_include": "lo", **extra})
+    return env
+
+
+def mpich() -> str:
+    exe = BIN / "mpiexec"
+    if not exe.exists():
+        if os.environ.get("CI"):
+            raise AssertionError("the mpich wheel's mpiexec is required in CI")
+        pytest.skip("mpich wheel not installed")
+    return str(exe)
+
+
+def test_under_mpich_mpiexec(tmp_path):
+    p = subprocess.run([mpich(), "-n", "4", *rankwrap.wrapper_argv(), "/bin/sh", "-c", CHECK],
+                       env=_clean_env(tmp_path), capture_output=True, text=True, timeout=120)
+    assert p.returncode == 0, p.stderr
+    check_ranks(p.stdout, 4, "mpich")
+
+
+def test_under_open_mpi_mpirun(tmp_path):
+    mpirun = need("mpirun")
+    p = subprocess.run([mpirun, "--oversubscribe", "-n", "3", *rankwrap.wrapper_argv(), "/bin/sh", "-c", CHECK],
+                       env=_clean_env(tmp_path), capture_output=True, text=True, timeout=120)
+    assert p.returncode == 0, p.stderr
+    check_ranks(p.stdout, 3, "openmpi")
+
+
+def test_under_torchrun_untouched(tmp_path):
+    torchrun = BIN / "torchrun"
+    if not torchrun.exists():
+        pytest.skip("torch not installed")
+    p = subprocess.run([str(torchrun), "--standalone", "--nproc-per-node", "2", "--no-python",
+                        *rankwrap.wrapper_argv(), "/bin/sh", "-c", CHECK],
+                       env=_clean_env(tmp_path), capture_output=True, text=True, timeout=180)
+    assert p.returncode == 0, p.stderr
+    check_ranks(p.stdout, 2, "torchrun", own_rank=False)
+
+
+def test_under_horovodrun(tmp_path):
+    horovodrun = BIN / "horovodrun"
+    if not horovodrun.exists():
+        pytest.skip("horovod not installed")
+    p = subprocess.run([str(horovodrun), "--gloo", "-np", "2", "-H", "localhost:2", "--network-interface", "lo",
+                        *rankwrap.wrapper_argv(), "/bin/sh", "-c", CHECK],
+                       env=_clean_env(tmp_path), capture_output=True, text=True, timeout=180)
+    assert p.returncode == 0, p.stdout + p.stderr
+    check_ranks("\n".join(line.split("]<stdout>:", 1)[-1] for line in p.stdout.splitlines()), 2, "horovodrun")
+
+
+@pytest.mark.parametrize("machine", ["polaris", "thetagpu"])
+def test_pbs_and_cobalt_shaped_jobs(tmp_path, machine):
+    """`jobenv save` in a PBS- or Cobalt-shaped job, the variables `get` exports, then one
+    MPICH world over the job's hosts, each played on this machine by one MPMD segment that
+    names its host: node ranks follow the record's host order on every rank."""
+    from jobenv import shell, store
+
+    home = tmp_path / "home"
+    home.mkdir()
+    job = getattr(machines, machine)(tmp_path)
+    env = base_env(home, job)
+    jobenv(["save", "--quiet"], env, check=True)
+    path = next(p for p, _ in store.iter_records(env))
+    rec = store.load(path)
+    run = {**_clean_env(tmp_path), **job, **shell.exports(rec, path), "JOBENV_HOME": env["JOBENV_HOME"]}
+    argv = [mpich(), "-launcher", "fork", "-hosts", "localhost"]
+    for i, host in enumerate(rec.hosts):
+        argv += ([":"] if i else []) + ["-n", "2", "-env", "JOBENV_HOSTNAME", host, *rankwrap.wrapper_argv(),
+                                       "/bin/sh", "-c", CHECK]
+    p = subprocess.run(argv, env=run, capture_output=True, text=True, timeout=120)
+    assert p.returncode == 0, p.stderr
+    rows = check_ranks(p.stdout, 2 * len(rec.hosts), "mpich")
+    for r in rows:  # ranks 2i, 2i+1 play host i; all really share this machine: loopback
+        assert int(r[4]) == int(r[0]) // 2 and r[5] == "127.0.0.1"
+
+
+TRAIN = """
+import os, torch, torch.distributed as dist
+dist.init_process_group("gloo")  # env:// from the wrapper; no jobenv import
+r, n = dist.get_rank(), dist.get_world_size()
+model = torch.nn.Linear(4, 1)
+ddp = torch.nn.parallel.DistributedDataParallel(model)
+opt = torch.optim.SGD(ddp.parameters(), lr=0.1)
+torch.manual_seed(r)
+for _ in range(3):
+    opt.zero_grad()
+    ddp(torch.randn(8, 4)).pow(2).mean().backward()
+    opt.step()
+t = torch.tensor([float(r + 1)])
+dist.all_reduce(t)
+w = model.weight.detach().clone()
+dist.broadcast(w, 0)
+assert t.item() == n * (n + 1) / 2 and torch.equal(w, model.weight.detach())
+os.write(1, f"ok {os.environ['RANK']} {os.environ['LOCAL_RANK']} {os.environ['WORLD_SIZE']} {r} {n}\\n".encode())
+dist.destroy_process_group()
+"""
+
+
+@pytest.mark.parametrize("launcher", ["mpich", "openmpi"])
+def test_plain_env_ddp_script_trains_under_the_wrapper(tmp_path, launcher):
+    pytest.importorskip("torch")
+    script = tmp_path / "train.py"
+    script.write_text(TRAIN)
+    argv = [mpich(), "-n", "3"] if launcher == "mpich" else [need("mpirun"), "--oversubscribe", "-n", "3"]
+    p = subprocess.run([*argv, *rankwrap.wrapper_argv(), sys.executable, str(script)],
+                       env=_clean_env(tmp_path, GLOO_SOCKET_IFNAME="lo", OMP_NUM_THREADS="1"),
+                       capture_output=True, text=True, timeout=240)
+    assert p.returncode == 0, p.stdout + p.stderr
+    rows = sorted(line.split()[1:] for line in p.stdout.splitlines() if line.startswith("ok "))
+    assert rows == [[str(r), str(r), "3", str(r), "3"] for r in range(3)], p.stdout
