@@ -1,7 +1,7 @@
 """`jobenv get` without click: it runs in every new shell, and click alone costs several
 times the interpreter's start-up.  Anything this parser does not know (--help, a typo)
 returns None and the caller hands the command line to click, which gives the full help
-or error.  tests/test_fastget.py checks OPTIONS against the click definition.
+or error.  tests/test_cli.py checks OPTIONS against the click definition.
 """
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ if TYPE_CHECKING:
 OPTIONS: Dict[str, Optional[str]] = {
     "--job": "job", "-j": "job", "--shell": "shell_name", "--allow-stale": None,
 }
-SHELLS = ("bash", "zsh", "fish")
+SHELLS = ("bash", "zsh", "fish", "sh")  # sh: POSIX (dash, busybox ash)
 
 
 def parse(args: List[str]) -> Optional[dict]:
