@@ -105,7 +105,11 @@ def truncated(env, tmp):
 
 
 def ended(env, tmp):
-    put(env, "100", status={"state": "ended", "reason": "the job script finished"})
+    p = _record(env)
+    text = Path(p).read_text().replace('"state": "live"', '"state": "ended"')
+    Path(p + ".new").write_text(text)
+    os.chmod(p + ".new", 0o600)
+    os.replace(p + ".new", p)
 
 
 def another_newer_record(env, tmp):
@@ -132,7 +136,7 @@ def store_jobs(env):
 
 
 def _record(env):
-    return os.path.join(store_jobs(env), "slurm-100.json")
+    return os.path.join(store_jobs(env), "local-n1.json")
 
 
 STATES = [ok, snippet_appended_by_another, snippet_appended_mode_kept, snippet_is_a_symlink,
@@ -164,14 +168,13 @@ def primed(tmp_path_factory):
         home.mkdir(parents=True)
         _wrapper(tmp)
         env = _env(home, tmp)
-        put(env, "100")
+        subprocess.run([sys.executable, "-m", "jobenv", "save", "--quiet"], env=env, check=True)
         Path(env["JOBENV_HOME"], "cache").mkdir(mode=0o700)
         out[state.__name__] = (tmp, env)
     time.sleep(getcache.RACY + 0.3)
     for tmp, env in out.values():
         p = subprocess.run([sys.executable, "-m", "jobenv", "get"], env=env, capture_output=True, text=True)
         assert p.returncode == 0, p.stderr
-        assert _snippet(env).exists()
     return out
 
 
@@ -179,6 +182,7 @@ def primed(tmp_path_factory):
 def test_getjobenv_and_get_agree(primed, state):
     tmp, env = primed[state.__name__]
     env = dict(env)
+    assert _snippet(env).exists()
     state(env, tmp)
     results = {}
     for shell_name in SHELLS:
@@ -189,7 +193,7 @@ def test_getjobenv_and_get_agree(primed, state):
         assert r == first, (k, r, first)
     assert not first[2], "something foreign ran"
     if state is ok:
-        assert first[0] == "rc=0 job=100"
+        assert first[0] == "rc=0 job=n1"
 
 
 def test_fast_path_skips_python(tmp_path, home):
