@@ -10,7 +10,7 @@ import sys
 
 TYPE_CHECKING = False  # `import typing` costs ~5 ms per shell; type checkers still read the block below
 if TYPE_CHECKING:
-    from typing import Dict, List, Optional
+    from typing import Any, Dict, List, Optional
 
 # option -> destination; None marks a flag.  Must mirror `cli.get`.
 OPTIONS: Dict[str, Optional[str]] = {
@@ -21,7 +21,7 @@ SHELLS = ("bash", "zsh", "fish", "sh")  # sh: POSIX (dash, busybox ash)
 
 def parse(args: List[str]) -> Optional[dict]:
     """Parsed options, or None to defer to click."""
-    out = {"job": None, "shell_name": None, "allow_stale": False}
+    out: Dict[str, Any] = {"job": None, "shell_name": None, "allow_stale": False}
     i = 0
     while i < len(args):
         a = args[i]

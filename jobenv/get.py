@@ -34,7 +34,7 @@ def _newest_key(rec: JobRecord):
 def good_records(env: Mapping[str, str], warn) -> List[Tuple[str, JobRecord]]:
     """Readable records, newest first; each defective one is reported, not fatal."""
     out = []
-    for path, rec in store.iter_records(env):
+    for path, rec in store.iter_records(dict(env)):
         if isinstance(rec, BadRecord):
             warn(f"skipping {rec.message}")
         else:
@@ -45,7 +45,7 @@ def good_records(env: Mapping[str, str], warn) -> List[Tuple[str, JobRecord]]:
 
 def check_store(env: Mapping[str, str]) -> None:
     """The store's directories must be ours alone (BadRecord otherwise)."""
-    jobs = store.jobs_dir(env)
+    jobs = getcache.jobs_dir(env)
     store.check_safe(os.path.dirname(jobs), is_dir=True)
     store.check_safe(jobs, is_dir=True)
 
@@ -56,7 +56,7 @@ def find_job(env: Mapping[str, str], jobid: str, warn=None) -> Tuple[str, JobRec
         raise NoRecord("--job needs a job id (an empty one names no job)")
     check_store(env)
     for sched in schedulers.MODULES:
-        path = store.paths_for(store.key_for(sched, jobid), env)[0]
+        path = store.paths_for(store.key_for(sched, jobid), dict(env))[0]
         if os.path.lexists(path):
             rec = store.load(path)  # a defective record with that id: report its defect
             if rec.jobid == jobid:
@@ -79,7 +79,7 @@ def select(env: Mapping[str, str], jobid: Optional[str], hostname: Optional[str]
     live = schedulers.env_jobid(env)
     if live:
         sched, jid = live
-        path = store.paths_for(store.key_for(sched, jid), env)[0]
+        path = store.paths_for(store.key_for(sched, jid), dict(env))[0]
         if not os.path.lexists(path):
             raise NoRecord(f"this shell is in {sched} job {jid}, which has no record: run `jobenv save` "
                            "(or pass --job to restore another job here)")
@@ -94,11 +94,11 @@ def select(env: Mapping[str, str], jobid: Optional[str], hostname: Optional[str]
     warnings: List[str] = []
     recs = good_records(env, warnings.append)
     if not recs:
-        raise NoRecord(f"no saved job in {store.jobs_dir(env)}; {NO_RECORD_HINT}")
-    for path, rec in recs:
-        if host_index(rec.hosts, hostname) is not None:
-            why = f"newest record on this host ({hostname})"
-            break
+        raise NoRecord(f"no saved job in {getcache.jobs_dir(env)}; {NO_RECORD_HINT}")
+    here = [pr for pr in recs if host_index(pr[1].hosts, hostname) is not None]
+    if here:
+        path, rec = here[0]
+        why = f"newest record on this host ({hostname})"
     else:
         path, rec = recs[0]
         why = "newest record"

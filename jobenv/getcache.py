@@ -27,7 +27,7 @@ from . import store
 
 TYPE_CHECKING = False  # `import typing` costs ~5 ms per shell; type checkers still read the block below
 if TYPE_CHECKING:
-    from typing import List, Mapping, Optional, Sequence, Tuple
+    from typing import Any, List, Mapping, Optional, Sequence, Tuple
 
 RACY = 2.0
 VERDICT_TTL = 60.0
@@ -35,8 +35,13 @@ _SAFE = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz012345678
 MAGIC = "# jobenv restore cache 1 (written by `jobenv get` after its checks; do not edit)"
 
 
+def jobs_dir(env: Any) -> str:
+    """store.jobs_dir for any mapping (the store takes the environment as a dict)."""
+    return store.jobs_dir(env)
+
+
 def store_home(env: Mapping[str, str]) -> str:
-    return os.path.dirname(store.jobs_dir(env))  # type: ignore[arg-type]
+    return os.path.dirname(jobs_dir(env))
 
 
 def cache_dir(env: Mapping[str, str], create: bool = False) -> Optional[str]:
@@ -134,8 +139,8 @@ def read_index(env: Mapping[str, str], host: str) -> Optional[Tuple[str, str, Li
     data = _read(p) if p else None
     if not isinstance(data, list) or len(data) != 5 or data[0] != 1:
         return None
-    jobs = store.jobs_dir(env)
-    if data[1] != sig(jobs):  # type: ignore[arg-type]
+    jobs = jobs_dir(env)
+    if data[1] != sig(jobs):
         return None
     path, why, warnings = data[2], data[3], data[4]
     if not (isinstance(path, str) and isinstance(why, str) and isinstance(warnings, list)):
@@ -145,12 +150,12 @@ def read_index(env: Mapping[str, str], host: str) -> Optional[Tuple[str, str, Li
 
 def write_index(env: Mapping[str, str], host: str, path: str, why: str, warnings: Sequence[str],
                 now: float) -> None:
-    jobs = store.jobs_dir(env)
-    if not settled(jobs, now):  # type: ignore[arg-type]
+    jobs = jobs_dir(env)
+    if not settled(jobs, now):
         return
     p = _index_path(env, host, create=True)
     if p:
-        _write(p, _dumps([1, sig(jobs), path, why, list(warnings)]) + "\n")  # type: ignore[arg-type]
+        _write(p, _dumps([1, sig(jobs), path, why, list(warnings)]) + "\n")
 
 
 def read_verdict(env: Mapping[str, str], key: str, now: float) -> Optional[Tuple[str, str, float]]:
@@ -177,17 +182,17 @@ def snippet_path(env: Mapping[str, str], host: str, create: bool = False) -> Opt
 def proof(env: Mapping[str, str], record_path: str, until: float) -> Optional[List[str]]:
     """The header lines getjobenv checks, or None when the snippet must not be cached."""
     home = store_home(env)
-    jobs = store.jobs_dir(env)
-    rel = os.path.relpath(record_path, jobs)  # type: ignore[arg-type]
+    jobs = jobs_dir(env)
+    rel = os.path.relpath(record_path, jobs)
     if (not os.path.isabs(home) or rel.startswith("..") or not _SAFE.union("/").issuperset(rel)
             or not os.path.isabs(record_path)):
         return None
     now = time.time()
     paths = (home, jobs, record_path)
-    if not all(settled(p, now) for p in paths):  # type: ignore[arg-type]
+    if not all(settled(p, now) for p in paths):
         return None
     return [MAGIC, "# size %010d", f"# until {int(until)}", f"# record {rel}",
-            *(f"# stat {sig(p)}" for p in paths), "# end"]  # type: ignore[arg-type]
+            *(f"# stat {sig(p)}" for p in paths), "# end"]
 
 
 def write_snippet(env: Mapping[str, str], host: str, header: List[str], body: str) -> None:

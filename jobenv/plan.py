@@ -21,7 +21,7 @@ from .schedulers import JOBID_VARS, PREFIXES
 
 TYPE_CHECKING = False  # `import typing` costs ~5 ms per shell; type checkers still read the block below
 if TYPE_CHECKING:
-    from typing import Dict, Iterable, List, Mapping, Optional, Sequence, Tuple
+    from typing import Dict, Iterable, List, Mapping, Sequence, Tuple
 
     from .record import JobRecord
 

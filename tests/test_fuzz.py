@@ -52,7 +52,7 @@ def test_cli_round_trip(tmp_path_factory, shell, values, host):
     from jobenv.hostlist import is_valid_host
 
     # nodefile semantics: one name per line, surrounding whitespace and blank/# lines ignored
-    names = [l.strip() for l in host.splitlines() if l.strip() and not l.strip().startswith("#")]
+    names = [ln.strip() for ln in host.splitlines() if ln.strip() and not ln.strip().startswith("#")]
     if not names or not all(is_valid_host(n) for n in names):
         assert p.returncode == 5 and len(p.stderr.strip().splitlines()) == 1 and b"Traceback" not in p.stderr
         assert not os.path.exists(os.path.join(store, "jobs", "pbs-7.fuzz.json"))

@@ -172,7 +172,7 @@ def primed(tmp_path_factory):
         Path(env["JOBENV_HOME"], "cache").mkdir(mode=0o700)
         out[state.__name__] = (tmp, env)
     time.sleep(getcache.RACY + 0.3)
-    for tmp, env in out.values():
+    for _tmp, env in out.values():
         p = subprocess.run([sys.executable, "-m", "jobenv", "get"], env=env, capture_output=True, text=True)
         assert p.returncode == 0, p.stderr
     return out
