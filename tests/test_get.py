@@ -194,3 +194,28 @@ def test_get_record_json_is_unchanged_by_get(home):
     jobenv(["get"], env, check=True)
     assert (os.stat(path).st_mtime_ns, os.stat(os.path.dirname(path)).st_mtime_ns) == before
     assert json.loads(Path(path).read_text())["jobid"] == "100"
+
+
+@pytest.mark.parametrize("shell_name", ["bash", "zsh", "fish", "dash"])
+def test_finding_3_record_fields_cannot_carry_code(tmp_path, home, shell_name):
+    """A record edited by someone else: launch_env keys with code, env keys that run code."""
+    exe = need(shell_name)
+    env = bare(home)
+    path = put(env, "100")
+    data = json.loads(Path(path).read_text())
+    flag = tmp_path / "F"
+    data["launch_env"] = {f"X=1; touch {flag}; Y": "1", "LD_PRELOAD": "/evil.so", "OK_VAR": "1"}
+    data["env"].update(PATH="/evil", PROMPT_COMMAND=f"touch {flag}", BASH_ENV="/evil", LD_PRELOAD="/evil.so")
+    Path(path).write_text(json.dumps(data))
+    dialect = {"dash": "sh"}.get(shell_name, shell_name)
+    get = f"{sys.executable} -m jobenv get --shell {dialect}"
+    script = (f"{get} | source; and env" if shell_name == "fish" else f'eval "$({get})" && env')
+    p = subprocess.run(["env", "-i", *[f"{k}={v}" for k, v in env.items()], exe, "-c", script],
+                       capture_output=True, text=True, timeout=60, cwd=tmp_path)
+    assert p.returncode == 0, p.stderr
+    got = dict(line.split("=", 1) for line in p.stdout.splitlines() if "=" in line)
+    assert got["PATH"] == "/usr/bin:/bin" and got["OK_VAR"] == "1" and got["SLURM_JOB_ID"] == "100"
+    for k in ("LD_PRELOAD", "BASH_ENV", "PROMPT_COMMAND"):
+        assert k not in got
+    assert not flag.exists()
+    assert "may not set" in p.stderr
