@@ -173,13 +173,20 @@ def job_state(rec: JobRecord, env: Mapping[str, str]) -> Tuple[str, str]:
 
 
 def _extra_items(rec: JobRecord, env: Mapping[str, str], host: str) -> list:
-    """(set, path_prepend, warnings) of the software and staged-files concerns, when present."""
+    """(set, path_prepend, warnings) of the software and staged-files concerns, when present.
+
+    A concern is asked only when the record carries its field (most do not: no import).
+    Only modules of this very package count (a stray `jobenv` elsewhere on sys.path, such
+    as another checkout's editable install, must not answer for it)."""
+    here = os.path.dirname(os.path.abspath(__file__))
     items = []
-    for name in ("software", "stage"):
-        try:
-            mod = __import__(f"jobenv.{name}", fromlist=["restore_items"])
-        except ImportError:
+    for name, field in (("software", "software"), ("stage", "staged")):
+        if not getattr(rec, field, None):
             continue
+        if not (os.path.exists(os.path.join(here, name + ".py"))
+                or os.path.exists(os.path.join(here, name, "__init__.py"))):
+            continue
+        mod = __import__(f"jobenv.{name}", fromlist=["restore_items"])
         fn = getattr(mod, "restore_items", None)
         if fn is not None:
             items.append(fn(rec, env, host))

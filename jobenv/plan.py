@@ -75,6 +75,20 @@ def launch_var_ok(name: str) -> bool:
             and not name.startswith(_LAUNCH_DENY_PREFIXES) and not is_secret(name))
 
 
+# jobenv's own settings: never set by a restore (the derived JOBENV_* come from `derived`).
+_JOBENV_SETTINGS = frozenset(("JOBENV_HOME", "JOBENV_HOSTNAME", "JOBENV_PROFILES", "JOBENV_LOCK",
+                              "JOBENV_LOCK_STALE", "JOBENV_GPUS_PER_HOST", "JOBENV_RANKS_PER_HOST",
+                              "JOBENV_JOBID", "JOBENV_SCHEDULER", "JOBENV_RECORD"))
+
+
+def item_var_ok(name: str) -> bool:
+    """May another concern's restore items (software, stage) set `name`?  As launch_env,
+    plus jobenv's own JOBENV_* variables that are not its settings (e.g. JOBENV_STAGED)."""
+    if name.startswith("JOBENV_"):
+        return _UPPER.issuperset(name) and name not in _JOBENV_SETTINGS
+    return launch_var_ok(name)
+
+
 def job_scoped(name: str) -> bool:
     """A variable of some scheduler's job (not site configuration): cleared for another job."""
     return is_name(name) and name not in SITE_VARS and any(name.startswith(p) for ps in PREFIXES.values() for p in ps)
@@ -179,11 +193,11 @@ def build(record: JobRecord, record_path: str, environ: Mapping[str, str], *,
     path_prepend: List[str] = []
     for item_set, item_path, item_warn in extra:
         for k, v in item_set.items():
-            if launch_var_ok(k):
+            if item_var_ok(k):
                 sets[k] = v
             else:
                 refused.append(k)
-        path_prepend.extend(p for p in item_path if p and ":" not in p and p not in path_prepend)
+        path_prepend.extend(p for p in item_path if p.startswith("/") and ":" not in p and p not in path_prepend)
         warn.extend(item_warn)
     unset = sorted(k for k in environ if job_scoped(k) and k not in sets and k not in keep
                    and not (same and k.startswith(own)))

@@ -219,3 +219,24 @@ def test_finding_3_record_fields_cannot_carry_code(tmp_path, home, shell_name):
         assert k not in got
     assert not flag.exists()
     assert "may not set" in p.stderr
+
+
+def test_staged_copy_plugs_into_the_plan(tmp_path, home):
+    """stage.restore_items (CONTRACTS item 2) reaches every dialect through the one plan."""
+    env = bare(home)
+    path = put(env, "100")
+    prefix = tmp_path / "local disk" / "venv"
+    prefix.mkdir(parents=True)
+    (prefix / ".jobenv-stage.json").write_text(json.dumps({"key": "m1", "kind": "venv"}))
+    data = json.loads(Path(path).read_text())
+    data["staged"] = {"n1": {"prefix": str(prefix), "manifest": "m1", "verified_at": 1.0}}
+    Path(path).write_text(json.dumps(data))
+    p = jobenv(["get", "--shell", "bash"], env)
+    assert p.returncode == 0, p.stderr
+    assert f"export VIRTUAL_ENV='{prefix}'" in p.stdout
+    assert f"export PATH='{prefix}/bin'\"${{PATH:+:$PATH}}\"" in p.stdout
+    q = subprocess.run(["bash", "--norc", "-c", p.stdout + '\nprintf %s "$PATH"'], capture_output=True, text=True,
+                       env={"PATH": "/usr/bin:/bin"})
+    assert q.stdout == f"{prefix}/bin:/usr/bin:/bin"
+    f = jobenv(["get", "--shell", "fish"], env)
+    assert f"set -gx PATH '{prefix}/bin' $PATH" in f.stdout
