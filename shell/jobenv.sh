@@ -26,23 +26,27 @@ getjobenv() {
         return "$1"
     fi
     unset _jobenv_f
-    local _jobenv_snippet _jobenv_sh=bash
-    [ -n "${ZSH_VERSION-}" ] && _jobenv_sh=zsh
+    local _jobenv_snippet _jobenv_sh=sh
+    if [ -n "${ZSH_VERSION-}" ]; then _jobenv_sh=zsh; elif [ -n "${BASH_VERSION-}" ]; then _jobenv_sh=bash; fi
     _jobenv_snippet="$(command "${JOBENV_EXE:-jobenv}" get --shell "$_jobenv_sh" "$@")" || return $?
     eval "$_jobenv_snippet"
 }
 
 # Succeeds, with _jobenv_f set, when the cached snippet may be sourced (see above).
+# bash and zsh only (the snippet is their dialect); other shells always ask `jobenv get`.
 _jobenv_cached() {
+    local d h f l1 l2 l3 l4 s1 s2 s3 l8 out want nl
     if [ -n "${ZSH_VERSION-}" ]; then
         emulate -L zsh
         zmodload -F zsh/datetime p:EPOCHSECONDS 2>/dev/null || return 1
         eval '[[ -z ${(k)parameters[(I)(SLURM|PBS|COBALT)_*]} ]]' || return 1
-    else
+    elif [ -n "${BASH_VERSION-}" ]; then
         eval '[ -z "${!SLURM_*}${!PBS_*}${!COBALT_*}" ]' || return 1
+    else
+        return 1
     fi
+    eval "nl=\$'\\n'"
     [ -n "${EPOCHSECONDS-}" ] && [ -n "${EUID-}" ] || return 1
-    local d h f l1 l2 l3 l4 s1 s2 s3 l8 out want nl=$'\n'
     d="${JOBENV_HOME:-${HOME:+$HOME/.jobenv}}"
     case "$d" in /*) ;; *) return 1 ;; esac
     h="${JOBENV_HOSTNAME-}"
