@@ -118,7 +118,8 @@ def save(profile, scheduler, gpus_per_host, ranks_per_host, as_json, quiet, watc
 
 @cli.command()
 @click.option("--job", "-j", metavar="ID", help="Job id (default: this shell's job, else the newest on this host).")
-@click.option("--shell", "shell_name", type=click.Choice(SHELLS), help="Shell dialect (default: from $SHELL).")
+@click.option("--shell", "shell_name", type=click.Choice(["bash", "zsh", "fish", "sh"]),
+              help="Shell dialect; sh is POSIX (dash, busybox). Default: the shell running jobenv, else $SHELL.")
 @click.option("--allow-stale", is_flag=True, help="Restore a job even if it has ended.")
 def get(job, shell_name, allow_stale) -> None:
     """Print shell code restoring the job: source <(jobenv get)."""
@@ -277,26 +278,18 @@ def watch(job, interval, foreground) -> None:
 @click.argument("command", nargs=-1, required=True, type=click.UNPROCESSED)
 def launch(job, allow_stale, dry_run, command) -> None:
     """Run COMMAND on every rank of the job: jobenv launch -- python3 train.py"""
-    from .get import choose, job_state
-    from .errors import JobEnded
-    from . import schedulers, shell
+    from . import plan as plan_mod
+    from . import shell
+    from .get import restore_plan
 
-    path, rec = choose(os.environ, job, warn)
-    state, reason = job_state(rec, os.environ)
-    if state == "ended" and not allow_stale:
-        raise JobEnded(f"job {rec.jobid} has ended ({reason}); pass --allow-stale to launch anyway")
+    p, _, rec = restore_plan(os.environ, job, allow_stale)
+    for w in p.warnings:
+        warn(w)
     argv = list(rec.launch) + list(command)
     if dry_run:
         click.echo(shell.join(argv))
         return
-    env = dict(os.environ)
-    for k in shell.stale_vars(rec, env, schedulers.PREFIXES):
-        env.pop(k, None)
-    same = env.get(shell.JOBID_VAR.get(rec.scheduler, "")) == rec.jobid
-    for k, v in rec.env.items():
-        if not (same and k in env):
-            env[k] = v
-    env.update(shell.exports(rec, str(path)))
+    env = plan_mod.apply(p, os.environ)
     env["JOBENV_LAUNCH_TIME"] = f"{time.time():.6f}"
     try:
         os.execvpe(argv[0], argv, env)

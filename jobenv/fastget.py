@@ -1,7 +1,7 @@
 """`jobenv get` without click: it runs in every new shell, and click alone costs several
 times the interpreter's start-up.  Anything this parser does not know (--help, a typo)
 returns None and the caller hands the command line to click, which gives the full help
-or error.  tests/test_fastget.py checks OPTIONS against the click definition.
+or error.  tests/test_cli.py checks OPTIONS against the click definition.
 """
 from __future__ import annotations
 
@@ -10,18 +10,18 @@ import sys
 
 TYPE_CHECKING = False  # `import typing` costs ~5 ms per shell; type checkers still read the block below
 if TYPE_CHECKING:
-    from typing import Dict, List, Optional
+    from typing import Any, Dict, List, Optional
 
 # option -> destination; None marks a flag.  Must mirror `cli.get`.
 OPTIONS: Dict[str, Optional[str]] = {
     "--job": "job", "-j": "job", "--shell": "shell_name", "--allow-stale": None,
 }
-SHELLS = ("bash", "zsh", "fish")
+SHELLS = ("bash", "zsh", "fish", "sh")  # sh: POSIX (dash, busybox ash)
 
 
 def parse(args: List[str]) -> Optional[dict]:
     """Parsed options, or None to defer to click."""
-    out = {"job": None, "shell_name": None, "allow_stale": False}
+    out: Dict[str, Any] = {"job": None, "shell_name": None, "allow_stale": False}
     i = 0
     while i < len(args):
         a = args[i]

@@ -1,114 +1,232 @@
-"""`jobenv get`: choose this shell's job, check it is alive, render it for the shell.
+"""`jobenv get`: choose this shell's job, judge whether it is alive, build the plan, render it.
 
-This path runs in every new shell, so it imports neither click, rich, yaml nor filelock.
+This path runs in every new shell, so it imports neither click, rich, yaml, filelock, re
+nor typing, reads one record rather than all of them (getcache's per-host index), and
+forks no scheduler command while a recent verdict or a fresh watcher heartbeat holds.
 """
 from __future__ import annotations
 
 import os
 import time
 
-from . import schedulers, shell, store
-from .errors import BadRecord, JobEnded, NoRecord
+from . import getcache, plan, schedulers, shell, store
+from .errors import BadRecord, JobenvError, NoRecord
 from .hostlist import host_index, this_host
 
 TYPE_CHECKING = False  # `import typing` costs ~5 ms per shell; type checkers still read the block below
 if TYPE_CHECKING:
-    from typing import List, Mapping, Optional, Tuple
+    from typing import Callable, List, Mapping, Optional, Tuple
 
     from .record import JobRecord
 
+    Choice = Tuple[str, JobRecord, str, List[str]]
+
 NO_RECORD_HINT = "run `jobenv save` inside your allocation first"
+LIVENESS_TIMEOUT = 2.0  # the whole scheduler query in `get`: a login must not stall on qstat
+_ALL_PREFIXES = tuple(p for ps in schedulers.PREFIXES.values() for p in ps)
+
+
+def _newest_key(rec: JobRecord):
+    c = rec.created_at
+    return (1, float(c)) if isinstance(c, (int, float)) else (0, str(c))
 
 
 def good_records(env: Mapping[str, str], warn) -> List[Tuple[str, JobRecord]]:
     """Readable records, newest first; each defective one is reported, not fatal."""
     out = []
-    for path, rec in store.iter_records(env):
+    for path, rec in store.iter_records(dict(env)):
         if isinstance(rec, BadRecord):
             warn(f"skipping {rec.message}")
         else:
             out.append((path, rec))
-    out.sort(key=lambda pr: pr[1].created_at, reverse=True)
+    out.sort(key=lambda pr: _newest_key(pr[1]), reverse=True)
     return out
 
 
-def find_job(env: Mapping[str, str], jobid: str, warn) -> Tuple[str, JobRecord]:
-    """A record by id: exact, then the PBS short form (`2024084` for `2024084.polaris-pbs-01...`)."""
+def check_store(env: Mapping[str, str]) -> None:
+    """The store's directories must be ours alone (BadRecord otherwise)."""
+    jobs = getcache.jobs_dir(env)
+    store.check_safe(os.path.dirname(jobs), is_dir=True)
+    store.check_safe(jobs, is_dir=True)
+
+
+def find_job(env: Mapping[str, str], jobid: str, warn=None) -> Tuple[str, JobRecord]:
+    """A record by id: its own file, else the PBS short form (`2024084` for `2024084.polaris...`)."""
+    if not jobid:
+        raise NoRecord("--job needs a job id (an empty one names no job)")
+    check_store(env)
+    for sched in schedulers.MODULES:
+        path = store.paths_for(store.key_for(sched, jobid), dict(env))[0]
+        if os.path.lexists(path):
+            rec = store.load(path)  # a defective record with that id: report its defect
+            if rec.jobid == jobid:
+                return path, rec
     recs = good_records(env, lambda msg: None)  # other jobs' defects are not this command's business
     for path, rec in recs:
-        if rec.jobid == jobid:
+        if rec.jobid == jobid or rec.jobid.split(".")[0] == jobid:
             return path, rec
-    for path, rec in recs:
-        if rec.jobid.split(".")[0] == jobid:
-            return path, rec
-    # a defective record with that id: report its defect rather than "unknown"
-    key_paths = [store.paths_for(store.key_for(s, jobid), env)[0] for s in schedulers.MODULES]
-    for p in key_paths:
-        if os.path.exists(p):
-            store.load(p)
     known = ", ".join(r.jobid for _, r in recs[:5]) or "none"
     raise NoRecord(f"no record for job {jobid!r} (known: {known}); {NO_RECORD_HINT}")
 
 
-def choose(env: Mapping[str, str], jobid: Optional[str], warn,
-           hostname: Optional[str] = None) -> Tuple[str, JobRecord]:
-    """--job; else the live scheduler job of this shell; else newest on this host; else newest."""
-    if jobid:
-        return find_job(env, jobid, warn)
-    hostname = hostname or this_host(env)
-    recs = good_records(env, warn)
-    if not recs:
-        raise NoRecord(f"no saved job in {store.jobs_dir(env)}; {NO_RECORD_HINT}")
+def select(env: Mapping[str, str], jobid: Optional[str], hostname: Optional[str] = None) -> Choice:
+    """(path, record, why, warnings): --job; else the scheduler job this shell lives in, or
+    an error naming it; else the newest record on this host; else the newest of all."""
+    if jobid is not None:
+        path, rec = find_job(env, jobid)
+        return path, rec, f"job {jobid} asked for by --job", []
+    check_store(env)
     live = schedulers.env_jobid(env)
     if live:
-        for path, rec in recs:
-            if (rec.scheduler, rec.jobid) == live:
-                return path, rec
-    for path, rec in recs:
-        if host_index(rec.hosts, hostname) is not None:
-            return path, rec
-    path, rec = recs[0]
-    warn(f"this host ({hostname}) is not part of job {rec.jobid}; using the newest record "
-         "(pass --job to choose another)")
+        sched, jid = live
+        path = store.paths_for(store.key_for(sched, jid), dict(env))[0]
+        if not os.path.lexists(path):
+            raise NoRecord(f"this shell is in {sched} job {jid}, which has no record: run `jobenv save` "
+                           "(or pass --job to restore another job here)")
+        return path, store.load(path), f"this shell is in job {jid}", []
+    hostname = hostname or this_host(env)
+    hit = getcache.read_index(env, hostname)
+    if hit:
+        try:
+            return hit[0], store.load(hit[0]), hit[1], hit[2]
+        except BadRecord:
+            pass  # changed in place since: look again
+    warnings: List[str] = []
+    recs = good_records(env, warnings.append)
+    if not recs:
+        raise NoRecord(f"no saved job in {getcache.jobs_dir(env)}; {NO_RECORD_HINT}")
+    here = [pr for pr in recs if host_index(pr[1].hosts, hostname) is not None]
+    if here:
+        path, rec = here[0]
+        why = f"newest record on this host ({hostname})"
+    else:
+        path, rec = recs[0]
+        why = "newest record"
+        warnings.append(f"this host ({hostname}) is not part of job {rec.jobid}; using the newest record "
+                        "(pass --job to choose another)")
+    getcache.write_index(env, hostname, path, why, warnings, time.time())
+    return path, rec, why, warnings
+
+
+def choose(env: Mapping[str, str], jobid: Optional[str], warn, hostname: Optional[str] = None) -> Tuple[str, JobRecord]:
+    """(path, record) as `select` chooses them, its warnings given to `warn`."""
+    path, rec, _, warnings = select(env, jobid, hostname)
+    for w in warnings:
+        warn(w)
     return path, rec
 
 
-def heartbeat_state(rec: JobRecord, now: Optional[float] = None) -> Optional[Tuple[str, str]]:
-    """Judge liveness from `jobenv watch`'s heartbeat when no scheduler CLI answers."""
-    st = rec.status
-    beat, every = st.get("heartbeat"), st.get("interval")
-    if not isinstance(beat, (int, float)) or not isinstance(every, (int, float)):
+def _finite(x: object) -> bool:
+    return isinstance(x, (int, float)) and not isinstance(x, bool) and x == x and abs(x) != float("inf")
+
+
+def heartbeat(rec: JobRecord, now: float) -> Optional[Tuple[bool, float, float]]:
+    """(fresh?, age, fresh-until) of `jobenv watch`'s heartbeat, None without a usable one."""
+    beat, every = rec.status.get("heartbeat"), rec.status.get("interval")
+    if not (_finite(beat) and _finite(every)) or every <= 0:  # type: ignore[operator]
         return None
-    age = (now or time.time()) - beat
-    if age > 3 * every:
-        return "ended", f"no heartbeat from `jobenv watch` for {int(age)} s"
-    return "live", f"heartbeat {int(age)} s ago"
+    age = now - beat  # type: ignore[operator]
+    return -60 <= age <= 3 * every, age, beat + 3 * every  # type: ignore[operator]
 
 
-def job_state(rec: JobRecord, env: Mapping[str, str]) -> Tuple[str, str]:
-    """('live'|'ended'|'unknown', reason): record status, then scheduler CLI, then heartbeat."""
+def liveness(rec: JobRecord, env: Mapping[str, str], now: Optional[float] = None, cache: bool = True,
+             timeout: float = LIVENESS_TIMEOUT) -> Tuple[str, str, float]:
+    """(live|ended|unknown, reason, trusted-until).
+
+    Only evidence ends a job: the record marked ended (by the job itself or by a watcher
+    that asked the scheduler), or the scheduler saying so.  A watcher that stopped
+    beating (SIGKILL, SIGSTOP, a node gone) says nothing: "unknown".
+    """
+    now = time.time() if now is None else now
     if rec.status.get("state") == "ended":
-        return "ended", str(rec.status.get("reason") or "marked ended")
+        return "ended", str(rec.status.get("reason") or "marked ended"), now + 86400
+    beat = heartbeat(rec, now)
+    if beat and beat[0]:
+        return "live", f"heartbeat from `jobenv watch` {int(beat[1])} s ago", beat[2]
+    key = store.key_for(rec.scheduler, rec.jobid)
+    if cache and rec.scheduler != "local":
+        hit = getcache.read_verdict(env, key, now)
+        if hit:
+            return hit
     qenv = dict(env)
     for k in ("SLURM_CONF", "PBS_CONF_FILE", "PBS_SERVER"):
         if k in rec.env and k not in qenv:
             qenv[k] = rec.env[k]
-    res = schedulers.job_state(rec.scheduler, rec.jobid, qenv)
-    if res is None:
-        res = heartbeat_state(rec)
-    return res or ("unknown", "no scheduler command here and no heartbeat")
+    res = schedulers.job_state(rec.scheduler, rec.jobid, qenv, timeout=timeout)
+    if res is not None:
+        state, reason = res
+    elif beat:
+        state, reason = "unknown", (f"no heartbeat from `jobenv watch` for {int(beat[1])} s (stopped?) "
+                                    "and no scheduler command answered")
+    else:
+        state, reason = "unknown", "no scheduler command answered and no heartbeat"
+    until = now + (86400 if rec.scheduler == "local" else getcache.VERDICT_TTL)
+    if cache and rec.scheduler != "local":
+        getcache.write_verdict(env, key, state, reason, until)
+    return state, reason, until
+
+
+def job_state(rec: JobRecord, env: Mapping[str, str]) -> Tuple[str, str]:
+    """('live'|'ended'|'unknown', reason) without caches (show, list, watch, clean)."""
+    state, reason, _ = liveness(rec, env, cache=False, timeout=5.0)
+    return state, reason
+
+
+def _extra_items(rec: JobRecord, env: Mapping[str, str], host: str) -> list:
+    """(set, path_prepend, warnings) of the software and staged-files concerns, when present.
+
+    A concern is asked only when the record carries its field (most do not: no import).
+    Only modules of this very package count (a stray `jobenv` elsewhere on sys.path, such
+    as another checkout's editable install, must not answer for it)."""
+    here = os.path.dirname(os.path.abspath(__file__))
+    items = []
+    for name, field in (("software", "software"), ("stage", "staged")):
+        if not getattr(rec, field, None):
+            continue
+        if not (os.path.exists(os.path.join(here, name + ".py"))
+                or os.path.exists(os.path.join(here, name, "__init__.py"))):
+            continue
+        mod = __import__(f"jobenv.{name}", fromlist=["restore_items"])
+        fn = getattr(mod, "restore_items", None)
+        if fn is not None:
+            items.append(fn(rec, env, host))
+    return items
+
+
+def _cacheable(env: Mapping[str, str], jobid: Optional[str]) -> bool:
+    """getjobenv's fast path serves shells with no scheduler variable at all (see jobenv.sh)."""
+    return jobid is None and not any(k.startswith(_ALL_PREFIXES) for k in env)
+
+
+def restore_plan(env: Mapping[str, str], jobid: Optional[str] = None, allow_stale: bool = False,
+                 hostname: Optional[str] = None) -> Tuple[plan.Plan, float, JobRecord]:
+    """The plan for this shell, until when its liveness verdict holds, and the record."""
+    host = hostname or this_host(env)
+    path, rec, why, warnings = select(env, jobid, host)
+    state, reason, until = liveness(rec, env)
+    p = plan.build(rec, path, env, why=why, state=(state, reason), store="owner, mode and schema checked",
+                   allow_stale=allow_stale, jobenv_argv=shell.jobenv_argv(),
+                   extra=_extra_items(rec, env, host), warnings=warnings)
+    return p, until, rec
 
 
 def get(env: Mapping[str, str], jobid: Optional[str] = None, shell_name: Optional[str] = None,
-        allow_stale: bool = False, warn=None) -> str:
+        allow_stale: bool = False, warn: Optional[Callable[[str], None]] = None) -> str:
     """The snippet to source for this shell's job."""
     warn = warn or (lambda msg: None)
-    path, rec = choose(env, jobid, warn)
-    state, reason = job_state(rec, env)
-    if state == "ended" and not allow_stale:
-        raise JobEnded(f"job {rec.jobid} has ended ({reason}); pass --allow-stale to restore it "
-                       "anyway, or `jobenv rm` it")
-    stale = shell.stale_vars(rec, env, schedulers.PREFIXES)
-    if stale:
-        warn(f"clearing {len(stale)} variable(s) of another job from this shell")
-    return shell.render(shell_name or shell.shell_from_env(env), rec, path, stale)
+    dialect = shell_name or shell.parent_dialect() or shell.shell_from_env(env)
+    host = this_host(env)
+    cacheable = _cacheable(env, jobid) and not allow_stale
+    try:
+        p, until, _ = restore_plan(env, jobid, allow_stale, host)
+    except JobenvError:
+        if cacheable:
+            getcache.drop_snippet(env, host)
+        raise
+    for w in p.warnings:
+        warn(w)
+    if cacheable:
+        header = getcache.proof(env, p.record_path, until)
+        if header:
+            getcache.write_snippet(env, host, header, shell.render_posix(p, "bash", warnings=True))
+    return shell.render(dialect, p)

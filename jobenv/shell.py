@@ -1,128 +1,164 @@
-"""Render a record as shell code: bash/zsh (one dialect) and fish.
+"""Write a restore Plan (jobenv.plan) out as shell code: bash/zsh, POSIX sh, fish, env file.
 
-Every value goes through `quote`/`fish_quote`, so sourcing the output runs nothing but
-assignments and one function definition, whatever bytes the record holds.  `launch` is a
-shell function with "$@" (aliases are not expanded in bash scripts).
-
-Variables the live scheduler already set in this shell for the same job are left alone;
-variables of *another* job of any scheduler are unset (`stale`), so two jobs never mix.
+The renderers decide nothing: the plan says what to unset, set and define.  They only
+quote, and they quote every value, so that whatever bytes a record holds, sourcing the
+output runs nothing but the plan and every shell reads every byte back exactly:
+- bash and zsh: single quotes; a newline is written `$'\\n'` outside them, because zsh
+  with CSH_JUNKIE_QUOTES refuses a newline inside quotes, and a quoted value never
+  meets zsh's `=cmd`, `a:=b` or `~` expansions.
+- POSIX sh (dash, busybox ash, the env file): single quotes; a newline comes from
+  `"$_jobenv_nl"`, built without one in quotes (dash has no `$'...'`); `launch() {...}`
+  syntax, no `local`, no `function`.
+- fish: printable ASCII in single quotes (`\\\\` and `\\'` escaped), every other byte
+  as a `\\xHH` escape, which fish turns back into that exact byte.
 """
 from __future__ import annotations
 
+from .errors import one_line
+from .plan import Plan, join_argv
+
 TYPE_CHECKING = False  # `import typing` costs ~5 ms per shell; type checkers still read the block below
 if TYPE_CHECKING:
-    from typing import Dict, Iterable, List, Mapping, Optional, Sequence
+    from typing import List, Mapping, Optional, Sequence
 
     from .record import JobRecord
 
-# Characters that need no quoting in bash, zsh and fish.
-_SAFE = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_@%+=:,./-")
-
-
-def is_name(name: str) -> bool:
-    """A shell variable name: ASCII letters, digits, underscore, not starting with a digit."""
-    return name.isidentifier() and name.isascii()
-
-
-JOBID_VAR = {"pbs": "PBS_JOBID", "slurm": "SLURM_JOB_ID", "cobalt": "COBALT_JOBID"}
+DIALECTS = ("bash", "zsh", "sh", "fish")
+# What the process running `jobenv get` is called -> the dialect it reads.
+_COMM = {"bash": "bash", "zsh": "zsh", "fish": "fish", "sh": "sh", "dash": "sh", "ash": "sh",
+         "busybox": "sh", "ksh": "sh", "ksh93": "sh", "mksh": "sh", "pdksh": "sh", "yash": "sh",
+         "posh": "sh", "lksh": "sh"}
+_NL_SH = '"$_jobenv_nl"'
+_NL_BASH = "$'\\n'"
 
 
 def quote(s: str) -> str:
-    """POSIX single-quote a string for bash and zsh."""
-    if s and _SAFE.issuperset(s):
-        return s
+    """POSIX single-quote one word (always quoted: no character is 'safe' in every shell)."""
     return "'" + s.replace("'", "'\\''") + "'"
 
 
+def _quote_lines(s: str, newline: str) -> str:
+    """Single-quoted runs, with each newline written as `newline` outside the quotes."""
+    return newline.join(quote(p) if p else "" for p in s.split("\n")) or "''"
+
+
+def quote_bash(s: str) -> str:
+    """For bash and zsh under any options: no newline ever inside quotes."""
+    return _quote_lines(s, _NL_BASH)
+
+
+def quote_sh(s: str) -> str:
+    """For any POSIX sh; needs `_jobenv_nl` defined first when `s` holds a newline."""
+    return _quote_lines(s, _NL_SH)
+
+
 def fish_quote(s: str) -> str:
-    """Single-quote for fish, where backslash and quote are escaped inside quotes."""
-    if s and _SAFE.issuperset(s):
-        return s
-    return "'" + s.replace("\\", "\\\\").replace("'", "\\'") + "'"
+    """fish: printable ASCII single-quoted, every other byte as \\xHH (exact bytes back)."""
+    out: List[str] = []
+    run: List[str] = []
+    for ch in s:
+        if " " <= ch <= "~":
+            run.append("\\\\" if ch == "\\" else "\\'" if ch == "'" else ch)
+            continue
+        if run:
+            out.append("'" + "".join(run) + "'")
+            run = []
+        out.extend(f"\\x{b:02x}" for b in ch.encode("utf-8", "surrogateescape"))
+    if run or not out:
+        out.append("'" + "".join(run) + "'")
+    return "".join(out)
 
 
 def join(argv: Sequence[str]) -> str:
-    return " ".join(quote(a) for a in argv)
+    """One POSIX-quoted command line."""
+    return join_argv(argv)
 
 
-def exports(record: JobRecord, record_path: str) -> Dict[str, str]:
-    """The jobenv variables derived from the record, beside the scheduler's own."""
-    out = dict(record.launch_env)
-    out.update(
-        HOSTFILE=record.hostfile or "",
-        NHOSTS=str(record.nhosts),
-        NGPU_PER_HOST=str(record.gpus_per_host),
-        NGPUS=str(record.ngpus),
-        NRANKS_PER_HOST=str(record.ranks_per_host),
-        NRANKS=str(record.nranks),
-        DIST_LAUNCH=join(record.launch),
-        JOBENV_JOBID=record.jobid,
-        JOBENV_SCHEDULER=record.scheduler,
-        JOBENV_RECORD=record_path,
-    )
-    return out
+def _header(plan: Plan) -> str:
+    return one_line(f"# jobenv: {plan.scheduler} job {plan.jobid} on {plan.nhosts} host(s), profile "
+                    f"{plan.machine}; {plan.why}; {plan.state} ({plan.state_reason})")
 
 
-def stale_vars(record: JobRecord, env: Mapping[str, str], prefixes: Mapping[str, Sequence[str]]) -> List[str]:
-    """Variables in `env` that belong to a different job than `record` (to be unset)."""
-    out: List[str] = []
-    for sched, prefs in prefixes.items():
-        same = sched == record.scheduler and env.get(JOBID_VAR[sched]) == record.jobid
-        if same:
-            continue
-        out.extend(k for k in env if k.startswith(tuple(prefs)) and k not in record.env and is_name(k))
-    return sorted(out)
-
-
-def _header(record: JobRecord) -> str:
-    return f"# jobenv: {record.scheduler} job {record.jobid} on {record.nhosts} host(s), profile {record.machine}"
-
-
-def render_sh(record: JobRecord, record_path: str, stale: Iterable[str] = ()) -> str:
-    """bash/zsh code: unset stale vars, restore the job's, define `launch`."""
-    lines = [_header(record).replace("\n", " ")]
-    stale = list(stale)
-    if stale:
-        lines.append("unset " + " ".join(stale))
-    jid_var = JOBID_VAR.get(record.scheduler)
-    if jid_var and record.env:
-        # Same live job in this shell: keep what the scheduler set here.
-        lines.append(f'if [ "${{{jid_var}-}}" = {quote(record.jobid)} ]; then _jobenv_keep=1; else _jobenv_keep=; fi')
-        for k, v in record.env.items():
-            if is_name(k):
-                lines.append(f'[ -n "$_jobenv_keep" ] && [ -n "${{{k}+x}}" ] || export {k}={quote(v)}')
-        lines.append("unset _jobenv_keep")
-    for k, v in exports(record, record_path).items():
-        lines.append(f"export {k}={quote(v)}")
+def render_posix(plan: Plan, dialect: str = "bash", warnings: bool = False) -> str:
+    """bash/zsh (dialect bash or zsh) or POSIX sh (dialect sh) code carrying out `plan`."""
+    q = quote_sh if dialect == "sh" else quote_bash
+    lines = [_header(plan)]
+    if warnings:  # the cached snippet says what `jobenv get` would have said
+        lines += [f"printf 'jobenv: warning: %s\\n' {q(one_line(w))} >&2" for w in plan.warnings]
+    values = list(plan.set.values()) + plan.path_prepend + plan.launch + plan.warnings
+    nl = dialect == "sh" and any("\n" in v for v in values)
+    if nl:  # a newline made without a newline inside quotes (zsh CSH_JUNKIE_QUOTES)
+        lines.append("_jobenv_nl=$(printf '\\nx'); _jobenv_nl=${_jobenv_nl%x}")
+    if plan.unset:
+        lines.append("unset " + " ".join(plan.unset))
+    lines += [f"export {k}={q(v)}" for k, v in plan.set.items()]
+    if plan.path_prepend:
+        lines.append("export PATH=" + ":".join(q(p) for p in plan.path_prepend) + '"${PATH:+:$PATH}"')
     lines.append("unalias launch 2>/dev/null || true")
-    # JOBENV_LAUNCH_TIME lets the selftest time launcher start -> process start
-    lines.append(f'function launch {{ JOBENV_LAUNCH_TIME=$(date +%s.%N) {join(record.launch)} "$@"; }}')
+    lines.append("launch() { " + " ".join(q(a) for a in plan.launch) + ' "$@"; }')
+    if nl:
+        lines.append("unset _jobenv_nl")
     return "\n".join(lines) + "\n"
 
 
-def render_fish(record: JobRecord, record_path: str, stale: Iterable[str] = ()) -> str:
-    """fish code with the same meaning as render_sh."""
-    lines = [_header(record).replace("\n", " ")]
-    for k in stale:
-        lines.append(f"set -e {k}")
-    jid_var = JOBID_VAR.get(record.scheduler)
-    if jid_var and record.env:
-        lines.append(f'if test "${jid_var}" = {fish_quote(record.jobid)}; set -g _jobenv_keep 1; else; set -g _jobenv_keep 0; end')
-        for k, v in record.env.items():
-            if is_name(k):
-                lines.append(f"test $_jobenv_keep = 1; and set -q {k}; or set -gx {k} {fish_quote(v)}")
-        lines.append("set -e _jobenv_keep")
-    for k, v in exports(record, record_path).items():
-        lines.append(f"set -gx {k} {fish_quote(v)}")
-    argv = " ".join(fish_quote(a) for a in record.launch)
-    lines.append(f"function launch; env JOBENV_LAUNCH_TIME=(date +%s.%N) {argv} $argv; end")
+def render_fish(plan: Plan) -> str:
+    """fish code with the same meaning as render_posix."""
+    lines = [_header(plan)]
+    lines += [f"set -e {k}" for k in plan.unset]
+    lines += [f"set -gx {k} {fish_quote(v)}" for k, v in plan.set.items()]
+    if plan.path_prepend:
+        lines.append("set -gx PATH " + " ".join(fish_quote(p) for p in plan.path_prepend) + " $PATH")
+    lines.append("function launch; " + " ".join(fish_quote(a) for a in plan.launch) + " $argv; end")
     return "\n".join(lines) + "\n"
 
 
-def render(shell: str, record: JobRecord, record_path: str, stale: Iterable[str] = ()) -> str:
-    return (render_fish if shell == "fish" else render_sh)(record, record_path, stale)
+def render(dialect: str, plan: Plan) -> str:
+    return render_fish(plan) if dialect == "fish" else render_posix(plan, dialect)
+
+
+def env_file(record: JobRecord, record_path: str, jobenv_argv: Sequence[str]) -> str:
+    """The record's env file: POSIX sh that any sh-family shell can source on its own.
+
+    It is the plan for a shell with no job of its own (nothing to unset or keep); a shell
+    that has one should use `jobenv get`, which also checks the store and the job.
+    """
+    from .plan import build
+
+    p = build(record, record_path, {}, why="env file written at save", jobenv_argv=jobenv_argv,
+              state=("unknown", "the env file does not check"), allow_stale=True)
+    return render_posix(p, "sh")
+
+
+def dialect_of(comm: str) -> Optional[str]:
+    """The dialect a process called `comm` reads (login shells are `-bash`), or None."""
+    name = comm.strip().lstrip("-").rsplit("/", 1)[-1]
+    return _COMM.get(name)
+
+
+def parent_dialect() -> Optional[str]:
+    """The dialect of the shell running `jobenv get` (`source <(jobenv get)`), from /proc."""
+    import os
+
+    try:
+        with open(f"/proc/{os.getppid()}/comm", "rb") as f:
+            return dialect_of(f.read().decode("ascii", "replace"))
+    except OSError:
+        return None
 
 
 def shell_from_env(env: Mapping[str, str], default: Optional[str] = None) -> str:
-    name = env.get("SHELL", "").rsplit("/", 1)[-1]
-    return name if name in ("bash", "zsh", "fish") else (default or "bash")
+    """$SHELL, the login shell: only a fallback when the parent process says nothing."""
+    return dialect_of(env.get("SHELL", "")) or default or "bash"
+
+
+def jobenv_argv() -> List[str]:
+    """How `launch` calls this very jobenv: this interpreter with `-m jobenv`, and `-P`
+    (3.11+) so that a `jobenv/` directory in the caller's working directory is not run."""
+    import sys
+
+    return [sys.executable, *(["-P"] if sys.version_info >= (3, 11) else []), "-m", "jobenv"]
+
+
+def render_sh(record: JobRecord, record_path: str) -> str:
+    """The env file (what `jobenv save` writes beside the record)."""
+    return env_file(record, record_path, jobenv_argv())

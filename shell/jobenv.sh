@@ -4,36 +4,70 @@
 #   savejobenv [ARGS]   inside the allocation: capture the job (jobenv save ARGS)
 #   getjobenv  [ARGS]   in any other shell: restore the job and define `launch`
 #
-# getjobenv sources the saved env file directly, without starting Python, when that is
-# clearly right: no arguments, no scheduler variables in this shell, exactly one record,
-# owned by you, not marked ended, with no heartbeat to judge, and this host in its host
-# list.  In every other case it asks `jobenv get`, which chooses among jobs, asks the
-# scheduler whether the job is alive, and clears variables of other jobs.
+# getjobenv decides nothing itself.  Without Python it sources only the snippet that
+# `jobenv get` wrote for this host after its own checks ($JOBENV_HOME/cache/host-<host>.sh),
+# and only while the proof in that snippet's header still holds: one `stat` prints exactly
+# the lines recorded there for the store directory, the jobs directory and the record
+# (same type, owner, mode, links, size, inode and times: nothing was saved, removed,
+# edited, chmod-ed or replaced by a link since), the snippet is a regular file of ours,
+# mode 600, one link, of the recorded size, and its liveness verdict has not expired.
+# That fast path serves shells with no arguments and no scheduler variable at all (the
+# snippet was computed for such a shell); every other case runs `jobenv get`.
 
 savejobenv() {
     command "${JOBENV_EXE:-jobenv}" save "$@"
 }
 
 getjobenv() {
-    if [ "$#" -eq 0 ] && [ -z "${SLURM_JOB_ID-}${PBS_JOBID-}${COBALT_JOBID-}" ]; then
-        local _jobenv_dir _jobenv_f _jobenv_json= _jobenv_n=0 _jobenv_host
-        _jobenv_dir="${JOBENV_HOME:-$HOME/.jobenv}/jobs"
-        for _jobenv_f in "$_jobenv_dir"/*.json; do
-            [ -f "$_jobenv_f" ] || continue
-            _jobenv_n=$((_jobenv_n + 1))
-            _jobenv_json="$_jobenv_f"
-        done
-        _jobenv_host="${JOBENV_HOSTNAME:-${HOSTNAME:-${HOST:-}}}"
-        _jobenv_host="${_jobenv_host%%.*}"
-        if [ "$_jobenv_n" -eq 1 ] && [ -n "$_jobenv_host" ] && [ -O "$_jobenv_dir" ] \
-            && [ -O "$_jobenv_json" ] && [ -O "${_jobenv_json%.json}.env" ] \
-            && ! grep -qE '"state": "ended"|"heartbeat"' "$_jobenv_json" \
-            && grep -qE "^${_jobenv_host}(\.|\$)" "${_jobenv_json%.json}.hosts" 2>/dev/null; then
-            . "${_jobenv_json%.json}.env"
-            return $?
-        fi
+    if [ "$#" -eq 0 ] && _jobenv_cached; then
+        . "$_jobenv_f"
+        set -- "$?"
+        unset _jobenv_f
+        return "$1"
     fi
-    local _jobenv_snippet
-    _jobenv_snippet="$(command "${JOBENV_EXE:-jobenv}" get "$@")" || return $?
+    unset _jobenv_f
+    local _jobenv_snippet _jobenv_sh=sh
+    if [ -n "${ZSH_VERSION-}" ]; then _jobenv_sh=zsh; elif [ -n "${BASH_VERSION-}" ]; then _jobenv_sh=bash; fi
+    _jobenv_snippet="$(command "${JOBENV_EXE:-jobenv}" get --shell "$_jobenv_sh" "$@")" || return $?
     eval "$_jobenv_snippet"
+}
+
+# Succeeds, with _jobenv_f set, when the cached snippet may be sourced (see above).
+# bash and zsh only (the snippet is their dialect); other shells always ask `jobenv get`.
+_jobenv_cached() {
+    local d h f l1 l2 l3 l4 s1 s2 s3 l8 out want nl
+    if [ -n "${ZSH_VERSION-}" ]; then
+        emulate -L zsh
+        zmodload -F zsh/datetime p:EPOCHSECONDS 2>/dev/null || return 1
+        eval '[[ -z ${(k)parameters[(I)(SLURM|PBS|COBALT)_*]} ]]' || return 1
+    elif [ -n "${BASH_VERSION-}" ]; then
+        eval '[ -z "${!SLURM_*}${!PBS_*}${!COBALT_*}" ]' || return 1
+    else
+        return 1
+    fi
+    eval "nl=\$'\\n'"
+    [ -n "${EPOCHSECONDS-}" ] && [ -n "${EUID-}" ] || return 1
+    d="${JOBENV_HOME:-${HOME:+$HOME/.jobenv}}"
+    case "$d" in /*) ;; *) return 1 ;; esac
+    h="${JOBENV_HOSTNAME-}"
+    [ -n "$h" ] || IFS= read -r h </proc/sys/kernel/hostname 2>/dev/null || return 1
+    case "$h" in '' | .* | *[!A-Za-z0-9._-]*) return 1 ;; esac
+    [ "${#h}" -le 200 ] || return 1
+    f="${d%/}/cache/host-$h.sh"
+    [ -f "$f" ] && [ ! -h "$f" ] && [ -O "$f" ] || return 1
+    { IFS= read -r l1 && IFS= read -r l2 && IFS= read -r l3 && IFS= read -r l4 \
+        && IFS= read -r s1 && IFS= read -r s2 && IFS= read -r s3 && IFS= read -r l8; } <"$f" || return 1
+    [ "$l1" = '# jobenv restore cache 1 (written by `jobenv get` after its checks; do not edit)' ] \
+        && [ "$l8" = '# end' ] || return 1
+    case "$l2$l3$l4$s1$s2$s3" in '# size '*'# until '*'# record '*'# stat '*'# stat '*'# stat '*) ;; *) return 1 ;; esac
+    l2="${l2#'# size '}" l3="${l3#'# until '}" l4="${l4#'# record '}"
+    case "$l2" in '' | *[!0-9]*) return 1 ;; esac
+    case "$l3" in '' | *[!0-9]*) return 1 ;; esac
+    case "$l4" in '' | /* | *..* | *[!A-Za-z0-9._/-]*) return 1 ;; esac
+    [ "${#l2}" -eq 10 ] && [ "${#l3}" -le 12 ] && [ "$EPOCHSECONDS" -lt "$l3" ] || return 1
+    out="$(command stat -c '%F|%u|%a|%h|%s|%i|%Y|%Z' -- "${d%/}" "${d%/}/jobs" "${d%/}/jobs/$l4" "$f" 2>/dev/null)" \
+        || return 1
+    want="${s1#'# stat '}$nl${s2#'# stat '}$nl${s3#'# stat '}${nl}regular file|$EUID|600|1|$((10#$l2))"
+    [ "${out%'|'*'|'*'|'*}" = "$want" ] || return 1
+    _jobenv_f="$f"
 }

@@ -86,13 +86,14 @@ def test_batch_job_fresh_shell_on_compute_node(cluster, jobs, store, tmp_path, s
     jobid = batch_job(cluster, jobs, store, tmp_path, "-N", "2", "--ntasks-per-node", "2")
     body = "whence -f launch" if shell == "zsh" else "type launch"
     show = (f"source <(jobenv get) && echo \"$SLURM_JOB_ID|$NHOSTS|$NRANKS|$SLURM_JOB_NODELIST|$SLURM_CONF\" && "
-            f"cat \"$HOSTFILE\" && {body}")
+            f"cat \"$HOSTFILE\" && {body} && echo \"$DIST_LAUNCH\"")
     p = fresh(cluster, "node1", shell, show, store)
     assert p.returncode == 0, p.stderr
     lines = p.stdout.splitlines()
     assert lines[0] == f"{jobid}|2|4|node[1-2]|{cluster.conf}"
     assert lines[1:3] == ["node1", "node2"]
-    assert "srun -N 2 -n 4 --ntasks-per-node 2" in p.stdout
+    assert "srun -N 2 -n 4 --ntasks-per-node 2" in p.stdout  # DIST_LAUNCH
+    assert f"'launch' '--job' '{jobid}' '--'" in p.stdout  # `launch` is `jobenv launch --job ID --`
     report = tmp_path / "report.json"
     p = fresh(cluster, "node1", shell,
               f"source <(jobenv get) && launch python3 -m jobenv.selftest --timeout 120 --json {report}", store)

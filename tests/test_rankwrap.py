@@ -153,7 +153,7 @@ def test_srun_master_is_the_first_step_host(nodelist, first):
 @pytest.fixture
 def restored(tmp_path):
     """A Polaris-shaped job saved by the real `jobenv save`, and the variables `get` exports."""
-    from jobenv import shell, store
+    from jobenv import plan, store
 
     home = tmp_path / "home"
     home.mkdir()
@@ -161,7 +161,7 @@ def restored(tmp_path):
     jobenv(["save", "--quiet"], env, check=True)
     path = next(p for p, _ in store.iter_records(env))
     rec = store.load(path)
-    return {"JOBENV_HOME": env["JOBENV_HOME"], **shell.exports(rec, path)}, rec
+    return {"JOBENV_HOME": env["JOBENV_HOME"], **plan.build(rec, path, {}).set}, rec
 
 
 def test_node_rank_and_master_from_the_record(restored):
@@ -180,7 +180,7 @@ def test_node_rank_and_master_from_the_record(restored):
 
 
 def test_long_host_lists_take_the_awk_path_with_the_same_answer(tmp_path):
-    from jobenv import shell, store
+    from jobenv import plan, store
 
     home = tmp_path / "home"
     home.mkdir()
@@ -188,7 +188,7 @@ def test_long_host_lists_take_the_awk_path_with_the_same_answer(tmp_path):
     jobenv(["save", "--quiet"], env, check=True)
     path = next(p for p, _ in store.iter_records(env))
     rec = store.load(path)
-    renv = {"JOBENV_HOME": env["JOBENV_HOME"], **shell.exports(rec, path)}
+    renv = {"JOBENV_HOME": env["JOBENV_HOME"], **plan.build(rec, path, {}).set}
     hydra = {"PMI_RANK": "3", "PMI_SIZE": "400", "MPI_LOCALRANKID": "3", "MPI_LOCALNRANKS": "4"}
     for i in (0, 57, 99):
         p = agree({**renv, **hydra, "JOBENV_HOSTNAME": rec.hosts[i].split(".")[0]})
@@ -424,7 +424,7 @@ def test_pbs_and_cobalt_shaped_jobs(tmp_path, machine):
     """`jobenv save` in a PBS- or Cobalt-shaped job, the variables `get` exports, then one
     MPICH world over the job's hosts, each played on this machine by one MPMD segment that
     names its host: node ranks follow the record's host order on every rank."""
-    from jobenv import shell, store
+    from jobenv import plan, store
 
     home = tmp_path / "home"
     home.mkdir()
@@ -433,7 +433,7 @@ def test_pbs_and_cobalt_shaped_jobs(tmp_path, machine):
     jobenv(["save", "--quiet"], env, check=True)
     path = next(p for p, _ in store.iter_records(env))
     rec = store.load(path)
-    run = {**_clean_env(tmp_path), **job, **shell.exports(rec, path), "JOBENV_HOME": env["JOBENV_HOME"]}
+    run = {**_clean_env(tmp_path), **job, **plan.build(rec, path, {}).set, "JOBENV_HOME": env["JOBENV_HOME"]}
     argv = [mpich(), "-launcher", "fork", "-hosts", "localhost"]
     for i, host in enumerate(rec.hosts):
         argv += ([":"] if i else []) + ["-n", "2", "-env", "JOBENV_HOSTNAME", host, *rankwrap.wrapper_argv(),

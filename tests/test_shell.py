@@ -6,13 +6,13 @@ import os
 import subprocess
 import sys
 from pathlib import Path
+from typing import Optional
 
 import pytest
-from hypothesis import HealthCheck, given, settings, strategies as st
 
 import machines
 from conftest import REPO, base_env, jobenv, need
-from jobenv import shell
+from jobenv import plan, shell
 from jobenv.record import JobRecord
 
 DUMP = f"{sys.executable} -c 'import os,json,sys; sys.stdout.buffer.write(json.dumps(dict(os.environ)).encode())'"
@@ -94,40 +94,124 @@ def test_launch_works_in_a_bash_script(tmp_path, home):
     assert p.returncode == 0 and "ran: -n" in p.stdout and "hostname" in p.stdout
 
 
-def _record(values: dict, hosts=("n1",)) -> JobRecord:
-    return JobRecord(scheduler="slurm", jobid=values.get("SLURM_JOB_ID", "1"), machine="slurm",
-                     hosts=list(hosts), gpus_per_host=0, ranks_per_host=1, hostfile="/tmp/h f",
-                     launch=["srun", "-n", "1"], env=values, created_at="t", created_on="h")
+# ---- each renderer in its real shell: what the shell ends with == plan.apply -------------
+
+HOSTILE = ["=ls", "=nosuchcmd", "a:=b", "~", "~root", "x:~/y", "a=~", "'", "''", "a'b", '"', "\\", "\\n",
+           "$(touch CANARY)", "`touch CANARY`", "${HOME}", "!!", "*", "[a]", "{a,b}", "new\nline", "\n",
+           "trail\n", "tab\there", "\r", "ü", "\udcff\udcfe", "#", " lead", "%s", "-n", "--", "", "a b", ";"]
+ZSH_HOSTILE = ("setopt CSH_JUNKIE_QUOTES RC_QUOTES MAGIC_EQUAL_SUBST EQUALS KSH_ARRAYS SH_WORD_SPLIT "
+               "NO_UNSET ERR_EXIT GLOB_SUBST EXTENDED_GLOB POSIX_IDENTIFIERS RC_EXPAND_PARAM")
+# (dialect, shell program, flags, prologue)
+SHELLS = [
+    ("bash", "bash", ["--norc", "--noprofile"], "set -eu"),
+    ("zsh", "zsh", ["-f"], ""),
+    ("zsh", "zsh", ["-f"], ZSH_HOSTILE),
+    ("sh", "dash", [], "set -eu"),
+    ("sh", "bash", ["--posix", "--norc", "--noprofile"], ""),
+    ("sh", "zsh", ["-f"], ZSH_HOSTILE),
+    ("bash", "zsh", ["-f"], "setopt CSH_JUNKIE_QUOTES EQUALS MAGIC_EQUAL_SUBST"),
+    ("fish", "fish", ["--no-config"], ""),
+]
+SHELL_IDS = ["bash", "zsh", "zsh-hostile", "dash", "bash-posix", "sh-in-zsh-hostile", "bash-dialect-in-zsh", "fish"]
+DUMPB = (f"{sys.executable} -c 'import os,sys; sys.stdout.buffer.write(repr(sorted(os.environb.items())).encode())'")
 
 
-# any bytes allowed in an environment value: everything but NUL, as text via surrogateescape
-env_bytes = st.binary(max_size=40).map(lambda b: b.replace(b"\0", b"")).map(
-    lambda b: b.decode("utf-8", "surrogateescape"))
+def _rec(env: dict, launch_env: Optional[dict] = None) -> JobRecord:
+    return JobRecord(scheduler="slurm", jobid=env.get("SLURM_JOB_ID", "1"), machine="slurm", hosts=["n1"],
+                     gpus_per_host=0, ranks_per_host=1, hostfile="/tmp/h f", launch=["srun", "-n", "1"],
+                     env=env, created_at="t", created_on="n1", launch_env=launch_env or {})
 
 
-@pytest.mark.parametrize("shell_name", ["bash", "zsh"])
-@settings(max_examples=int(os.environ.get("JOBENV_FUZZ_EXAMPLES", "60")), deadline=None,
-          suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
-@given(values=st.lists(env_bytes, min_size=1, max_size=4))
-def test_quoting_round_trips_bytes(tmp_path, shell_name, values):
-    exe = need(shell_name)
-    canary = tmp_path / "canary"
-    vals = [v.replace("CANARY", str(canary)) for v in values]
-    env = {f"SLURM_V{i}": v for i, v in enumerate(vals)}
-    text = shell.render_sh(_record(env), "/x/rec.json")
-    out = tmp_path / "dump"
-    script = text + f"\nfor v in {' '.join(env)}; do eval 'printf %s\\\\0 \"${{'$v'}}\"'; done > {out}\n"
-    flags = ["--norc", "--noprofile"] if shell_name == "bash" else ["-f"]
-    p = subprocess.run(["env", "-i", exe, *flags, "-c", script.encode("utf-8", "surrogateescape")],
-                       capture_output=True, timeout=30, cwd=tmp_path)
-    assert p.returncode == 0, p.stderr
-    got = out.read_bytes().split(b"\0")[:-1]
-    assert got == [v.encode("utf-8", "surrogateescape") for v in vals]
+def run_plan(tmp: Path, dialect: str, program: str, flags: list, prologue: str, p: plan.Plan,
+             environ: dict, after: str = "") -> subprocess.CompletedProcess:
+    """Source the rendered plan in `env -i PROGRAM` started with `environ`, then dump os.environb."""
+    exe = need(program)
+    snippet = tmp / "snippet"
+    snippet.write_bytes(shell.render(dialect, p).encode("utf-8", "surrogateescape"))
+    src = f"source {snippet}" if dialect == "fish" else f". {snippet}"
+    script = "; ".join(x for x in (prologue, src, after, DUMPB) if x)
+    if program == "fish":
+        script = script.replace("; ", "\n")
+    argv = ["env", "-i", *[f"{k}={v}" for k, v in environ.items()], exe, *flags, "-c", script]
+    return subprocess.run([a.encode("utf-8", "surrogateescape") for a in argv], capture_output=True,
+                          cwd=tmp, timeout=60)
+
+
+def shell_env(out: bytes) -> dict:
+    got = dict(eval(out.decode()))
+    for noise in (b"PWD", b"OLDPWD", b"SHLVL", b"_", b"LINES", b"COLUMNS", b"LC_CTYPE", b"LOGNAME", b"USER"):
+        got.pop(noise, None)
+    return {k.decode("utf-8", "surrogateescape"): v.decode("utf-8", "surrogateescape") for k, v in got.items()}
+
+
+@pytest.mark.parametrize("dialect,program,flags,prologue", SHELLS, ids=SHELL_IDS)
+def test_renderer_carries_out_the_plan(tmp_path, dialect, program, flags, prologue):
+    """Finding 1: every byte of every value comes back, whatever the shell and its options;
+    variables of another job go, site configuration stays, the result is plan.apply."""
+    canary = tmp_path / "CANARY"
+    values = {f"SLURM_V{i}": v.replace("CANARY", str(canary)) for i, v in enumerate(HOSTILE)}
+    rec = _rec({"SLURM_JOB_ID": "100", **values}, {"MPICH_GPU_SUPPORT_ENABLED": "=1"})
+    environ = {"PATH": "/usr/bin:/bin", "HOME": str(tmp_path), "SLURM_JOB_ID": "99", "SLURM_STEP_ID": "4",
+               "SLURM_CONF": "/site/slurm.conf", "PBS_JOBID": "7.x"}
+    p = plan.build(rec, "/x/rec =ls.json", environ, jobenv_argv=["=echo", "~"],
+                   extra=[({"VIRTUAL_ENV": "=venv"}, ["/opt/=v/bin", "/p q"], [])])
+    r = run_plan(tmp_path, dialect, program, flags, prologue, p, environ)
+    assert r.returncode == 0, r.stderr
+    assert shell_env(r.stdout) == plan.apply(p, environ)
     assert not canary.exists()
+
+
+@pytest.mark.parametrize("dialect,program,flags,prologue", SHELLS, ids=SHELL_IDS)
+def test_launch_function_passes_arguments_unchanged(tmp_path, dialect, program, flags, prologue):
+    stub = tmp_path / "stub"
+    stub.write_text(f"#!{sys.executable}\nimport sys\nsys.stdout.buffer.write(repr([a.encode('utf-8', "
+                    "'surrogateescape') for a in sys.argv[1:]]).encode())\n")
+    stub.chmod(0o755)
+    p = plan.build(_rec({"SLURM_JOB_ID": "5"}), "/x/r.json", {}, jobenv_argv=[str(stub), "=x"])
+    args = ["a b", "=ls", "it's", "$(touch pwned)", "*", "", "new\nline", "~"]
+    quoted = " ".join((shell.fish_quote if dialect == "fish" else shell.quote_bash if dialect != "sh"
+                       else shell.quote)(a) for a in args)
+    exe = need(program)
+    snippet = tmp_path / "snippet"
+    snippet.write_text(shell.render(dialect, p))
+    src = f"source {snippet}" if dialect == "fish" else f". {snippet}"
+    sep = "\n" if program == "fish" else "; "
+    script = sep.join(x for x in (prologue if "CSH" not in prologue else "", src, f"launch {quoted}") if x)
+    r = subprocess.run(["env", "-i", "PATH=/usr/bin:/bin", exe, *flags, "-c", script], capture_output=True,
+                       cwd=tmp_path, timeout=60)
+    assert r.returncode == 0, r.stderr
+    assert eval(r.stdout.decode()) == [a.encode() for a in ["=x", "launch", "--job", "5", "--", *args]]
+    assert not (tmp_path / "pwned").exists()
+
+
+def test_sh_dialect_has_no_bashisms(tmp_path):
+    """Finding 14: `--shell sh` output runs in dash and busybox-style shells."""
+    p = plan.build(_rec({"SLURM_JOB_ID": "5", "SLURM_X": "a\nb"}), "/x/r.json", {}, jobenv_argv=["true"])
+    text = shell.render("sh", p)
+    assert "function" not in text and "local " not in text and "$'" not in text and "launch() {" in text
+    assert "$'" not in shell.env_file(_rec({"SLURM_JOB_ID": "5", "SLURM_X": "a\nb"}), "/r", ["jobenv"])
 
 
 @pytest.mark.parametrize("value", ["a'b", "$(touch /tmp/x)", "`id`", "a\\b", "new\nline", "", "x y", "ü", "!!", "${HOME}"])
 def test_quote_is_inert(value):
-    for q in (shell.quote(value),):
+    for q in (shell.quote(value), shell.quote_bash(value)):
         p = subprocess.run(["bash", "--norc", "-c", f"printf %s {q}"], capture_output=True)
         assert p.stdout.decode() == value
+
+
+def test_finding_1_zsh_through_the_cli(tmp_path, home):
+    """`PBS_O_WORKDIR='=ls'` came back as /usr/bin/ls, and `=nosuchcmd` left `launch` undefined."""
+    exe = need("zsh")
+    nodefile = tmp_path / "nodefile"
+    nodefile.write_text("x1\n")
+    senv = base_env(home, {"PBS_JOBID": "7.s", "PBS_NODEFILE": str(nodefile), "PBS_O_WORKDIR": "=ls",
+                           "PBS_O_X": "=nosuchcmd", "PBS_O_Y": "a:=~", "PBS_O_Z": "x\ny"})
+    jobenv(["save", "--quiet"], senv, check=True)
+    bare = {"HOME": str(home), "JOBENV_HOME": senv["JOBENV_HOME"], "PYTHONPATH": str(REPO), "PATH": "/usr/bin:/bin",
+            "JOBENV_HOSTNAME": "x1"}
+    script = (f"setopt CSH_JUNKIE_QUOTES MAGIC_EQUAL_SUBST; source <({sys.executable} -m jobenv get --shell zsh); "
+              'printf "%s|" "$PBS_O_WORKDIR" "$PBS_O_X" "$PBS_O_Y" "$PBS_O_Z"; whence -w launch')
+    r = fresh("zsh", script, bare, tmp_path)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.decode() == "=ls|=nosuchcmd|a:=~|x\ny|launch: function\n"
+    assert exe

@@ -51,7 +51,7 @@ def test_concurrent_saves_and_gets(tmp_path, home):
     assert all(rc == 0 for *_, rc, _ in saves), [err for *_, rc, err in saves if rc]
     for rc, out, err in gets:
         assert rc == 0, err
-        assert out.rstrip().endswith('"$@"; }') and "export NHOSTS=2" in out  # complete, never torn
+        assert out.rstrip().endswith('"$@"; }') and "export NHOSTS='2'" in out  # complete, never torn
     jobs_dir = home / ".jobenv" / "jobs"
     for i in range(jobs):
         rec = json.loads((jobs_dir / f"slurm-50{i}.json").read_text())
@@ -59,7 +59,7 @@ def test_concurrent_saves_and_gets(tmp_path, home):
         writer = int(rec["jobname"].split("-")[1])
         assert 0 <= writer < writers  # one of the concurrent saves, not the initial one
         # JSON and env file come from the same save: writers hold the job's lock for both
-        assert f"export SLURM_JOB_NAME=writer-{writer}" in envfile
+        assert f"export SLURM_JOB_NAME='writer-{writer}'" in envfile
     assert not [f for f in os.listdir(jobs_dir) if ".tmp." in f]
 
 

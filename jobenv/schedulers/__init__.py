@@ -52,5 +52,7 @@ def capture(env: Mapping[str, str], scheduler: Optional[str] = None) -> Capture:
     return MODULES[name].capture(env)
 
 
-def job_state(scheduler: str, jobid: str, env: Optional[Mapping[str, str]] = None) -> Optional[Tuple[str, str]]:
-    return MODULES[scheduler].job_state(jobid, env)
+def job_state(scheduler: str, jobid: str, env: Optional[Mapping[str, str]] = None,
+              timeout: float = 5.0) -> Optional[Tuple[str, str]]:
+    """('live'|'ended', reason), or None; `timeout` bounds the whole query (`get` uses ~2 s)."""
+    return MODULES[scheduler].job_state(jobid, env, timeout)

@@ -38,8 +38,9 @@ def capture(env: Mapping[str, str], read: Reader = read_text) -> Capture:
                    nodefile=path)
 
 
-def job_state(jobid: str, env: Optional[Mapping[str, str]] = None) -> Optional[Tuple[str, str]]:
-    res = run_query(["qstat", jobid], env)
+def job_state(jobid: str, env: Optional[Mapping[str, str]] = None,
+              timeout: float = 5.0) -> Optional[Tuple[str, str]]:
+    res = run_query(["qstat", jobid], env, timeout)
     if res is None:
         return None
     import re

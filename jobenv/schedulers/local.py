@@ -25,5 +25,6 @@ def capture(env: Mapping[str, str], hostname: Optional[str] = None) -> Capture:
     return Capture(scheduler=NAME, jobid=host.split(".")[0], hosts=[host], env={})
 
 
-def job_state(jobid: str, env: Optional[Mapping[str, str]] = None) -> Optional[Tuple[str, str]]:
+def job_state(jobid: str, env: Optional[Mapping[str, str]] = None,
+              timeout: float = 5.0) -> Optional[Tuple[str, str]]:
     return "live", "local records stay valid"

@@ -33,11 +33,12 @@ def capture(env: Mapping[str, str], read: Reader = read_text) -> Capture:
     )
 
 
-def job_state(jobid: str, env: Optional[Mapping[str, str]] = None) -> Optional[Tuple[str, str]]:
+def job_state(jobid: str, env: Optional[Mapping[str, str]] = None,
+              timeout: float = 5.0) -> Optional[Tuple[str, str]]:
     """('live'|'ended', reason) from qstat, or None where qstat is absent or silent."""
-    res = run_query(["qstat", "-x", "-f", jobid], env)
+    res = run_query(["qstat", "-x", "-f", jobid], env, timeout / 2)
     if res is None:
-        res = run_query(["qstat", "-f", jobid], env)
+        res = run_query(["qstat", "-f", jobid], env, timeout / 2)
     if res is None:
         return None
     rc, out = res

@@ -150,7 +150,8 @@ _ENDED = {"COMPLETED", "CANCELLED", "FAILED", "TIMEOUT", "NODE_FAIL", "PREEMPTED
           "BOOT_FAIL", "DEADLINE", "OUT_OF_MEMORY", "REVOKED", "SPECIAL_EXIT"}
 
 
-def job_state(jobid: str, env: Optional[Mapping[str, str]] = None) -> Optional[Tuple[str, str]]:
+def job_state(jobid: str, env: Optional[Mapping[str, str]] = None,
+              timeout: float = 5.0) -> Optional[Tuple[str, str]]:
     """('live'|'ended', reason) from squeue, or None where squeue is absent or silent.
 
     squeue retries for 60 s when SLURM_CONF names a missing file (a record restored on
@@ -159,7 +160,7 @@ def job_state(jobid: str, env: Optional[Mapping[str, str]] = None) -> Optional[T
     conf = (env or os.environ).get("SLURM_CONF")
     if conf and not os.path.exists(conf):
         return None
-    res = run_query(["squeue", "-h", "-j", jobid, "-o", "%T"], env)
+    res = run_query(["squeue", "-h", "-j", jobid, "-o", "%T"], env, timeout)
     if res is None:
         return None
     rc, out = res

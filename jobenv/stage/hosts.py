@@ -49,18 +49,11 @@ def per_host_argv(rec: JobRecord, environ: Mapping[str, str]) -> List[str]:
 
 
 def launcher_environ(rec: JobRecord, rec_path: str, environ: Mapping[str, str]) -> Dict[str, str]:
-    """The job's environment as `jobenv launch` builds it (to become plan.apply at merge)."""
-    from .. import schedulers, shell
+    """The job's environment as `jobenv launch` builds it: the restore plan, applied."""
+    from .. import plan
+    from ..shell import jobenv_argv
 
-    env = dict(environ)
-    for k in shell.stale_vars(rec, env, schedulers.PREFIXES):
-        env.pop(k, None)
-    same = env.get(shell.JOBID_VAR.get(rec.scheduler, "")) == rec.jobid
-    for k, v in rec.env.items():
-        if not (same and k in env):
-            env[k] = v
-    env.update(shell.exports(rec, rec_path))
-    return env
+    return plan.apply(plan.build(rec, rec_path, environ, jobenv_argv=jobenv_argv(), allow_stale=True), environ)
 
 
 def worker_argv(python: str, spec: Dict[str, Any]) -> List[str]:

@@ -1,0 +1,222 @@
+"""Caches that keep `jobenv get` fast in every new shell, under `$JOBENV_HOME/cache/`.
+
+Nothing here decides anything; each file remembers a verdict `jobenv get` reached and the
+exact conditions under which it still holds, so the verdict is reused only while they do:
+- `host-<host>.idx`: the record a shell with no job of its own gets on this host (the
+  newest on it) and the warnings the choice gave.  Valid while `jobs/` is unchanged
+  (every save, update and removal renames an entry in it, which changes its mtime and
+  ctime), so `get` with 10,000 records reads one record, not 10,000.
+- `state-<key>`: the last liveness verdict of a job and until when to trust it, so most
+  new shells fork no `qstat`/`squeue`.
+- `host-<host>.sh`: the snippet `getjobenv` (shell/jobenv.sh) sources without Python.
+  Its header is the proof: the `stat` line of the store directory, of `jobs/` and of
+  the record as `jobenv get` saw them after its checks (owner, mode, symlink, schema,
+  truncation, choice among several records, host), the snippet's own size, and when the
+  liveness verdict expires.  getjobenv sources it only while one `stat` call prints the
+  same lines; otherwise it asks `jobenv get`, which rewrites it.
+A file is written only when every time stamp it relies on is at least RACY seconds old,
+so a change within the same clock tick cannot go unnoticed (git's "racy" rule).
+"""
+from __future__ import annotations
+
+import os
+import stat
+import time
+
+from . import store
+
+TYPE_CHECKING = False  # `import typing` costs ~5 ms per shell; type checkers still read the block below
+if TYPE_CHECKING:
+    from typing import Any, List, Mapping, Optional, Sequence, Tuple
+
+RACY = 2.0
+VERDICT_TTL = 60.0
+_SAFE = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789._-")
+MAGIC = "# jobenv restore cache 1 (written by `jobenv get` after its checks; do not edit)"
+
+
+def jobs_dir(env: Any) -> str:
+    """store.jobs_dir for any mapping (the store takes the environment as a dict)."""
+    return store.jobs_dir(env)
+
+
+def store_home(env: Mapping[str, str]) -> str:
+    return os.path.dirname(jobs_dir(env))
+
+
+def cache_dir(env: Mapping[str, str], create: bool = False) -> Optional[str]:
+    """The cache directory, if it is ours alone (else no cache is read or written)."""
+    d = os.path.join(store_home(env), "cache")
+    if create:
+        try:
+            os.mkdir(d, 0o700)
+        except OSError:
+            pass
+    try:
+        st = os.lstat(d)
+    except OSError:
+        return None
+    if not stat.S_ISDIR(st.st_mode) or st.st_uid != os.getuid() or st.st_mode & 0o022:
+        return None
+    return d
+
+
+def host_key(host: str) -> Optional[str]:
+    """`host` as a file-name part, or None when it needs escaping (then: no host cache)."""
+    if host and len(host) <= 200 and _SAFE.issuperset(host) and not host.startswith("."):
+        return host
+    return None
+
+
+def sig(path: str) -> str:
+    """The line `stat -c '%F|%u|%a|%h|%s|%i|%Y|%Z' PATH` prints (GNU coreutils), from lstat."""
+    try:
+        st = os.lstat(path)
+    except OSError:
+        return "missing"
+    m = st.st_mode
+    kind = ("directory" if stat.S_ISDIR(m) else "symbolic link" if stat.S_ISLNK(m)
+            else ("regular file" if st.st_size else "regular empty file") if stat.S_ISREG(m) else "other")
+    return (f"{kind}|{st.st_uid}|{stat.S_IMODE(m):o}|{st.st_nlink}|{st.st_size}|{st.st_ino}|"
+            f"{int(st.st_mtime)}|{int(st.st_ctime)}")
+
+
+def settled(path: str, now: float) -> bool:
+    """Are `path`'s time stamps at least RACY seconds old (a later change will show)?"""
+    try:
+        st = os.lstat(path)
+    except OSError:
+        return False
+    return max(st.st_mtime, st.st_ctime) <= now - RACY
+
+
+def _dumps(value: object) -> str:
+    """JSON for lists of str/int/float (json.dumps would import json.decoder and re)."""
+    if isinstance(value, (list, tuple)):
+        return "[" + ",".join(_dumps(v) for v in value) + "]"
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        return repr(float(value)) if isinstance(value, float) else str(value)
+    out = ['"']
+    for ch in str(value):
+        if ch in '"\\':
+            out.append("\\" + ch)
+        elif ch < " " or "\ud800" <= ch <= "\udfff" or ch == "\x7f":
+            out.append(f"\\u{ord(ch):04x}")
+        else:
+            out.append(ch)
+    out.append('"')
+    return "".join(out)
+
+
+def _read(path: str) -> Optional[object]:
+    from .record import loads
+
+    try:
+        st = os.lstat(path)
+        if not stat.S_ISREG(st.st_mode) or st.st_uid != os.getuid() or st.st_mode & 0o022:
+            return None
+        with open(path, "rb") as f:
+            return loads(f.read().decode("utf-8", "surrogateescape"))
+    except (OSError, ValueError, RecursionError):
+        return None
+
+
+def _write(path: str, text: str) -> None:
+    try:
+        store._write_atomic(path, text.encode("utf-8", "surrogateescape"))
+    except OSError:
+        pass  # a cache: a read-only or full store only makes the next shell slower
+
+
+def _index_path(env: Mapping[str, str], host: str, create: bool = False) -> Optional[str]:
+    d, key = cache_dir(env, create), host_key(host)
+    return os.path.join(d, f"host-{key}.idx") if d and key else None
+
+
+def read_index(env: Mapping[str, str], host: str) -> Optional[Tuple[str, str, List[str]]]:
+    """(record path, why, warnings) remembered for this host, while `jobs/` is unchanged."""
+    p = _index_path(env, host)
+    data = _read(p) if p else None
+    if not isinstance(data, list) or len(data) != 5 or data[0] != 1:
+        return None
+    jobs = jobs_dir(env)
+    if data[1] != sig(jobs):
+        return None
+    path, why, warnings = data[2], data[3], data[4]
+    if not (isinstance(path, str) and isinstance(why, str) and isinstance(warnings, list)):
+        return None
+    return path, why, [w for w in warnings if isinstance(w, str)]
+
+
+def write_index(env: Mapping[str, str], host: str, path: str, why: str, warnings: Sequence[str],
+                now: float) -> None:
+    jobs = jobs_dir(env)
+    if not settled(jobs, now):
+        return
+    p = _index_path(env, host, create=True)
+    if p:
+        _write(p, _dumps([1, sig(jobs), path, why, list(warnings)]) + "\n")
+
+
+def read_verdict(env: Mapping[str, str], key: str, now: float) -> Optional[Tuple[str, str, float]]:
+    """(state, reason, until) of a recent liveness verdict, or None once it has expired."""
+    d = cache_dir(env)
+    data = _read(os.path.join(d, f"state-{key}")) if d else None
+    if (isinstance(data, list) and len(data) == 4 and data[0] == 1 and data[1] in ("live", "ended", "unknown")
+            and isinstance(data[2], str) and isinstance(data[3], (int, float)) and now < data[3] <= now + 2 * VERDICT_TTL):
+        return data[1], data[2], float(data[3])
+    return None
+
+
+def write_verdict(env: Mapping[str, str], key: str, state: str, reason: str, until: float) -> None:
+    d = cache_dir(env, create=True)
+    if d:
+        _write(os.path.join(d, f"state-{key}"), _dumps([1, state, reason, until]) + "\n")
+
+
+def snippet_path(env: Mapping[str, str], host: str, create: bool = False) -> Optional[str]:
+    d, key = cache_dir(env, create), host_key(host)
+    return os.path.join(d, f"host-{key}.sh") if d and key else None
+
+
+def proof(env: Mapping[str, str], record_path: str, until: float) -> Optional[List[str]]:
+    """The header lines getjobenv checks, or None when the snippet must not be cached."""
+    home = store_home(env)
+    jobs = jobs_dir(env)
+    rel = os.path.relpath(record_path, jobs)
+    if (not os.path.isabs(home) or rel.startswith("..") or not _SAFE.union("/").issuperset(rel)
+            or not os.path.isabs(record_path)):
+        return None
+    now = time.time()
+    paths = (home, jobs, record_path)
+    if not all(settled(p, now) for p in paths):
+        return None
+    return [MAGIC, "# size %010d", f"# until {int(until)}", f"# record {rel}",
+            *(f"# stat {sig(p)}" for p in paths), "# end"]
+
+
+def write_snippet(env: Mapping[str, str], host: str, header: List[str], body: str) -> None:
+    """Write the cached snippet unless the same one is there already."""
+    p = snippet_path(env, host, create=True)
+    if not p:
+        return
+    head = "\n".join(header) + "\n"
+    size = len((head % 0).encode("utf-8", "surrogateescape")) + len(body.encode("utf-8", "surrogateescape"))
+    text = head % size + body
+    try:
+        with open(p, "rb") as f:
+            if f.read(len(text) + 1) == text.encode("utf-8", "surrogateescape") and sig(p).startswith(
+                    f"regular file|{os.getuid()}|600|1|{size}|"):
+                return
+    except OSError:
+        pass
+    _write(p, text)
+
+
+def drop_snippet(env: Mapping[str, str], host: str) -> None:
+    p = snippet_path(env, host)
+    if p:
+        try:
+            os.unlink(p)
+        except OSError:
+            pass

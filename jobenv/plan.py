@@ -1,0 +1,224 @@
+"""The restore plan: everything a restore does, decided once, as data.
+
+`build(record, record_path, environ, ...)` answers every question a restore asks: which
+job and why, whether it is alive, whether the store was safe, which variables of this
+shell to unset (job-scoped variables of *another* job only, never site configuration),
+which to keep (the same live job set them here), which to set, what to put first on
+PATH, what `launch` runs, and what to warn about.  The bash/zsh, POSIX sh, fish and
+env-file renderers (jobenv.shell) only write a Plan out, and `apply` gives the
+environment `jobenv launch` runs with, so no copy of these rules can drift from another.
+
+Which names a record may restore is decided here too, whatever bytes the record holds:
+the record's own scheduler variables (by prefix, minus secrets such as PBS_JOBCOOKIE)
+and the profile's launch variables when their names are upper-case and not on the deny
+list below (PATH, PROMPT_COMMAND, BASH_ENV, LD_PRELOAD, ... would run code in the shell
+or in every program started from it).
+"""
+from __future__ import annotations
+
+from .errors import JobEnded
+from .schedulers import JOBID_VARS, PREFIXES
+
+TYPE_CHECKING = False  # `import typing` costs ~5 ms per shell; type checkers still read the block below
+if TYPE_CHECKING:
+    from typing import Dict, Iterable, List, Mapping, Sequence, Tuple
+
+    from .record import JobRecord
+
+# Scheduler variables that describe the site, not a job: never cleared, and restored only
+# where the shell has none of its own (finding 7 of issue 8).
+SITE_VARS = frozenset((
+    "SLURM_CONF", "SLURM_TIME_FORMAT", "SLURM_CLUSTERS", "SLURM_CONFIG_DIR",
+    "PBS_SERVER", "PBS_CONF_FILE", "PBS_EXEC", "PBS_HOME", "PBS_DEFAULT", "PBS_SERVER_NAME",
+    "COBALT_CONFIG_FILES",
+))
+# Never restored from a record, whatever its scheduler: they authenticate to the job's daemons.
+_SECRET_WORDS = ("COOKIE", "SECRET", "TOKEN", "PASSW", "CREDENTIAL")
+# Launch variables a record may never set: they make the shell, the loader or an
+# interpreter run code, or they are jobenv's own, or read-only in some shell.
+_LAUNCH_DENY = frozenset((
+    "PATH", "HOME", "SHELL", "ENV", "BASH_ENV", "IFS", "CDPATH", "FPATH", "PROMPT_COMMAND",
+    "PROMPT", "PROMPT2", "PROMPT3", "PROMPT4", "RPROMPT", "RPROMPT2", "RPS1", "RPS2", "PS0",
+    "PS1", "PS2", "PS3", "PS4", "SHELLOPTS", "BASHOPTS", "GLOBIGNORE", "HISTFILE", "HISTCMD",
+    "HOSTNAME", "HOST", "USER", "LOGNAME", "PWD", "OLDPWD", "SHLVL", "UID", "EUID", "PPID",
+    "TMOUT", "TERM", "TERMINFO", "TMPDIR", "ZDOTDIR", "INPUTRC", "MAIL", "MAILPATH",
+    "MAILCHECK", "EDITOR", "VISUAL", "PAGER", "MANPAGER", "BROWSER", "LESSOPEN", "LESSCLOSE",
+    "GLIBC_TUNABLES", "GCONV_PATH", "HOSTALIASES", "LOCPATH", "NLSPATH", "RESOLV_HOST_CONF",
+    "SSH_ASKPASS", "SUDO_ASKPASS", "NODE_OPTIONS", "RUBYOPT", "RUBYLIB", "PERL5OPT",
+    "PERL5LIB", "PERLLIB", "HISTCONTROL", "HISTIGNORE", "FIGNORE", "EXECIGNORE",
+    "OPTIND", "OPTARG", "RANDOM", "SECONDS", "LINENO", "MODULEPATH", "LOADEDMODULES",
+    "DIST_LAUNCH", "HOSTFILE", "NHOSTS", "NGPUS", "NGPU_PER_HOST", "NRANKS", "NRANKS_PER_HOST",
+))
+_LAUNCH_DENY_PREFIXES = ("LD_", "DYLD_", "BASH", "ZSH", "FISH", "KSH", "PYTHON", "JOBENV_",
+                         "GIT_", "XDG_", "SSH_", "LC_", "SLURM", "PBS_", "COBALT_", "HIST")
+_UPPER = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_")
+
+
+def is_name(name: str) -> bool:
+    """A shell variable name: ASCII letters, digits, underscore, not starting with a digit."""
+    return name.isidentifier() and name.isascii()
+
+
+def is_secret(name: str) -> bool:
+    up = name.upper()
+    return up.endswith("_KEY") or any(w in up for w in _SECRET_WORDS)
+
+
+def job_var_ok(name: str, scheduler: str) -> bool:
+    """May a record of `scheduler` restore `name`?  Its own prefixes, a valid name, no secret."""
+    return is_name(name) and name.startswith(PREFIXES.get(scheduler, ())) and not is_secret(name)
+
+
+def launch_var_ok(name: str) -> bool:
+    """May a record's launch_env (the profile's `env:`) set `name`?"""
+    return (bool(name) and not name[0].isdigit() and _UPPER.issuperset(name) and name not in _LAUNCH_DENY
+            and not name.startswith(_LAUNCH_DENY_PREFIXES) and not is_secret(name))
+
+
+# jobenv's own settings: never set by a restore (the derived JOBENV_* come from `derived`).
+_JOBENV_SETTINGS = frozenset(("JOBENV_HOME", "JOBENV_HOSTNAME", "JOBENV_PROFILES", "JOBENV_LOCK",
+                              "JOBENV_LOCK_STALE", "JOBENV_GPUS_PER_HOST", "JOBENV_RANKS_PER_HOST",
+                              "JOBENV_JOBID", "JOBENV_SCHEDULER", "JOBENV_RECORD"))
+
+
+def item_var_ok(name: str) -> bool:
+    """May another concern's restore items (software, stage) set `name`?  As launch_env,
+    plus jobenv's own JOBENV_* variables that are not its settings (e.g. JOBENV_STAGED)."""
+    if name.startswith("JOBENV_"):
+        return _UPPER.issuperset(name) and name not in _JOBENV_SETTINGS
+    return launch_var_ok(name)
+
+
+def job_scoped(name: str) -> bool:
+    """A variable of some scheduler's job (not site configuration): cleared for another job."""
+    return is_name(name) and name not in SITE_VARS and any(name.startswith(p) for ps in PREFIXES.values() for p in ps)
+
+
+def in_same_job(record: JobRecord, environ: Mapping[str, str]) -> bool:
+    """Is this shell inside the very job the record describes (its scheduler set our variables)?"""
+    return any(environ.get(v) == record.jobid for v in JOBID_VARS.get(record.scheduler, ()))
+
+
+# Words left bare in DIST_LAUNCH, so that `$DIST_LAUNCH python3 x.py` (word splitting, as
+# ezpz users write it) keeps working; `=`, `:` and `~` are not here (zsh expands them).
+_BARE = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_@%+,./-")
+
+
+def join_argv(argv: Sequence[str]) -> str:
+    """One command line for `eval` in bash, zsh or sh (DIST_LAUNCH)."""
+    return " ".join(a if a and _BARE.issuperset(a) else "'" + a.replace("'", "'\\''") + "'" for a in argv)
+
+
+class Plan:
+    """Everything one restore does.  Plain slots: dataclasses cost the `get` path too much."""
+
+    __slots__ = ("scheduler", "jobid", "record_path", "machine", "nhosts", "why", "state",
+                 "state_reason", "store", "unset", "keep", "set", "path_prepend", "launch",
+                 "warnings", "refused")
+
+    def __init__(self, scheduler: str, jobid: str, record_path: str, machine: str, nhosts: int,
+                 why: str, state: str, state_reason: str, store: str, unset: List[str],
+                 keep: List[str], set: Dict[str, str], path_prepend: List[str], launch: List[str],
+                 warnings: List[str], refused: List[str]) -> None:
+        self.scheduler, self.jobid, self.record_path, self.machine = scheduler, jobid, record_path, machine
+        self.nhosts, self.why, self.state, self.state_reason, self.store = nhosts, why, state, state_reason, store
+        self.unset, self.keep, self.set, self.path_prepend = unset, keep, set, path_prepend
+        self.launch, self.warnings, self.refused = launch, warnings, refused
+
+    def to_dict(self) -> Dict[str, object]:
+        return {k: getattr(self, k) for k in self.__slots__}
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Plan) and self.to_dict() == other.to_dict()
+
+    def __repr__(self) -> str:
+        return f"Plan({self.to_dict()!r})"
+
+
+def derived(record: JobRecord, record_path: str) -> Dict[str, str]:
+    """The jobenv variables computed from the record, beside the scheduler's own."""
+    return {
+        "HOSTFILE": record.hostfile or "", "NHOSTS": str(record.nhosts),
+        "NGPU_PER_HOST": str(record.gpus_per_host), "NGPUS": str(record.ngpus),
+        "NRANKS_PER_HOST": str(record.ranks_per_host), "NRANKS": str(record.nranks),
+        "DIST_LAUNCH": join_argv(record.launch), "JOBENV_JOBID": record.jobid,
+        "JOBENV_SCHEDULER": record.scheduler, "JOBENV_RECORD": record_path,
+    }
+
+
+def build(record: JobRecord, record_path: str, environ: Mapping[str, str], *,
+          why: str = "", state: Tuple[str, str] = ("unknown", "not checked"), store: str = "ok",
+          allow_stale: bool = False, jobenv_argv: Sequence[str] = ("jobenv",),
+          extra: Iterable[Tuple[Dict[str, str], List[str], List[str]]] = (),
+          warnings: Sequence[str] = ()) -> Plan:
+    """The plan for restoring `record` into a shell whose environment is `environ`.
+
+    `state` is the liveness verdict (live|ended|unknown, reason); `store` the store's
+    safety verdict; `extra` the (set, path_prepend, warnings) items of other concerns
+    (software environment, staged files), applied after the job's own variables.
+    Raises JobEnded for an ended job unless allow_stale.
+    """
+    warn = list(warnings)
+    if state[0] == "ended":
+        if not allow_stale:
+            raise JobEnded(f"job {record.jobid} has ended ({state[1]}); pass --allow-stale to restore "
+                           "it anyway, or `jobenv rm` it")
+        warn.append(f"job {record.jobid} has ended ({state[1]}); restoring it anyway (--allow-stale)")
+    same = in_same_job(record, environ)
+    refused: List[str] = []
+    job_env: Dict[str, str] = {}
+    for k in sorted(record.env):
+        if job_var_ok(k, record.scheduler):
+            job_env[k] = record.env[k]
+        else:
+            refused.append(k)
+    launch_env: Dict[str, str] = {}
+    for k in sorted(record.launch_env):
+        if launch_var_ok(k):
+            launch_env[k] = record.launch_env[k]
+        else:
+            refused.append(k)
+    keep: List[str] = []
+    sets: Dict[str, str] = {}
+    own = PREFIXES.get(record.scheduler, ())
+    for k, v in job_env.items():
+        if k in environ and (same or k in SITE_VARS):
+            keep.append(k)
+        else:
+            sets[k] = v
+    if same:  # the live job's other variables (its step, its tasks) are the scheduler's business
+        keep.extend(k for k in environ if k.startswith(own) and k not in job_env and job_scoped(k))
+    sets.update(launch_env)
+    sets.update(derived(record, record_path))
+    path_prepend: List[str] = []
+    for item_set, item_path, item_warn in extra:
+        for k, v in item_set.items():
+            if item_var_ok(k):
+                sets[k] = v
+            else:
+                refused.append(k)
+        path_prepend.extend(p for p in item_path if p.startswith("/") and ":" not in p and p not in path_prepend)
+        warn.extend(item_warn)
+    unset = sorted(k for k in environ if job_scoped(k) and k not in sets and k not in keep
+                   and not (same and k.startswith(own)))
+    if unset:
+        warn.append(f"clearing {len(unset)} variable(s) of another job from this shell")
+    if refused:
+        warn.append(f"not restoring {len(refused)} variable(s) a record may not set: "
+                    + ", ".join(repr(k) for k in refused[:5]))
+    return Plan(
+        scheduler=record.scheduler, jobid=record.jobid, record_path=record_path, machine=record.machine,
+        nhosts=record.nhosts, why=why, state=state[0], state_reason=state[1], store=store,
+        unset=unset, keep=sorted(keep), set=sets, path_prepend=path_prepend,
+        launch=[*jobenv_argv, "launch", "--job", record.jobid, "--"], warnings=warn, refused=refused,
+    )
+
+
+def apply(plan: Plan, environ: Mapping[str, str]) -> Dict[str, str]:
+    """The environment after the plan: what sourcing the rendered plan leaves in a shell."""
+    env = {k: v for k, v in environ.items() if k not in plan.unset}
+    env.update(plan.set)
+    if plan.path_prepend:
+        old = env.get("PATH", "")
+        env["PATH"] = ":".join(plan.path_prepend + ([old] if old else []))
+    return env

@@ -1,0 +1,225 @@
+"""Parity: shell/jobenv.sh's `getjobenv` (which may skip Python) reaches exactly the verdicts
+of `source <(jobenv get)` over a table of store states (issue 8, finding 2).
+
+Each state starts from a store whose cached snippet is valid (so getjobenv's fast path
+would be taken), then changes something the way a careless user or another user could.
+Both paths then run in fresh `env -i` shells; their exit status, the job they restored,
+their warnings and whether anything foreign ran must agree.
+"""
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from conftest import REPO, need
+from jobenv import getcache
+
+from test_get import put
+
+SHELLS = ["bash", "zsh"]
+
+
+def _env(home: Path, tmp: Path, host: str = "n1") -> dict:
+    return {"HOME": str(home), "JOBENV_HOME": str(home / ".jobenv"), "PYTHONPATH": str(REPO),
+            "PATH": f"{tmp / 'bin'}:/usr/bin:/bin", "LANG": "C.UTF-8", "JOBENV_HOSTNAME": host}
+
+
+def _wrapper(tmp: Path) -> None:
+    (tmp / "bin").mkdir(exist_ok=True)
+    w = tmp / "bin" / "jobenv"
+    w.write_text(f"#!/bin/sh\nexec {sys.executable} -m jobenv \"$@\"\n")
+    w.chmod(0o755)
+
+
+def _snippet(env: dict) -> Path:
+    return Path(env["JOBENV_HOME"]) / "cache" / f"host-{env['JOBENV_HOSTNAME']}.sh"
+
+
+# Each mutation takes (env, tmp) and changes the primed store.
+def ok(env, tmp):
+    pass
+
+
+def snippet_appended_by_another(env, tmp):
+    s = _snippet(env)
+    s.chmod(0o620)
+    with open(s, "a") as f:
+        f.write(f"touch {tmp / 'PWNED'}\n")
+
+
+def snippet_appended_mode_kept(env, tmp):
+    with open(_snippet(env), "a") as f:
+        f.write(f"touch {tmp / 'PWNED'}\n")
+
+
+def snippet_is_a_symlink(env, tmp):
+    s = _snippet(env)
+    evil = tmp / "evil.sh"
+    evil.write_bytes(s.read_bytes())
+    evil.chmod(0o600)
+    s.unlink()
+    s.symlink_to(evil)
+
+
+def record_group_writable(env, tmp):
+    os.chmod(_record(env), 0o660)
+
+
+def env_file_group_writable(env, tmp):
+    envf = _record(env)[: -len(".json")] + ".env"
+    if os.path.exists(envf):
+        os.chmod(envf, 0o666)
+        with open(envf, "a") as f:
+            f.write(f"touch {tmp / 'PWNED'}\n")
+
+
+def home_is_a_symlink(env, tmp):
+    h = Path(env["JOBENV_HOME"])
+    real = tmp / "elsewhere"
+    h.rename(real)
+    h.symlink_to(real)
+
+
+def jobs_dir_world_writable(env, tmp):
+    os.chmod(store_jobs(env), 0o777)
+
+
+def schema_99(env, tmp):
+    p = _record(env)
+    text = Path(p).read_text().replace('"schema_version": 1', '"schema_version": 99')
+    tmpf = p + ".new"
+    Path(tmpf).write_text(text)
+    os.chmod(tmpf, 0o600)
+    os.replace(tmpf, p)
+
+
+def truncated(env, tmp):
+    with open(_record(env), "r+") as f:
+        f.truncate(40)
+
+
+def ended(env, tmp):
+    p = _record(env)
+    text = Path(p).read_text().replace('"state": "live"', '"state": "ended"')
+    Path(p + ".new").write_text(text)
+    os.chmod(p + ".new", 0o600)
+    os.replace(p + ".new", p)
+
+
+def another_newer_record(env, tmp):
+    put(env, "200", created_at="2027-01-01T00:00:00+0000")
+
+
+def no_records(env, tmp):
+    os.unlink(_record(env))
+
+
+def expired_verdict(env, tmp):
+    s = _snippet(env)
+    lines = s.read_text().split("\n")
+    lines[2] = f"# until {int(time.time()) - 1}"
+    s.write_text("\n".join(lines))
+
+
+def other_host(env, tmp):
+    env["JOBENV_HOSTNAME"] = "elsewhere"
+
+
+def store_jobs(env):
+    return os.path.join(env["JOBENV_HOME"], "jobs")
+
+
+def _record(env):
+    return os.path.join(store_jobs(env), "local-n1.json")
+
+
+STATES = [ok, snippet_appended_by_another, snippet_appended_mode_kept, snippet_is_a_symlink,
+          record_group_writable, env_file_group_writable, home_is_a_symlink, jobs_dir_world_writable,
+          schema_99, truncated, ended, another_newer_record, no_records, expired_verdict, other_host]
+
+
+def _run(shell_name: str, env: dict, tmp: Path, how: str) -> tuple:
+    exe = need(shell_name)
+    flags = ["--norc", "--noprofile"] if shell_name == "bash" else ["-f"]
+    if how == "getjobenv":
+        script = f'source {REPO}/shell/jobenv.sh; getjobenv; echo "rc=$? job=${{JOBENV_JOBID-}}"'
+    else:  # what a user writes, with the exit status that `source <(...)` would lose
+        script = '_s="$(jobenv get)"; _rc=$?; [ $_rc -ne 0 ] || eval "$_s"; echo "rc=$_rc job=${JOBENV_JOBID-}"'
+    p = subprocess.run(["env", "-i", *[f"{k}={v}" for k, v in env.items()], exe, *flags, "-c", script],
+                       capture_output=True, text=True, cwd=tmp, timeout=120)
+    warnings = sorted(line for line in p.stderr.splitlines() if line.startswith("jobenv:"))
+    return p.stdout.strip().splitlines()[-1], warnings, (tmp / "PWNED").exists()
+
+
+@pytest.fixture(scope="module")
+def primed(tmp_path_factory):
+    """One primed store per state, built together so one RACY wait serves them all."""
+    base = tmp_path_factory.mktemp("parity")
+    out = {}
+    for state in STATES:
+        tmp = base / state.__name__
+        home = tmp / "home"
+        home.mkdir(parents=True)
+        _wrapper(tmp)
+        env = _env(home, tmp)
+        subprocess.run([sys.executable, "-m", "jobenv", "save", "--quiet"], env=env, check=True)
+        Path(env["JOBENV_HOME"], "cache").mkdir(mode=0o700)
+        out[state.__name__] = (tmp, env)
+    time.sleep(getcache.RACY + 0.3)
+    for _tmp, env in out.values():
+        p = subprocess.run([sys.executable, "-m", "jobenv", "get"], env=env, capture_output=True, text=True)
+        assert p.returncode == 0, p.stderr
+    return out
+
+
+@pytest.mark.parametrize("state", STATES, ids=[s.__name__ for s in STATES])
+def test_getjobenv_and_get_agree(primed, state):
+    tmp, env = primed[state.__name__]
+    env = dict(env)
+    assert _snippet(env).exists()
+    state(env, tmp)
+    results = {}
+    for shell_name in SHELLS:
+        for how in ("getjobenv", "get"):
+            results[(shell_name, how)] = _run(shell_name, env, tmp, how)
+    first = results[("bash", "get")]
+    for k, r in results.items():
+        assert r == first, (k, r, first)
+    assert not first[2], "something foreign ran"
+    if state is ok:
+        assert first[0] == "rc=0 job=n1"
+
+
+def test_fast_path_skips_python(tmp_path, home):
+    """With a valid snippet, getjobenv does not start Python (a broken `jobenv` proves it)."""
+    _wrapper(tmp_path)
+    env = _env(home, tmp_path)
+    put(env, "100")
+    Path(env["JOBENV_HOME"], "cache").mkdir(mode=0o700)
+    time.sleep(getcache.RACY + 0.3)
+    subprocess.run([sys.executable, "-m", "jobenv", "get"], env=env, check=True, capture_output=True)
+    (tmp_path / "bin" / "jobenv").write_text("#!/bin/sh\nexit 99\n")
+    for shell_name in SHELLS:
+        assert _run(shell_name, env, tmp_path, "getjobenv")[0] == "rc=0 job=100"
+
+
+def test_zsh_without_records_does_not_abort_zshrc(tmp_path, home):
+    """Finding 2: a glob with no match aborted the user's .zshrc."""
+    exe = need("zsh")
+    _wrapper(tmp_path)
+    env = _env(home, tmp_path)
+    os.makedirs(store_jobs(env), mode=0o700)
+    os.chmod(env["JOBENV_HOME"], 0o700)
+    zdot = tmp_path / "zdot"
+    zdot.mkdir()
+    (zdot / ".zshrc").write_text(f"source {REPO}/shell/jobenv.sh\ngetjobenv\necho rc-survived\n")
+    p = subprocess.run(["env", "-i", *[f"{k}={v}" for k, v in {**env, "ZDOTDIR": str(zdot)}.items()],
+                        exe, "-i", "-c", "echo after-rc"], capture_output=True, text=True, timeout=60)
+    assert "rc-survived" in p.stdout and "after-rc" in p.stdout, p.stdout + p.stderr
+    assert shutil.which("zsh")
