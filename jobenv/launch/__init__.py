@@ -1,0 +1,45 @@
+"""The one renderer of launch commands: record numbers + profile template -> argv.
+
+The CLI, the env file, the `launch` shell function and `jobenv launch` all use its
+output, so a path with spaces, quotes, `$()` or `[]` stays one exact argv element.
+"""
+from __future__ import annotations
+
+import shutil
+from typing import Any, Dict, List, Mapping, Optional
+
+from ..profiles import _PLACEHOLDER, Profile
+
+
+def context(nhosts: int, ppn: int, gpus_per_host: int, hostfile: Optional[str], jobid: str,
+            extra: Mapping[str, str]) -> Dict[str, str]:
+    ctx = {k: str(v) for k, v in extra.items()}
+    ctx.update(nhosts=str(nhosts), nranks=str(nhosts * ppn), ppn=str(ppn),
+               ngpus=str(nhosts * gpus_per_host), gpus_per_host=str(gpus_per_host),
+               hostfile=hostfile or "", jobid=jobid)
+    return ctx
+
+
+def _fill(template: Any, ctx: Mapping[str, str]) -> str:
+    return _PLACEHOLDER.sub(lambda m: ctx[m.group(1)], str(template))
+
+
+def pick_launcher(profile: Profile, which=shutil.which) -> Dict[str, Any]:
+    """The first candidate whose required program is on PATH, else the last one."""
+    for cand in profile.launchers:
+        req = cand.get("requires")
+        if req is None or which(str(req)):
+            return cand
+    return profile.launchers[-1]
+
+
+def render(argv_template: List[Any], ctx: Mapping[str, str]) -> List[str]:
+    """Fill placeholders element by element; `{when: key, args: [...]}` needs ctx[key] != 0/''."""
+    out: List[str] = []
+    for item in argv_template:
+        if isinstance(item, dict):
+            if ctx.get(item["when"], "") not in ("", "0"):
+                out.extend(_fill(a, ctx) for a in item["args"])
+        else:
+            out.append(_fill(item, ctx))
+    return out

@@ -1,0 +1,226 @@
+"""`jobenv launch`: restore env + sized launcher argv + per-rank wrapper + the user's command,
+run under supervision, with retries and a failure summary naming the first failed rank.
+
+Decisions are data (`Attempt`), computed by pure helpers; this module does the I/O.
+"""
+from __future__ import annotations
+
+import os
+import sys
+import time
+from dataclasses import dataclass, field, replace
+from typing import Dict, List, Mapping, Optional, Tuple
+
+from .. import store
+from ..errors import BadInput, JobenvError, one_line
+from . import ranks, sizing, supervise
+
+
+@dataclass
+class Options:
+    request: sizing.Request = field(default_factory=sizing.Request)
+    launcher_args: List[str] = field(default_factory=list)
+    label: bool = False
+    log_dir: Optional[str] = None
+    limits: supervise.Limits = field(default_factory=supervise.Limits)
+    retries: int = 0
+    exclude_failed: bool = False
+    gpu_bind: Optional[str] = None
+    python: bool = True
+
+
+def rank_wrapper_argv() -> List[str]:
+    """HOOK for the rank helper (CONTRACTS item 4): the per-rank wrapper's argv.
+
+    Empty until `jobenv.rankwrap` exists: ranks then get no RANK/MASTER_ADDR exports and
+    leave no start/exit records, and the summary falls back to the launcher's output.
+    """
+    try:
+        from ..rankwrap import wrapper_argv  # type: ignore[import-not-found,unused-ignore]
+    except ImportError:
+        return []
+    return list(wrapper_argv())
+
+
+def launch_environment(rec, record_path: str, environ: Mapping[str, str], python: bool = True
+                       ) -> Tuple[Dict[str, str], List[str]]:
+    """The environment the launcher runs in, and warnings.  HOOK: becomes `plan.apply(plan,
+    environ)` once the restore plan (CONTRACTS item 2) is on main; same meaning as `get`."""
+    from .. import schedulers, shell, software
+    from ..hostlist import this_host
+
+    env = dict(environ)
+    for k in shell.stale_vars(rec, env, schedulers.PREFIXES):
+        env.pop(k, None)
+    same = env.get(shell.JOBID_VAR.get(rec.scheduler, "")) == rec.jobid
+    for k, v in rec.env.items():
+        if not (same and k in env):
+            env[k] = v
+    env.update(shell.exports(rec, record_path))
+    sets, prepend, warnings = software.restore_items(rec, env, this_host(env), python=python)
+    env.update(sets)
+    if prepend:
+        env["PATH"] = os.pathsep.join(prepend + [p for p in env.get("PATH", "").split(os.pathsep)
+                                                  if p and p not in prepend])
+    return env, warnings
+
+
+@dataclass
+class Attempt:
+    """One launch, fully decided: what runs, where, and what it may write."""
+
+    launcher: List[str]  # launcher argv with sizing, label and pass-through flags
+    hostfile_text: Optional[str]
+    size: sizing.Size
+    family: str
+
+
+def _profile_template(rec, environ: Mapping[str, str]):
+    from .. import profiles
+
+    profs = profiles.load_all(environ)
+    prof = profs.get(rec.machine)
+    if prof is None:
+        raise BadInput(f"profile {rec.machine!r} of job {rec.jobid} is not installed here; cannot size "
+                       "the launch (`jobenv profiles` lists the known ones)")
+    return sizing.template_for(prof.launchers, rec.launch[0]), prof.vars
+
+
+def plan_attempt(rec, req: sizing.Request, opts: Options, hostfile: str, environ: Mapping[str, str],
+                 which=None) -> Tuple[Attempt, List[str]]:
+    """Decide one attempt (reads profiles only when sizing differs from the saved job)."""
+    from .. import software
+
+    warnings: List[str] = []
+    size = sizing.choose(rec.hosts, rec.ranks_per_host, req, rec.jobid)
+    prog, warn = software.launcher_path(rec, rec.launch[0])
+    if warn:
+        warnings.append(warn)
+    fam = sizing.family(rec.launch[0], prog if os.path.isabs(prog) else (which or _which)(prog, environ))
+    if size.whole:
+        argv, text = list(rec.launch), None
+    else:
+        template, variables = _profile_template(rec, environ)
+        argv, text = sizing.render_sized(template, size, rec.gpus_per_host, rec.jobid, variables, hostfile, fam)
+    argv[0] = prog
+    if opts.label:
+        argv += sizing.LABEL_FLAGS[fam]
+    argv += opts.launcher_args
+    return Attempt(argv, text, size, fam), warnings
+
+
+def _which(prog: str, environ: Mapping[str, str]) -> Optional[str]:
+    from ..software import _which as which
+
+    return which(prog, environ.get("PATH", ""))
+
+
+def _say(msg: str) -> None:
+    sys.stderr.write(f"jobenv: {one_line(msg)}\n")
+    sys.stderr.flush()
+
+
+def summarize(out: supervise.Outcome, run_dir: str, log_dir: str, size: sizing.Size, opts: Options
+              ) -> Tuple[List[str], Optional[str]]:
+    """Lines naming what went wrong, and the host of the first failed rank (for --exclude-failed)."""
+    state = ranks.read(run_dir)
+    lines: List[str] = []
+    if out.expired:
+        limit = opts.limits.timeout if out.expired == "timeout" else opts.limits.idle_timeout
+        what = "ran past" if out.expired == "timeout" else "printed nothing for"
+        lines.append(f"launch {what} --{out.expired} {limit:g} s: killed it")
+        left = ranks.unfinished(state, size.nranks, size.host_of)
+        if state.ranks:
+            lines.append("ranks that never finished: " + (ranks.compact(left) or "none recorded"))
+        else:
+            lines.append(f"no rank records in {run_dir} (no per-rank wrapper); hosts: "
+                         f"{', '.join(size.hosts)}")
+    first = ranks.first_failure(state)
+    if first is not None:
+        nfailed = sum(1 for r in state.ranks.values() if r.failed)
+        lines.append(f"rank {first.rank} on {first.host} failed first: {ranks.describe_exit(first.exit or '')}"
+                     f" ({nfailed} of {size.nranks} ranks failed)")
+        log = os.path.join(log_dir, f"rank-{first.rank}.log")
+        last = ranks.tail(log)
+        if last:
+            lines.append(f"last lines of rank {first.rank} ({log}):")
+            lines += [f"  | {line}" for line in last]
+    elif not out.expired:
+        lines.append(f"launcher exited with {ranks.describe_exit(str(out.returncode))}; "
+                     "no rank recorded a failure")
+        if out.last_lines:
+            lines.append("last lines of output:")
+            lines += [f"  | {one_line(b.decode('utf-8', 'replace'))}" for b in out.last_lines[-10:]]
+    return lines, first.host if first is not None else None
+
+
+def run(rec, record_path: str, command: List[str], opts: Options, environ: Mapping[str, str],
+        dry_run: bool = False) -> int:
+    """Launch `command` (with retries); the exit code of the last attempt."""
+    base_env, warnings = launch_environment(rec, record_path, environ, opts.python)
+    for w in warnings:
+        _say(f"warning: {w}")
+    runs = os.path.join(store.home(dict(environ)), "runs", store.key_for(rec.scheduler, rec.jobid))
+    wrapper = rank_wrapper_argv()
+    req = opts.request
+    rc = 1
+    for attempt in range(opts.retries + 1):
+        if dry_run:
+            plan, _ = plan_attempt(rec, req, opts, os.path.join(runs, "<run>", "hostfile"), base_env)
+            from ..shell import join
+
+            print(join(plan.launcher + wrapper + command))
+            return 0
+        run_dir = ranks.make_run_dir(runs, f"a{attempt}")
+        log_dir = opts.log_dir or run_dir
+        hostfile = os.path.join(run_dir, "hostfile")
+        plan, warnings = plan_attempt(rec, req, opts, hostfile, base_env)
+        for w in warnings:
+            _say(f"warning: {w}")
+        if plan.hostfile_text is not None:
+            ranks.write_private(hostfile, plan.hostfile_text)
+        if opts.log_dir:
+            os.makedirs(opts.log_dir, exist_ok=True)
+        env = dict(base_env)
+        env.update(JOBENV_RUN_DIR=run_dir, JOBENV_LOG_DIR=log_dir, JOBENV_LAUNCH_TIME=f"{time.time():.6f}",
+                   JOBENV_GPU_BIND=opts.gpu_bind if opts.gpu_bind is not None else env.get("JOBENV_GPU_BIND", ""))
+        if not plan.size.whole and len(plan.size.hosts) > 1 and "MASTER_ADDR" not in environ:
+            env["MASTER_ADDR"] = plan.size.hosts[0]  # the job's first host may not be in this launch
+        launcher = list(plan.launcher)
+        on_expire = None
+        if plan.family == "srun" and (opts.limits.timeout or opts.limits.idle_timeout):
+            step = f"jobenv-{os.path.basename(run_dir)}"
+            launcher[1:1] = [f"--job-name={step}"]
+            on_expire = lambda: supervise.scancel_step(env, step)  # noqa: E731
+        try:
+            out = supervise.run(launcher + wrapper + command, env, opts.limits, log_dir, on_expire)
+        except OSError as exc:
+            raise JobenvError(f"cannot run {launcher[0]!r}: {exc.strerror} (is it on PATH?)", 127) from None
+        rc = out.returncode
+        if rc == 0 and not out.expired:
+            return 0
+        if out.signalled is not None:
+            return rc  # the user (or timeout(1)) stopped it: no summary, no retry
+        lines, bad_host = summarize(out, run_dir, log_dir, plan.size, opts)
+        for line in lines:
+            _say(line)
+        if attempt < opts.retries:
+            if opts.exclude_failed and bad_host:
+                req = _without(rec, req, bad_host, len(plan.size.hosts))
+            _say(f"retrying ({attempt + 2} of {opts.retries + 1})")
+    return rc
+
+
+def _without(rec, req: sizing.Request, host: str, nhosts: int) -> sizing.Request:
+    """`req` minus `host`, when the job has a spare host to take its place (same host count)."""
+    from ..hostlist import compress, expand
+
+    excluded = expand(req.exclude) if req.exclude else []
+    trial = replace(req, exclude=compress(excluded + [host]), nhosts=nhosts)
+    try:
+        sizing.choose(rec.hosts, rec.ranks_per_host, trial, rec.jobid)
+    except BadInput:
+        _say(f"no spare host to replace {host}; retrying on the same hosts")
+        return req
+    _say(f"excluding {host} (first failure) from the next attempt")
+    return trial
