@@ -40,6 +40,7 @@ class Size:
     ppn: int
     nranks: int
     whole: bool  # exactly the job as saved: the recorded argv can be used as it is
+    subset: bool = False  # fewer hosts than the job: the launcher must be told which
 
     def host_of(self, rank: int) -> Optional[str]:
         """Where a block placement (mpiexec -ppn, srun's default) puts `rank`."""
@@ -89,9 +90,11 @@ def choose(job_hosts: Sequence[str], ranks_per_host: int, req: Request, jobid: s
         raise BadInput(f"-n {n} does not fit on {k} host(s) at --ppn {ppn}")
     if n < k:
         raise BadInput(f"-n {n} leaves hosts without a rank on {k} host(s); lower --nhosts")
+    ppn = min(ppn, n)  # one host: `-n 2` of 4 slots is 2 per host (torchrun's --nproc-per-node)
     hosts = tuple(pool[:k])
     whole = hosts == tuple(dict.fromkeys(job_hosts)) and ppn == ranks_per_host and n == k * ppn
-    return Size(hosts=hosts, ppn=ppn, nranks=n, whole=whole)
+    subset = len(hosts) < len(dict.fromkeys(job_hosts))
+    return Size(hosts=hosts, ppn=ppn, nranks=n, whole=whole and not subset, subset=subset)
 
 
 def family(argv0: str, resolved: Optional[str] = None) -> str:
@@ -134,7 +137,7 @@ def render_sized(template: List[Any], size: Size, gpus_per_host: int, jobid: str
                         for a in (item["args"] if isinstance(item, dict) else [item]))
     argv = render(template, ctx)
     if fam == "srun":
-        if not size.whole:
+        if size.subset:
             argv[1:1] = [f"--nodelist={compress(size.hosts)}"]
         return argv, None
     if fam == "torchrun":
@@ -143,7 +146,7 @@ def render_sized(template: List[Any], size: Size, gpus_per_host: int, jobid: str
         return argv, None
     if uses_hostfile:
         return argv, hostfile_text(size)
-    if len(size.hosts) > 1 or not size.whole:
+    if size.subset:
         argv[1:1] = ["--hostfile", hostfile]
         return argv, hostfile_text(size)
     return argv, None
