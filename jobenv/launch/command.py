@@ -65,6 +65,9 @@ def launch_environment(rec, record_path: str, environ: Mapping[str, str], python
     return env, warnings
 
 
+_SYSTEM_BINS = ("/usr/bin", "/bin", "/usr/local/bin")
+
+
 @dataclass
 class Attempt:
     """One launch, fully decided: what runs, where, and what it may write."""
@@ -103,6 +106,11 @@ def plan_attempt(rec, req: sizing.Request, opts: Options, hostfile: str, environ
         template, variables = _profile_template(rec, environ)
         argv, text = sizing.render_sized(template, size, rec.gpus_per_host, rec.jobid, variables, hostfile, fam)
     argv[0] = prog
+    if fam == "openmpi" and os.path.dirname(prog) in _SYSTEM_BINS:
+        # Open MPI run by absolute path acts as --prefix and puts its bin directory first on
+        # the ranks' PATH: /usr/bin would shadow the job's venv python3.  A system directory
+        # is on every node's PATH anyway, so the prefix buys nothing there.
+        argv.insert(1, "--noprefix")
     if opts.label:
         argv += sizing.LABEL_FLAGS[fam]
     argv += opts.launcher_args
