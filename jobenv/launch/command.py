@@ -128,10 +128,13 @@ def _say(msg: str) -> None:
     sys.stderr.flush()
 
 
-def summarize(out: supervise.Outcome, run_dir: str, log_dir: str, size: sizing.Size, opts: Options
-              ) -> Tuple[List[str], Optional[str]]:
-    """Lines naming what went wrong, and the host of the first failed rank (for --exclude-failed)."""
-    state = ranks.read(run_dir)
+def summarize(out: supervise.Outcome, run_dir: str, log_dir: str, size: sizing.Size, opts: Options,
+              at_expiry: Optional[ranks.RunState] = None) -> Tuple[List[str], Optional[str]]:
+    """Lines naming what went wrong, and the host of the first failed rank (for --exclude-failed).
+
+    After a timeout the ranks' state is the one seen just before the kill: the exits the
+    kill itself caused say nothing about what went wrong."""
+    state = at_expiry if out.expired and at_expiry is not None else ranks.read(run_dir)
     lines: List[str] = []
     if out.expired:
         limit = opts.limits.timeout if out.expired == "timeout" else opts.limits.idle_timeout
@@ -200,8 +203,10 @@ def run(rec, record_path: str, command: List[str], opts: Options, environ: Mappi
             step = f"jobenv-{os.path.basename(run_dir)}"
             launcher[1:1] = [f"--job-name={step}"]
             on_expire = lambda: supervise.scancel_step(env, step)  # noqa: E731
+        snapshot: List[ranks.RunState] = []
         try:
-            out = supervise.run(launcher + wrapper + command, env, opts.limits, log_dir, on_expire)
+            out = supervise.run(launcher + wrapper + command, env, opts.limits, log_dir, on_expire,
+                                lambda: snapshot.append(ranks.read(run_dir)))
         except OSError as exc:
             raise JobenvError(f"cannot run {launcher[0]!r}: {exc.strerror} (is it on PATH?)", 127) from None
         rc = out.returncode
@@ -209,7 +214,7 @@ def run(rec, record_path: str, command: List[str], opts: Options, environ: Mappi
             return 0
         if out.signalled is not None:
             return rc  # the user (or timeout(1)) stopped it: no summary, no retry
-        lines, bad_host = summarize(out, run_dir, log_dir, plan.size, opts)
+        lines, bad_host = summarize(out, run_dir, log_dir, plan.size, opts, snapshot[0] if snapshot else None)
         for line in lines:
             _say(line)
         if attempt < opts.retries:

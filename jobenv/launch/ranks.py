@@ -97,12 +97,15 @@ def read(run_dir: str) -> RunState:
 
 
 def describe_exit(text: str) -> str:
-    """'exit code 3', 'signal SIGSEGV', 'exit code 137 (128+9: SIGKILL?)'."""
+    """'exit code 3', 'signal 11 (SIGSEGV)', 'exit code 137 (128+9: SIGKILL?)'."""
     if text.lstrip("-").isdigit():
         code = int(text)
         if code > 128 and code - 128 in _SIGNALS:
             return f"exit code {code} (128+{code - 128}: {_SIGNALS[code - 128]}?)"
         return f"exit code {code}"
+    num = text.lower().replace("signal", "").replace("sig", "").strip(" :")
+    if num.isdigit():
+        return f"signal {num}" + (f" ({_SIGNALS[int(num)]})" if int(num) in _SIGNALS else "")
     return f"signal {text}" if not text.lower().startswith("signal") else text
 
 
@@ -135,6 +138,8 @@ def tail(path: str, lines: int = 10, limit: int = 65536) -> List[str]:
     except OSError:
         return []
     text = data.decode("utf-8", "replace").replace("\r", "")
+    if not text.strip():
+        return []
     return [one_line(line) for line in text.split("\n")[:-1][-lines:]] if text.endswith("\n") else \
         [one_line(line) for line in text.split("\n")[-lines:]]
 

@@ -64,7 +64,8 @@ def _kill_group(pgid: int, sig: int) -> None:
 
 
 def run(argv: List[str], env: Mapping[str, str], limits: Limits, log_dir: Optional[str] = None,
-        on_expire: Optional[Callable[[], None]] = None, keep_lines: int = 20,
+        on_expire: Optional[Callable[[], None]] = None, before_kill: Optional[Callable[[], None]] = None,
+        keep_lines: int = 20,
         stdout_fd: int = 1, stderr_fd: int = 2) -> Outcome:
     """Start argv, copy its output, enforce the limits; OSError if it cannot start."""
     start = time.monotonic()
@@ -125,6 +126,8 @@ def run(argv: List[str], env: Mapping[str, str], limits: Limits, log_dir: Option
                     else:
                         expired = "idle-timeout"
                 if expired:
+                    if before_kill:  # what the ranks had done when time ran out, before we kill them
+                        before_kill()
                     _kill_group(pgid, signal.SIGTERM)
                     if on_expire:
                         on_expire()
