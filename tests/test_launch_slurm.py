@@ -46,7 +46,7 @@ def test_plain_ddp_across_two_nodes(cluster, jobs, store, tmp_path, mpi):  # noq
     assert all("SLURM_PROCID" in r["launcher_view"] for r in reps)
 
 
-def test_sizing_on_four_nodes(cluster, store, job4):
+def test_sizing_on_four_nodes(cluster, store, job4):  # noqa: F811
     cases = [("--nhosts 1", ["node1"] * 2), ("--hosts 'node[2-3]'", ["node2"] * 2 + ["node3"] * 2),
              ("--exclude node1,node3", ["node2"] * 2 + ["node4"] * 2), ("-n 3", ["node1"] * 2 + ["node2"]),
              ("--ppn 1", ["node1", "node2", "node3", "node4"]), ("--hosts node4 --ppn 1", ["node4"])]
@@ -64,7 +64,7 @@ def test_sizing_on_four_nodes(cluster, store, job4):
 
 
 @needs_wrapper
-def test_four_independent_one_node_runs_side_by_side(cluster, store, job4, tmp_path):
+def test_four_independent_one_node_runs_side_by_side(cluster, store, job4, tmp_path):  # noqa: F811
     need_torch()
     write_train(tmp_path)
     script = (f"cd {tmp_path} && {RESTORE} && for h in node1 node2 node3 node4; do "
@@ -79,7 +79,7 @@ def test_four_independent_one_node_runs_side_by_side(cluster, store, job4, tmp_p
 
 
 @needs_wrapper
-def test_failed_rank_and_timeout_under_srun(cluster, store, job4, tmp_path):
+def test_failed_rank_and_timeout_under_srun(cluster, store, job4, tmp_path):  # noqa: F811
     rank = tmp_path / "rank.sh"
     rank.write_text("echo hello from $RANK on $(hostname)\nif [ \"$RANK\" = 5 ]; then echo 'loss is nan' >&2; exit 3; fi\n"
                     "sleep 5\n")

@@ -9,7 +9,8 @@ import os
 import sys
 import time
 from dataclasses import dataclass, field, replace
-from typing import Dict, List, Mapping, Optional, Tuple
+from functools import partial
+from typing import Callable, Dict, List, Mapping, Optional, Tuple
 
 from .. import store
 from ..errors import BadInput, JobenvError, one_line
@@ -98,6 +99,8 @@ def plan_attempt(rec, req: sizing.Request, opts: Options, hostfile: str, environ
     size = sizing.choose(rec.hosts, rec.ranks_per_host, req, rec.jobid)
     prog, warn = software.launcher_path(rec, rec.launch[0])
     if warn:
+        if (which or _which)(prog, environ) is None:
+            raise JobenvError(f"cannot run {prog!r}: {warn.split(';')[0]} and it is not on PATH", 127)
         warnings.append(warn)
     fam = sizing.family(rec.launch[0], prog if os.path.isabs(prog) else (which or _which)(prog, environ))
     if size.whole:
@@ -198,15 +201,15 @@ def run(rec, record_path: str, command: List[str], opts: Options, environ: Mappi
         if not plan.size.whole and len(plan.size.hosts) > 1 and "MASTER_ADDR" not in environ:
             env["MASTER_ADDR"] = plan.size.hosts[0]  # the job's first host may not be in this launch
         launcher = list(plan.launcher)
-        on_expire = None
+        on_expire: Optional[Callable[[], None]] = None
         if plan.family == "srun" and (opts.limits.timeout or opts.limits.idle_timeout):
             step = f"jobenv-{os.path.basename(run_dir)}"
             launcher[1:1] = [f"--job-name={step}"]
-            on_expire = lambda: supervise.scancel_step(env, step)  # noqa: E731
+            on_expire = partial(supervise.scancel_step, env, step)
         snapshot: List[ranks.RunState] = []
         try:
             out = supervise.run(launcher + wrapper + command, env, opts.limits, log_dir, on_expire,
-                                lambda: snapshot.append(ranks.read(run_dir)))
+                                partial(_snapshot, snapshot, run_dir))
         except OSError as exc:
             raise JobenvError(f"cannot run {launcher[0]!r}: {exc.strerror} (is it on PATH?)", 127) from None
         rc = out.returncode
@@ -222,6 +225,10 @@ def run(rec, record_path: str, command: List[str], opts: Options, environ: Mappi
                 req = _without(rec, req, bad_host, len(plan.size.hosts))
             _say(f"retrying ({attempt + 2} of {opts.retries + 1})")
     return rc
+
+
+def _snapshot(into: List[ranks.RunState], run_dir: str) -> None:
+    into.append(ranks.read(run_dir))
 
 
 def _without(rec, req: sizing.Request, host: str, nhosts: int) -> sizing.Request:

@@ -99,7 +99,7 @@ def run(argv: List[str], env: Mapping[str, str], limits: Limits, log_dir: Option
             if limits.timeout is not None and expired is None:
                 wait = min(wait, max(0.0, start + limits.timeout - now))
             for key, _ in sel.select(timeout=wait):
-                fd = int(key.fd)  # type: ignore[call-overload]
+                fd = int(key.fd)
                 try:
                     data = os.read(fd, 65536)
                 except BlockingIOError:
