@@ -305,16 +305,10 @@ def launch(job, allow_stale, dry_run, nranks, ppn, nhosts, hosts, exclude, launc
     """
     import shlex
 
-    from .errors import JobEnded
-    from .get import choose, job_state
     from .launch import command as cmd
     from .launch.sizing import Request
     from .launch.supervise import Limits
 
-    path, rec = choose(os.environ, job, warn)
-    state, reason = job_state(rec, os.environ)
-    if state == "ended" and not allow_stale:
-        raise JobEnded(f"job {rec.jobid} has ended ({reason}); pass --allow-stale to launch anyway")
     try:
         extra = [a for text in launcher_args for a in shlex.split(text)]
     except ValueError as exc:
@@ -323,7 +317,7 @@ def launch(job, allow_stale, dry_run, nranks, ppn, nhosts, hosts, exclude, launc
                        log_dir=os.path.abspath(log_dir) if log_dir else None,
                        limits=Limits(timeout, idle_timeout), retries=retries, exclude_failed=exclude_failed,
                        gpu_bind=gpu_bind, python=not no_python)
-    raise click.exceptions.Exit(cmd.run(rec, str(path), list(command), opts, os.environ, dry_run))
+    raise click.exceptions.Exit(cmd.start(job, allow_stale, list(command), opts, os.environ, warn, dry_run))
 
 
 @cli.command()

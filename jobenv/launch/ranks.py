@@ -10,31 +10,34 @@ from __future__ import annotations
 
 import os
 import time
-from dataclasses import dataclass, field
-from typing import Callable, Dict, List, Optional
-
 from ..errors import one_line
+
+TYPE_CHECKING = False  # `import typing`/`dataclasses` cost ~50 ms: `launch` starts on every run
+if TYPE_CHECKING:
+    from typing import Callable, Dict, List, Optional
 
 _SIGNALS = {1: "SIGHUP", 2: "SIGINT", 3: "SIGQUIT", 4: "SIGILL", 6: "SIGABRT", 7: "SIGBUS", 8: "SIGFPE",
             9: "SIGKILL", 11: "SIGSEGV", 13: "SIGPIPE", 14: "SIGALRM", 15: "SIGTERM"}
 
 
-@dataclass
 class RankState:
-    rank: int
-    host: Optional[str] = None
-    started: Optional[float] = None
-    exit: Optional[str] = None  # the wrapper's text: a code ("3") or a signal ("SIGSEGV", "signal 11")
-    ended: Optional[float] = None
+    __slots__ = ("rank", "host", "started", "exit", "ended")
+
+    def __init__(self, rank: int) -> None:
+        self.rank = rank
+        self.host: Optional[str] = None
+        self.started: Optional[float] = None
+        self.exit: Optional[str] = None  # the wrapper's text: a code ("3") or a signal ("SIGSEGV", "signal 11")
+        self.ended: Optional[float] = None
 
     @property
     def failed(self) -> bool:
         return self.exit is not None and self.exit != "0"
 
 
-@dataclass
 class RunState:
-    ranks: Dict[int, RankState] = field(default_factory=dict)
+    def __init__(self) -> None:
+        self.ranks: Dict[int, RankState] = {}
 
 
 def make_run_dir(base: str, tag: str) -> str:

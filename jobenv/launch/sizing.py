@@ -11,36 +11,46 @@ placeholder get one added (MPI) or `--nodelist` (srun).
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Any, Dict, List, Optional, Sequence, Tuple
-
 from ..errors import BadInput
 from ..hostlist import compress, expand, host_index
 from . import context, render
 
+TYPE_CHECKING = False  # `import typing`/`dataclasses` cost ~50 ms: `launch` starts on every run
+if TYPE_CHECKING:
+    from typing import Any, Dict, List, Optional, Sequence, Tuple
 
-@dataclass(frozen=True)
+
 class Request:
     """What the user asked for; None means "as the job was saved"."""
 
-    nranks: Optional[int] = None
-    ppn: Optional[int] = None
-    nhosts: Optional[int] = None
-    hosts: Optional[str] = None  # hostlist syntax
-    exclude: Optional[str] = None  # hostlist syntax
+    __slots__ = ("nranks", "ppn", "nhosts", "hosts", "exclude")
 
-    @property
-    def is_default(self) -> bool:
-        return self == Request()
+    def __init__(self, nranks: Optional[int] = None, ppn: Optional[int] = None, nhosts: Optional[int] = None,
+                 hosts: Optional[str] = None, exclude: Optional[str] = None) -> None:
+        self.nranks, self.ppn, self.nhosts = nranks, ppn, nhosts
+        self.hosts, self.exclude = hosts, exclude  # hostlist syntax
+
+    def replace(self, **changes: Any) -> "Request":
+        values = {k: getattr(self, k) for k in self.__slots__}
+        values.update(changes)
+        return Request(**values)
+
+    def __repr__(self) -> str:
+        return "Request(" + ", ".join(f"{k}={getattr(self, k)!r}" for k in self.__slots__) + ")"
 
 
-@dataclass(frozen=True)
 class Size:
-    hosts: Tuple[str, ...]
-    ppn: int
-    nranks: int
-    whole: bool  # exactly the job as saved: the recorded argv can be used as it is
-    subset: bool = False  # fewer hosts than the job: the launcher must be told which
+    """The decision: these hosts, this many ranks per host and in all."""
+
+    __slots__ = ("hosts", "ppn", "nranks", "whole", "subset")
+
+    def __init__(self, hosts: Tuple[str, ...], ppn: int, nranks: int, whole: bool, subset: bool = False) -> None:
+        self.hosts, self.ppn, self.nranks = hosts, ppn, nranks
+        self.whole = whole  # exactly the job as saved: the recorded argv can be used as it is
+        self.subset = subset  # fewer hosts than the job: the launcher must be told which
+
+    def __repr__(self) -> str:
+        return "Size(" + ", ".join(f"{k}={getattr(self, k)!r}" for k in self.__slots__) + ")"
 
     def host_of(self, rank: int) -> Optional[str]:
         """Where a block placement (mpiexec -ppn, srun's default) puts `rank`."""

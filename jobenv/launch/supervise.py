@@ -17,26 +17,27 @@ import signal
 import subprocess
 import time
 from collections import deque
-from dataclasses import dataclass, field
-from typing import Callable, Deque, Dict, List, Mapping, Optional
+TYPE_CHECKING = False  # `import typing`/`dataclasses` cost ~50 ms: `launch` starts on every run
+if TYPE_CHECKING:
+    from typing import Callable, Deque, Dict, List, Mapping, Optional
 
 GRACE_S = 5.0
 TIMEOUT_EXIT = 124  # as timeout(1)
 
 
-@dataclass
 class Limits:
-    timeout: Optional[float] = None
-    idle_timeout: Optional[float] = None
+    def __init__(self, timeout: Optional[float] = None, idle_timeout: Optional[float] = None) -> None:
+        self.timeout, self.idle_timeout = timeout, idle_timeout
 
 
-@dataclass
 class Outcome:
-    returncode: int
-    expired: Optional[str] = None  # "timeout" | "idle-timeout"
-    signalled: Optional[int] = None  # a signal we forwarded (Ctrl-C, timeout(1))
-    last_lines: List[bytes] = field(default_factory=list)
-    seconds: float = 0.0
+    def __init__(self, returncode: int, expired: Optional[str] = None, signalled: Optional[int] = None,
+                 last_lines: Optional[List[bytes]] = None, seconds: float = 0.0) -> None:
+        self.returncode = returncode
+        self.expired = expired  # "timeout" | "idle-timeout"
+        self.signalled = signalled  # a signal we forwarded (Ctrl-C, timeout(1))
+        self.last_lines = last_lines or []
+        self.seconds = seconds
 
 
 def _newest_mtime(log_dir: Optional[str]) -> float:
