@@ -96,3 +96,16 @@ def test_failed_rank_and_timeout_under_srun(cluster, store, job4, tmp_path):  # 
     steps = cluster.run(["squeue", "-h", "-s", "-o", "%i %j"], check=False).stdout
     assert "jobenv-" not in steps, steps  # the step was cancelled, not left running
     print(p.stderr)
+
+
+@needs_wrapper
+def test_retry_without_the_failed_host(cluster, store, job4, tmp_path):  # noqa: F811
+    script = tmp_path / "flaky.sh"
+    script.write_text("if [ \"$(hostname)\" = node2 ]; then echo 'ECC error' >&2; exit 4; fi\necho ok on $(hostname)\n")
+    p = fresh(cluster, "node1", "bash", f"{RESTORE} && jobenv launch --nhosts 2 --ppn 1 --retries 1 --exclude-failed "
+              f"-- sh {script}", store)
+    assert p.returncode == 0, p.stdout + p.stderr
+    assert "rank 1 on node2 failed first: exit code 4" in p.stderr
+    assert "excluding node2 (first failure) from the next attempt" in p.stderr and "retrying (2 of 2)" in p.stderr
+    assert sorted(line for line in p.stdout.splitlines() if line.startswith("ok on")) == \
+        ["ok on node1", "ok on node1", "ok on node3"]  # attempt 1: node1; attempt 2: node1 and node3
