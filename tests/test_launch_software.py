@@ -109,3 +109,23 @@ def test_saved_venv_and_launcher_win_over_a_fresh_shells_path(tmp_path):
     p = shell(fresh, "jobenv launch --no-python -- python3 -c pass")
     assert "WRONG" in p.stdout and p.returncode != 0  # without the venv, PATH's python3 runs
     assert Path(home / ".jobenv" / "bin" / "launch").read_text().startswith("#!/bin/sh\n")
+
+
+@pytest.mark.e2e
+def test_launch_runs_the_staged_copy(tmp_path):
+    """After `jobenv stage`, `jobenv launch` itself sends every rank to its host's copy."""
+    if not (BIN / "mpiexec").exists():
+        pytest.skip("the mpich wheel is not installed")
+    venv = tmp_path / "venv"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True, timeout=120)
+    mpi = tools(tmp_path / "mpi")
+    home = tmp_path / "home"
+    home.mkdir()
+    env = fresh_env(home, f"{mpi}:/usr/bin:/bin")
+    target = tmp_path / "node-local"
+    p = shell(env, f"jobenv save --quiet --ranks-per-host 2 && jobenv stage --env {venv} --to {target}")
+    assert p.returncode == 0, p.stdout + p.stderr
+    p = shell(env, "jobenv launch -- python3 -c 'import sys; print(sys.executable)'")
+    assert p.returncode == 0, p.stdout + p.stderr
+    exes = p.stdout.split()
+    assert len(exes) == 2 and all(e.startswith(f"{target}/") for e in exes), p.stdout

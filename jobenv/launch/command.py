@@ -62,12 +62,27 @@ def launch_environment(rec, record_path: str, environ: Mapping[str, str], python
         if not (same and k in env):
             env[k] = v
     env.update(shell.exports(rec, record_path))
-    sets, prepend, warnings = software.restore_items(rec, env, this_host(env), python=python)
-    env.update(sets)
-    if prepend:
-        env["PATH"] = os.pathsep.join(prepend + [p for p in env.get("PATH", "").split(os.pathsep)
-                                                  if p and p not in prepend])
+    from .. import stage
+
+    warnings: List[str] = []
+    host = this_host(env)
+    items = [software.restore_items(rec, env, host, python=python)]
+    if python:
+        items.append(stage.restore_items(rec, env, host))  # a staged copy wins over the original env
+    for sets, prepend, warns in items:
+        env.update(sets)
+        warnings += warns
+        if prepend:
+            env["PATH"] = os.pathsep.join(prepend + [p for p in env.get("PATH", "").split(os.pathsep)
+                                                      if p and p not in prepend])
     return env, warnings
+
+
+def stage_prefix(rec) -> List[str]:
+    """argv before the user's command that makes each rank use its host's staged copy."""
+    from ..stage import rank_prefix
+
+    return rank_prefix(rec)
 
 
 _SYSTEM_BINS = ("/usr/bin", "/bin", "/usr/local/bin")
@@ -177,7 +192,7 @@ def run(rec, record_path: str, command: List[str], opts: Options, environ: Mappi
     for w in warnings:
         _say(f"warning: {w}")
     runs = os.path.join(store.home(dict(environ)), "runs", store.key_for(rec.scheduler, rec.jobid))
-    wrapper = rank_wrapper_argv()
+    wrapper = rank_wrapper_argv() + stage_prefix(rec)
     req = opts.request
     rc = 1
     for attempt in range(opts.retries + 1):
