@@ -13,6 +13,7 @@
 from __future__ import annotations
 
 import argparse
+import re
 import statistics
 import subprocess
 import sys
@@ -90,7 +91,7 @@ def first_allreduce(argv, env, runs: int, cwd) -> float:
         p = subprocess.run(argv, env=env, cwd=cwd, capture_output=True, text=True, timeout=300)
         if p.returncode != 0:
             raise SystemExit(f"failed: {argv}\n{p.stdout[-2000:]}\n{p.stderr[-2000:]}")
-        stamps = [float(line.split()[1]) for line in p.stdout.splitlines() if line.startswith("FIRST-ALLREDUCE")]
+        stamps = [float(x) for x in re.findall(r"FIRST-ALLREDUCE (\d+\.\d+)", p.stdout)]
         times.append(max(stamps) - t)
     return statistics.median(times)
 
