@@ -88,3 +88,15 @@ def test_launch_program_survives_hostile_paths(tmp_path):
     mtime = os.stat(path).st_mtime_ns
     executable.install({"JOBENV_HOME": str(tmp_path / "h")}, text)
     assert os.stat(path).st_mtime_ns == mtime  # unchanged: not rewritten
+
+
+def test_launch_program_refuses_a_bin_dir_others_can_write(tmp_path):
+    import pytest
+
+    from jobenv.errors import BadRecord
+
+    d = tmp_path / "h" / "bin"
+    d.mkdir(parents=True)
+    d.chmod(0o777)
+    with pytest.raises(BadRecord, match="writable by others"):
+        executable.install({"JOBENV_HOME": str(tmp_path / "h")}, "#!/bin/sh\n")

@@ -14,7 +14,7 @@ import sys
 from typing import Mapping, Optional
 
 from ..shell import quote
-from ..store import home
+from ..store import check_safe, home
 
 NAME = "launch"
 
@@ -39,6 +39,7 @@ def install(environ: Mapping[str, str], text: Optional[str] = None) -> str:
     """Write `launch` (0755, atomically, only when it changed); return its path."""
     d = bin_dir(environ)
     os.makedirs(d, mode=0o700, exist_ok=True)
+    check_safe(d, is_dir=True)  # it goes first on PATH: nobody else may write there
     path = os.path.join(d, NAME)
     text = text or program_text()
     try:
