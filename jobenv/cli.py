@@ -286,12 +286,13 @@ _SECONDS = click.FloatRange(min=0, min_open=True)
 @click.option("--launcher-args", metavar="ARGS", multiple=True,
               help="Extra flags for the launcher itself, split like a shell would: --launcher-args='--cpu-bind none'.")
 @click.option("--label", is_flag=True, help="Prefix output lines with the rank (the launcher's own flag).")
-@click.option("--log-dir", metavar="DIR", type=click.Path(file_okay=False), help="One log per rank: DIR/rank-<R>.log.")
+@click.option("--log-dir", metavar="DIR", type=click.Path(file_okay=False),
+              help="Each rank's output to DIR/rank-<R>.log instead of the terminal.")
 @click.option("--timeout", type=_SECONDS, metavar="S", help="Kill the whole launch after S seconds.")
 @click.option("--idle-timeout", type=_SECONDS, metavar="S", help="Kill it when no rank printed anything for S seconds.")
 @click.option("--retries", type=click.IntRange(min=0), default=0, metavar="N", help="Re-launch up to N times after a failure.")
 @click.option("--exclude-failed", is_flag=True, help="With --retries: drop the first failed rank's host when the job has a spare.")
-@click.option("--gpu-bind", metavar="MODE", help="Per-rank GPU binding mode (JOBENV_GPU_BIND; default: the profile's).")
+@click.option("--gpu-bind", is_flag=True, help="One GPU per local rank, as the profile's gpu_bind maps them.")
 @click.option("--no-python", "no_python", is_flag=True, help="Do not re-activate the job's saved Python environment.")
 @click.argument("command", nargs=-1, required=True, type=click.UNPROCESSED)
 def launch(job, allow_stale, dry_run, nranks, ppn, nhosts, hosts, exclude, launcher_args, label, log_dir,

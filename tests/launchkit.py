@@ -20,10 +20,6 @@ BIN = Path(sys.executable).parent  # the test venv: python3, MPICH wheel's mpiex
 RESTORE = ('source <(jobenv get) && { [ "$(command -v launch)" = "$JOBENV_HOME/bin/launch" ] || '
            '{ unset -f launch; PATH="$JOBENV_HOME/bin:$PATH"; }; }')
 
-has_wrapper = importlib.util.find_spec("jobenv.rankwrap") is not None
-needs_wrapper = pytest.mark.skipif(not has_wrapper, reason="needs the rank helper's per-rank wrapper "
-                                   "(jobenv.rankwrap, CONTRACTS item 4), not on this branch yet")
-
 # A plain torchrun-style DDP script: no jobenv import, env:// rendezvous.
 TRAIN = r'''
 import json, os, socket, sys

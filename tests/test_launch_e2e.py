@@ -11,10 +11,10 @@ from pathlib import Path
 import pytest
 
 import machines
-from launchkit import (BIN, RESTORE, check_training, fresh_env, need_torch, needs_wrapper, save, shell,
+from launchkit import (BIN, RESTORE, check_training, fresh_env, need_torch, save, shell,
                        tools, train_reports, write_train)
 
-pytestmark = [pytest.mark.e2e, needs_wrapper]
+pytestmark = pytest.mark.e2e
 HOST = socket.gethostname()
 OMPI_ENV = {"OMPI_ALLOW_RUN_AS_ROOT": "1", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM": "1", "OMPI_MCA_btl": "self,tcp",
             "OMPI_MCA_btl_tcp_if_include": "lo", "OMPI_MCA_oob_tcp_if_include": "lo"}

@@ -35,6 +35,25 @@ def test_read_and_first_failure(tmp_path):
     assert ranks.read(str(tmp_path / "missing")).ranks == {}
 
 
+def test_wrapper_exit_records_are_normalized(tmp_path):
+    write(tmp_path, "rank-0.exit", "0 node1 exit:0 5.0\n")
+    write(tmp_path, "rank-1.exit", "1 node2 signal:9 4.0\n")
+    write(tmp_path, "rank-2.exit", "2 node2 exit:3 3.0\n")
+    state = ranks.read(str(tmp_path))
+    assert [state.ranks[r].exit for r in range(3)] == ["0", "signal 9", "3"]
+    assert not state.ranks[0].failed and ranks.first_failure(state).rank == 2
+    assert ranks.describe_exit(state.ranks[1].exit) == "signal 9 (SIGKILL)"
+
+
+def test_lines_of_a_rank_in_each_launchers_labels():
+    cases = {"srun": [" 0: a", "10: b", " 1: c"], "mpich": ["[0] a", "[10] b", "[1] c"],
+             "openmpi": ["[1,0]<stdout>:a", "[1,10]<stderr>:b", "[1,1]<stdout>:c"],
+             "torchrun": ["[default0]:a", "[default10]:b", "[default1]:c"]}
+    for fam, lines in cases.items():
+        assert ranks.lines_of(lines + ["unlabelled"], fam, 10) == [lines[1]], fam
+    assert ranks.lines_of(["[0] a"], "unknown", 0) == []
+
+
 def test_describe_exit():
     assert ranks.describe_exit("3") == "exit code 3"
     assert ranks.describe_exit("137") == "exit code 137 (128+9: SIGKILL?)"

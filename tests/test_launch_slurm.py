@@ -10,7 +10,7 @@ import re
 
 import pytest
 
-from launchkit import RESTORE, check_training, need_torch, needs_wrapper, train_reports, write_train
+from launchkit import RESTORE, check_training, need_torch, train_reports, write_train
 from test_e2e_slurm import batch_job, cluster, fresh, jobs, store  # noqa: F401 (fixtures)
 
 pytestmark = pytest.mark.e2e
@@ -28,7 +28,6 @@ def job4(cluster, jobs, store, tmp_path):  # noqa: F811
     return batch_job(cluster, jobs, store, tmp_path, "-N", "4", "--ntasks-per-node", "2")
 
 
-@needs_wrapper
 @pytest.mark.parametrize("mpi", ["pmi2", "pmix"])
 def test_plain_ddp_across_two_nodes(cluster, jobs, store, tmp_path, mpi):  # noqa: F811
     need_torch()
@@ -63,7 +62,6 @@ def test_sizing_on_four_nodes(cluster, store, job4):  # noqa: F811
     assert p.returncode == 5 and "'node7' is not in job" in p.stderr
 
 
-@needs_wrapper
 def test_four_independent_one_node_runs_side_by_side(cluster, store, job4, tmp_path):  # noqa: F811
     need_torch()
     write_train(tmp_path)
@@ -78,7 +76,6 @@ def test_four_independent_one_node_runs_side_by_side(cluster, store, job4, tmp_p
         assert {r["host"] for r in reps} == {h}, out[-2000:]
 
 
-@needs_wrapper
 def test_failed_rank_and_timeout_under_srun(cluster, store, job4, tmp_path):  # noqa: F811
     rank = tmp_path / "rank.sh"
     rank.write_text("echo hello from $RANK on $(hostname)\nif [ \"$RANK\" = 5 ]; then echo 'loss is nan' >&2; exit 3; fi\n"
@@ -98,7 +95,6 @@ def test_failed_rank_and_timeout_under_srun(cluster, store, job4, tmp_path):  # 
     print(p.stderr)
 
 
-@needs_wrapper
 def test_retry_without_the_failed_host(cluster, store, job4, tmp_path):  # noqa: F811
     script = tmp_path / "flaky.sh"
     script.write_text("if [ \"$(hostname)\" = node2 ]; then echo 'ECC error' >&2; exit 4; fi\necho ok on $(hostname)\n")

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from launchkit import BIN, RESTORE, fresh_env, needs_wrapper, save, shell, tools
+from launchkit import BIN, RESTORE, fresh_env, save, shell, tools
 
 pytestmark = pytest.mark.e2e
 
@@ -54,7 +54,6 @@ def test_bad_requests_are_one_line_errors(job):
         assert p.returncode in (2, 5) and words in p.stderr and "Traceback" not in p.stderr, p.stderr
 
 
-@needs_wrapper
 def test_failed_rank_is_named_with_host_code_and_last_lines(job, tmp_path):
     rank = tmp_path / "rank.sh"
     rank.write_text("echo start-$RANK\nif [ $RANK = 1 ]; then printf 'bad byte \\377 here\\n'; echo dying; exit 3; fi\n"
@@ -65,9 +64,28 @@ def test_failed_rank_is_named_with_host_code_and_last_lines(job, tmp_path):
     assert f"jobenv: rank 1 on {host} failed first: exit code 3" in p.stderr, p.stderr
     assert "jobenv:   | dying" in p.stderr and "bad byte" in p.stderr
     print(p.stderr)  # the README quotes this
+    p = shell(job, f"jobenv launch --label -- sh {rank}")
+    assert "jobenv: last lines of rank 1:\njobenv:   | [1] start-1\n" in p.stderr, p.stderr
+    assert "[0]" not in p.stderr.split("last lines of rank 1:")[1]
 
 
-@needs_wrapper
+def test_gpu_bind_follows_the_profile(tmp_path):
+    home = tmp_path / "home"
+    d = home / ".config" / "jobenv" / "profiles"
+    d.mkdir(parents=True)
+    (d / "gpus.yaml").write_text("name: gpus\nscheduler: local\nlaunchers:\n  - argv: [mpiexec, -n, '{nranks}']\n"
+                                 "gpus_per_host: 2\ngpu_bind: {var: CUDA_VISIBLE_DEVICES, map: reverse}\n")
+    env = fresh_env(home, f"{tools(tmp_path / 'bin')}:/usr/bin:/bin", JOBENV_GPUS_PER_HOST="2")
+    save(env, "--profile", "gpus")
+    p = shell(env, "jobenv launch --gpu-bind -- sh -c 'echo $LOCAL_RANK:$CUDA_VISIBLE_DEVICES'")
+    assert p.returncode == 0 and sorted(p.stdout.split()) == ["0:1", "1:0"], p.stdout + p.stderr
+    p = shell(env, "jobenv launch -- sh -c 'echo ${CUDA_VISIBLE_DEVICES-unset}'")
+    assert p.stdout.split() == ["unset", "unset"]  # opt-in
+    save(env, "--profile", "local")
+    p = shell(env, "jobenv launch --gpu-bind -- true")
+    assert p.returncode == 5 and "declares no gpu_bind" in p.stderr
+
+
 def test_timeout_names_the_rank_that_never_finished(job):
     t = time.monotonic()
     p = shell(job, "jobenv launch --timeout 6 -- sh -c 'if [ $RANK = 1 ]; then sleep 300; fi; echo done-$RANK'")
@@ -85,7 +103,6 @@ def test_idle_timeout_kills_a_silent_launch(job):
     assert out == "0", "the launch's processes were not all killed"
 
 
-@needs_wrapper
 def test_retries_rerun_and_log_dir_has_one_log_per_rank(job, tmp_path):
     marker = tmp_path / "failed-once"
     logs = tmp_path / "logs"

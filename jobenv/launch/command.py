@@ -12,7 +12,7 @@ from functools import partial
 
 from .. import store
 from ..errors import BadInput, JobenvError, one_line
-from . import ranks, sizing, supervise
+from . import ranks, report, sizing, supervise
 
 TYPE_CHECKING = False  # `import typing`/`dataclasses` cost ~50 ms: `launch` starts on every run
 if TYPE_CHECKING:
@@ -24,26 +24,21 @@ class Options:
 
     def __init__(self, request: Optional[sizing.Request] = None, launcher_args: Optional[List[str]] = None,
                  label: bool = False, log_dir: Optional[str] = None, limits: Optional[supervise.Limits] = None,
-                 retries: int = 0, exclude_failed: bool = False, gpu_bind: Optional[str] = None,
+                 retries: int = 0, exclude_failed: bool = False, gpu_bind: bool = False,
                  python: bool = True) -> None:
         self.request = request or sizing.Request()
         self.launcher_args = list(launcher_args or [])
         self.label, self.log_dir = label, log_dir
         self.limits = limits or supervise.Limits()
         self.retries, self.exclude_failed = retries, exclude_failed
-        self.gpu_bind, self.python = gpu_bind, python
+        self.gpu_bind, self.python = gpu_bind, python  # gpu_bind: use the profile's binding
 
 
 def rank_wrapper_argv() -> List[str]:
-    """HOOK for the rank helper (CONTRACTS item 4): the per-rank wrapper's argv.
+    """The per-rank wrapper's argv (CONTRACTS item 4): torchrun's variables in every rank,
+    start/exit records in JOBENV_RUN_DIR, logs in JOBENV_LOG_DIR."""
+    from ..rankwrap import wrapper_argv
 
-    Empty until `jobenv.rankwrap` exists: ranks then get no RANK/MASTER_ADDR exports and
-    leave no start/exit records, and the summary falls back to the launcher's output.
-    """
-    try:
-        from ..rankwrap import wrapper_argv  # type: ignore[import-not-found,unused-ignore]
-    except ImportError:
-        return []
     return list(wrapper_argv())
 
 
@@ -76,6 +71,18 @@ def launch_environment(rec, record_path: str, environ: Mapping[str, str], python
             env["PATH"] = os.pathsep.join(prepend + [p for p in env.get("PATH", "").split(os.pathsep)
                                                       if p and p not in prepend])
     return env, warnings
+
+
+def gpu_bind_mode(rec, environ: Mapping[str, str]) -> str:
+    """--gpu-bind: the job's profile's `gpu_bind`, as the wrapper's JOBENV_GPU_BIND."""
+    from .. import profiles
+
+    prof = profiles.load_all(environ).get(rec.machine)
+    mode = profiles.gpu_bind_mode(prof) if prof is not None else ""
+    if not mode:
+        raise BadInput(f"--gpu-bind: profile {rec.machine!r} declares no gpu_bind (add `gpu_bind: {{var: "
+                       "CUDA_VISIBLE_DEVICES, map: identity}` to it)")
+    return mode
 
 
 def stage_prefix(rec) -> List[str]:
@@ -148,43 +155,6 @@ def _say(msg: str) -> None:
     sys.stderr.flush()
 
 
-def summarize(out: supervise.Outcome, run_dir: str, log_dir: str, size: sizing.Size, opts: Options,
-              at_expiry: Optional[ranks.RunState] = None) -> Tuple[List[str], Optional[str]]:
-    """Lines naming what went wrong, and the host of the first failed rank (for --exclude-failed).
-
-    After a timeout the ranks' state is the one seen just before the kill: the exits the
-    kill itself caused say nothing about what went wrong."""
-    state = at_expiry if out.expired and at_expiry is not None else ranks.read(run_dir)
-    lines: List[str] = []
-    if out.expired:
-        limit = opts.limits.timeout if out.expired == "timeout" else opts.limits.idle_timeout
-        what = "ran past" if out.expired == "timeout" else "printed nothing for"
-        lines.append(f"launch {what} --{out.expired} {limit:g} s: killed it")
-        left = ranks.unfinished(state, size.nranks, size.host_of)
-        if state.ranks:
-            lines.append("ranks that never finished: " + (ranks.compact(left) or "none recorded"))
-        else:
-            lines.append(f"no rank records in {run_dir} (no per-rank wrapper); hosts: "
-                         f"{', '.join(size.hosts)}")
-    first = ranks.first_failure(state)
-    if first is not None:
-        nfailed = sum(1 for r in state.ranks.values() if r.failed)
-        lines.append(f"rank {first.rank} on {first.host} failed first: {ranks.describe_exit(first.exit or '')}"
-                     f" ({nfailed} of {size.nranks} ranks failed)")
-        log = os.path.join(log_dir, f"rank-{first.rank}.log")
-        last = ranks.tail(log)
-        if last:
-            lines.append(f"last lines of rank {first.rank} ({log}):")
-            lines += [f"  | {line}" for line in last]
-    elif not out.expired:
-        lines.append(f"launcher exited with {ranks.describe_exit(str(out.returncode))}; "
-                     "no rank recorded a failure")
-        if out.last_lines:
-            lines.append("last lines of output:")
-            lines += [f"  | {one_line(b.decode('utf-8', 'replace'))}" for b in out.last_lines[-10:]]
-    return lines, first.host if first is not None else None
-
-
 def run(rec, record_path: str, command: List[str], opts: Options, environ: Mapping[str, str],
         dry_run: bool = False) -> int:
     """Launch `command` (with retries); the exit code of the last attempt."""
@@ -193,6 +163,7 @@ def run(rec, record_path: str, command: List[str], opts: Options, environ: Mappi
         _say(f"warning: {w}")
     runs = os.path.join(store.home(dict(environ)), "runs", store.key_for(rec.scheduler, rec.jobid))
     wrapper = rank_wrapper_argv() + stage_prefix(rec)
+    gpu_bind = gpu_bind_mode(rec, environ) if opts.gpu_bind else ""
     req = opts.request
     rc = 1
     for attempt in range(opts.retries + 1):
@@ -203,20 +174,24 @@ def run(rec, record_path: str, command: List[str], opts: Options, environ: Mappi
             print(join(plan.launcher + wrapper + command))
             return 0
         run_dir = ranks.make_run_dir(runs, f"a{attempt}")
-        log_dir = opts.log_dir or run_dir
+        log_dir = opts.log_dir  # the wrapper sends a rank's output there instead of the launcher's
         hostfile = os.path.join(run_dir, "hostfile")
         plan, warnings = plan_attempt(rec, req, opts, hostfile, base_env)
         for w in warnings:
             _say(f"warning: {w}")
-        if plan.hostfile_text is not None:
-            ranks.write_private(hostfile, plan.hostfile_text)
-        if opts.log_dir:
-            os.makedirs(opts.log_dir, exist_ok=True)
         env = dict(base_env)
-        env.update(JOBENV_RUN_DIR=run_dir, JOBENV_LOG_DIR=log_dir, JOBENV_LAUNCH_TIME=f"{time.time():.6f}",
-                   JOBENV_GPU_BIND=opts.gpu_bind if opts.gpu_bind is not None else env.get("JOBENV_GPU_BIND", ""))
-        if not plan.size.whole and len(plan.size.hosts) > 1 and "MASTER_ADDR" not in environ:
-            env["MASTER_ADDR"] = plan.size.hosts[0]  # the job's first host may not be in this launch
+        env.update(JOBENV_RUN_DIR=run_dir, JOBENV_LAUNCH_TIME=f"{time.time():.6f}", JOBENV_GPU_BIND=gpu_bind)
+        if log_dir:
+            os.makedirs(log_dir, exist_ok=True)
+            env["JOBENV_LOG_DIR"] = log_dir
+        if plan.size.subset:  # the wrapper's node rank and MASTER_ADDR follow this launch's hosts
+            ranks.write_private(hostfile, sizing.hostfile_text(plan.size))
+            env["JOBENV_HOSTFILE"] = hostfile
+        elif plan.hostfile_text is not None:
+            ranks.write_private(hostfile, plan.hostfile_text)
+        if not plan.size.whole:
+            env.update(NHOSTS=str(len(plan.size.hosts)), NRANKS_PER_HOST=str(plan.size.ppn),
+                       NRANKS=str(plan.size.nranks))
         launcher = list(plan.launcher)
         on_expire: Optional[Callable[[], None]] = None
         if plan.family == "srun" and (opts.limits.timeout or opts.limits.idle_timeout):
@@ -234,7 +209,8 @@ def run(rec, record_path: str, command: List[str], opts: Options, environ: Mappi
             return 0
         if out.signalled is not None:
             return rc  # the user (or timeout(1)) stopped it: no summary, no retry
-        lines, bad_host = summarize(out, run_dir, log_dir, plan.size, opts, snapshot[0] if snapshot else None)
+        lines, bad_host = report.summarize(out, run_dir, log_dir, plan.size, opts, plan.family,
+                                    snapshot[0] if snapshot else None)
         for line in lines:
             _say(line)
         if attempt < opts.retries:

@@ -2,7 +2,7 @@
 
 The wrapper (jobenv.rankwrap, CONTRACTS item 4) writes one-line records into
 JOBENV_RUN_DIR: `rank-<R>.start` ("R host pid time") and `rank-<R>.exit` ("R host
-code-or-signal time"), and per-rank logs `rank-<R>.log` into JOBENV_LOG_DIR.  Reading them
+exit:<code>|signal:<number> time"), and per-rank logs `rank-<R>.log` into JOBENV_LOG_DIR.  Reading them
 is tolerant: a rank can die half-way through writing, and the directory is shared with
 user code.  The summaries are pure functions of what was read.
 """
@@ -27,7 +27,7 @@ class RankState:
         self.rank = rank
         self.host: Optional[str] = None
         self.started: Optional[float] = None
-        self.exit: Optional[str] = None  # the wrapper's text: a code ("3") or a signal ("SIGSEGV", "signal 11")
+        self.exit: Optional[str] = None  # a code ("3") or a signal ("signal 11"), as `normalize` makes it
         self.ended: Optional[float] = None
 
     @property
@@ -94,9 +94,37 @@ def read(run_dir: str) -> RunState:
         if kind == "start":
             r.started = when
         else:
-            r.exit = " ".join(words[2:-1]) if len(words) >= 4 else words[2]
+            r.exit = normalize(" ".join(words[2:-1]) if len(words) >= 4 else words[2])
             r.ended = when
     return state
+
+
+def normalize(text: str) -> str:
+    """The wrapper's `exit:3` / `signal:9` as "3" / "signal 9" (other spellings kept)."""
+    kind, _, value = text.partition(":")
+    if kind == "exit" and value.isdigit():
+        return value
+    if kind == "signal" and value.isdigit():
+        return f"signal {value}"
+    return text
+
+
+# What the launchers' own --label flags put before a line: the rank is group 1.
+LABEL_PATTERNS = {"srun": r"\s*(\d+): ", "mpich": r"\[(\d+)\] ", "openmpi": r"\[\d+,(\d+)\]<std(?:out|err)>: ?",
+                  "torchrun": r"\[default(\d+)\]:"}
+
+
+def lines_of(lines: List[str], family: str, rank: int) -> List[str]:
+    """The lines of `rank` in labelled launcher output (empty when it carries no labels)."""
+    import re
+
+    pat = re.compile(LABEL_PATTERNS.get(family, r"(?!)"))
+    out = []
+    for line in lines:
+        m = pat.match(line)
+        if m and int(m.group(1)) == rank:
+            out.append(line)
+    return out
 
 
 def describe_exit(text: str) -> str:
