@@ -84,6 +84,12 @@ def test_failed_rank_and_timeout_under_srun(cluster, store, job4, tmp_path):  # 
     assert p.returncode != 0
     assert "jobenv: rank 5 on node3 failed first: exit code 3" in p.stderr, p.stderr
     assert "jobenv:   | loss is nan" in p.stderr
+    logs = tmp_path / "logs"
+    p = fresh(cluster, "node1", "bash", f"{RESTORE} && jobenv launch --label -- sh {rank}; "
+              f"jobenv launch --log-dir {logs} -- sh {rank}", store)
+    assert "jobenv: last lines of rank 5:\njobenv:   | 5: hello from 5 on node3\njobenv:   | 5: loss is nan" in p.stderr
+    assert f"jobenv: last lines of rank 5 ({logs}/rank-5.log):\njobenv:   | hello from 5 on node3\n" in p.stderr
+    assert sorted(f.name for f in logs.iterdir()) == [f"rank-{r}.log" for r in range(8)]
     print(p.stderr)  # quoted in the README
     slow = tmp_path / "slow.sh"
     slow.write_text("if [ \"$RANK\" = 6 ]; then sleep 300; fi\necho done $RANK\n")
