@@ -127,3 +127,17 @@ def test_family_of_real_launchers(tmp_path):
     (ompi.parent / "ompi_info").write_text("")
     assert sizing.family("mpiexec", str(ompi)) == "openmpi"
     assert sizing.family("mpiexec", "/opt/cray/pals/1.2/bin/mpiexec") == "mpich"
+
+
+def test_per_host_plan_uses_the_records_profile_and_launcher():
+    from jobenv.launch.command import per_host_plan
+    from jobenv.record import from_dict
+
+    rec = from_dict({"schema_version": 1, "scheduler": "slurm", "jobid": "7", "machine": "slurm", "hosts": NODES,
+                     "gpus_per_host": 4, "ranks_per_host": 4, "launch": ["srun", "-N", "4"], "env": {},
+                     "created_at": "t", "created_on": "node1",
+                     "software": {"python": None, "launcher": "/usr/bin/srun", "modules": None}})
+    env = {"XDG_CONFIG_HOME": "/nonexistent", "PATH": "/usr/bin:/bin"}
+    argv, text = per_host_plan(rec, env, ["node2", "node4"], "/hf")
+    assert argv[1:] == ["--nodelist=node[2,4]", "-N", "2", "-n", "2", "--ntasks-per-node", "1"] and text is None
+    assert argv[0] in ("/usr/bin/srun", "srun")  # the recorded path where it exists

@@ -144,6 +144,21 @@ def plan_attempt(rec, req: sizing.Request, opts: Options, hostfile: str, environ
     return Attempt(argv, text, size, fam), warnings
 
 
+def per_host_plan(rec, environ: Mapping[str, str], hosts: List[str], hostfile: str
+                  ) -> Tuple[List[str], Optional[str]]:
+    """(launcher argv, hostfile text or None): one process on each of `hosts` of the job, by
+    the recorded launcher (CONTRACTS item 5, for `jobenv stage`).  The caller writes the text
+    to `hostfile` when it is not None, then appends its command."""
+    from .. import software
+
+    template, variables = _profile_template(rec, environ)
+    prog, _ = software.launcher_path(rec, rec.launch[0])
+    fam = sizing.family(rec.launch[0], prog if os.path.isabs(prog) else _which(prog, environ))
+    argv, text = sizing.per_host(rec.hosts, template, hosts, rec.jobid, variables, hostfile, fam)
+    argv[0] = prog
+    return argv, text
+
+
 def _which(prog: str, environ: Mapping[str, str]) -> Optional[str]:
     from ..software import _which as which
 
