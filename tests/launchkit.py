@@ -15,10 +15,9 @@ from conftest import REPO
 
 BIN = Path(sys.executable).parent  # the test venv: python3, MPICH wheel's mpiexec, torchrun
 
-# Restore, then make sure `launch` is the program in $JOBENV_HOME/bin (the restore plan
-# does this itself once it is on main; until then the test puts it first on PATH).
-RESTORE = ('source <(jobenv get) && { [ "$(command -v launch)" = "$JOBENV_HOME/bin/launch" ] || '
-           '{ unset -f launch; PATH="$JOBENV_HOME/bin:$PATH"; }; }')
+# A restored shell: the plan defines `launch` and puts $JOBENV_HOME/bin (the `launch` program)
+# first on PATH, for `timeout`, `nohup` and child scripts.
+RESTORE = "source <(jobenv get)"
 
 # A plain torchrun-style DDP script: no jobenv import, env:// rendezvous.
 TRAIN = r'''

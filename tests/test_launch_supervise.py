@@ -142,7 +142,7 @@ def test_launch_program_under_timeout_nohup_and_child_scripts(job, tmp_path):
     child.write_text("#!/bin/sh\nlaunch sh -c 'echo child-$PMI_RANK'\n")
     child.chmod(0o755)
     out = tmp_path / "nohup.out"
-    p = shell(job, f"{RESTORE} && command -v launch && timeout 120 launch sh -c 'echo t-$PMI_RANK' && "
+    p = shell(job, f"{RESTORE} && type -P launch && timeout 120 launch sh -c 'echo t-$PMI_RANK' && "
                    f"nohup launch sh -c 'echo n-$PMI_RANK' > {out} 2>&1 && {child}")
     assert p.returncode == 0, p.stderr
     lines = p.stdout.split()

@@ -16,7 +16,7 @@ from . import ranks, report, sizing, supervise
 
 TYPE_CHECKING = False  # `import typing`/`dataclasses` cost ~50 ms: `launch` starts on every run
 if TYPE_CHECKING:
-    from typing import Callable, Dict, List, Mapping, Optional, Tuple
+    from typing import Callable, List, Mapping, Optional, Tuple
 
 
 class Options:
@@ -40,37 +40,6 @@ def rank_wrapper_argv() -> List[str]:
     from ..rankwrap import wrapper_argv
 
     return list(wrapper_argv())
-
-
-def launch_environment(rec, record_path: str, environ: Mapping[str, str], python: bool = True
-                       ) -> Tuple[Dict[str, str], List[str]]:
-    """The environment the launcher runs in, and warnings.  HOOK: becomes `plan.apply(plan,
-    environ)` once the restore plan (CONTRACTS item 2) is on main; same meaning as `get`."""
-    from .. import schedulers, shell, software
-    from ..hostlist import this_host
-
-    env = dict(environ)
-    for k in shell.stale_vars(rec, env, schedulers.PREFIXES):
-        env.pop(k, None)
-    same = env.get(shell.JOBID_VAR.get(rec.scheduler, "")) == rec.jobid
-    for k, v in rec.env.items():
-        if not (same and k in env):
-            env[k] = v
-    env.update(shell.exports(rec, record_path))
-    from .. import stage
-
-    warnings: List[str] = []
-    host = this_host(env)
-    items = [software.restore_items(rec, env, host, python=python)]
-    if python:
-        items.append(stage.restore_items(rec, env, host))  # a staged copy wins over the original env
-    for sets, prepend, warns in items:
-        env.update(sets)
-        warnings += warns
-        if prepend:
-            env["PATH"] = os.pathsep.join(prepend + [p for p in env.get("PATH", "").split(os.pathsep)
-                                                      if p and p not in prepend])
-    return env, warnings
 
 
 def gpu_bind_mode(rec, environ: Mapping[str, str]) -> str:
@@ -170,12 +139,10 @@ def _say(msg: str) -> None:
     sys.stderr.flush()
 
 
-def run(rec, record_path: str, command: List[str], opts: Options, environ: Mapping[str, str],
-        dry_run: bool = False) -> int:
-    """Launch `command` (with retries); the exit code of the last attempt."""
-    base_env, warnings = launch_environment(rec, record_path, environ, opts.python)
-    for w in warnings:
-        _say(f"warning: {w}")
+def run(rec, command: List[str], opts: Options, base_env: Mapping[str, str], dry_run: bool = False) -> int:
+    """Launch `command` (with retries) in `base_env`, the restore plan's environment; the exit
+    code of the last attempt."""
+    environ = base_env
     runs = os.path.join(store.home(dict(environ)), "runs", store.key_for(rec.scheduler, rec.jobid))
     wrapper = rank_wrapper_argv() + stage_prefix(rec)
     gpu_bind = gpu_bind_mode(rec, environ) if opts.gpu_bind else ""
@@ -241,15 +208,15 @@ def _snapshot(into: List[ranks.RunState], run_dir: str) -> None:
 
 def start(job: Optional[str], allow_stale: bool, command: List[str], opts: Options,
           environ: Mapping[str, str], warn, dry_run: bool = False) -> int:
-    """Choose the job, refuse an ended one, launch: what `jobenv launch` and `launch` do."""
-    from ..errors import JobEnded
-    from ..get import choose, job_state
+    """Choose the job, refuse an ended one, launch in the restore plan's environment (the
+    one `source <(jobenv get)` gives a shell): what `jobenv launch` and `launch` do."""
+    from .. import plan
+    from ..get import restore_plan
 
-    path, rec = choose(environ, job, warn)
-    state, reason = job_state(rec, environ)
-    if state == "ended" and not allow_stale:
-        raise JobEnded(f"job {rec.jobid} has ended ({reason}); pass --allow-stale to launch anyway")
-    return run(rec, str(path), command, opts, environ, dry_run)
+    p, _, rec = restore_plan(environ, job, allow_stale, python=opts.python)
+    for w in p.warnings:
+        warn(w)
+    return run(rec, command, opts, plan.apply(p, environ), dry_run)
 
 
 def fast_main(argv: List[str]) -> Optional[int]:

@@ -11,10 +11,12 @@ from __future__ import annotations
 
 import os
 import sys
-from typing import Mapping, Optional
 
-from ..shell import quote
-from ..store import check_safe, home
+from ..store import home
+
+TYPE_CHECKING = False  # bin_dir is on the `jobenv get` path (the restore plan): no typing import
+if TYPE_CHECKING:
+    from typing import Mapping, Optional
 
 NAME = "launch"
 
@@ -25,6 +27,8 @@ def bin_dir(environ: Mapping[str, str]) -> str:
 
 
 def program_text(python: str = sys.executable, package_parent: Optional[str] = None) -> str:
+    from ..shell import quote
+
     parent = package_parent or os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
     code = (f"import sys; sys.path[0] = {parent!r}; from jobenv.launch.command import fast_main as f; "
             "rc = f(sys.argv[1:]); from jobenv.__main__ import main; sys.exit(main(sys.argv[1:]) if rc is None else rc)")
@@ -37,6 +41,8 @@ def program_text(python: str = sys.executable, package_parent: Optional[str] = N
 
 def install(environ: Mapping[str, str], text: Optional[str] = None) -> str:
     """Write `launch` (0755, atomically, only when it changed); return its path."""
+    from ..store import check_safe
+
     d = bin_dir(environ)
     os.makedirs(d, mode=0o700, exist_ok=True)
     check_safe(d, is_dir=True)  # it goes first on PATH: nobody else may write there
