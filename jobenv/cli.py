@@ -271,30 +271,54 @@ def watch(job, interval, foreground) -> None:
         click.echo(f"watching job {rec.jobid}: pid {pid}, heartbeat every {interval:g} s")
 
 
-@cli.command(context_settings={"ignore_unknown_options": True, "allow_interspersed_args": False})
-@click.option("--job", "-j", metavar="ID", help="Job id (default: as for `get`).")
-@click.option("--allow-stale", is_flag=True, help="Launch even if the job has ended.")
-@click.option("--dry-run", "-n", is_flag=True, help="Print the command instead of running it.")
-@click.argument("command", nargs=-1, required=True, type=click.UNPROCESSED)
-def launch(job, allow_stale, dry_run, command) -> None:
-    """Run COMMAND on every rank of the job: jobenv launch -- python3 train.py"""
-    from . import plan as plan_mod
-    from . import shell
-    from .get import restore_plan
+_SECONDS = click.FloatRange(min=0, min_open=True)
 
-    p, _, rec = restore_plan(os.environ, job, allow_stale)
-    for w in p.warnings:
-        warn(w)
-    argv = list(rec.launch) + list(command)
-    if dry_run:
-        click.echo(shell.join(argv))
-        return
-    env = plan_mod.apply(p, os.environ)
-    env["JOBENV_LAUNCH_TIME"] = f"{time.time():.6f}"
+
+@cli.command(context_settings={"allow_interspersed_args": False})
+@click.option("--job", "-j", metavar="ID", help="Job id (default: $JOBENV_JOBID via `launch`, else as for `get`).")
+@click.option("--allow-stale", is_flag=True, help="Launch even if the job has ended.")
+@click.option("--dry-run", is_flag=True, help="Print the command instead of running it.")
+@click.option("-n", "--nranks", type=click.IntRange(min=1), metavar="N", help="Ranks in all (default: hosts x ppn).")
+@click.option("--ppn", type=click.IntRange(min=1), metavar="P", help="Ranks per host (default: as saved).")
+@click.option("--nhosts", type=click.IntRange(min=1), metavar="K", help="Use the first K hosts (default: enough for -n, else all).")
+@click.option("--hosts", metavar="LIST", help="Only these hosts of the job (hostlist: node[1-3],gpu7).")
+@click.option("--exclude", metavar="LIST", help="Not these hosts (hostlist).")
+@click.option("--launcher-args", metavar="ARGS", multiple=True,
+              help="Extra flags for the launcher itself, split like a shell would: --launcher-args='--cpu-bind none'.")
+@click.option("--label", is_flag=True, help="Prefix output lines with the rank (the launcher's own flag).")
+@click.option("--log-dir", metavar="DIR", type=click.Path(file_okay=False),
+              help="Each rank's output to DIR/rank-<R>.log instead of the terminal.")
+@click.option("--timeout", type=_SECONDS, metavar="S", help="Kill the whole launch after S seconds.")
+@click.option("--idle-timeout", type=_SECONDS, metavar="S", help="Kill it when no rank printed anything for S seconds.")
+@click.option("--retries", type=click.IntRange(min=0), default=0, metavar="N", help="Re-launch up to N times after a failure.")
+@click.option("--exclude-failed", is_flag=True, help="With --retries: drop the first failed rank's host when the job has a spare.")
+@click.option("--gpu-bind", is_flag=True, help="One GPU per local rank, as the profile's gpu_bind maps them.")
+@click.option("--no-python", "no_python", is_flag=True, help="Do not re-activate the job's saved Python environment.")
+@click.argument("command", nargs=-1, required=True, type=click.UNPROCESSED)
+def launch(job, allow_stale, dry_run, nranks, ppn, nhosts, hosts, exclude, launcher_args, label, log_dir,
+           timeout, idle_timeout, retries, exclude_failed, gpu_bind, no_python, command) -> None:
+    """Run COMMAND on every rank of the job: jobenv launch [OPTIONS] -- python3 train.py
+
+    \b
+    In a restored shell `launch ARGS` is `jobenv launch -- ARGS`.
+    Launcher flags: --launcher-args='...' (added after the launcher's own).
+    Exit code: the launcher's; 124 when --timeout/--idle-timeout killed it.
+    """
+    import shlex
+
+    from .launch import command as cmd
+    from .launch.sizing import Request
+    from .launch.supervise import Limits
+
     try:
-        os.execvpe(argv[0], argv, env)
-    except OSError as exc:
-        raise JobenvError(f"cannot run {argv[0]!r}: {exc.strerror} (is it on PATH?)", 127) from None
+        extra = [a for text in launcher_args for a in shlex.split(text)]
+    except ValueError as exc:
+        raise click.BadParameter(str(exc), param_hint="--launcher-args") from None
+    opts = cmd.Options(request=Request(nranks, ppn, nhosts, hosts, exclude), launcher_args=extra, label=label,
+                       log_dir=os.path.abspath(log_dir) if log_dir else None,
+                       limits=Limits(timeout, idle_timeout), retries=retries, exclude_failed=exclude_failed,
+                       gpu_bind=gpu_bind, python=not no_python)
+    raise click.exceptions.Exit(cmd.start(job, allow_stale, list(command), opts, os.environ, warn, dry_run))
 
 
 @cli.command()

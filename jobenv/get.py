@@ -172,7 +172,16 @@ def job_state(rec: JobRecord, env: Mapping[str, str]) -> Tuple[str, str]:
     return state, reason
 
 
-def _extra_items(rec: JobRecord, env: Mapping[str, str], host: str) -> list:
+def _launch_program(env: Mapping[str, str]) -> list:
+    """$JOBENV_HOME/bin first on PATH when it holds the `launch` program (jobenv.launch.executable):
+    `timeout 600 launch ...`, `nohup launch ...` and child scripts find it there."""
+    from .launch.executable import NAME, bin_dir
+
+    d = bin_dir(env)
+    return [({}, [d], [])] if os.path.exists(os.path.join(d, NAME)) else []
+
+
+def _extra_items(rec: JobRecord, env: Mapping[str, str], host: str, python: bool = True) -> list:
     """(set, path_prepend, warnings) of the software and staged-files concerns, when present.
 
     A concern is asked only when the record carries its field (most do not: no import).
@@ -181,7 +190,7 @@ def _extra_items(rec: JobRecord, env: Mapping[str, str], host: str) -> list:
     here = os.path.dirname(os.path.abspath(__file__))
     items = []
     for name, field in (("software", "software"), ("stage", "staged")):
-        if not getattr(rec, field, None):
+        if not getattr(rec, field, None) or not python and name == "stage":
             continue
         if not (os.path.exists(os.path.join(here, name + ".py"))
                 or os.path.exists(os.path.join(here, name, "__init__.py"))):
@@ -189,7 +198,7 @@ def _extra_items(rec: JobRecord, env: Mapping[str, str], host: str) -> list:
         mod = __import__(f"jobenv.{name}", fromlist=["restore_items"])
         fn = getattr(mod, "restore_items", None)
         if fn is not None:
-            items.append(fn(rec, env, host))
+            items.append(fn(rec, env, host, python=python) if name == "software" else fn(rec, env, host))
     return items
 
 
@@ -199,14 +208,15 @@ def _cacheable(env: Mapping[str, str], jobid: Optional[str]) -> bool:
 
 
 def restore_plan(env: Mapping[str, str], jobid: Optional[str] = None, allow_stale: bool = False,
-                 hostname: Optional[str] = None) -> Tuple[plan.Plan, float, JobRecord]:
-    """The plan for this shell, until when its liveness verdict holds, and the record."""
+                 hostname: Optional[str] = None, python: bool = True) -> Tuple[plan.Plan, float, JobRecord]:
+    """The plan for this shell, until when its liveness verdict holds, and the record.
+    `python=False` (--no-python) leaves the job's Python environment and staged copy out."""
     host = hostname or this_host(env)
     path, rec, why, warnings = select(env, jobid, host)
     state, reason, until = liveness(rec, env)
     p = plan.build(rec, path, env, why=why, state=(state, reason), store="owner, mode and schema checked",
                    allow_stale=allow_stale, jobenv_argv=shell.jobenv_argv(),
-                   extra=_extra_items(rec, env, host), warnings=warnings)
+                   extra=_launch_program(env) + _extra_items(rec, env, host, python), warnings=warnings)
     return p, until, rec
 
 

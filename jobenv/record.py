@@ -26,14 +26,15 @@ class JobRecord:
 
     __slots__ = ("scheduler", "jobid", "machine", "hosts", "gpus_per_host", "ranks_per_host",
                  "hostfile", "launch", "env", "created_at", "created_on", "jobname", "user",
-                 "launch_env", "warnings", "status", "schema_version", "staged")
+                 "launch_env", "warnings", "status", "schema_version", "staged", "software")
 
     def __init__(self, scheduler: str, jobid: str, machine: str, hosts: List[str], gpus_per_host: int,
                  ranks_per_host: int, hostfile: Optional[str], launch: List[str], env: Dict[str, str],
                  created_at: str, created_on: str, jobname: Optional[str] = None, user: Optional[str] = None,
                  launch_env: Optional[Dict[str, str]] = None, warnings: Optional[List[str]] = None,
                  status: Optional[Dict[str, Any]] = None, schema_version: int = SCHEMA_VERSION,
-                 staged: Optional[Dict[str, Dict[str, Any]]] = None) -> None:
+                 staged: Optional[Dict[str, Dict[str, Any]]] = None,
+                 software: Optional[Dict[str, Any]] = None) -> None:
         self.scheduler, self.jobid, self.machine, self.hosts = scheduler, jobid, machine, hosts
         self.gpus_per_host, self.ranks_per_host, self.hostfile = gpus_per_host, ranks_per_host, hostfile
         self.launch, self.env, self.created_at, self.created_on = launch, env, created_at, created_on
@@ -43,6 +44,7 @@ class JobRecord:
         self.status = status if status is not None else {}
         self.schema_version = schema_version
         self.staged = staged if staged is not None else {}  # optional: `jobenv stage` copies per host
+        self.software = software  # optional: jobenv.software (Python env, launcher path, modules)
 
     @property
     def nhosts(self) -> int:
@@ -73,6 +75,8 @@ class JobRecord:
         out = self.to_dict()
         if self.staged:
             out["staged"] = {h: dict(e) for h, e in self.staged.items()}
+        if self.software is not None:
+            out["software"] = self.software
         return out
 
     def to_json(self) -> str:
@@ -134,7 +138,15 @@ def from_dict(data: Any, where: str = "record") -> JobRecord:
         launch_env=dict(data.get("launch_env") or {}),
         warnings=[w for w in data.get("warnings") or [] if isinstance(w, str)],
         status=data["status"] if isinstance(data.get("status"), dict) else {},
+        software=_software(data.get("software")),
     )
+
+
+def _software(value: Any) -> Optional[Dict[str, Any]]:
+    """Optional `software` field, validated by its owner module (dropped, not fatal, when malformed)."""
+    from .software import validate
+
+    return validate(value)
 
 
 def _staged(value: Any, where: str) -> Dict[str, Dict[str, Any]]:

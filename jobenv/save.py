@@ -11,7 +11,7 @@ import time
 from dataclasses import dataclass
 from typing import Dict, List, Mapping, Optional, Tuple
 
-from . import devices, launch, profiles, schedulers, shell, store
+from . import devices, launch, profiles, schedulers, shell, software, store
 from .errors import BadInput
 from .hostlist import this_host
 from .record import JobRecord
@@ -76,6 +76,7 @@ def build(env: Mapping[str, str], opts: Options, probe=devices.probe,
         warnings=cap.warnings + notes,
         status={"state": "live", "reason": "saved inside the job", "gpus_from": gpu_source,
                 "nodefile": cap.nodefile},
+        software=software.capture(env, argv[0]),
     )
     return rec, {"key": key}
 
@@ -88,4 +89,7 @@ def save(env: Mapping[str, str], opts: Options) -> Tuple[JobRecord, str]:
     env_text = shell.render_sh(rec, json_path)
     hosts_text = "".join(h + "\n" for h in rec.hosts)
     store.write_job(rec, env_text, hosts_text, env)
+    from .launch.executable import install
+
+    install(env)  # the `launch` program that restored shells put first on PATH
     return rec, json_path

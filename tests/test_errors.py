@@ -153,8 +153,13 @@ def test_bad_options_are_usage_errors(populated):
 
 
 def test_more_error_paths_are_one_line(tmp_path, home, populated):
-    env = {**populated, "PATH": str(tmp_path)}  # srun is not on this PATH
-    one_line_error(jobenv(["launch", "--allow-stale", "--", "true"], env), 127, "cannot run 'srun'", "PATH")
+    env = {**populated, "PATH": str(tmp_path)}  # srun is not on this PATH, nor where the record says
+    rec_path = next((Path(populated["JOBENV_HOME"]) / "jobs").glob("*.json"))
+    data = json.loads(rec_path.read_text())
+    data["software"] = {"python": None, "launcher": "/nonexistent/bin/srun", "modules": None}
+    rec_path.write_text(json.dumps(data))
+    one_line_error(jobenv(["launch", "--allow-stale", "--", "true"], env), 127, "cannot run 'srun'",
+                   "/nonexistent/bin/srun", "PATH")
     local = base_env(home, machines.local(tmp_path))
     one_line_error(jobenv(["save", "--scheduler", "pbs"], local), errors.EXIT_BAD_INPUT, "no pbs job variables")
     one_line_error(jobenv(["show", "--job", "nope"], populated), errors.EXIT_NO_RECORD, "'nope'")

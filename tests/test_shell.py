@@ -77,7 +77,9 @@ def test_launch_passes_arguments_unchanged(tmp_path, home, shell_name):
             "JOBENV_HOSTNAME": "workstation7", "PATH": f"{bindir}:/usr/bin:/bin"}
     p = fresh(shell_name, f"{source_line(shell_name)}; launch {quoted}", bare, tmp_path)
     assert p.returncode == 0, p.stderr
-    assert json.loads(p.stdout) == ["-n", str(max(1, min(os.cpu_count() or 1, 4))), *args]
+    from jobenv.rankwrap import wrapper_argv  # jobenv launch puts the per-rank wrapper before the command
+
+    assert json.loads(p.stdout) == ["-n", str(max(1, min(os.cpu_count() or 1, 4))), *wrapper_argv(), *args]
     assert not (tmp_path / "pwned").exists()
 
 

@@ -1,0 +1,70 @@
+"""The `launch` program: `launch ARGS` = `jobenv launch -- ARGS`, as a file on PATH.
+
+A shell function is invisible to `timeout 600 launch ...`, `nohup launch ...` and to child
+scripts, so `jobenv save` also writes a tiny POSIX sh program to `$JOBENV_HOME/bin/launch`
+and the restore plan puts that directory first on PATH.  It runs the interpreter that
+saved the job by absolute path, with jobenv's own directory first on sys.path (instead of
+the current directory), so neither PATH nor PYTHONPATH nor the user's cwd can swap it.
+The job is the restored shell's (`JOBENV_JOBID`), else `jobenv launch`'s default choice.
+"""
+from __future__ import annotations
+
+import os
+import sys
+
+from ..store import home
+
+TYPE_CHECKING = False  # bin_dir is on the `jobenv get` path (the restore plan): no typing import
+if TYPE_CHECKING:
+    from typing import Mapping, Optional
+
+NAME = "launch"
+
+
+def bin_dir(environ: Mapping[str, str]) -> str:
+    """The directory holding `launch` (the restore plan prepends it to PATH)."""
+    return os.path.join(home(dict(environ)), "bin")
+
+
+def program_text(python: str = sys.executable, package_parent: Optional[str] = None) -> str:
+    from ..shell import quote
+
+    parent = package_parent or os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    code = (f"import sys; sys.path[0] = {parent!r}; from jobenv.launch.command import fast_main as f; "
+            "rc = f(sys.argv[1:]); from jobenv.__main__ import main; sys.exit(main(sys.argv[1:]) if rc is None else rc)")
+    run = f"exec {quote(python)} -c {quote(code)}"
+    return ("#!/bin/sh\n"
+            "# Written by `jobenv save`: `launch ARGS` runs `jobenv launch -- ARGS` for the restored job.\n"
+            f'if [ -n "${{JOBENV_JOBID-}}" ]; then {run} launch --job "$JOBENV_JOBID" -- "$@"; fi\n'
+            f'{run} launch -- "$@"\n')
+
+
+def install(environ: Mapping[str, str], text: Optional[str] = None) -> str:
+    """Write `launch` (0755, atomically, only when it changed); return its path."""
+    from ..store import check_safe
+
+    d = bin_dir(environ)
+    os.makedirs(d, mode=0o700, exist_ok=True)
+    check_safe(d, is_dir=True)  # it goes first on PATH: nobody else may write there
+    path = os.path.join(d, NAME)
+    text = text or program_text()
+    try:
+        with open(path, encoding="utf-8") as f:
+            if f.read() == text:
+                return path
+    except (OSError, UnicodeDecodeError):
+        pass
+    tmp = os.path.join(d, f".{NAME}.tmp.{os.getpid()}.{os.urandom(4).hex()}")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o755)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            f.write(text)
+        os.chmod(tmp, 0o755)  # umask may have cut the mode
+        os.replace(tmp, path)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        raise
+    return path

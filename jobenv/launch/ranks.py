@@ -1,0 +1,181 @@
+"""What the ranks left behind: the per-rank wrapper's start/exit records and logs.
+
+The wrapper (jobenv.rankwrap, CONTRACTS item 4) writes one-line records into
+JOBENV_RUN_DIR: `rank-<R>.start` ("R host pid time") and `rank-<R>.exit` ("R host
+exit:<code>|signal:<number> time"), and per-rank logs `rank-<R>.log` into JOBENV_LOG_DIR.  Reading them
+is tolerant: a rank can die half-way through writing, and the directory is shared with
+user code.  The summaries are pure functions of what was read.
+"""
+from __future__ import annotations
+
+import os
+import time
+from ..errors import one_line
+
+TYPE_CHECKING = False  # `import typing`/`dataclasses` cost ~50 ms: `launch` starts on every run
+if TYPE_CHECKING:
+    from typing import Callable, Dict, List, Optional
+
+_SIGNALS = {1: "SIGHUP", 2: "SIGINT", 3: "SIGQUIT", 4: "SIGILL", 6: "SIGABRT", 7: "SIGBUS", 8: "SIGFPE",
+            9: "SIGKILL", 11: "SIGSEGV", 13: "SIGPIPE", 14: "SIGALRM", 15: "SIGTERM"}
+
+
+class RankState:
+    __slots__ = ("rank", "host", "started", "exit", "ended")
+
+    def __init__(self, rank: int) -> None:
+        self.rank = rank
+        self.host: Optional[str] = None
+        self.started: Optional[float] = None
+        self.exit: Optional[str] = None  # a code ("3") or a signal ("signal 11"), as `normalize` makes it
+        self.ended: Optional[float] = None
+
+    @property
+    def failed(self) -> bool:
+        return self.exit is not None and self.exit != "0"
+
+
+class RunState:
+    def __init__(self) -> None:
+        self.ranks: Dict[int, RankState] = {}
+
+
+def make_run_dir(base: str, tag: str) -> str:
+    """A new private directory for one launch attempt (ranks on other hosts write here)."""
+    os.makedirs(base, mode=0o700, exist_ok=True)
+    stamp = time.strftime("%Y%m%d-%H%M%S")
+    path = os.path.join(base, f"{stamp}-{os.getpid()}-{tag}")
+    os.mkdir(path, 0o700)
+    return path
+
+
+def write_private(path: str, text: str) -> None:
+    """Write a file that only its owner can read or write, replacing it atomically."""
+    tmp = f"{path}.tmp.{os.getpid()}"
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    with os.fdopen(fd, "w", encoding="utf-8") as f:
+        f.write(text)
+    os.replace(tmp, path)
+
+
+def _fields(path: str) -> Optional[List[str]]:
+    try:
+        with open(path, "rb") as f:
+            words = f.read(4096).decode("utf-8", "replace").split()
+    except OSError:
+        return None
+    return words if len(words) >= 3 else None
+
+
+def _float(text: str) -> Optional[float]:
+    try:
+        return float(text)
+    except ValueError:
+        return None
+
+
+def read(run_dir: str) -> RunState:
+    """Every rank that left a start or exit record."""
+    state = RunState()
+    try:
+        names = os.listdir(run_dir)
+    except OSError:
+        return state
+    for name in names:
+        stem, _, kind = name.rpartition(".")
+        if kind not in ("start", "exit") or not stem.startswith("rank-") or not stem[5:].isdigit():
+            continue
+        words = _fields(os.path.join(run_dir, name))
+        if words is None:
+            continue
+        r = state.ranks.setdefault(int(stem[5:]), RankState(int(stem[5:])))
+        r.host = r.host or words[1]
+        when = _float(words[-1]) if len(words) >= 4 else None
+        if kind == "start":
+            r.started = when
+        else:
+            r.exit = normalize(" ".join(words[2:-1]) if len(words) >= 4 else words[2])
+            r.ended = when
+    return state
+
+
+def normalize(text: str) -> str:
+    """The wrapper's `exit:3` / `signal:9` as "3" / "signal 9" (other spellings kept)."""
+    kind, _, value = text.partition(":")
+    if kind == "exit" and value.isdigit():
+        return value
+    if kind == "signal" and value.isdigit():
+        return f"signal {value}"
+    return text
+
+
+# What the launchers' own --label flags put before a line: the rank is group 1.
+LABEL_PATTERNS = {"srun": r"\s*(\d+): ", "mpich": r"\[(\d+)\] ", "openmpi": r"\[\d+,(\d+)\]<std(?:out|err)>: ?",
+                  "torchrun": r"\[default(\d+)\]:"}
+
+
+def lines_of(lines: List[str], family: str, rank: int) -> List[str]:
+    """The lines of `rank` in labelled launcher output (empty when it carries no labels)."""
+    import re
+
+    pat = re.compile(LABEL_PATTERNS.get(family, r"(?!)"))
+    out = []
+    for line in lines:
+        m = pat.match(line)
+        if m and int(m.group(1)) == rank:
+            out.append(line)
+    return out
+
+
+def describe_exit(text: str) -> str:
+    """'exit code 3', 'signal 11 (SIGSEGV)', 'exit code 137 (128+9: SIGKILL?)'."""
+    if text.lstrip("-").isdigit():
+        code = int(text)
+        if code > 128 and code - 128 in _SIGNALS:
+            return f"exit code {code} (128+{code - 128}: {_SIGNALS[code - 128]}?)"
+        return f"exit code {code}"
+    num = text.lower().replace("signal", "").replace("sig", "").strip(" :")
+    if num.isdigit():
+        return f"signal {num}" + (f" ({_SIGNALS[int(num)]})" if int(num) in _SIGNALS else "")
+    return f"signal {text}" if not text.lower().startswith("signal") else text
+
+
+def first_failure(state: RunState) -> Optional[RankState]:
+    failed = [r for r in state.ranks.values() if r.failed]
+    return min(failed, key=lambda r: (r.ended if r.ended is not None else float("inf"), r.rank)) if failed else None
+
+
+def unfinished(state: RunState, nranks: int, host_of: Callable[[int], Optional[str]]) -> List[str]:
+    """One phrase per rank that never finished: started and running, or never started."""
+    out = []
+    for rank in range(nranks):
+        r = state.ranks.get(rank)
+        if r is None or r.started is None and r.exit is None:
+            where = host_of(rank)
+            out.append(f"rank {rank} never started" + (f" (placed on {where})" if where else ""))
+        elif r.exit is None:
+            out.append(f"rank {rank} on {r.host} still running")
+    return out
+
+
+def tail(path: str, lines: int = 10, limit: int = 65536) -> List[str]:
+    """The last lines of a log, decoded leniently (ranks may print any bytes)."""
+    try:
+        with open(path, "rb") as f:
+            f.seek(0, os.SEEK_END)
+            size = f.tell()
+            f.seek(max(0, size - limit))
+            data = f.read()
+    except OSError:
+        return []
+    text = data.decode("utf-8", "replace").replace("\r", "")
+    if not text.strip():
+        return []
+    return [one_line(line) for line in text.split("\n")[:-1][-lines:]] if text.endswith("\n") else \
+        [one_line(line) for line in text.split("\n")[-lines:]]
+
+
+def compact(items: List[str], most: int = 8) -> str:
+    if len(items) <= most:
+        return "; ".join(items)
+    return "; ".join(items[:most]) + f"; and {len(items) - most} more"

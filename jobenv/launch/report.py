@@ -1,0 +1,59 @@
+"""The failure summary: which rank failed first, where, how, and its last lines of output;
+after a timeout, which ranks never finished.  A pure function of what the ranks left
+behind (jobenv.launch.ranks) and what the supervisor saw (jobenv.launch.supervise)."""
+from __future__ import annotations
+
+import os
+
+from ..errors import one_line
+from . import ranks, sizing, supervise
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import List, Optional, Tuple
+
+
+def summarize(out: supervise.Outcome, run_dir: str, log_dir: Optional[str], size: sizing.Size, opts,
+              family: str = "", at_expiry: Optional[ranks.RunState] = None) -> Tuple[List[str], Optional[str]]:
+    """Lines naming what went wrong, and the host of the first failed rank (for --exclude-failed).
+
+    After a timeout the ranks' state is the one seen just before the kill: the exits the
+    kill itself caused say nothing about what went wrong."""
+    state = at_expiry if out.expired and at_expiry is not None else ranks.read(run_dir)
+    lines: List[str] = []
+    if out.expired:
+        limit = opts.limits.timeout if out.expired == "timeout" else opts.limits.idle_timeout
+        what = "ran past" if out.expired == "timeout" else "printed nothing for"
+        lines.append(f"launch {what} --{out.expired} {limit:g} s: killed it")
+        left = ranks.unfinished(state, size.nranks, size.host_of)
+        if state.ranks:
+            lines.append("ranks that never finished: " + (ranks.compact(left) or "none recorded"))
+        else:
+            lines.append(f"no rank records in {run_dir} (no per-rank wrapper); hosts: "
+                         f"{', '.join(size.hosts)}")
+    first = ranks.first_failure(state)
+    if first is not None:
+        nfailed = sum(1 for r in state.ranks.values() if r.failed)
+        lines.append(f"rank {first.rank} on {first.host} failed first: {ranks.describe_exit(first.exit or '')}"
+                     f" ({nfailed} of {size.nranks} ranks failed)")
+        log = os.path.join(log_dir, f"rank-{first.rank}.log") if log_dir else ""
+        last = ranks.tail(log) if log else []
+        if last:
+            lines.append(f"last lines of rank {first.rank} ({log}):")
+        else:
+            output = [one_line(b.decode("utf-8", "replace")) for b in out.last_lines]
+            last = ranks.lines_of(output, family, first.rank)[-10:]
+            if last:
+                lines.append(f"last lines of rank {first.rank}:")
+            else:  # unlabelled output: every rank's, and the launcher's own
+                last = output[-10:]
+                if last:
+                    lines.append("last lines of output (all ranks; --label or --log-dir DIR tell them apart):")
+        lines += [f"  | {line}" for line in last]
+    elif not out.expired:
+        lines.append(f"launcher exited with {ranks.describe_exit(str(out.returncode))}; "
+                     "no rank recorded a failure")
+        if out.last_lines:
+            lines.append("last lines of output:")
+            lines += [f"  | {one_line(b.decode('utf-8', 'replace'))}" for b in out.last_lines[-10:]]
+    return lines, first.host if first is not None else None

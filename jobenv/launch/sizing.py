@@ -1,0 +1,184 @@
+"""Sizing at launch time: which hosts and how many ranks, rendered for the job's launcher.
+
+Pure functions of (record, profile launcher template, request): the decision is computed
+once as a `Size`, then rendered as launcher argv plus, for MPI launchers, the text of a
+sub-hostfile.  `jobenv launch` writes that file (privately, atomically) and runs the argv;
+`jobenv stage` asks for `per_host()`: one process on each of some hosts.
+
+Rendering reuses the profile's own template with new numbers, so site flags (`--cpu-bind`,
+`--gpus-per-node`, ...) stay as the profile wrote them.  Launchers without a hostfile
+placeholder get one added (MPI) or `--nodelist` (srun).
+"""
+from __future__ import annotations
+
+from ..errors import BadInput
+from ..hostlist import compress, expand, host_index
+from . import context, render
+
+TYPE_CHECKING = False  # `import typing`/`dataclasses` cost ~50 ms: `launch` starts on every run
+if TYPE_CHECKING:
+    from typing import Any, Dict, List, Optional, Sequence, Tuple
+
+
+class Request:
+    """What the user asked for; None means "as the job was saved"."""
+
+    __slots__ = ("nranks", "ppn", "nhosts", "hosts", "exclude")
+
+    def __init__(self, nranks: Optional[int] = None, ppn: Optional[int] = None, nhosts: Optional[int] = None,
+                 hosts: Optional[str] = None, exclude: Optional[str] = None) -> None:
+        self.nranks, self.ppn, self.nhosts = nranks, ppn, nhosts
+        self.hosts, self.exclude = hosts, exclude  # hostlist syntax
+
+    def replace(self, **changes: Any) -> "Request":
+        values = {k: getattr(self, k) for k in self.__slots__}
+        values.update(changes)
+        return Request(**values)
+
+    def __repr__(self) -> str:
+        return "Request(" + ", ".join(f"{k}={getattr(self, k)!r}" for k in self.__slots__) + ")"
+
+
+class Size:
+    """The decision: these hosts, this many ranks per host and in all."""
+
+    __slots__ = ("hosts", "ppn", "nranks", "whole", "subset")
+
+    def __init__(self, hosts: Tuple[str, ...], ppn: int, nranks: int, whole: bool, subset: bool = False) -> None:
+        self.hosts, self.ppn, self.nranks = hosts, ppn, nranks
+        self.whole = whole  # exactly the job as saved: the recorded argv can be used as it is
+        self.subset = subset  # fewer hosts than the job: the launcher must be told which
+
+    def __repr__(self) -> str:
+        return "Size(" + ", ".join(f"{k}={getattr(self, k)!r}" for k in self.__slots__) + ")"
+
+    def host_of(self, rank: int) -> Optional[str]:
+        """Where a block placement (mpiexec -ppn, srun's default) puts `rank`."""
+        i = rank // max(self.ppn, 1)
+        return self.hosts[i] if 0 <= rank < self.nranks and i < len(self.hosts) else None
+
+
+def _select(job_hosts: Sequence[str], text: str, what: str, jobid: str) -> List[str]:
+    """Hosts of the job named by a hostlist; short and fully qualified names both match."""
+    out = []
+    for name in expand(text):
+        i = host_index(job_hosts, name)
+        if i is None:
+            raise BadInput(f"{what}: host {name!r} is not in job {jobid} (hosts: {compress(job_hosts)})")
+        out.append(job_hosts[i])
+    return out
+
+
+def choose(job_hosts: Sequence[str], ranks_per_host: int, req: Request, jobid: str = "") -> Size:
+    """The hosts and rank counts for `req`, or BadInput naming why it cannot be met."""
+    pool = list(dict.fromkeys(job_hosts))
+    if req.hosts:
+        wanted = set(_select(pool, req.hosts, "--hosts", jobid))
+        pool = [h for h in pool if h in wanted]  # the job's order: it decides rank placement
+    if req.exclude:
+        dropped = set(_select(job_hosts, req.exclude, "--exclude", jobid))
+        pool = [h for h in pool if h not in dropped]
+    if not pool:
+        raise BadInput(f"no hosts left to launch on in job {jobid} after --hosts/--exclude")
+    ppn = req.ppn or ranks_per_host
+    if req.nhosts is not None:
+        if req.nhosts > len(pool):
+            raise BadInput(f"--nhosts {req.nhosts}: job {jobid} has only {len(pool)} host(s) to offer "
+                           f"({compress(pool)})")
+        k = req.nhosts
+        if req.nranks is not None and req.ppn is None:
+            ppn = -(-req.nranks // k)
+    elif req.nranks is not None:
+        k = -(-req.nranks // ppn)
+        if k > len(pool):
+            raise BadInput(f"-n {req.nranks} at {ppn} per host needs {k} hosts; job {jobid} has only "
+                           f"{len(pool)} to offer ({compress(pool)}); raise --ppn or lower -n")
+    else:
+        k = len(pool)
+    n = req.nranks if req.nranks is not None else k * ppn
+    if n > k * ppn:
+        raise BadInput(f"-n {n} does not fit on {k} host(s) at --ppn {ppn}")
+    if n < k:
+        raise BadInput(f"-n {n} leaves hosts without a rank on {k} host(s); lower --nhosts")
+    ppn = min(ppn, n)  # one host: `-n 2` of 4 slots is 2 per host (torchrun's --nproc-per-node)
+    hosts = tuple(pool[:k])
+    whole = hosts == tuple(dict.fromkeys(job_hosts)) and ppn == ranks_per_host and n == k * ppn
+    subset = len(hosts) < len(dict.fromkeys(job_hosts))
+    return Size(hosts=hosts, ppn=ppn, nranks=n, whole=whole and not subset, subset=subset)
+
+
+def family(argv0: str, resolved: Optional[str] = None) -> str:
+    """'srun', 'torchrun', 'openmpi' or 'mpich' (Hydra, Intel MPI, Cray PALS: same flags here)."""
+    import os
+
+    base = os.path.basename(argv0)
+    if base == "srun":
+        return "srun"
+    if base == "torchrun":
+        return "torchrun"
+    real = os.path.realpath(resolved) if resolved else ""
+    rbase, rdir = os.path.basename(real), os.path.dirname(real)
+    if rbase in ("orterun", "prterun") or "openmpi" in rbase:
+        return "openmpi"
+    if "hydra" in rbase or "pals" in real or rdir and (os.path.exists(os.path.join(rdir, "hydra_pmi_proxy"))
+                                                     or os.path.exists(os.path.join(rdir, "mpichversion"))):
+        return "mpich"
+    if rdir and os.path.exists(os.path.join(rdir, "ompi_info")):
+        return "openmpi"
+    return "openmpi" if base == "mpirun" else "mpich"
+
+
+# Launcher flags that prefix every output line with its rank (--label).
+LABEL_FLAGS = {"srun": ["--label"], "mpich": ["-l"], "openmpi": ["--tag-output"],
+               "torchrun": ["--tee", "3"]}
+
+
+def hostfile_text(size: Size) -> str:
+    """One line per host, as the job's own hostfile (PALS, Hydra and Open MPI all read it)."""
+    return "".join(h + "\n" for h in size.hosts)
+
+
+def render_sized(template: List[Any], size: Size, gpus_per_host: int, jobid: str,
+                 variables: Dict[str, str], hostfile: str, fam: str) -> Tuple[List[str], Optional[str]]:
+    """(launcher argv, sub-hostfile text or None) for `size` from the profile's template."""
+    ctx = context(len(size.hosts), size.ppn, gpus_per_host, hostfile, jobid, variables)
+    ctx["nranks"] = str(size.nranks)
+    uses_hostfile = any("{hostfile}" in str(a) for item in template
+                        for a in (item["args"] if isinstance(item, dict) else [item]))
+    argv = render(template, ctx)
+    if fam == "srun":
+        if size.subset:
+            argv[1:1] = [f"--nodelist={compress(size.hosts)}"]
+        return argv, None
+    if fam == "torchrun":
+        if len(size.hosts) > 1:
+            raise BadInput("a torchrun profile launches on one host; use --nhosts 1 or an MPI/srun profile")
+        return argv, None
+    if uses_hostfile:
+        return argv, hostfile_text(size)
+    if size.subset:
+        argv[1:1] = ["--hostfile", hostfile]
+        return argv, hostfile_text(size)
+    return argv, None
+
+
+def per_host(job_hosts: Sequence[str], template: List[Any], hosts: Sequence[str], jobid: str,
+             variables: Dict[str, str], hostfile: str, fam: str) -> Tuple[List[str], Optional[str]]:
+    """argv (+ hostfile text) running one process on each of `hosts` (for `jobenv stage`).
+
+    The caller appends the command, and writes the hostfile text to `hostfile` when given.
+    """
+    size = choose(job_hosts, 1, Request(hosts=compress(list(hosts)), ppn=1), jobid)
+    return render_sized(template, size, 0, jobid, variables, hostfile, fam)
+
+
+def template_for(profile_launchers: List[Dict[str, Any]], recorded_argv0: str) -> List[Any]:
+    """The profile's launcher the record was rendered from (same program), else the first."""
+    for cand in profile_launchers:
+        if str(cand["argv"][0]) == recorded_argv0:
+            return list(cand["argv"])
+    return list(profile_launchers[0]["argv"])
+
+
+def parse_hosts(text: str) -> List[str]:
+    return expand(text)

@@ -1,0 +1,113 @@
+"""`launch` on the real 4-node Slurm cluster (tests/cluster): plain DDP across two nodes under
+srun --mpi=pmi2/pmix, sizing (--nhosts, --hosts, --exclude, -n, --ppn), four independent
+one-node runs side by side, and supervision of a step (timeout -> scancel, failed rank).
+
+Run under `flock /tmp/jobenv-slurm.lock`: one cluster at a time on a machine.
+"""
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from launchkit import RESTORE, check_training, need_torch, train_reports, write_train
+from test_e2e_slurm import batch_job, cluster, fresh, jobs, store  # noqa: F401 (fixtures)
+
+pytestmark = pytest.mark.e2e
+PMIX_ENV = {"OMPI_MCA_btl": "self,tcp", "OMPI_MCA_btl_tcp_if_include": "eth0",
+            "OMPI_MCA_oob_tcp_if_include": "eth0", "OMPI_MCA_pml": "ob1"}
+
+
+def hosts_of(out: str) -> list:
+    return sorted(w for w in out.split() if re.fullmatch(r"node\d", w))
+
+
+@pytest.fixture
+def job4(cluster, jobs, store, tmp_path):  # noqa: F811
+    """A 4-node job, 2 tasks per node, saved by its batch script."""
+    return batch_job(cluster, jobs, store, tmp_path, "-N", "4", "--ntasks-per-node", "2")
+
+
+@pytest.mark.parametrize("mpi", ["pmi2", "pmix"])
+def test_plain_ddp_across_two_nodes(cluster, jobs, store, tmp_path, mpi):  # noqa: F811
+    need_torch()
+    if mpi not in cluster.run(["srun", "--mpi=list"], check=False).stdout + \
+            cluster.run(["srun", "--mpi=list"], check=False).stderr:
+        pytest.skip(f"this Slurm has no {mpi} plugin")
+    batch_job(cluster, jobs, store, tmp_path, "-N", "2", "--ntasks-per-node", "2")
+    write_train(tmp_path)
+    p = fresh(cluster, "node2", "bash", f"cd {tmp_path} && {RESTORE} && SLURM_MPI_TYPE={mpi} launch python3 train.py",
+              store, **(PMIX_ENV if mpi == "pmix" else {}))
+    assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-3000:]
+    reps = train_reports(p.stdout)
+    check_training(reps, 4)
+    assert {r["host"] for r in reps} == {"node1", "node2"}
+    assert all("SLURM_PROCID" in r["launcher_view"] for r in reps)
+
+
+def test_sizing_on_four_nodes(cluster, store, job4):  # noqa: F811
+    cases = [("--nhosts 1", ["node1"] * 2), ("--hosts 'node[2-3]'", ["node2"] * 2 + ["node3"] * 2),
+             ("--exclude node1,node3", ["node2"] * 2 + ["node4"] * 2), ("-n 3", ["node1"] * 2 + ["node2"]),
+             ("--ppn 1", ["node1", "node2", "node3", "node4"]), ("--hosts node4 --ppn 1", ["node4"])]
+    script = " && ".join(f"echo '== {args}' && jobenv launch {args} -- hostname" for args, _ in cases)
+    p = fresh(cluster, "node1", "bash", f"{RESTORE} && {script}", store)
+    assert p.returncode == 0, p.stdout + p.stderr
+    parts = p.stdout.split("== ")[1:]
+    for (args, want), got in zip(cases, parts):
+        head, _, body = got.partition("\n")
+        assert head == args.replace("'", "") and hosts_of(body) == sorted(want), (args, got)
+    p = fresh(cluster, "node1", "bash", f"{RESTORE} && jobenv launch --nhosts 5 -- hostname", store)
+    assert p.returncode == 5 and "only 4 host(s)" in p.stderr and "node[1-4]" in p.stderr
+    p = fresh(cluster, "node1", "bash", f"{RESTORE} && jobenv launch --hosts node7 -- hostname", store)
+    assert p.returncode == 5 and "'node7' is not in job" in p.stderr
+
+
+def test_four_independent_one_node_runs_side_by_side(cluster, store, job4, tmp_path):  # noqa: F811
+    need_torch()
+    write_train(tmp_path)
+    script = (f"cd {tmp_path} && {RESTORE} && for h in node1 node2 node3 node4; do "
+              "jobenv launch --hosts $h -- python3 train.py > out.$h 2>&1 & done; wait")
+    p = fresh(cluster, "node1", "bash", script, store)
+    assert p.returncode == 0, p.stderr
+    for h in ("node1", "node2", "node3", "node4"):
+        out = (tmp_path / f"out.{h}").read_text()
+        reps = train_reports(out)
+        check_training(reps, 2)  # two independent worlds of 2, not one of 8
+        assert {r["host"] for r in reps} == {h}, out[-2000:]
+
+
+def test_failed_rank_and_timeout_under_srun(cluster, store, job4, tmp_path):  # noqa: F811
+    rank = tmp_path / "rank.sh"
+    rank.write_text("echo hello from $RANK on $(hostname)\nif [ \"$RANK\" = 5 ]; then echo 'loss is nan' >&2; exit 3; fi\n"
+                    "sleep 5\n")
+    p = fresh(cluster, "node1", "bash", f"{RESTORE} && jobenv launch -- sh {rank}", store)
+    assert p.returncode != 0
+    assert "jobenv: rank 5 on node3 failed first: exit code 3" in p.stderr, p.stderr
+    assert "jobenv:   | loss is nan" in p.stderr
+    logs = tmp_path / "logs"
+    p = fresh(cluster, "node1", "bash", f"{RESTORE} && jobenv launch --label -- sh {rank}; "
+              f"jobenv launch --log-dir {logs} -- sh {rank}", store)
+    assert "jobenv: last lines of rank 5:\njobenv:   | 5: hello from 5 on node3\njobenv:   | 5: loss is nan" in p.stderr
+    assert f"jobenv: last lines of rank 5 ({logs}/rank-5.log):\njobenv:   | hello from 5 on node3\n" in p.stderr
+    assert sorted(f.name for f in logs.iterdir()) == [f"rank-{r}.log" for r in range(8)]
+    print(p.stderr)  # quoted in the README
+    slow = tmp_path / "slow.sh"
+    slow.write_text("if [ \"$RANK\" = 6 ]; then sleep 300; fi\necho done $RANK\n")
+    p = fresh(cluster, "node1", "bash", f"{RESTORE} && jobenv launch --timeout 15 -- sh {slow}", store)
+    assert p.returncode == 124, p.stdout + p.stderr
+    assert re.search(r"never finished: rank 6 on node4 still running$", p.stderr.strip().splitlines()[-1]), p.stderr
+    steps = cluster.run(["squeue", "-h", "-s", "-o", "%i %j"], check=False).stdout
+    assert "jobenv-" not in steps, steps  # the step was cancelled, not left running
+    print(p.stderr)
+
+
+def test_retry_without_the_failed_host(cluster, store, job4, tmp_path):  # noqa: F811
+    script = tmp_path / "flaky.sh"
+    script.write_text("if [ \"$(hostname)\" = node2 ]; then echo 'ECC error' >&2; exit 4; fi\necho ok on $(hostname)\n")
+    p = fresh(cluster, "node1", "bash", f"{RESTORE} && jobenv launch --nhosts 2 --ppn 1 --retries 1 --exclude-failed "
+              f"-- sh {script}", store)
+    assert p.returncode == 0, p.stdout + p.stderr
+    assert "rank 1 on node2 failed first: exit code 4" in p.stderr
+    assert "excluding node2 (first failure) from the next attempt" in p.stderr and "retrying (2 of 2)" in p.stderr
+    assert sorted(line for line in p.stdout.splitlines() if line.startswith("ok on")) == \
+        ["ok on node1", "ok on node1", "ok on node3"]  # attempt 1: node1; attempt 2: node1 and node3

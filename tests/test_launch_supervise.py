@@ -1,0 +1,158 @@
+"""`jobenv launch` on this host with real launchers and processes: supervision, the failure
+summary, retries, per-rank logs, the `launch` executable under timeout/nohup/child scripts."""
+from __future__ import annotations
+
+import os
+import re
+import shlex
+import time
+from pathlib import Path
+
+import pytest
+
+from launchkit import BIN, RESTORE, fresh_env, save, shell, tools
+
+pytestmark = pytest.mark.e2e
+
+
+@pytest.fixture
+def job(tmp_path):
+    """A local job of 2 ranks saved with the MPICH wheel's mpiexec; env for fresh shells."""
+    if not (BIN / "mpiexec").exists():
+        pytest.skip("the mpich wheel is not installed")
+    home = tmp_path / "home"
+    home.mkdir()
+    bindir = tools(tmp_path / "bin")
+    env = fresh_env(home, f"{bindir}:/usr/bin:/bin")
+    save(env, "--ranks-per-host", "2")
+    return env
+
+
+def runs(env) -> list:
+    return sorted(p for p in (Path(env["JOBENV_HOME"]) / "runs").glob("*/*") if p.is_dir())
+
+
+def test_success_passes_output_and_exit_code(job):
+    p = shell(job, "jobenv launch -- sh -c 'echo out-$PMI_RANK; echo err-$PMI_RANK >&2'")
+    assert p.returncode == 0, p.stderr
+    assert {"out-0", "out-1"} <= set(p.stdout.split()) and {"out-0", "out-1"}.isdisjoint(p.stderr.split())
+    assert sorted(w for w in (p.stdout + p.stderr).split() if w.startswith("err-")) == ["err-0", "err-1"]
+
+
+def test_dry_run_and_n_is_not_dry_run(job):
+    p = shell(job, "jobenv launch --dry-run -n 1 -- hostname")
+    mpiexec = job["PATH"].split(":")[0] + "/mpiexec"  # the launcher recorded at save, by absolute path
+    assert p.returncode == 0 and p.stdout.split()[:3] == [mpiexec, "-n", "1"], p.stdout + p.stderr
+    p = shell(job, "jobenv launch -n 1 -- sh -c 'echo ran $PMI_SIZE'")
+    assert p.returncode == 0 and p.stdout.split() == ["ran", "1"], p.stderr
+
+
+def test_bad_requests_are_one_line_errors(job):
+    for args, words in ((["--nhosts", "2"], "only 1 host"), (["--hosts", "elsewhere"], "'elsewhere' is not in job"),
+                        (["--launcher-args", "'unclosed"], "--launcher-args")):
+        p = shell(job, "jobenv launch " + " ".join(shlex.quote(a) for a in args) + " -- true")
+        assert p.returncode in (2, 5) and words in p.stderr and "Traceback" not in p.stderr, p.stderr
+
+
+def test_failed_rank_is_named_with_host_code_and_last_lines(job, tmp_path):
+    rank = tmp_path / "rank.sh"
+    rank.write_text("echo start-$RANK\nif [ $RANK = 1 ]; then printf 'bad byte \\377 here\\n'; echo dying; exit 3; fi\n"
+                    "sleep 2\n")
+    p = shell(job, f"jobenv launch -- sh {rank}")
+    assert p.returncode != 0
+    host = os.uname().nodename
+    assert f"jobenv: rank 1 on {host} failed first: exit code 3" in p.stderr, p.stderr
+    assert "jobenv:   | dying" in p.stderr and "bad byte" in p.stderr
+    print(p.stderr)  # the README quotes this
+    p = shell(job, f"jobenv launch --label -- sh {rank}")
+    assert "jobenv: last lines of rank 1:\njobenv:   | [1] start-1\n" in p.stderr, p.stderr
+    assert "[0]" not in p.stderr.split("last lines of rank 1:")[1]
+
+
+def test_gpu_bind_follows_the_profile(tmp_path):
+    home = tmp_path / "home"
+    d = home / ".config" / "jobenv" / "profiles"
+    d.mkdir(parents=True)
+    (d / "gpus.yaml").write_text("name: gpus\nscheduler: local\nlaunchers:\n  - argv: [mpiexec, -n, '{nranks}']\n"
+                                 "gpus_per_host: 2\ngpu_bind: {var: CUDA_VISIBLE_DEVICES, map: reverse}\n")
+    env = fresh_env(home, f"{tools(tmp_path / 'bin')}:/usr/bin:/bin", JOBENV_GPUS_PER_HOST="2")
+    save(env, "--profile", "gpus")
+    p = shell(env, "jobenv launch --gpu-bind -- sh -c 'echo $LOCAL_RANK:$CUDA_VISIBLE_DEVICES'")
+    assert p.returncode == 0 and sorted(p.stdout.split()) == ["0:1", "1:0"], p.stdout + p.stderr
+    p = shell(env, "jobenv launch -- sh -c 'echo ${CUDA_VISIBLE_DEVICES-unset}'")
+    assert p.stdout.split() == ["unset", "unset"]  # opt-in
+    save(env, "--profile", "local")
+    p = shell(env, "jobenv launch --gpu-bind -- true")
+    assert p.returncode == 5 and "declares no gpu_bind" in p.stderr
+
+
+def test_timeout_names_the_rank_that_never_finished(job):
+    t = time.monotonic()
+    p = shell(job, "jobenv launch --timeout 6 -- sh -c 'if [ $RANK = 1 ]; then sleep 300; fi; echo done-$RANK'")
+    took = time.monotonic() - t
+    assert p.returncode == 124 and took < 60, (took, p.stderr)
+    assert "launch ran past --timeout 6 s: killed it" in p.stderr
+    assert re.search(r"never finished: rank 1 on \S+ still running", p.stderr), p.stderr
+    assert "rank 0" not in p.stderr.split("never finished:")[1]
+
+
+def test_idle_timeout_kills_a_silent_launch(job):
+    p = shell(job, "jobenv launch --idle-timeout 5 -- sh -c 'echo hi; sleep 300'")
+    assert p.returncode == 124 and "printed nothing for --idle-timeout 5 s" in p.stderr, p.stderr
+    out = shell(job, "ps -eo args | grep -c '[s]leep 300' || true").stdout.strip()
+    assert out == "0", "the launch's processes were not all killed"
+
+
+def test_retries_rerun_and_log_dir_has_one_log_per_rank(job, tmp_path):
+    marker = tmp_path / "failed-once"
+    logs = tmp_path / "logs"
+    script = f"echo line-$RANK; if [ $RANK = 0 ] && [ ! -e {marker} ]; then touch {marker}; exit 7; fi"
+    p = shell(job, f"jobenv launch --retries 1 --log-dir {logs} -- sh -c '{script}'")
+    assert p.returncode == 0, p.stderr
+    assert "failed first: exit code 7" in p.stderr and "retrying (2 of 2)" in p.stderr
+    assert sorted(f.name for f in logs.iterdir()) == ["rank-0.log", "rank-1.log"]
+    assert (logs / "rank-1.log").read_text().strip().endswith("line-1")
+    assert len(runs(job)) == 2  # one run directory per attempt
+
+
+def test_retries_stop_at_the_limit(job):
+    p = shell(job, "jobenv launch --retries 2 -- sh -c 'exit 5'")
+    assert p.returncode == 5 and p.stderr.count("retrying") == 2, p.stderr
+
+
+def test_label_prefixes_output_with_the_rank(job):
+    p = shell(job, "jobenv launch --label -- sh -c 'echo hello'")
+    assert p.returncode == 0 and sorted(p.stdout.split()) == ["[0]", "[1]", "hello", "hello"], p.stdout
+
+
+def test_launcher_args_pass_through(job):
+    p = shell(job, "jobenv launch --dry-run --launcher-args='-genv FOO \"a b\"' -- true")
+    assert "-genv FOO 'a b'" in p.stdout, p.stdout
+    p = shell(job, "jobenv launch --launcher-args='-genv FOO \"a b\"' -- sh -c 'echo \"[$FOO]\"'")
+    assert p.stdout.split("\n")[:2] == ["[a b]", "[a b]"], p.stdout + p.stderr
+
+
+def test_non_utf8_output_passes_through_byte_for_byte(job):
+    p = shell(job, "jobenv launch -n 1 -- printf 'caf\\351 \\377\\n'")
+    assert p.returncode == 0 and p.stdout.encode("utf-8", "surrogateescape") == b"caf\xe9 \xff\n"
+
+
+def test_launch_program_under_timeout_nohup_and_child_scripts(job, tmp_path):
+    child = tmp_path / "child.sh"
+    child.write_text("#!/bin/sh\nlaunch sh -c 'echo child-$PMI_RANK'\n")
+    child.chmod(0o755)
+    out = tmp_path / "nohup.out"
+    p = shell(job, f"{RESTORE} && type -P launch && timeout 120 launch sh -c 'echo t-$PMI_RANK' && "
+                   f"nohup launch sh -c 'echo n-$PMI_RANK' > {out} 2>&1 && {child}")
+    assert p.returncode == 0, p.stderr
+    lines = p.stdout.split()
+    assert lines[0] == job["JOBENV_HOME"] + "/bin/launch"
+    assert sorted(lines[1:]) == ["child-0", "child-1", "t-0", "t-1"]
+    assert sorted(out.read_text().split()) == ["n-0", "n-1"]
+
+
+def test_timeout_1_stops_the_whole_launch(job):
+    t = time.monotonic()
+    p = shell(job, f"{RESTORE} && timeout 5 launch sh -c 'sleep 300'; echo rc=$?")
+    assert p.stdout.strip().endswith("rc=124") and time.monotonic() - t < 60, p.stdout + p.stderr
+    assert shell(job, "ps -eo args | grep -c '[s]leep 300' || true").stdout.strip() == "0"
