@@ -122,7 +122,7 @@ def _run_hosts(rec, rec_path, spec, python, timeout, progress) -> Dict[str, Dict
     finally:
         progress.stop()
     out: Dict[str, Dict[str, Any]] = {}
-    local = not hosts_mod.per_host_argv(rec, os.environ)
+    local = rec.scheduler == "local"
     for rep in done:
         # a local job's one host is this one, whatever JOBENV_HOSTNAME calls it
         host = rec.hosts[0] if local else hosts_mod.match_host(str(rep.get("host")), rec.hosts)
@@ -210,7 +210,7 @@ def stage(job, env_path, to, dry_run, min_hosts, clean, base, timeout) -> None:
             _say(f"{h}: would stage to {os.path.join(where.replace('%h', h), name)}")
         if rec.nhosts > 8:
             _say(f"... and {rec.nhosts - 8} more hosts")
-        argv = hosts_mod.per_host_argv(rec, os.environ)
+        argv = hosts_mod.per_host_argv(rec, os.environ, write=False)
         _say("via " + (" ".join(argv) if argv else "this host directly (local job)"))
         return
     t = time.time()

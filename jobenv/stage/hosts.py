@@ -1,9 +1,8 @@
 """Run the per-host worker on every host of the job, in parallel, through the job's own
 launcher with one process per host (no ssh), and collect one report per host.
 
-`per_host_argv` renders "one process per host" from the job's machine profile (the same
-template `launch` uses, sized nhosts=K, ppn=1, no GPUs).  It stands in for the launch
-helper's sizing function (CONTRACTS item 5) until that lands; swap it then.
+`per_host_argv` asks `jobenv launch`'s sizing for "one process per host" (the job's
+profile template sized nhosts=K, ppn=1, no GPUs, by the recorded launcher).
 """
 from __future__ import annotations
 
@@ -22,29 +21,25 @@ from .worker import MARK
 Report = Dict[str, Any]
 
 
-def per_host_argv(rec: JobRecord, environ: Mapping[str, str]) -> List[str]:
+def per_host_argv(rec: JobRecord, environ: Mapping[str, str], write: bool = True) -> List[str]:
     """The launcher argv that starts one process on each host of the job ([] for a local
-    job: this host is the whole allocation, so the worker runs directly)."""
+    job: this host is the whole allocation, so the worker runs directly).
+
+    `jobenv launch`'s sizing decides it (one rule for both): the job's profile template
+    sized to one process per host, run by the recorded launcher.  A hostfile it needs is
+    written privately beside the record's runs (not when only printing, `write=False`).
+    """
     if rec.scheduler == "local":
         return []
-    from .. import launch, profiles
+    from .. import store
+    from ..launch.command import per_host_plan
+    from ..launch.ranks import make_run_dir, write_private
 
-    prof = profiles.load_all(environ).get(rec.machine)
-    if prof is not None:
-        cand = launch.pick_launcher(prof)
-        ctx = launch.context(rec.nhosts, 1, 0, rec.hostfile, rec.jobid, prof.vars)
-        argv = launch.render(cand["argv"], ctx)
-    else:  # the profile is gone: the three launcher families by name
-        name = os.path.basename(rec.launch[0])
-        k = str(rec.nhosts)
-        if name == "srun":
-            argv = ["srun", "-N", k, "-n", k, "--ntasks-per-node", "1"]
-        elif name == "mpirun":
-            argv = ["mpirun", "-n", k, "-N", "1", "--hostfile", str(rec.hostfile)]
-        else:
-            argv = [name, "-n", k, "-ppn", "1", "--hostfile", str(rec.hostfile)]
-    if os.path.basename(rec.launch[0]) == argv[0]:
-        argv[0] = rec.launch[0]  # the recorded launcher, by absolute path when recorded so
+    runs = os.path.join(store.home(dict(environ)), "runs", store.key_for(rec.scheduler, rec.jobid))
+    hostfile = os.path.join(make_run_dir(runs, "stage") if write else os.path.join(runs, "<run>"), "hostfile")
+    argv, text = per_host_plan(rec, environ, list(rec.hosts), hostfile)
+    if text is not None and write:
+        write_private(hostfile, text)
     return argv
 
 
