@@ -51,16 +51,15 @@ def test_concurrent_saves_and_gets(tmp_path, home):
     assert all(rc == 0 for *_, rc, _ in saves), [err for *_, rc, err in saves if rc]
     for rc, out, err in gets:
         assert rc == 0, err
-        assert out.rstrip().endswith('"$@"; }') and "export NHOSTS='2'" in out  # complete, never torn
+        assert out.rstrip().endswith('"$@"; }') and "export NHOSTS=2" in out  # complete, never torn
     jobs_dir = home / ".jobenv" / "jobs"
     for i in range(jobs):
-        rec = json.loads((jobs_dir / f"slurm-50{i}.json").read_text())
-        envfile = (jobs_dir / f"slurm-50{i}.env").read_text()
-        writer = int(rec["jobname"].split("-")[1])
+        rec, envfile = store.load_env(str(jobs_dir / f"slurm-50{i}.json"))
+        writer = int(rec.jobname.split("-")[1])
         assert 0 <= writer < writers  # one of the concurrent saves, not the initial one
         # JSON and env file come from the same save: writers hold the job's lock for both
-        assert f"export SLURM_JOB_NAME='writer-{writer}'" in envfile
-    assert not [f for f in os.listdir(jobs_dir) if ".tmp." in f]
+        assert f"export SLURM_JOB_NAME=writer-{writer}" in envfile
+    assert not [f for f in os.listdir(jobs_dir) if "~tmp~" in f]
 
 
 KILLER = r"""
@@ -87,10 +86,10 @@ def test_sigkill_during_save_never_loses_the_previous_record(tmp_path, home):
         assert p.returncode == -signal.SIGKILL
         data = json.loads(path.read_text())  # always a whole, valid record
         assert data["hosts"] == ["cn001", "cn002"] and data["jobid"] == "6000.pbs01.cluster.edu"
-        killed_mid_write += any(".tmp." in f for f in os.listdir(path.parent))
+        killed_mid_write += any("~tmp~" in f for f in os.listdir(path.parent))
     # leftovers from killed writers are cleaned by the next save
     jobenv(["save", "--quiet"], env, check=True)
-    assert not [f for f in os.listdir(path.parent) if ".tmp." in f]
+    assert not [f for f in os.listdir(path.parent) if "~tmp~" in f]
     assert jobenv(["get", "--allow-stale"], env).returncode == 0
 
 
@@ -122,19 +121,21 @@ def test_records_owned_by_another_user_are_refused(tmp_path, home):
     assert p.returncode == 6 and "store directory" in p.stderr
 
 
-def test_clean_temps_keeps_live_writers():
-    d = Path(os.environ.get("TMPDIR", "/tmp")) / f"jobenv-temps-{os.getpid()}"
-    d.mkdir()
-    try:
-        mine = d / f".x.json.tmp.{os.getpid()}.abcd"
-        dead = d / ".x.json.tmp.999999999.abcd"
-        mine.write_text("")
-        dead.write_text("")
-        assert store.clean_temps(str(d)) == 1 and mine.exists() and not dead.exists()
-    finally:
-        for f in d.iterdir():
-            f.unlink()
-        d.rmdir()
+def test_clean_temps_judges_other_hosts_by_age_only(tmp_path):
+    """A save on node B must not delete node A's temp file in flight (finding 5): pids are
+    only meaningful on their own host."""
+    from jobenv import atomic
+
+    me = atomic.host_tag()
+    mine = tmp_path / f".x.json~tmp~{me}~{os.getpid()}~abcd"
+    dead = tmp_path / f".x.json~tmp~{me}~999999999~abcd"
+    other = tmp_path / ".x.json~tmp~othernode~999999999~abcd"  # pid means nothing here
+    old_other = tmp_path / ".y.json~tmp~othernode~1~abcd"
+    for f in (mine, dead, other, old_other):
+        f.write_text("")
+    os.utime(old_other, (time.time() - 3600, time.time() - 3600))
+    assert store.clean_temps(str(tmp_path)) == 2
+    assert mine.exists() and other.exists() and not dead.exists() and not old_other.exists()
 
 
 def test_key_for_is_safe_and_unique():
