@@ -224,10 +224,10 @@ def from_dict(data: Any, where: str = "record") -> JobRecord:
         raise _bad(where, "bad GPU or rank count")
     if not _epoch(data.get("created_at")):
         raise _bad(where, "created_at is not a time")
-    warnings = data.get("warnings") or []
+    warnings = data.get("warnings", [])
     if not isinstance(warnings, list) or not all(_text(w) for w in warnings):
         raise _bad(where, "warnings must be a list of strings")
-    status = _check_status(data.get("status") or {}, where)
+    status = _check_status(data.get("status", {}), where)
     extra = {k: v for k, v in data.items() if k not in _KNOWN}
     for name, check in _OPTIONAL.items():
         if name in extra:
@@ -240,7 +240,7 @@ def from_dict(data: Any, where: str = "record") -> JobRecord:
         ranks_per_host=data["ranks_per_host"], hostfile=data.get("hostfile"), launch=list(launch),
         env=dict(data.get("env") or {}), created_at=data["created_at"], created_on=data["created_on"],
         jobname=data.get("jobname"), user=data.get("user"),
-        launch_env=dict(data.get("launch_env") or {}), warnings=list(warnings), status=status,
+        launch_env=dict(data.get("launch_env", {})), warnings=list(warnings), status=status,
         env_file=env_file, extra=extra, staged=_staged(data.get("staged"), where),
         software=_software(data.get("software")),
     )
