@@ -62,6 +62,8 @@ def visible(text: str) -> str:
     controls (ESC, CSI U+009B), DEL, bidi controls, and the surrogates that stand for
     undecodable bytes (shown as \\xNN).  Job ids and names come from the environment
     and records that others may have written: they are printed through this."""
+    if text.isprintable():  # no control, format (bidi) or surrogate character: nothing to do
+        return text
     out = []
     for ch in text:
         o = ord(ch)

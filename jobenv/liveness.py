@@ -43,11 +43,14 @@ def _marked(rec: JobRecord) -> Optional[Verdict]:
 
 
 def query_env(rec: JobRecord, env: Mapping[str, str]) -> Dict[str, str]:
+    """This shell's environment plus the record's site configuration where it has none."""
     qenv = dict(env)
-    for k in _QUERY_VARS:
-        if k in rec.env and k not in qenv:
-            qenv[k] = rec.env[k]
+    qenv.update(_site(rec, env))
     return qenv
+
+
+def _site(rec: JobRecord, env: Mapping[str, str]) -> Dict[str, str]:
+    return {k: rec.env[k] for k in _QUERY_VARS if k in rec.env and k not in env}
 
 
 def job_state(rec: JobRecord, env: Mapping[str, str], timeout: float = 5.0) -> Verdict:
@@ -59,15 +62,17 @@ def job_state(rec: JobRecord, env: Mapping[str, str], timeout: float = 5.0) -> V
 def job_states(recs: Sequence[JobRecord], env: Mapping[str, str], timeout: float = 5.0) -> List[Verdict]:
     """Verdicts for many records with one scheduler query per scheduler (and per site
     configuration), each bounded by `timeout` seconds."""
+    env = dict(env)  # os.environ decodes on every lookup: copy it once
     out: List[Optional[Verdict]] = [_marked(r) for r in recs]
     groups: Dict[tuple, List[int]] = {}
     for i, r in enumerate(recs):
         if out[i] is None:
-            key = (r.scheduler,) + tuple(query_env(r, env).get(k) for k in _QUERY_VARS)
+            site = _site(r, env)
+            key = (r.scheduler,) + tuple(site.get(k) for k in _QUERY_VARS)
             groups.setdefault(key, []).append(i)
     for key, idx in groups.items():
         ids = list(dict.fromkeys(recs[i].jobid for i in idx))
-        found = schedulers.job_states(key[0], ids, query_env(recs[idx[0]], env), timeout)
+        found = schedulers.job_states(recs[idx[0]].scheduler, ids, query_env(recs[idx[0]], env), timeout)
         for i in idx:
             out[i] = found.get(recs[i].jobid)
     return [v or heartbeat_state(r) or ("unknown", "no scheduler command here and no heartbeat")

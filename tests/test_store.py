@@ -1,7 +1,6 @@
 """The store under concurrency, crashes, unreliable locks and hostile ownership."""
 from __future__ import annotations
 
-import json
 import os
 import random
 import signal
