@@ -29,6 +29,9 @@ _KNOWN = ("schema_version", "scheduler", "jobid", "jobname", "machine", "hosts",
           "gpus_per_host", "ngpus", "ranks_per_host", "nranks", "hostfile", "env_file", "launch",
           "launch_env", "env", "created_at", "created_on", "user", "warnings", "status", "staged", "software")
 _OPTIONAL: Dict[str, Callable[[Any], Optional[str]]] = {}
+_REQUIRED_TEXT = ("scheduler", "jobid", "machine", "created_on")
+_OPTIONAL_TEXT = ("hostfile", "jobname", "user")
+_STATUS_TEXT = ("reason", "gpus_from", "nodefile")
 
 
 def register_optional_field(name: str, validator: Callable[[Any], Optional[str]]) -> None:
@@ -190,9 +193,10 @@ def _check_status(st: Any, where: str) -> Dict[str, Any]:
             raise _bad(where, f"status.{key} is not a time")
     if "interval" in st and not (is_finite(st["interval"]) and 0 < st["interval"] <= 86400):
         raise _bad(where, "status.interval is not a number of seconds")
-    for key in ("reason", "gpus_from", "nodefile"):
-        if st.get(key) is not None and not _text(st[key]):
-            raise _bad(where, f"status.{key} is not a string")
+    texts = [st.get(k) for k in _STATUS_TEXT]
+    if not _all_text(v for v in texts if v is not None):
+        bad = next(k for k, v in zip(_STATUS_TEXT, texts) if v is not None and not _text(v))
+        raise _bad(where, f"status.{bad} is not a string")
     w = st.get("watcher")
     if w is not None and not (isinstance(w, dict) and _text(w.get("host"))
                               and _count(w.get("pid"), 1, 2**31)):
@@ -205,9 +209,11 @@ def from_dict(data: Any, where: str = "record") -> JobRecord:
     if not isinstance(data, dict):
         raise BadRecord(f"{where}: not a jobenv record (not a JSON object)", kind="corrupt")
     data = _migrate(data, where)
-    for key in ("scheduler", "jobid", "machine", "created_on"):
-        if not _text(data.get(key)) or not data[key]:
-            raise _bad(where, f"field {key!r} missing or not a string")
+    required = [data.get(k) for k in _REQUIRED_TEXT]
+    if not (all(isinstance(v, str) and v for v in required) and _all_text(required)):
+        for key in _REQUIRED_TEXT:  # the slow path, only to name the field
+            if not _text(data.get(key)) or not data[key]:
+                raise _bad(where, f"field {key!r} missing or not a string")
     if data["scheduler"] not in SCHEDULERS:
         raise _bad(where, f"unknown scheduler {data['scheduler']!r}")
     if len(data["jobid"]) > 1024:
@@ -223,9 +229,10 @@ def from_dict(data: Any, where: str = "record") -> JobRecord:
         val = data.get(key, {})
         if not isinstance(val, dict) or not (_all_text(val) and _all_text(val.values())):
             raise _bad(where, f"{key} must map strings to strings")
-    for key in ("hostfile", "jobname", "user"):
-        if data.get(key) is not None and not _text(data[key]):
-            raise _bad(where, f"bad {key}")
+    optional = [data.get(k) for k in _OPTIONAL_TEXT]
+    if not _all_text(v for v in optional if v is not None):
+        bad = next(k for k, v in zip(_OPTIONAL_TEXT, optional) if v is not None and not _text(v))
+        raise _bad(where, f"bad {bad}")
     env_file = data.get("env_file")
     if env_file is not None and not (_text(env_file) and env_file.endswith(".env")
                                      and "/" not in env_file and not env_file.startswith(".")):
