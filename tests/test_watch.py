@@ -130,6 +130,58 @@ def test_thirty_concurrent_starts_give_one_daemon(tmp_path, home):
     os.kill(alive[0], signal.SIGTERM)
 
 
+def _start_after(barrier, queue, path, env):
+    from jobenv import watch
+
+    barrier.wait()
+    try:
+        queue.put(watch.start(path, 1.0, env))
+    except Exception as exc:  # reported, not raised: the parent counts
+        queue.put(repr(exc))
+
+
+def test_thirty_simultaneous_library_starts_give_one_daemon(tmp_path, home):
+    """The same race without Python's start-up time to spread the callers out: 30 processes
+    released by one barrier call watch.start at once."""
+    import multiprocessing
+
+    env = _pbs(tmp_path, home)
+    jobenv(["save", "--quiet"], env, check=True)
+    path = str(next((home / ".jobenv" / "jobs").glob("*.json")))
+    ctx = multiprocessing.get_context("fork")
+    barrier, queue = ctx.Barrier(30), ctx.Queue()
+    procs = [ctx.Process(target=_start_after, args=(barrier, queue, path, env)) for _ in range(30)]
+    try:
+        for p in procs:
+            p.start()
+        results = [queue.get(timeout=120) for _ in procs]
+        for p in procs:
+            p.join(60)
+        pids = [r for r in results if isinstance(r, int)]
+        assert len(pids) == 1 and results.count(None) == 29, results
+        time.sleep(1.0)
+        assert len(_daemons_of_this_test()) == 1
+    finally:
+        for pid in _daemons_of_this_test():
+            os.kill(pid, signal.SIGTERM)
+
+
+def _daemons_of_this_test() -> list:
+    """Live processes forked from this pytest process and detached (watch daemons)."""
+    me = Path("/proc/self/cmdline").read_bytes()
+    out = []
+    for d in Path("/proc").iterdir():
+        if d.name.isdigit() and int(d.name) != os.getpid():
+            try:
+                if (d / "cmdline").read_bytes() == me:
+                    fields = (d / "stat").read_text().rsplit(")", 1)[1].split()
+                    if fields[0] not in ("Z", "X") and int(fields[1]) != os.getpid():
+                        out.append(int(d.name))
+            except (OSError, ValueError):
+                pass
+    return out
+
+
 def test_interval_must_be_finite(tmp_path, home):
     env = _pbs(tmp_path, home)
     jobenv(["save", "--quiet"], env, check=True)
