@@ -162,6 +162,8 @@ def parse_squeue(out: str, rc: int, jobids: Sequence[str]) -> Dict[str, Tuple[st
     found: Dict[str, List[str]] = {}
     for line in out.splitlines():
         cols = line.split()
+        if len(cols) == 1 and len(jobids) == 1 and cols[0].isalpha() and cols[0].isupper():
+            cols = [jobids[0], jobids[0], cols[0]]  # a state alone (a site wrapper, `-o %T`): the one job asked
         if len(cols) != 3 or not cols[2].isupper():
             continue
         raw, shown, state = cols
