@@ -29,7 +29,7 @@ import os
 from .atomic import JobLock, clean_temps, fsync_dir, write_atomic
 from .errors import BadInput, BadRecord
 from .record import JobRecord, from_json
-from .storepath import check_safe, check_store, ensure_dirs, home, jobs_dir, write_error
+from .storepath import check_ancestors, check_safe, check_store, ensure_dirs, home, jobs_dir, write_error
 
 TYPE_CHECKING = False  # `import typing` costs ~5 ms per shell; type checkers still read the block below
 if TYPE_CHECKING:
@@ -182,8 +182,22 @@ def update_status(json_path: str, changes: dict, env: Optional[Mapping[str, str]
     return rec
 
 
+_checked_dirs: set = set()
+
+
+def _check_dir_once(d: str) -> None:
+    """The store's directories and everything above them, once per process: every reader
+    (the cached paths of `get` included) goes through load(), so none can skip this."""
+    if d not in _checked_dirs:
+        check_ancestors(d)
+        check_safe(os.path.dirname(d), is_dir=True)
+        check_safe(d, is_dir=True)
+        _checked_dirs.add(d)
+
+
 def load(path: str) -> JobRecord:
-    """Read one record; BadRecord names the file on any defect."""
+    """Read one record; BadRecord names the file on any defect (or on an unsafe store)."""
+    _check_dir_once(os.path.dirname(os.path.abspath(path)))
     check_safe(path, is_dir=False)
     try:
         with open(path, "rb") as f:

@@ -94,7 +94,7 @@ def test_v1_record_is_migrated_and_restored(tmp_path):
     env = base_env(home)
     p = jobenv(["get", "--job", "2024084", "--shell", "bash"], env)
     assert p.returncode == 0, p.stderr
-    assert "export NHOSTS=2" in p.stdout and "PBS_O_WORKDIR=/home/alice/project" in p.stdout
+    assert "NHOSTS='2'" in p.stdout and "PBS_O_WORKDIR='/home/alice/project'" in p.stdout, p.stdout
     shown = json.loads(jobenv(["show", "--json", "--job", "2024084"], env, check=True).stdout)
     assert shown["schema_version"] == 2 and shown["created_at"] == 1772464504.0
     from jobenv import store

@@ -50,14 +50,14 @@ def test_concurrent_saves_and_gets(tmp_path, home):
     assert all(rc == 0 for *_, rc, _ in saves), [err for *_, rc, err in saves if rc]
     for rc, out, err in gets:
         assert rc == 0, err
-        assert out.rstrip().endswith('"$@"; }') and "export NHOSTS=2" in out  # complete, never torn
+        assert out.rstrip().endswith('"$@"; }') and "export NHOSTS='2'" in out  # complete, never torn
     jobs_dir = home / ".jobenv" / "jobs"
     for i in range(jobs):
         rec, envfile = store.load_env(str(jobs_dir / f"slurm-50{i}.json"))
         writer = int(rec.jobname.split("-")[1])
         assert 0 <= writer < writers  # one of the concurrent saves, not the initial one
         # JSON and env file come from the same save: writers hold the job's lock for both
-        assert f"export SLURM_JOB_NAME=writer-{writer}" in envfile
+        assert f"SLURM_JOB_NAME='writer-{writer}'" in envfile, envfile
     assert not [f for f in os.listdir(jobs_dir) if "~tmp~" in f]
 
 
@@ -75,12 +75,14 @@ time.sleep(5)  # never exit by ourselves: the kill must land somewhere in the sa
 def consistent(json_path: Path) -> tuple:
     """What a reader sees: the record, and the env file and hostfile it names, all from one
     save (NHOSTS, the job name and the host list agree across the three)."""
+    from jobenv.shell import quote
+
     rec, env_text = store.load_env(str(json_path))
     hosts = Path(rec.hostfile).read_text().split()
     assert hosts == rec.hosts, (hosts, rec.hosts)
-    assert f"export NHOSTS={len(rec.hosts)}\n" in env_text
-    assert f"PBS_JOBNAME={rec.jobname}\n" in env_text
-    assert f"export HOSTFILE={rec.hostfile}\n" in env_text
+    assert f"NHOSTS={quote(str(len(rec.hosts)))}\n" in env_text, env_text
+    assert f"PBS_JOBNAME={quote(rec.jobname)}\n" in env_text
+    assert f"HOSTFILE={quote(rec.hostfile)}\n" in env_text
     return rec.jobname, len(rec.hosts)
 
 
