@@ -135,14 +135,12 @@ def _migrate(data: Dict[str, Any], where: str) -> Dict[str, Any]:
     if version == 1:
         data = dict(data)
         created = data.get("created_at")
-        if not isinstance(created, str):
-            raise BadRecord(f"{where}: corrupt record: field 'created_at' missing or not str", kind="corrupt")
         from datetime import datetime  # only version-1 records pay for this import
 
         try:
-            data["created_at"] = datetime.strptime(created, "%Y-%m-%dT%H:%M:%S%z").timestamp()
+            data["created_at"] = datetime.strptime(str(created), "%Y-%m-%dT%H:%M:%S%z").timestamp()
         except ValueError:
-            raise BadRecord(f"{where}: corrupt record: created_at {created!r} is not a time", kind="corrupt") from None
+            data["created_at"] = 0.0  # a time version 1 did not write: saved time unknown, sorts oldest
         data["env_file"] = None
         data["schema_version"] = SCHEMA_VERSION
     return data
