@@ -156,13 +156,19 @@ def write_job(record: JobRecord, env_text: str, hosts_text: Optional[str],
 
 
 def _check_owner(json_path: str, record: JobRecord) -> None:
-    """Refuse to overwrite a readable record of another job that shares the key."""
+    """Refuse to overwrite a record of another job that shares the key.  Only the two
+    names are read (validating a 100,000-host record again would double a save's time)."""
+    from .record import loads
+
     try:
-        old = load(json_path)
-    except BadRecord:
-        return  # missing, corrupt or future: a new save replaces it
-    if (old.scheduler, old.jobid) != (record.scheduler, record.jobid):
-        raise BadInput(f"{json_path} holds job {old.jobid!r}, not {record.jobid!r}: refusing to overwrite it")
+        with open(json_path, "rb") as f:
+            old = loads(f.read(MAX_RECORD_BYTES).decode("utf-8", "surrogateescape"))
+    except (OSError, ValueError, RecursionError):
+        return  # missing or unreadable: a new save replaces it
+    if not isinstance(old, dict) or not isinstance(old.get("jobid"), str):
+        return
+    if (old.get("scheduler"), old["jobid"]) != (record.scheduler, record.jobid):
+        raise BadInput(f"{json_path} holds job {old['jobid']!r}, not {record.jobid!r}: refusing to overwrite it")
 
 
 def update_status(json_path: str, changes: dict, env: Optional[Mapping[str, str]] = None,
