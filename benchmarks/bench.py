@@ -153,6 +153,27 @@ def squeue_stub(root: Path, delay: float) -> Path:
     return bindir
 
 
+def many_slurm_records(home: Path, template: dict, n: int) -> None:
+    """n Slurm-shaped records (copies of a real save with other ids and saved times)."""
+    jobs = home / "jobs"
+    jobs.mkdir(parents=True, exist_ok=True)
+    os.chmod(home, 0o700)
+    os.chmod(jobs, 0o700)
+    for i in range(n):
+        rec = dict(template, scheduler="slurm", jobid=str(900000 + i), created_at=template["created_at"] - i)
+        path = jobs / f"slurm-{900000 + i}.json"
+        path.write_text(json.dumps(rec, indent=2))
+        os.chmod(path, 0o600)
+
+
+def silent_squeue(bindir: Path, delay: float = 0.2) -> None:
+    """A squeue that answers after `delay` s with nothing (every job has left slurmctld)."""
+    bindir.mkdir(exist_ok=True)
+    stub = bindir / "squeue"
+    stub.write_text(f"#!/bin/sh\n/bin/sleep {delay}\n")
+    stub.chmod(0o755)
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--runs", type=int, default=21)
@@ -221,6 +242,15 @@ def main() -> int:
     settle_and_warm(jobenv_cmd() + ["get"], get_env)
     ms = getjobenv_ms(get_env, runs)
     line("getjobenv (shell/jobenv.sh, no Python)", ms, "ms", None, "<= 10 ms", ms <= 10)
+
+    # `jobenv list` over 10,000 records, with a squeue that takes 200 ms: one query in all
+    template = json.loads(next((tmp / "store" / "jobs").glob("*.json")).read_text())
+    many = tmp / "many"
+    many_slurm_records(many, template, 10_000)
+    silent_squeue(tmp / "stubbin")
+    list_env = {**base_env, "JOBENV_HOME": str(many), "PATH": f"{tmp / 'stubbin'}:{base_env['PATH']}"}
+    list_t, _ = timed(jobenv_cmd() + ["list"], list_env, max(3, runs // 4))
+    line("jobenv list, 10,000 records (squeue stub 200 ms)", list_t * 1000, "ms", None, "<= 2000 ms", list_t <= 2.0)
 
     big_runs = max(3, runs // 4)
     for kind, make in (("PBS nodefile", lambda n: pbs_job(tmp, n)), ("Slurm nodelist", slurm_job)):

@@ -15,7 +15,7 @@ from typing import List, Optional
 import click
 
 from . import __version__
-from .errors import EXIT_ERROR, EXIT_USAGE, JobenvError, one_line
+from .errors import EXIT_ERROR, EXIT_USAGE, JobenvError, one_line, visible
 
 SHELLS = ["bash", "zsh", "fish"]
 
@@ -71,10 +71,28 @@ def _summary_rows(rec, path: str) -> List[List[str]]:
         ["hosts", f"{rec.nhosts}: {compress(rec.hosts)}"],
         ["GPUs", f"{rec.gpus_per_host} per host, {rec.ngpus} in all ({rec.status.get('gpus_from', '')})"],
         ["ranks", f"{rec.ranks_per_host} per host, {rec.nranks} in all"],
+        ["saved", f"{saved_time(rec.created_at)} on {rec.created_on}"],
         ["hostfile", str(rec.hostfile)],
         ["launch", join(rec.launch)],
         ["record", path],
     ]
+
+
+def saved_time(t: float) -> str:
+    """A record's saved time (UTC epoch seconds) in this shell's local time."""
+    return time.strftime("%Y-%m-%d %H:%M:%S %z", time.localtime(t))
+
+
+def _interval(ctx, param, value):
+    """Seconds for watch intervals: finite, 0.1 to 86400 (click's FloatRange lets NaN by)."""
+    from .watch import check_interval
+
+    if value is None:
+        return value
+    try:
+        return check_interval(value)
+    except JobenvError as exc:
+        raise click.BadParameter(exc.message) from None
 
 
 def _print_summary(rec, path: str, extra: Optional[List[List[str]]] = None) -> None:
@@ -101,8 +119,8 @@ def _report_saved(rec, path: str, as_json: bool, quiet: bool) -> None:
 @click.option("--json", "as_json", is_flag=True, help="Print the record as JSON.")
 @click.option("-q", "--quiet", is_flag=True, help="Print nothing (warnings still go to stderr).")
 @click.option("--watch", "watch_it", is_flag=True, help="Also start `jobenv watch` for this job.")
-@click.option("--interval", "--watch-interval", "watch_interval", type=click.FloatRange(min=0.1), default=30.0,
-              show_default=True, help="Heartbeat interval of --watch, in seconds (as `jobenv watch --interval`).")
+@click.option("--interval", "--watch-interval", "watch_interval", type=float, default=30.0, callback=_interval,
+              show_default=True, help="Heartbeat interval of --watch, in seconds, 0.1 to 86400 (as `jobenv watch --interval`).")
 def save(profile, scheduler, gpus_per_host, ranks_per_host, as_json, quiet, watch_it, watch_interval) -> None:
     """Capture this allocation into a record (run inside the job)."""
     from .save import Options
@@ -133,9 +151,9 @@ def get(job, shell_name, allow_stale) -> None:
 @click.option("--json", "as_json", is_flag=True, help="Print the record as JSON.")
 def show(job, as_json) -> None:
     """Show one record."""
-    from .get import choose, job_state
+    from .liveness import job_state
 
-    path, rec = choose(os.environ, job, warn)
+    path, rec = _pick(job)
     if as_json:
         write_out(rec.to_json())
         return
@@ -143,21 +161,39 @@ def show(job, as_json) -> None:
     _print_summary(rec, str(path), [["state", f"{state} ({reason})"]] + [["warning", w] for w in rec.warnings])
 
 
-def _list_rows():
-    from . import store
-    from .errors import BadRecord
-    from .get import job_state
+def _pick(job: Optional[str]):
+    """--job ID (exact, file name, or unique short form), else `get`'s choice."""
+    if job is not None:
+        from .lookup import find
 
+        return find(os.environ, job)
+    from .get import choose
+
+    return choose(os.environ, None, warn)
+
+
+def _list_rows():
+    """One row per record, newest saved first, defective ones last; liveness from one
+    scheduler query per scheduler."""
+    from .liveness import job_states
+    from .lookup import entries
+    from .record import JobRecord
+
+    good, bad = [], []
+    for path, item, sched, jobid in entries(os.environ):
+        if isinstance(item, JobRecord):
+            good.append((path, item))
+        else:
+            bad.append({"jobid": jobid, "scheduler": sched, "path": str(path), "state": "corrupt",
+                        "kind": item.kind, "reason": item.message})
+    good.sort(key=lambda pr: pr[1].created_at, reverse=True)
+    verdicts = job_states([r for _, r in good], os.environ)
     rows = []
-    for path, rec in store.iter_records(os.environ):
-        if isinstance(rec, BadRecord):
-            rows.append({"jobid": None, "path": str(path), "state": "corrupt", "reason": rec.message})
-            continue
-        state, reason = job_state(rec, os.environ)
+    for (path, rec), (state, reason) in zip(good, verdicts):
         rows.append({"jobid": rec.jobid, "scheduler": rec.scheduler, "machine": rec.machine,
                      "nhosts": rec.nhosts, "ngpus": rec.ngpus, "created_at": rec.created_at,
                      "state": state, "reason": reason, "path": str(path)})
-    return rows
+    return rows + bad
 
 
 @cli.command("list")
@@ -173,9 +209,9 @@ def list_cmd(as_json) -> None:
         return
     from .output import print_table
 
-    table = [["?", "", "", "", "", "", "corrupt", r["reason"]] if r["state"] == "corrupt" else
+    table = [[r["jobid"] or "?", r["scheduler"] or "", "", "", "", "", "corrupt", r["reason"]] if "kind" in r else
              [r["jobid"], r["scheduler"], r["machine"], str(r["nhosts"]), str(r["ngpus"]),
-              r["created_at"], r["state"], r["reason"]] for r in rows]
+              saved_time(r["created_at"])[:16], r["state"], r["reason"]] for r in rows]
     print_table(table, ["job", "scheduler", "profile", "hosts", "GPUs", "saved", "state", "why"])
 
 
@@ -183,22 +219,27 @@ def list_cmd(as_json) -> None:
 @click.option("--job", "-j", "job_opt", metavar="ID", help="Job id (as for the other commands).")
 @click.argument("job", required=False, metavar="[ID]")
 def rm(job_opt, job) -> None:
-    """Remove one job's record: jobenv rm -j ID (or jobenv rm ID)."""
+    """Remove one job's record: jobenv rm -j ID (or jobenv rm ID); also a corrupt one, or
+    one written by a newer jobenv."""
     from . import store
-    from .get import find_job
+    from .errors import BadRecord
+    from .lookup import find, peek
 
-    if job_opt and job and job_opt != job:
+    if job_opt is not None and job is not None and job_opt != job:
         raise click.UsageError(f"two different jobs given ({job_opt!r} and {job!r})")
-    job = job_opt or job
-    if not job:
+    job = job_opt if job_opt is not None else job
+    if job is None:
         raise click.UsageError("which job? pass -j ID (`jobenv list` shows them)")
-    path, rec = find_job(os.environ, job, warn)
-    store.remove(path)
-    click.echo(f"removed job {rec.jobid}")
+    path, rec = find(os.environ, job, allow_bad=True)
+    if isinstance(rec, BadRecord) and rec.kind not in ("corrupt", "future", "gone"):
+        raise rec  # unsafe (another user's file, a symlink): not ours to judge or delete
+    jobid = peek(path)[1] if isinstance(rec, BadRecord) else rec.jobid
+    store.remove(path, os.environ)
+    click.echo(f"removed job {visible(jobid or os.path.basename(path))}")
 
 
 def parse_age(text: str) -> float:
-    m = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*([smhdw]?)\s*", text)
+    m = re.fullmatch(r"\s*([0-9]{1,12}(?:\.[0-9]{1,9})?)\s*([smhdw]?)\s*", text)
     if not m:
         raise click.BadParameter(f"{text!r} is not a duration like 7d, 12h, 30m")
     return float(m.group(1)) * {"": 1, "s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}[m.group(2)]
@@ -206,26 +247,24 @@ def parse_age(text: str) -> float:
 
 @cli.command()
 @click.option("--older-than", metavar="AGE", help="Only records saved longer ago than AGE (7d, 12h, 30m).")
+@click.option("--corrupt", is_flag=True, help="Also remove corrupt records and those of a newer jobenv.")
 @click.option("--dry-run", "-n", is_flag=True, help="Say what would go, remove nothing.")
-def clean(older_than, dry_run) -> None:
+def clean(older_than, corrupt, dry_run) -> None:
     """Remove records of jobs that have ended."""
     from . import store
 
     limit = parse_age(older_than) if older_than else None
     removed = 0
     for r in _list_rows():
-        if r["state"] != "ended":
+        bad = r.get("kind") in ("corrupt", "future")
+        if not (r["state"] == "ended" or (corrupt and bad)):
             continue
-        if limit is not None:
-            try:
-                age = time.time() - os.stat(r["path"]).st_mtime
-            except OSError:
-                continue
-            if age < limit:
-                continue
+        if limit is not None and (bad or time.time() - r["created_at"] < limit):
+            continue  # age is the saved time (`created_at`), which heartbeats never change
         if not dry_run:
-            store.remove(r["path"])
-        click.echo(f"{'would remove' if dry_run else 'removed'} job {r['jobid']} ({r['reason']})")
+            store.remove(r["path"], os.environ)
+        what = visible(r["jobid"] or os.path.basename(r["path"]))
+        click.echo(f"{'would remove' if dry_run else 'removed'} job {what} ({visible(r['reason'])})")
         removed += 1
     if not removed:
         click.echo("nothing to clean")
@@ -253,22 +292,21 @@ def import_cmd(env_file, profile, as_json, quiet) -> None:
 
 @cli.command()
 @click.option("--job", "-j", metavar="ID", help="Job id (default: as for `get`).")
-@click.option("--interval", type=click.FloatRange(min=0.1), default=30.0, show_default=True,
-              help="Seconds between heartbeats.")
+@click.option("--interval", type=float, default=30.0, show_default=True, callback=_interval,
+              help="Seconds between heartbeats (0.1 to 86400).")
 @click.option("--foreground", is_flag=True, help="Run in this process instead of a detached daemon.")
 def watch(job, interval, foreground) -> None:
     """Keep the job's record live: heartbeat, and mark it ended when the job ends."""
     from . import watch as watch_mod
-    from .get import choose
 
-    path, rec = choose(os.environ, job, warn)
+    path, rec = _pick(job)
     if foreground:
         raise click.exceptions.Exit(watch_mod.run(path, interval, dict(os.environ)))
     pid = watch_mod.start(path, interval, dict(os.environ))
     if pid is None:
-        click.echo(f"already watching job {rec.jobid} (pid {watch_mod.running(path)})")
+        click.echo(f"already watching job {visible(rec.jobid)} (pid {watch_mod.running(path)})")
     else:
-        click.echo(f"watching job {rec.jobid}: pid {pid}, heartbeat every {interval:g} s")
+        click.echo(f"watching job {visible(rec.jobid)}: pid {pid}, heartbeat every {interval:g} s")
 
 
 _SECONDS = click.FloatRange(min=0, min_open=True)

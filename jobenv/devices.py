@@ -13,19 +13,14 @@ import shutil
 import subprocess
 from typing import Callable, List, Mapping, Optional, Tuple
 
-from .errors import BadInput
+from .numbers import MAX_PER_HOST, parse_uint
 
 MASKS = ("CUDA_VISIBLE_DEVICES", "ZE_AFFINITY_MASK", "ROCR_VISIBLE_DEVICES", "HIP_VISIBLE_DEVICES")
 
 
 def parse_override(value: str, where: str) -> int:
-    try:
-        n = int(value)
-    except ValueError:
-        raise BadInput(f"{where} must be a whole number, not {value!r}") from None
-    if n < 0:
-        raise BadInput(f"{where} must be 0 or more, not {n}")
-    return n
+    """A count from the environment: ASCII digits, at most MAX_PER_HOST."""
+    return parse_uint(value.strip(), where, MAX_PER_HOST)
 
 
 def from_masks(env: Mapping[str, str]) -> Optional[Tuple[int, str]]:
@@ -36,7 +31,7 @@ def from_masks(env: Mapping[str, str]) -> Optional[Tuple[int, str]]:
         val = env[var].strip()
         if val in ("", "NoDevFiles", "-1", "none"):
             return 0, var
-        return len([x for x in val.split(",") if x.strip()]), var
+        return min(len([x for x in val.split(",") if x.strip()]), MAX_PER_HOST), var
     return None
 
 

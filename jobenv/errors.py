@@ -42,17 +42,44 @@ class JobEnded(JobenvError):
 
 
 class BadRecord(JobenvError):
+    """A record or store that cannot be used.  `kind`: "corrupt" (unreadable, invalid),
+    "future" (a newer schema), "unsafe" (ownership, mode, symlink), "gone" (removed while
+    being read); `rm` and `clean --corrupt` may delete the first two."""
+
     exit_code = EXIT_BAD_RECORD
+
+    def __init__(self, message: str, exit_code: int | None = None, kind: str = "unsafe") -> None:
+        super().__init__(message, exit_code)
+        self.kind = kind
+
+
+# Bidirectional overrides and isolates reorder what a terminal shows (CVE-2021-42574 style).
+_BIDI = frozenset("\u061c\u200e\u200f\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069")
+
+
+def visible(text: str) -> str:
+    """`text` with everything a terminal would act on written as an escape: C0 and C1
+    controls (ESC, CSI U+009B), DEL, bidi controls, and the surrogates that stand for
+    undecodable bytes (shown as \\xNN).  Job ids and names come from the environment
+    and records that others may have written: they are printed through this."""
+    if text.isprintable():  # no control, format (bidi) or surrogate character: nothing to do
+        return text
+    out = []
+    for ch in text:
+        o = ord(ch)
+        if ch == "\n":
+            out.append("\\n")
+        elif o < 0x20 or 0x7F <= o <= 0x9F or ch in _BIDI:
+            out.append(f"\\x{o:02x}" if o < 0x100 else f"\\u{o:04x}")
+        elif 0xDC80 <= o <= 0xDCFF:
+            out.append(f"\\x{o - 0xDC00:02x}")
+        elif 0xD800 <= o <= 0xDFFF:
+            out.append(f"\\u{o:04x}")
+        else:
+            out.append(ch)
+    return "".join(out)
 
 
 def one_line(text: str) -> str:
     """Collapse a message to one printable line (host names may hold control bytes)."""
-    out = []
-    for ch in text:
-        if ch == "\n":
-            out.append("\\n")
-        elif ch < " " or ch == "\x7f":
-            out.append(repr(ch)[1:-1])
-        else:
-            out.append(ch)
-    return "".join(out)
+    return visible(text)

@@ -11,6 +11,7 @@ from __future__ import annotations
 import os
 
 from .errors import BadInput
+from .numbers import MAX_HOSTS
 
 TYPE_CHECKING = False  # `import typing` costs ~5 ms; records are validated on the `get` path
 if TYPE_CHECKING:
@@ -18,7 +19,7 @@ if TYPE_CHECKING:
 
 # RFC 1123 labels; underscores are tolerated because some sites use them.
 _LABEL_CHARS = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_-")
-_RANGE = r"(\d+)(?:-(\d+))?"  # patterns are compiled on first use: `re` is not on the `get` path
+_RANGE = r"([0-9]+)(?:-([0-9]+))?"  # patterns are compiled on first use: `re` is not on the `get` path
 
 
 class HostlistError(BadInput):
@@ -87,6 +88,26 @@ def _split_top(text: str) -> List[str]:
     return parts
 
 
+def _group_size(body: str, text: str) -> int:
+    """How many names a bracket group stands for, without expanding it."""
+    import re
+
+    n = 0
+    for item in body.split(","):
+        m = re.fullmatch(_RANGE, item)
+        if not m or len(item) > 40:
+            raise HostlistError(f"malformed hostlist {_short(text)!r}: bad range {item[:40]!r}")
+        lo, hi = int(m.group(1)), int(m.group(2) or m.group(1))
+        if hi < lo:
+            raise HostlistError(f"malformed hostlist {_short(text)!r}: reversed range {item!r}")
+        n += hi - lo + 1
+    return n
+
+
+def _short(text: str) -> str:
+    return text if len(text) <= 200 else text[:200] + "..."
+
+
 def _expand_group(body: str, text: str) -> List[str]:
     """Expand the inside of one bracket group: `01-03,7` -> ['01','02','03','7']."""
     import re
@@ -103,11 +124,21 @@ def _expand_group(body: str, text: str) -> List[str]:
         lo, hi = int(lo_s), int(hi_s)
         if hi < lo:
             raise HostlistError(f"malformed hostlist {text!r}: reversed range {item!r}")
-        if hi - lo > 10_000_000:
-            raise HostlistError(f"malformed hostlist {text!r}: range {item!r} too large")
         width = len(lo_s)
         out.extend(str(n).zfill(width) for n in range(lo, hi + 1))
     return out
+
+
+def _token_size(token: str, text: str) -> int:
+    """Names a token stands for (the product of its groups' sizes), capped above MAX_HOSTS."""
+    n, pos = 1, 0
+    while True:
+        lb = token.find("[", pos)
+        if lb < 0:
+            return n
+        rb = token.index("]", lb)
+        n = min(n * _group_size(token[lb + 1 : rb], text), MAX_HOSTS + 1)
+        pos = rb + 1
 
 
 def _expand_token(token: str, text: str) -> Iterator[str]:
@@ -135,10 +166,16 @@ def expand(text: str) -> List[str]:
     text = text.strip()
     if not text:
         raise HostlistError("empty hostlist")
-    hosts: List[str] = []
-    for token in _split_top(text):
+    tokens = _split_top(text)
+    total = 0
+    for token in tokens:  # count first: a hostile list must fail before it is expanded
         if not token:
-            raise HostlistError(f"malformed hostlist {text!r}: empty element")
+            raise HostlistError(f"malformed hostlist {_short(text)!r}: empty element")
+        total += _token_size(token, text)
+        if total > MAX_HOSTS:
+            raise HostlistError(f"hostlist {_short(text)!r} names more than jobenv's limit of {MAX_HOSTS:,} hosts")
+    hosts: List[str] = []
+    for token in tokens:
         for name in _expand_token(token, text):
             if not is_valid_host(name):
                 raise HostlistError(f"malformed hostlist {text!r}: bad host name {name!r}")
@@ -146,7 +183,7 @@ def expand(text: str) -> List[str]:
     return hosts
 
 
-_NUM_TAIL = r"^(.*?)(\d+)(\D*)$"
+_NUM_TAIL = r"^(.*?)([0-9]+)([^0-9]*)$"
 
 
 def compress(hosts: Sequence[str]) -> str:
@@ -194,13 +231,21 @@ def parse_counts(text: str) -> List[int]:
     """Expand Slurm's per-node counts: `4(x2),2` -> [4, 4, 2]."""
     import re
 
-    out: List[int] = []
+    from .numbers import MAX_PER_HOST
+
+    pairs = []
+    total = 0
     for item in text.split(","):
-        m = re.fullmatch(r"\s*(\d+)(?:\(x(\d+)\))?\s*", item)
+        m = re.fullmatch(r"\s*([0-9]{1,30})(?:\(x([0-9]{1,30})\))?\s*", item)
         if not m:
-            raise HostlistError(f"malformed per-node count list {text!r}")
-        out.extend([int(m.group(1))] * int(m.group(2) or 1))
-    return out
+            raise HostlistError(f"malformed per-node count list {_short(text)!r}")
+        count, times = int(m.group(1)), int(m.group(2) or 1)
+        total += times
+        if total > MAX_HOSTS or count > MAX_PER_HOST:
+            raise HostlistError(f"per-node count list {_short(text)!r} exceeds jobenv's limits "
+                                f"({MAX_HOSTS:,} hosts, {MAX_PER_HOST:,} per host)")
+        pairs.append((count, times))
+    return [c for c, t in pairs for _ in range(t)]
 
 
 def unique(hosts: Iterable[str]) -> List[str]:

@@ -2,8 +2,13 @@
 `~/.cobaltenv`, `~/.slurmenv`: `export VAR=value` lines, often unquoted, or raw
 `env | grep PBS` output) into a record.
 
-The file is parsed as data, never sourced: `$(...)`, backquotes and `;` stay text.  The
-variables then go through the same capture as `jobenv save`.
+The file is parsed as data, never sourced: `$(...)`, backquotes and `;` stay text.  Only
+the scheduler's variables, HOSTFILE and NGPU_PER_HOST are taken from it: jobenv's own
+settings (JOBENV_*, XDG_CONFIG_HOME, PATH...) come from this shell, never from a file that
+another tool or person wrote, since they choose the store, the profile and so the
+`launch` command.  Only a regular file of at most MAX_BYTES is read (a FIFO would hang,
+/dev/zero would exhaust memory).  The variables then go through the same capture as
+`jobenv save`.
 """
 from __future__ import annotations
 
@@ -16,6 +21,8 @@ if TYPE_CHECKING:
     from typing import Dict, Mapping
 
 SCHEDULER_PREFIXES = ("PBS_", "SLURM_", "COBALT_")
+EXTRA_NAMES = ("HOSTFILE", "NGPU_PER_HOST")  # written by ezpz-style tools beside the scheduler's
+MAX_BYTES = 4 << 20
 
 
 def _unquote(raw: str, lineno: int, path: str) -> str:
@@ -57,24 +64,51 @@ def parse(text: str, path: str = "env file") -> Dict[str, str]:
 def import_env(parsed: Mapping[str, str], base: Mapping[str, str]) -> Dict[str, str]:
     """The environment to capture from: this shell's settings (store, profiles, PATH)
     without any scheduler variables, plus the imported ones."""
+    parsed = {k: v for k, v in parsed.items() if k.startswith(SCHEDULER_PREFIXES) or k in EXTRA_NAMES}
     env = {k: v for k, v in base.items() if not k.startswith(SCHEDULER_PREFIXES)}
-    env.update(parsed)
+    env.update((k, v) for k, v in parsed.items() if k.startswith(SCHEDULER_PREFIXES))
     if "PBS_JOBID" in parsed and not os.path.exists(parsed.get("PBS_NODEFILE", "")):
         # the nodefile vanished with the job; ezpz-style files also name a HOSTFILE copy
         if parsed.get("HOSTFILE") and os.path.exists(parsed["HOSTFILE"]):
             env["PBS_NODEFILE"] = parsed["HOSTFILE"]
     if "COBALT_JOBID" in parsed and parsed.get("HOSTFILE") and not os.path.exists(parsed.get("COBALT_NODEFILE", "")):
         env["COBALT_NODEFILE"] = parsed["HOSTFILE"]
-    if parsed.get("NGPU_PER_HOST", "").isdigit() and "JOBENV_GPUS_PER_HOST" not in base:
-        env["JOBENV_GPUS_PER_HOST"] = parsed["NGPU_PER_HOST"]
+    if parsed.get("NGPU_PER_HOST") and "JOBENV_GPUS_PER_HOST" not in base:
+        from .numbers import MAX_PER_HOST, parse_uint
+
+        env["JOBENV_GPUS_PER_HOST"] = str(parse_uint(parsed["NGPU_PER_HOST"].strip(), "NGPU_PER_HOST", MAX_PER_HOST))
     if not any(k.startswith(SCHEDULER_PREFIXES) for k in parsed):
         raise BadInput("no PBS_*, SLURM_* or COBALT_* variables in the file: nothing to import")
     return env
 
 
 def read(path: str) -> str:
+    """The file's text; refuses anything but a regular file of at most MAX_BYTES.
+
+    Opened with O_NONBLOCK so that a FIFO cannot hang us before fstat says what it is."""
+    import stat
+
     try:
-        with open(path, "rb") as f:
-            return f.read().decode("utf-8", "surrogateescape")
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_NOCTTY", 0))
     except OSError as exc:
         raise BadInput(f"cannot read {path}: {exc.strerror}") from None
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            raise BadInput(f"{path} is not a regular file (a FIFO, device or directory): refusing to read it")
+        if st.st_size > MAX_BYTES:
+            raise BadInput(f"{path} is {st.st_size:,} bytes, more than the {MAX_BYTES >> 20} MiB an env file may be")
+        chunks, size = [], 0
+        while size <= MAX_BYTES:
+            chunk = os.read(fd, 1 << 16)
+            if not chunk:
+                break
+            chunks.append(chunk)
+            size += len(chunk)
+        if size > MAX_BYTES:
+            raise BadInput(f"{path} grew past {MAX_BYTES >> 20} MiB while being read")
+        return b"".join(chunks).decode("utf-8", "surrogateescape")
+    except OSError as exc:
+        raise BadInput(f"cannot read {path}: {exc.strerror}") from None
+    finally:
+        os.close(fd)

@@ -25,8 +25,9 @@ class Options:
     ranks_per_host: Optional[int] = None
 
 
-def _now() -> str:
-    return time.strftime("%Y-%m-%dT%H:%M:%S%z", time.localtime())
+def _now() -> float:
+    """Saved time: UTC epoch seconds (record schema 2), comparable across time zones."""
+    return round(time.time(), 6)
 
 
 def ranks_per_host(gpus: int, slots: Optional[List[int]], scheduler: str,
@@ -60,7 +61,7 @@ def build(env: Mapping[str, str], opts: Options, probe=devices.probe,
         env, opts.gpus_per_host, cap.gpus_hint, None if prof.generic else prof.gpus_per_host, probe)
     ppn, notes = ranks_per_host(gpus, cap.slots, cap.scheduler, opts.ranks_per_host, env)
     key = store.key_for(cap.scheduler, cap.jobid)
-    hostfile = store.paths_for(key, env)[2]
+    hostfile = store.hostfile_path(key, cap.hosts, env)
     cand = launch.pick_launcher(prof)
     ctx = launch.context(len(cap.hosts), ppn, gpus, hostfile, cap.jobid, prof.vars)
     argv = launch.render(cand["argv"], ctx)
@@ -85,7 +86,7 @@ def save(env: Mapping[str, str], opts: Options) -> Tuple[JobRecord, str]:
     """Capture and write; returns the record and its JSON path."""
     store.ensure_dirs(env)
     rec, meta = build(env, opts)
-    json_path, env_path, hosts_path = store.paths_for(meta["key"], env)
+    json_path = store.paths_for(meta["key"], env)[0]
     env_text = shell.render_sh(rec, json_path)
     hosts_text = "".join(h + "\n" for h in rec.hosts)
     store.write_job(rec, env_text, hosts_text, env)

@@ -1,221 +1,247 @@
-"""Where records live, and how they are written and read safely.
+"""Where records live, and how a save is written and read as one unit.
 
-Layout: `$JOBENV_HOME/jobs/<key>.{json,env,hosts}` (default `~/.jobenv`, which HPC sites
-share between login and compute nodes), one set per job so concurrent jobs coexist.
-Writers take a per-job lock and replace files atomically (temp + fsync + rename);
-readers take no lock: a rename is atomic, so they see the old or the new file, never a
-torn one.  The store refuses directories and files that another user could have written,
-because a record defines a `launch` function that the user's shell will run.
+Layout, in `$JOBENV_HOME/jobs/` (default `~/.jobenv`, which HPC sites share between login
+and compute nodes), per job `<key>`:
+
+    <key>.json              the record: the commit point of a save
+    <key>@<sha>.hosts       the hostfile that save wrote  (record field `hostfile`)
+    <key>@<sha>.env         the sourceable env file       (record field `env_file`)
+
+Why the JSON is the commit point (and not a generation directory swapped by a rename):
+the companions are named by a hash of their content, written completely (temp, fsync,
+rename) *before* the JSON that names them, and never changed after.  One rename of the
+JSON switches a reader from one whole save to the next; a crash (SIGKILL at any
+instruction), ENOSPC or a read-only file system before that rename leaves the previous
+JSON naming the previous, still present, files.  A reader opens the JSON, then the files
+it names, so it can never pair files of two saves; if a save replaced them in between it
+finds one missing and starts over.  The hostfile's name depends only on the hosts, so a
+re-save of the same job keeps the path that running shells and launchers already hold.
+A directory swap would need a symlink (which the store refuses) or two renames.
+
+Writers (save, status updates, rm, clean) hold the job's lock; files that no record names
+any more are removed only when older than a grace period, so a reader in flight, or a
+save on another node whose lock did not hold, never loses a file it was given.
 """
 from __future__ import annotations
 
 import os
-import stat
-import time
 
-from .errors import BadRecord
+from .atomic import JobLock, clean_temps, fsync_dir, write_atomic
+from .errors import BadInput, BadRecord
 from .record import JobRecord, from_json
+from .storepath import check_ancestors, check_safe, check_store, ensure_dirs, home, jobs_dir, write_error
 
 TYPE_CHECKING = False  # `import typing` costs ~5 ms per shell; type checkers still read the block below
 if TYPE_CHECKING:
-    from typing import Iterator, List, Optional, Tuple, Union
+    from typing import Iterator, List, Mapping, Optional, Tuple, Union
 
     Loaded = Tuple[str, Union[JobRecord, BadRecord]]
 
-# Paths are plain strings here: pathlib costs ~3 ms to import on the `get` path.
+__all__ = ["home", "jobs_dir", "check_safe", "ensure_dirs", "key_for", "paths_for", "hostfile_path",
+           "job_lock", "write_job", "update_status", "load", "load_env", "iter_records", "remove",
+           "write_atomic", "clean_temps"]
+
 _KEY_CHARS = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789._-")
-
-
-def home(env: Optional[dict] = None) -> str:
-    env = os.environ if env is None else env
-    return env.get("JOBENV_HOME") or os.path.join(os.path.expanduser("~"), ".jobenv")
-
-
-def jobs_dir(env: Optional[dict] = None) -> str:
-    return os.path.join(home(env), "jobs")
+KEY_MAX = 150
+GRACE = 120.0  # seconds an unnamed companion file is kept for readers in flight
+MAX_RECORD_BYTES = 256 << 20
+_write_atomic = write_atomic  # the old private name, still used by jobenv.stage.cli
 
 
 def key_for(scheduler: str, jobid: str) -> str:
-    """A file-name-safe key; ids with `[]`, `/` and such get a hash to stay unique."""
-    import zlib
+    """A file-name-safe key, unique per (scheduler, job id).
 
-    safe = "".join(c if c in _KEY_CHARS else "_" for c in jobid).strip(".") or "job"
-    if safe != jobid:
-        safe = f"{safe}-{zlib.crc32(jobid.encode('utf-8', 'surrogateescape')):08x}"
-    return f"{scheduler}-{safe[:150]}"
-
-
-def check_safe(path: str, is_dir: bool) -> None:
-    """Refuse paths owned by another user or writable by group/others (injection risk)."""
-    try:
-        st = os.lstat(path)
-    except FileNotFoundError:
-        return
-    what = "store directory" if is_dir else "record"
-    uid = os.getuid()
-    if st.st_uid != uid:
-        raise BadRecord(f"{what} {path} is owned by uid {st.st_uid}, not you (uid {uid}); "
-                        "refusing it: set JOBENV_HOME to a directory of your own")
-    if stat.S_ISLNK(st.st_mode):
-        raise BadRecord(f"{what} {path} is a symbolic link; refusing it")
-    if st.st_mode & 0o022:
-        raise BadRecord(f"{what} {path} is writable by others (mode {stat.S_IMODE(st.st_mode):o}); "
-                        f"fix with: chmod go-w {path}")
-
-
-def ensure_dirs(env: Optional[dict] = None) -> str:
-    """Create the store (0700) and check that nobody else can write to it."""
-    d = jobs_dir(env)
-    for p in (os.path.dirname(d), d):
-        try:
-            os.mkdir(p, 0o700)
-        except FileExistsError:
-            pass
-        check_safe(p, is_dir=True)
-    return d
-
-
-def _tmp_name(path: str) -> str:
-    head, name = os.path.split(path)
-    return os.path.join(head, f".{name}.tmp.{os.getpid()}.{os.urandom(4).hex()}")
-
-
-def _tmp_pid(name: str) -> Optional[int]:
-    """The writer's pid in a temp file name `.<file>.tmp.<pid>.<hex>`, else None."""
-    parts = name.rsplit(".", 3)
-    if len(parts) == 4 and name.startswith(".") and parts[1] == "tmp" and parts[2].isdigit():
-        return int(parts[2])
-    return None
-
-
-def _write_atomic(path: str, data: bytes) -> None:
-    tmp = _tmp_name(path)
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-    try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
-        raise
-
-
-def _fsync_dir(d: str) -> None:
-    try:
-        fd = os.open(d, os.O_RDONLY)
-    except OSError:
-        return
-    try:
-        os.fsync(fd)
-    except OSError:
-        pass
-    finally:
-        os.close(fd)
-
-
-def _pid_alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
-
-
-def clean_temps(d: str, max_age: float = 600.0) -> int:
-    """Remove temp files left by writers that died (their pid is gone, or they are old)."""
-    removed = 0
-    now = time.time()
-    for entry in os.scandir(d):
-        pid = _tmp_pid(entry.name)
-        if pid is None:
-            continue
-        try:
-            old = now - entry.stat(follow_symlinks=False).st_mtime > max_age
-            if old or not _pid_alive(pid):
-                os.unlink(entry.path)
-                removed += 1
-        except OSError:
-            pass
-    return removed
-
-
-def job_lock(lock_path: str, env: Optional[dict] = None, timeout: float = 60.0):
-    """A per-job writer lock: flock by default, a soft (O_EXCL) lock when JOBENV_LOCK=soft.
-
-    flock is unreliable on some NFS/Lustre mounts; the soft lock works there and a lock
-    file older than JOBENV_LOCK_STALE seconds (default 120) is taken as left by a dead
-    writer and removed.
+    Ids with characters outside [A-Za-z0-9._-] get a hash of the id (crc32, as before, so
+    existing keys stay), and ids longer than KEY_MAX are cut *then* given a sha256 suffix,
+    so two long ids never share a file set.  (write_job also refuses a key that holds
+    another job's record.)
     """
-    import filelock  # only writers pay for this import
+    safe = "".join(c if c in _KEY_CHARS else "_" for c in jobid).strip(".") or "job"
+    raw = jobid.encode("utf-8", "surrogateescape")
+    if len(safe) + 9 > KEY_MAX:
+        import hashlib
 
-    env = os.environ if env is None else env
-    if env.get("JOBENV_LOCK", "").lower() == "soft":
-        stale = float(env.get("JOBENV_LOCK_STALE", "120"))
-        try:
-            if time.time() - os.stat(lock_path).st_mtime > stale:
-                os.unlink(lock_path)
-        except OSError:
-            pass
-        return filelock.SoftFileLock(str(lock_path), timeout=timeout)
-    return filelock.FileLock(str(lock_path), timeout=timeout, mode=0o600)
+        safe = f"{safe[:KEY_MAX - 17]}-{hashlib.sha256(raw).hexdigest()[:16]}"
+    elif safe != jobid:
+        import zlib
+
+        safe = f"{safe}-{zlib.crc32(raw):08x}"
+    return f"{scheduler}-{safe}"
 
 
-def paths_for(key: str, env: Optional[dict] = None) -> Tuple[str, str, str]:
+def paths_for(key: str, env: Optional[Mapping[str, str]] = None) -> Tuple[str, str, str]:
+    """(record JSON, version-1 env file, version-1 hostfile) of a key.  Only the JSON path is
+    fixed now: a version-2 record names its env file and hostfile (`load_env`, `hostfile`)."""
     d = jobs_dir(env)
     return tuple(os.path.join(d, key + suffix) for suffix in (".json", ".env", ".hosts"))  # type: ignore
 
 
+def _companion(key: str, text: str, suffix: str) -> str:
+    import hashlib
+
+    return f"{key}@{hashlib.sha256(text.encode('utf-8', 'surrogateescape')).hexdigest()[:16]}{suffix}"
+
+
+def hostfile_path(key: str, hosts: List[str], env: Optional[Mapping[str, str]] = None) -> str:
+    """Where a save of `hosts` writes its hostfile (the same path for the same hosts)."""
+    return os.path.join(jobs_dir(env), _companion(key, "".join(h + "\n" for h in hosts), ".hosts"))
+
+
+def job_lock(lock_path: str, env: Optional[Mapping[str, str]] = None, timeout: float = 60.0) -> JobLock:
+    """A per-job writer lock: flock by default, O_EXCL when JOBENV_LOCK=soft (NFS/Lustre
+    mounts where flock is unreliable); a soft lock older than JOBENV_LOCK_STALE seconds
+    (default 120) is taken as left by a dead writer."""
+    return JobLock(lock_path, env, timeout)
+
+
+def _stem(json_path: str) -> str:
+    return json_path[: -len(".json")]
+
+
+def _companions(d: str, key: str) -> List[str]:
+    """Names of the companion files of `key` (exactly `<key>@<16 hex>.env|.hosts`)."""
+    out = []
+    prefix = key + "@"
+    for name in os.listdir(d):
+        if name.startswith(prefix):
+            rest = name[len(prefix):]
+            h, dot, suffix = rest.partition(".")
+            if dot and suffix in ("env", "hosts") and len(h) == 16:
+                out.append(name)
+    return out
+
+
+def _gc(d: str, key: str, keep: set, grace: float) -> None:
+    import time
+
+    now = time.time()
+    for name in _companions(d, key):
+        if name in keep:
+            continue
+        try:
+            p = os.path.join(d, name)
+            if now - os.lstat(p).st_mtime >= grace:
+                os.unlink(p)
+        except OSError:
+            pass
+
+
 def write_job(record: JobRecord, env_text: str, hosts_text: Optional[str],
-              env: Optional[dict] = None) -> str:
-    """Write hostfile, env file, then JSON (the source of truth) under the job's lock."""
+              env: Optional[Mapping[str, str]] = None) -> str:
+    """Commit a save: companions first, then the JSON naming them (see the module doc)."""
     d = ensure_dirs(env)
     key = key_for(record.scheduler, record.jobid)
-    json_path, env_path, hosts_path = paths_for(key, env)
-    with job_lock(os.path.join(d, key + ".lock"), env):
-        clean_temps(d)
-        if hosts_text is not None:
-            _write_atomic(hosts_path, hosts_text.encode("utf-8", "surrogateescape"))
-        _write_atomic(env_path, env_text.encode("utf-8", "surrogateescape"))
-        _write_atomic(json_path, record.to_json().encode("utf-8", "surrogateescape"))
-        _fsync_dir(d)
+    json_path = os.path.join(d, key + ".json")
+    keep = set()
+    try:
+        with job_lock(os.path.join(d, key + ".lock"), env):
+            clean_temps(d)
+            _check_owner(json_path, record)
+            if hosts_text is not None:
+                name = _companion(key, hosts_text, ".hosts")
+                if record.hostfile != os.path.join(d, name):
+                    raise BadInput(f"hostfile {record.hostfile!r} is not where this save writes it ({name})")
+                write_atomic(os.path.join(d, name), hosts_text.encode("utf-8", "surrogateescape"))
+                keep.add(name)
+            record.env_file = _companion(key, env_text, ".env")
+            keep.add(record.env_file)
+            write_atomic(os.path.join(d, record.env_file), env_text.encode("utf-8", "surrogateescape"))
+            fsync_dir(d)  # the companions are on disk before the record that names them
+            write_atomic(json_path, record.to_json().encode("utf-8", "surrogateescape"), record.created_at)
+            fsync_dir(d)
+            _gc(d, key, keep, GRACE)
+    except OSError as exc:
+        raise write_error(exc, f"the record in {d}") from None
     return json_path
 
 
-def update_status(json_path: str, changes: dict, env: Optional[dict] = None) -> JobRecord:
-    """Merge `changes` into a record's status: re-read, change, replace, all under the job's
-    lock, so a `jobenv save` of the same job in between is never overwritten."""
-    with job_lock(json_path[: -len(".json")] + ".lock", env):
-        rec = load(json_path)
-        rec.status.update(changes)
-        _write_atomic(json_path, rec.to_json().encode("utf-8", "surrogateescape"))
+def _check_owner(json_path: str, record: JobRecord) -> None:
+    """Refuse to overwrite a record of another job that shares the key.  Only the two
+    names are read (validating a 100,000-host record again would double a save's time)."""
+    from .record import loads
+
+    try:
+        with open(json_path, "rb") as f:
+            old = loads(f.read(MAX_RECORD_BYTES).decode("utf-8", "surrogateescape"))
+    except (OSError, ValueError, RecursionError):
+        return  # missing or unreadable: a new save replaces it
+    if not isinstance(old, dict) or not isinstance(old.get("jobid"), str):
+        return
+    if (old.get("scheduler"), old["jobid"]) != (record.scheduler, record.jobid):
+        raise BadInput(f"{json_path} holds job {old['jobid']!r}, not {record.jobid!r}: refusing to overwrite it")
+
+
+def update_status(json_path: str, changes: dict, env: Optional[Mapping[str, str]] = None,
+                  drop: tuple = ()) -> JobRecord:
+    """Merge `changes` into a record's status (and remove the keys in `drop`): re-read,
+    change, replace, under the job's lock, so a save in between is never overwritten.
+    The file keeps its saved time as mtime: heartbeats never reorder records."""
+    try:
+        with job_lock(_stem(json_path) + ".lock", env):
+            rec = load(json_path)
+            for k in drop:
+                rec.status.pop(k, None)
+            rec.status.update(changes)
+            write_atomic(json_path, rec.to_json().encode("utf-8", "surrogateescape"), rec.created_at)
+    except OSError as exc:
+        raise write_error(exc, json_path) from None
     return rec
 
 
+_checked_dirs: set = set()
+
+
+def _check_dir_once(d: str) -> None:
+    """The store's directories and everything above them, once per process: every reader
+    (the cached paths of `get` included) goes through load(), so none can skip this."""
+    if d not in _checked_dirs:
+        check_ancestors(d)
+        check_safe(os.path.dirname(d), is_dir=True)
+        check_safe(d, is_dir=True)
+        _checked_dirs.add(d)
+
+
 def load(path: str) -> JobRecord:
-    """Read one record; BadRecord names the file on any defect."""
+    """Read one record; BadRecord names the file on any defect (or on an unsafe store)."""
+    _check_dir_once(os.path.dirname(os.path.abspath(path)))
     check_safe(path, is_dir=False)
     try:
         with open(path, "rb") as f:
-            data = f.read()
+            data = f.read(MAX_RECORD_BYTES + 1)
     except FileNotFoundError:
-        raise BadRecord(f"{path}: record vanished (removed by another process)") from None
+        raise BadRecord(f"{path}: record vanished (removed by another process)", kind="gone") from None
     except OSError as exc:
-        raise BadRecord(f"{path}: cannot read record ({exc.strerror})") from None
+        raise BadRecord(f"{path}: cannot read record ({exc.strerror})", kind="corrupt") from None
+    if len(data) > MAX_RECORD_BYTES:
+        raise BadRecord(f"{path}: corrupt record (larger than {MAX_RECORD_BYTES >> 20} MiB)", kind="corrupt")
     return from_json(data.decode("utf-8", "surrogateescape"), path)
 
 
-def iter_records(env: Optional[dict] = None) -> Iterator[Loaded]:
-    """Every record in the store, newest first; defective ones come back as BadRecord."""
-    d = jobs_dir(env)
-    check_safe(os.path.dirname(d), is_dir=True)
-    check_safe(d, is_dir=True)
+def env_path(json_path: str, rec: JobRecord) -> str:
+    """The env file of this save (version 1: `<key>.env`)."""
+    d = os.path.dirname(json_path)
+    return os.path.join(d, rec.env_file) if rec.env_file else _stem(json_path) + ".env"
+
+
+def load_env(json_path: str, tries: int = 5) -> Tuple[JobRecord, str]:
+    """A record and the env file of the same save.  If a newer save replaced the files
+    between the two reads, read both again."""
+    for _ in range(tries):
+        rec = load(json_path)
+        p = env_path(json_path, rec)
+        check_safe(p, is_dir=False)
+        try:
+            with open(p, "rb") as f:
+                return rec, f.read(MAX_RECORD_BYTES).decode("utf-8", "surrogateescape")
+        except FileNotFoundError:
+            continue
+    raise BadRecord(f"{json_path}: its env file keeps vanishing (saves racing?)", kind="gone")
+
+
+def iter_records(env: Optional[Mapping[str, str]] = None) -> Iterator[Loaded]:
+    """Every record, most recently saved first (a record's mtime is its saved time; readers
+    that need exact order sort by `created_at`); defective ones come back as BadRecord."""
+    d = check_store(env)
     try:
         entries = [e for e in os.scandir(d) if e.name.endswith(".json") and not e.name.startswith(".")]
     except FileNotFoundError:
@@ -226,18 +252,27 @@ def iter_records(env: Optional[dict] = None) -> Iterator[Loaded]:
             items.append((e.stat(follow_symlinks=False).st_mtime, e.path))
         except OSError:
             continue
-    for _, path in sorted(items, key=lambda t: t[0], reverse=True):
+    items.sort(key=lambda t: t[0], reverse=True)
+    for _, path in items:
         try:
             yield path, load(path)
         except BadRecord as exc:
             yield path, exc
 
 
-def remove(json_path: str) -> None:
-    """Delete a job's files (JSON first, so readers never see a record without its env)."""
-    stem = json_path[: -len(".json")]
-    for suffix in (".json", ".env", ".hosts", ".lock", ".pid", ".watch.log"):
-        try:
-            os.unlink(stem + suffix)
-        except FileNotFoundError:
-            pass
+def remove(json_path: str, env: Optional[Mapping[str, str]] = None) -> None:
+    """Delete a job's files under its lock (JSON first, so no reader finds a record
+    without its files; then everything the key owns, whatever the record's state)."""
+    d, name = os.path.split(json_path)
+    key = name[: -len(".json")]
+    try:
+        with job_lock(os.path.join(d, key + ".lock"), env) as lock:
+            for p in [json_path] + [os.path.join(d, n) for n in _companions(d, key)] + \
+                    [os.path.join(d, key + s) for s in (".env", ".hosts", ".pid", ".watch.log")]:
+                try:
+                    os.unlink(p)
+                except FileNotFoundError:
+                    pass
+            lock.unlink_while_held()
+    except OSError as exc:
+        raise write_error(exc, json_path) from None

@@ -19,6 +19,10 @@ from jobenv.record import JobRecord
 def put(env: dict, jobid: str, hosts=("n1",), created_at="2026-01-01T00:00:00+0000", status=None,
         scheduler="slurm") -> str:
     """Write a record straight into the store (thousands of `jobenv save` would take minutes)."""
+    if isinstance(created_at, str):  # record schema 2 stores UTC epoch seconds
+        from datetime import datetime
+
+        created_at = datetime.strptime(created_at, "%Y-%m-%dT%H:%M:%S%z").timestamp()
     d = store.jobs_dir(env)
     os.makedirs(d, mode=0o700, exist_ok=True)
     os.chmod(os.path.dirname(d), 0o700)

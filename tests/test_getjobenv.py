@@ -92,7 +92,7 @@ def jobs_dir_world_writable(env, tmp):
 
 def schema_99(env, tmp):
     p = _record(env)
-    text = Path(p).read_text().replace('"schema_version": 1', '"schema_version": 99')
+    text = Path(p).read_text().replace('"schema_version": 2', '"schema_version": 99')
     tmpf = p + ".new"
     Path(tmpf).write_text(text)
     os.chmod(tmpf, 0o600)

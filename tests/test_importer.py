@@ -69,3 +69,45 @@ def test_import_errors(tmp_path, home, content, code, words):
     assert p.returncode == code and words in p.stderr and len(p.stderr.strip().splitlines()) == 1
     p = jobenv(["import", str(tmp_path / "missing")], base_env(home))
     assert p.returncode != 0 and "Traceback" not in p.stderr
+
+
+def test_import_takes_only_scheduler_variables_hostfile_and_gpus(tmp_path, home):
+    """Finding 4: jobenv's own settings in an imported file are ignored."""
+    import json as _json
+
+    from conftest import base_env, jobenv
+
+    nodefile = tmp_path / "nodefile"
+    nodefile.write_text("cn001\ncn002\n")
+    evil = tmp_path / "evil"
+    evil.mkdir()
+    (evil / "profiles").mkdir()
+    f = tmp_path / "pbsenv"
+    f.write_text(f"export PBS_JOBID=77.pbs01\nexport PBS_NODEFILE={nodefile}\nexport NGPU_PER_HOST=2\n"
+                 f"export JOBENV_HOME={evil}/store\nexport JOBENV_PROFILES={evil}/profiles\n"
+                 "export JOBENV_GPUS_PER_HOST=9\nexport JOBENV_HOSTNAME=fake\n"
+                 f"export XDG_CONFIG_HOME={evil}\nexport PATH=/evil\n")
+    env = base_env(home)
+    p = jobenv(["import", str(f), "--json"], env)
+    assert p.returncode == 0, p.stderr
+    rec = _json.loads(p.stdout)
+    assert rec["gpus_per_host"] == 2 and rec["hostfile"].startswith(str(home / ".jobenv"))
+    assert not (evil / "store").exists() and rec["created_on"] != "fake"
+
+
+def test_import_refuses_fifos_devices_and_huge_files(tmp_path, home):
+    import os
+
+    from conftest import base_env, jobenv
+
+    fifo = tmp_path / "fifo"
+    os.mkfifo(fifo)
+    env = base_env(home)
+    for path in (str(fifo), "/dev/zero"):
+        p = jobenv(["import", path], env)
+        assert p.returncode == 5 and "not a regular file" in p.stderr, p.stderr
+    big = tmp_path / "big"
+    with open(big, "wb") as f:
+        f.truncate(64 << 20)
+    p = jobenv(["import", str(big)], env)
+    assert p.returncode == 5 and "MiB" in p.stderr

@@ -13,7 +13,7 @@ from jobenv.record import SCHEMA_VERSION, JobRecord, from_dict, from_json, loads
 def sample() -> JobRecord:
     return JobRecord(scheduler="pbs", jobid="1.pbs", machine="pbs", hosts=["a", "b"], gpus_per_host=4,
                      ranks_per_host=4, hostfile="/h f", launch=["mpiexec", "-n", "8"], env={"PBS_JOBID": "1.pbs"},
-                     created_at="2026-01-01T00:00:00+0000", created_on="a")
+                     created_at=1767225600.0, created_on="a")
 
 
 def test_round_trip_and_contract():
@@ -64,3 +64,63 @@ def test_from_dict_rejects_defects():
             from_dict({**good, key: bad}, "r")
     with pytest.raises(BadRecord, match="newer"):
         from_dict({**good, "schema_version": SCHEMA_VERSION + 1}, "r")
+
+
+DATA = __import__("pathlib").Path(__file__).parent / "data"
+
+
+def test_v1_record_is_migrated_and_restored(tmp_path):
+    """Finding 15: a version-1 record (local time with offset) reads as version 2 (UTC epoch),
+    `jobenv get` restores it, and the next write stores version 2."""
+    import os
+    import shutil
+
+    from conftest import base_env, jobenv
+
+    v1 = (DATA / "record-v1.json").read_text()
+    rec = from_json(v1, "v1")
+    assert rec.schema_version == SCHEMA_VERSION == 2 and rec.env_file is None
+    assert rec.created_at == 1772464504.0  # 2026-03-02T09:15:04-0600 == 15:15:04 UTC
+    home = tmp_path / "home"
+    jobs = home / ".jobenv" / "jobs"
+    jobs.mkdir(parents=True)
+    os.chmod(home / ".jobenv", 0o700)
+    os.chmod(jobs, 0o700)
+    key = "pbs-2024084.polaris-pbs-01.hsn.cm.polaris.alcf.anl.gov"
+    shutil.copy(DATA / "record-v1.json", jobs / f"{key}.json")
+    (jobs / f"{key}.hosts").write_text("".join(h + "\n" for h in rec.hosts))
+    for p in jobs.iterdir():
+        p.chmod(0o600)
+    env = base_env(home)
+    p = jobenv(["get", "--job", "2024084", "--shell", "bash"], env)
+    assert p.returncode == 0, p.stderr
+    assert "NHOSTS='2'" in p.stdout and "PBS_O_WORKDIR='/home/alice/project'" in p.stdout, p.stdout
+    shown = json.loads(jobenv(["show", "--json", "--job", "2024084"], env, check=True).stdout)
+    assert shown["schema_version"] == 2 and shown["created_at"] == 1772464504.0
+    from jobenv import store
+
+    store.update_status(str(jobs / f"{key}.json"), {"reason": "touched"}, env)
+    assert json.loads((jobs / f"{key}.json").read_text())["schema_version"] == 2
+    assert jobenv(["rm", "2024084"], env, check=True).returncode == 0
+    assert not [p for p in jobs.iterdir() if not p.name.endswith(".lock")]
+
+
+def test_unknown_optional_fields_round_trip_and_registered_ones_are_checked():
+    from jobenv import record
+
+    data = sample().to_dict()
+    data["software"] = {"python": {"kind": "venv", "prefix": "/p", "executable": "/p/bin/python"},
+                        "launcher": None, "modules": None}
+    data["future_thing"] = [1, 2]
+    rec = from_dict(data, "r")
+    assert json.loads(rec.to_json())["software"] == data["software"]
+    assert json.loads(rec.to_json())["future_thing"] == [1, 2]
+    record.register_optional_field("staged_test", lambda v: None if isinstance(v, dict) else "not an object")
+    try:
+        assert from_dict({**data, "staged_test": {}}, "r").extra["staged_test"] == {}
+        with pytest.raises(BadRecord, match="staged_test"):
+            from_dict({**data, "staged_test": 5}, "r")
+    finally:
+        record._OPTIONAL.pop("staged_test")
+    with pytest.raises(ValueError):
+        record.register_optional_field("hosts", lambda v: None)

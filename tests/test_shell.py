@@ -53,7 +53,7 @@ def test_restore_in_fresh_shell(tmp_path, home, shell_name):
     t = fresh(shell_name, f"{source_line(shell_name)}; type launch", bare, tmp_path)
     assert b"function" in t.stdout, t.stdout
     if shell_name != "fish":  # the env file is sourceable on its own too
-        envfile = Path(rec["hostfile"]).with_suffix(".env")
+        envfile = Path(rec["hostfile"]).parent / rec["env_file"]  # the env file this save wrote
         q = fresh(shell_name, f". {envfile}; {DUMP}", bare, tmp_path)
         assert json.loads(q.stdout)["NGPUS"] == "8"
 

@@ -14,7 +14,7 @@ from ..errors import BadInput
 from . import cobalt, local, pbs, slurm
 
 if TYPE_CHECKING:
-    from typing import Mapping, Optional, Tuple
+    from typing import Dict, Mapping, Optional, Sequence, Tuple
 
     from .base import Capture
 
@@ -54,5 +54,11 @@ def capture(env: Mapping[str, str], scheduler: Optional[str] = None) -> Capture:
 
 def job_state(scheduler: str, jobid: str, env: Optional[Mapping[str, str]] = None,
               timeout: float = 5.0) -> Optional[Tuple[str, str]]:
-    """('live'|'ended', reason), or None; `timeout` bounds the whole query (`get` uses ~2 s)."""
+    """('live'|'ended', reason) from the scheduler's CLI, None when it cannot tell."""
     return MODULES[scheduler].job_state(jobid, env, timeout)
+
+
+def job_states(scheduler: str, jobids: Sequence[str], env: Optional[Mapping[str, str]] = None,
+               timeout: float = 5.0) -> Dict[str, Tuple[str, str]]:
+    """One query for many jobs of one scheduler; jobs it cannot tell about are left out."""
+    return MODULES[scheduler].job_states(jobids, env, timeout)

@@ -63,6 +63,7 @@ def pick_env(env: Mapping[str, str], prefixes: Sequence[str], drop: Sequence[str
 def parse_nodefile(text: str, path: str) -> Tuple[List[str], List[int]]:
     """Hosts in first-seen order and slot counts per host from a one-line-per-slot file."""
     from ..hostlist import check_host, unique
+    from ..numbers import check_hosts
 
     counts: Dict[str, int] = {}
     for lineno, line in enumerate(text.splitlines(), 1):
@@ -70,7 +71,10 @@ def parse_nodefile(text: str, path: str) -> Tuple[List[str], List[int]]:
         if not name or name.startswith("#"):
             continue
         check_host(name, f"host name on line {lineno} of {path}:")
-        counts[name] = counts.get(name, 0) + 1
+        if name not in counts:
+            counts[name] = 0
+            check_hosts(len(counts), f"hostfile {path!r}")
+        counts[name] += 1
     if not counts:
         raise BadInput(f"hostfile {path!r} is empty: no hosts to run on")
     hosts = unique(counts)
@@ -87,7 +91,8 @@ def on_path(program: str, path: Optional[str] = None) -> bool:
 
 
 def run_query(argv: List[str], env: Optional[Mapping[str, str]] = None, timeout: float = 5.0) -> Optional[Tuple[int, str]]:
-    """Run a scheduler CLI; None when it is not installed or does not answer in time."""
+    """Run a scheduler CLI; None when it is not installed or does not answer within
+    `timeout` seconds (it is killed then).  Returns (exit code, stdout + stderr)."""
     if not on_path(argv[0], env.get("PATH") if env else None):
         return None
     import subprocess

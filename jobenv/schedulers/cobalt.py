@@ -11,7 +11,7 @@ from ..errors import BadInput
 from .base import Capture, parse_nodefile, pick_env, read_text, run_query
 
 if TYPE_CHECKING:
-    from typing import Mapping, Optional, Tuple
+    from typing import Dict, Mapping, Optional, Sequence, Tuple
 
     from .base import Reader
 
@@ -24,30 +24,67 @@ def detect(env: Mapping[str, str]) -> bool:
 
 
 def capture(env: Mapping[str, str], read: Reader = read_text) -> Capture:
+    import os
+
     jobid = env.get("COBALT_JOBID", "")
     path = env.get("COBALT_NODEFILE") or (f"/var/tmp/cobalt.{jobid}" if jobid else "")
     if not jobid:
         import re
 
-        m = re.search(r"cobalt\.(\d+)$", path)
+        m = re.search(r"cobalt\.([0-9]+)$", path)
         if not m:
             raise BadInput("COBALT_JOBID is not set and COBALT_NODEFILE does not name the job")
         jobid = m.group(1)
+    path = os.path.abspath(path)
     hosts, _ = parse_nodefile(read(path), path)
-    return Capture(scheduler=NAME, jobid=jobid, hosts=hosts, env=pick_env(env, PREFIXES),
-                   nodefile=path)
+    picked = pick_env(env, PREFIXES)
+    if "COBALT_NODEFILE" in picked:
+        picked["COBALT_NODEFILE"] = path
+    return Capture(scheduler=NAME, jobid=jobid, hosts=hosts, env=picked, nodefile=path)
 
 
-def job_state(jobid: str, env: Optional[Mapping[str, str]] = None,
-              timeout: float = 5.0) -> Optional[Tuple[str, str]]:
-    res = run_query(["qstat", jobid], env, timeout)
+def parse_qstat(out: str, rc: int, jobids: Sequence[str]) -> Dict[str, Tuple[str, str]]:
+    """Verdicts from Cobalt's `qstat ID...`: a `JobID User WallTime Nodes State Location`
+    header, a line of `=`, then one row per job it still knows.  Cobalt forgets a job as
+    soon as it ends, so a job missing from a successful answer has ended."""
+    rows: Dict[str, str] = {}
+    body = False
+    for line in out.splitlines():
+        if line.startswith("==="):
+            body = True
+            continue
+        cols = line.split()
+        if body and len(cols) >= 5:
+            rows[cols[0]] = cols[4]
+    verdicts: Dict[str, Tuple[str, str]] = {}
+    for j in jobids:
+        if j in rows:
+            state = rows[j]
+            if state in ("exiting", "done", "dep_fail"):
+                verdicts[j] = ("ended", f"qstat says {state}")
+            else:
+                verdicts[j] = ("live", f"qstat says {state}")
+        elif rc == 0:
+            verdicts[j] = ("ended", "qstat does not list the job")
+    return verdicts
+
+
+def _query_safe(jobid: str) -> bool:
+    """Only ids shaped like this scheduler's go on its command line (never an option)."""
+    return 0 < len(jobid) <= 20 and set(jobid) <= set("0123456789")
+
+
+def job_states(jobids: Sequence[str], env: Optional[Mapping[str, str]] = None,
+               timeout: float = 5.0) -> Dict[str, Tuple[str, str]]:
+    """One `qstat` for all `jobids`; jobs it does not answer for are left out."""
+    jobids = [j for j in jobids if _query_safe(j)]
+    if not jobids:
+        return {}
+    res = run_query(["qstat", *jobids], env, timeout)
     if res is None:
-        return None
-    import re
+        return {}
+    return parse_qstat(res[1], res[0], jobids)
 
-    rc, out = res
-    if rc == 0 and re.search(rf"^\s*{re.escape(jobid)}\b", out, re.M):
-        return "live", "qstat lists the job"
-    if rc == 0:
-        return "ended", "qstat does not list the job"
-    return None
+
+def job_state(jobid: str, env: Optional[Mapping[str, str]] = None, timeout: float = 5.0) -> Optional[Tuple[str, str]]:
+    return job_states([jobid], env, timeout).get(jobid)

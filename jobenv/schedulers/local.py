@@ -9,7 +9,7 @@ TYPE_CHECKING = False  # `import typing` costs ~5 ms per shell; type checkers st
 from .base import Capture
 
 if TYPE_CHECKING:
-    from typing import Mapping, Optional, Tuple
+    from typing import Dict, Mapping, Optional, Sequence, Tuple
 
 NAME = "local"
 
@@ -25,6 +25,10 @@ def capture(env: Mapping[str, str], hostname: Optional[str] = None) -> Capture:
     return Capture(scheduler=NAME, jobid=host.split(".")[0], hosts=[host], env={})
 
 
-def job_state(jobid: str, env: Optional[Mapping[str, str]] = None,
-              timeout: float = 5.0) -> Optional[Tuple[str, str]]:
+def job_states(jobids: Sequence[str], env: Optional[Mapping[str, str]] = None,
+               timeout: float = 5.0) -> Dict[str, Tuple[str, str]]:
+    return {j: ("live", "local records stay valid") for j in jobids}
+
+
+def job_state(jobid: str, env: Optional[Mapping[str, str]] = None, timeout: float = 5.0) -> Optional[Tuple[str, str]]:
     return "live", "local records stay valid"

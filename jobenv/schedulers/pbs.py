@@ -11,7 +11,7 @@ TYPE_CHECKING = False  # `import typing` costs ~5 ms per shell; type checkers st
 from .base import Capture, parse_nodefile, pick_env, read_text, run_query
 
 if TYPE_CHECKING:
-    from typing import Mapping, Optional, Tuple
+    from typing import Dict, List, Mapping, Optional, Sequence, Tuple
 
     from .base import Reader
 
@@ -25,30 +25,125 @@ def detect(env: Mapping[str, str]) -> bool:
 
 
 def capture(env: Mapping[str, str], read: Reader = read_text) -> Capture:
-    path = env["PBS_NODEFILE"]
+    import os
+
+    # Absolute, so a watcher or a restored shell in another directory finds the same file.
+    path = os.path.abspath(env["PBS_NODEFILE"])
     hosts, slots = parse_nodefile(read(path), path)
+    picked = pick_env(env, PREFIXES, DROP)
+    picked["PBS_NODEFILE"] = path
     return Capture(
         scheduler=NAME, jobid=env["PBS_JOBID"], jobname=env.get("PBS_JOBNAME"), hosts=hosts,
-        slots=slots, env=pick_env(env, PREFIXES, DROP), nodefile=path,
+        slots=slots, env=picked, nodefile=path,
     )
 
 
-def job_state(jobid: str, env: Optional[Mapping[str, str]] = None,
-              timeout: float = 5.0) -> Optional[Tuple[str, str]]:
-    """('live'|'ended', reason) from qstat, or None where qstat is absent or silent."""
-    res = run_query(["qstat", "-x", "-f", jobid], env, timeout / 2)
-    if res is None:
-        res = run_query(["qstat", "-f", jobid], env, timeout / 2)
-    if res is None:
-        return None
-    rc, out = res
+_PBS_ID_CHARS = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789.-[]")
+_ENDED = {"F": "finished", "X": "expired (array subjob)", "E": "exiting"}
+
+
+def _verdict(state: str) -> Tuple[str, str]:
+    if state in _ENDED:
+        return "ended", f"qstat says job_state {state} ({_ENDED[state]})"
+    return "live", f"qstat says job_state {state}"
+
+
+def _unknown_ids(out: str) -> set:
+    """Ids that qstat reports as unknown: `qstat: Unknown Job Id 123.server`."""
+    marker = "Unknown Job Id "
+    return {line.split(marker, 1)[1].strip() for line in out.splitlines() if marker in line}
+
+
+def _match(jobids: Sequence[str], qid: str) -> List[str]:
+    """Record ids that a qstat id names: exactly, or by the numeric part (`123` vs
+    `123.server.domain`; plain `qstat` cuts long ids to `123.polaris-*`)."""
+    base = qid.rstrip("*").split(".")[0]
+    return [j for j in jobids if j == qid or j.split(".")[0] == base]
+
+
+def parse_json(out: str, rc: int, jobids: Sequence[str]) -> Dict[str, Tuple[str, str]]:
+    """Verdicts from `qstat -x -f -F json ID...` (PBS Pro >= 18).  PBS writes some values
+    without JSON escaping, so when the whole document does not parse, each job's
+    `job_state` is read from its own block."""
+    states: Dict[str, str] = {}
+    try:
+        import json
+
+        data = json.JSONDecoder().raw_decode(out, out.index("{"))[0] if "{" in out else {}
+        for qid, attrs in (data.get("Jobs") or {}).items():
+            if isinstance(attrs, dict) and isinstance(attrs.get("job_state"), str):
+                states[qid] = attrs["job_state"]
+    except (ValueError, AttributeError):
+        import re
+
+        current = None
+        for m in re.finditer(r'^\s*"([0-9]+(?:\[[0-9]*\])?(?:\.[^"\n]*)?)"\s*:\s*\{\s*$|"job_state"\s*:\s*"([A-Z])"', out, re.M):
+            if m.group(1) is not None:
+                current = m.group(1)
+            elif current is not None:
+                states[current] = m.group(2)
+    return _collect(states, out, rc, jobids)
+
+
+def parse_full_text(out: str, rc: int, jobids: Sequence[str]) -> Dict[str, Tuple[str, str]]:
+    """Verdicts from `qstat -x -f ID...` text: `Job Id: ID` blocks with `job_state = R`."""
+    states: Dict[str, str] = {}
+    current = None
     for line in out.splitlines():
-        key, _, val = line.strip().partition(" = ")
-        if key == "job_state":
-            state = val.strip()
-            if state in ("F", "X", "E"):
-                return "ended", f"qstat says job_state {state}"
-            return "live", f"qstat says job_state {state}"
-    if rc != 0 and ("Unknown Job Id" in out or "has finished" in out):
-        return "ended", "qstat does not know the job"
-    return None
+        s = line.strip()
+        if line.startswith("Job Id:"):
+            current = line.split(":", 1)[1].strip()
+        elif current and s.startswith("job_state = "):
+            states[current] = s.split("=", 1)[1].strip()
+    return _collect(states, out, rc, jobids)
+
+
+def parse_table(out: str, rc: int, jobids: Sequence[str]) -> Dict[str, Tuple[str, str]]:
+    """Verdicts from plain `qstat [-x] ID...`: a header, a dashed line, then
+    `Job id  Name  User  Time Use  S  Queue` rows (the state is the fifth column)."""
+    states: Dict[str, str] = {}
+    body = False
+    for line in out.splitlines():
+        if line.startswith("---"):
+            body = True
+            continue
+        cols = line.split()
+        if body and len(cols) >= 6:
+            states[cols[0]] = cols[-2]
+    return _collect(states, out, rc, jobids)
+
+
+def _collect(states: Dict[str, str], out: str, rc: int, jobids: Sequence[str]) -> Dict[str, Tuple[str, str]]:
+    verdicts: Dict[str, Tuple[str, str]] = {}
+    for qid, state in states.items():
+        for j in _match(jobids, qid):
+            verdicts[j] = _verdict(state)
+    for qid in _unknown_ids(out):
+        for j in _match(jobids, qid):
+            verdicts.setdefault(j, ("ended", "qstat does not know the job (finished and purged)"))
+    return verdicts
+
+
+def _query_safe(jobid: str) -> bool:
+    """Only ids shaped like this scheduler's go on its command line (never an option)."""
+    return 0 < len(jobid) <= 255 and jobid[0] in "0123456789" and set(jobid) <= _PBS_ID_CHARS
+
+
+def job_states(jobids: Sequence[str], env: Optional[Mapping[str, str]] = None,
+               timeout: float = 5.0) -> Dict[str, Tuple[str, str]]:
+    """One `qstat -x -f -F json` for all `jobids`; jobs it does not answer for are left out."""
+    jobids = [j for j in jobids if _query_safe(j)]
+    if not jobids:
+        return {}
+    res = run_query(["qstat", "-x", "-f", "-F", "json", *jobids], env, timeout)
+    if res is None:
+        return {}
+    rc, out = res
+    if "{" in out:
+        return parse_json(out, rc, jobids)
+    return parse_full_text(out, rc, jobids)  # a PBS without -F json answers with usage text
+
+
+def job_state(jobid: str, env: Optional[Mapping[str, str]] = None, timeout: float = 5.0) -> Optional[Tuple[str, str]]:
+    """('live'|'ended', reason) from qstat, or None where qstat is absent or silent."""
+    return job_states([jobid], env, timeout).get(jobid)

@@ -11,10 +11,11 @@ import os
 TYPE_CHECKING = False  # `import typing` costs ~5 ms per shell; type checkers still read the block below
 
 from ..errors import BadInput
+from ..numbers import MAX_PER_HOST, is_uint, parse_uint
 from .base import Capture, pick_env, run_query
 
 if TYPE_CHECKING:
-    from typing import Dict, List, Mapping, Optional, Tuple
+    from typing import Dict, List, Mapping, Optional, Sequence, Tuple
 
 NAME = "slurm"
 PREFIXES = ("SLURM_",)
@@ -48,7 +49,7 @@ def _het_groups(env: Mapping[str, str]) -> List[str]:
     prefix = "SLURM_JOB_NODELIST_HET_GROUP_"
     found: Dict[int, str] = {}
     for k, v in env.items():
-        if k.startswith(prefix) and k[len(prefix):].isdigit():
+        if k.startswith(prefix) and is_uint(k[len(prefix):]) and len(k) < len(prefix) + 6:
             found[int(k[len(prefix):])] = v
     return [found[i] for i in sorted(found)]
 
@@ -94,15 +95,15 @@ def job_hosts(env: Mapping[str, str]) -> List[str]:
 
 def gpus_hint(env: Mapping[str, str]) -> Optional[int]:
     """GPUs per node from gres variables: SLURM_GPUS_ON_NODE, _GPUS_PER_NODE, _JOB_GPUS."""
+    v = env.get("SLURM_GPUS_ON_NODE", "").strip()
+    if v:
+        return parse_uint(v, "SLURM_GPUS_ON_NODE", MAX_PER_HOST)
+    v = env.get("SLURM_GPUS_PER_NODE", "").strip()
     import re
 
-    v = env.get("SLURM_GPUS_ON_NODE", "").strip()
-    if v.isdigit():
-        return int(v)
-    v = env.get("SLURM_GPUS_PER_NODE", "").strip()
-    m = re.fullmatch(r"(?:[\w-]+:)?(\d+)", v)
+    m = re.fullmatch(r"(?:[A-Za-z0-9_-]+:)?([0-9]+)", v)  # `4`, `a100:4`; other forms say nothing
     if m:
-        return int(m.group(1))
+        return parse_uint(m.group(1), "SLURM_GPUS_PER_NODE", MAX_PER_HOST)
     v = env.get("SLURM_JOB_GPUS", "").strip()
     if v:
         return len([x for x in v.split(",") if x])
@@ -119,8 +120,8 @@ def slots(env: Mapping[str, str], nhosts: int) -> Optional[List[int]]:
         if len(counts) == nhosts:
             return counts
     per = env.get("SLURM_NTASKS_PER_NODE", "").strip()
-    if per.isdigit():
-        return [int(per)] * nhosts
+    if per:
+        return [parse_uint(per, "SLURM_NTASKS_PER_NODE", MAX_PER_HOST)] * nhosts
     return None
 
 
@@ -148,29 +149,62 @@ def capture(env: Mapping[str, str], hostname: Optional[str] = None) -> Capture:
 
 _ENDED = {"COMPLETED", "CANCELLED", "FAILED", "TIMEOUT", "NODE_FAIL", "PREEMPTED",
           "BOOT_FAIL", "DEADLINE", "OUT_OF_MEMORY", "REVOKED", "SPECIAL_EXIT"}
+FORMAT = "%A %i %T"  # raw job id, display id (123_4 array task, 123+1 het component), state
 
 
-def job_state(jobid: str, env: Optional[Mapping[str, str]] = None,
-              timeout: float = 5.0) -> Optional[Tuple[str, str]]:
-    """('live'|'ended', reason) from squeue, or None where squeue is absent or silent.
+def parse_squeue(out: str, rc: int, jobids: Sequence[str]) -> Dict[str, Tuple[str, str]]:
+    """Verdicts from `squeue -h -t all -o '%A %i %T' -j ID,...`.
+
+    A record's id is SLURM_JOB_ID: the raw id (`%A`), which for a het job's leader is the
+    display id before `+`.  A job squeue no longer lists has left slurmctld's memory
+    (MinJobAge after its end): ended, but only when squeue itself succeeded.
+    """
+    found: Dict[str, List[str]] = {}
+    for line in out.splitlines():
+        cols = line.split()
+        if len(cols) == 1 and len(jobids) == 1 and cols[0].isalpha() and cols[0].isupper():
+            cols = [jobids[0], jobids[0], cols[0]]  # a state alone (a site wrapper, `-o %T`): the one job asked
+        if len(cols) != 3 or not cols[2].isupper():
+            continue
+        raw, shown, state = cols
+        for key in {raw, shown, shown.split("+")[0]}:
+            found.setdefault(key, []).append(state)
+    verdicts: Dict[str, Tuple[str, str]] = {}
+    invalid = rc != 0 and "Invalid job id" in out
+    for j in jobids:
+        states = found.get(j)
+        if states:
+            if all(s in _ENDED for s in states):
+                verdicts[j] = ("ended", f"squeue says {states[0]}")
+            else:
+                verdicts[j] = ("live", f"squeue says {next(s for s in states if s not in _ENDED)}")
+        elif rc == 0 or (invalid and len(jobids) == 1):
+            verdicts[j] = ("ended", "squeue no longer lists the job")
+    return verdicts
+
+
+def _query_safe(jobid: str) -> bool:
+    """Only ids shaped like this scheduler's go on its command line (never an option)."""
+    return 0 < len(jobid) <= 40 and jobid[0] in "0123456789" and set(jobid) <= set("0123456789_+")
+
+
+def job_states(jobids: Sequence[str], env: Optional[Mapping[str, str]] = None,
+               timeout: float = 5.0) -> Dict[str, Tuple[str, str]]:
+    """One squeue for all `jobids`; jobs it does not answer for are left out.
 
     squeue retries for 60 s when SLURM_CONF names a missing file (a record restored on
     another cluster or a node without the config): skip it then.
     """
     conf = (env or os.environ).get("SLURM_CONF")
-    if conf and not os.path.exists(conf):
-        return None
-    res = run_query(["squeue", "-h", "-j", jobid, "-o", "%T"], env, timeout)
+    jobids = [j for j in jobids if _query_safe(j)]
+    if not jobids or (conf and not os.path.exists(conf)):
+        return {}
+    res = run_query(["squeue", "-h", "-t", "all", "-o", FORMAT, "-j", ",".join(jobids)], env, timeout)
     if res is None:
-        return None
-    rc, out = res
-    states = [s.strip() for s in out.split() if s.strip().isupper()]
-    if rc == 0 and not out.strip():
-        return "ended", "squeue no longer lists the job"
-    if rc != 0 and "Invalid job id" in out:
-        return "ended", "squeue says the job id is invalid (job ended)"
-    if rc == 0 and states:
-        if all(s in _ENDED for s in states):
-            return "ended", f"squeue says {states[0]}"
-        return "live", f"squeue says {states[0]}"
-    return None
+        return {}
+    return parse_squeue(res[1], res[0], jobids)
+
+
+def job_state(jobid: str, env: Optional[Mapping[str, str]] = None, timeout: float = 5.0) -> Optional[Tuple[str, str]]:
+    """('live'|'ended', reason) from squeue, or None where squeue is absent or silent."""
+    return job_states([jobid], env, timeout).get(jobid)

@@ -1,0 +1,194 @@
+"""Atomic file replacement, writer temp files that name their host, and a per-job lock.
+
+Temp files are `.<name>~tmp~<host>~<pid>~<random>`: the store is often a home directory
+shared by every node, so a writer's pid alone says nothing on another node.  A temp file
+is judged left by a dead writer only when it comes from this host and its pid is gone,
+or when it is older than `max_age` whatever its host (a save takes milliseconds).
+
+The lock is our own (flock, or O_EXCL with JOBENV_LOCK=soft for file systems where flock
+does not work across nodes) so that `jobenv rm` can delete the lock file while holding
+it: a waiter that then gets the lock on the deleted file notices that the name now points
+elsewhere (or nowhere) and tries again, so two writers never both hold "the" lock.
+"""
+from __future__ import annotations
+
+import os
+import time
+
+from .errors import BadInput, JobenvError
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Mapping, Optional
+
+_SAFE = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-")
+
+
+def host_tag() -> str:
+    """This host's name, reduced to characters that are safe and unambiguous in a file name."""
+    return "".join(c if c in _SAFE else "-" for c in os.uname().nodename)[:64] or "host"
+
+
+def tmp_name(path: str) -> str:
+    head, name = os.path.split(path)
+    return os.path.join(head, f".{name}~tmp~{host_tag()}~{os.getpid()}~{os.urandom(4).hex()}")
+
+
+def tmp_owner(name: str) -> Optional[tuple]:
+    """(host, pid) of a temp file name written by tmp_name, else None."""
+    if not name.startswith("."):
+        return None
+    parts = name.split("~")
+    if len(parts) != 5 or parts[1] != "tmp" or not parts[3].isascii() or not parts[3].isdigit():
+        return None
+    return parts[2], int(parts[3])
+
+
+def pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except (PermissionError, OverflowError):
+        return True
+    return True
+
+
+def clean_temps(d: str, max_age: float = 600.0) -> int:
+    """Remove temp files left by dead writers: this host's whose pid is gone, anyone's
+    older than max_age.  Another node's fresh temp file is that node's save in flight."""
+    removed = 0
+    now = time.time()
+    me = host_tag()
+    for entry in os.scandir(d):
+        owner = tmp_owner(entry.name)
+        if owner is None:
+            continue
+        try:
+            old = now - entry.stat(follow_symlinks=False).st_mtime > max_age
+            if old or (owner[0] == me and not pid_alive(owner[1])):
+                os.unlink(entry.path)
+                removed += 1
+        except OSError:
+            pass
+    return removed
+
+
+def write_atomic(path: str, data: bytes, mtime: Optional[float] = None) -> None:
+    """Replace `path` with `data`: temp file, fsync, optional mtime, rename.  On any failure
+    (ENOSPC half way, a signal) the temp file is removed and `path` is untouched."""
+    tmp = tmp_name(path)
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+            f.flush()
+            os.fsync(f.fileno())
+        if mtime is not None:
+            os.utime(tmp, (mtime, mtime))
+        os.replace(tmp, path)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        raise
+
+
+def fsync_dir(d: str) -> None:
+    try:
+        fd = os.open(d, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
+
+
+def lock_settings(env: Mapping[str, str]) -> tuple:
+    """(soft, stale seconds) from JOBENV_LOCK and JOBENV_LOCK_STALE, checked."""
+    soft = env.get("JOBENV_LOCK", "").lower() == "soft"
+    raw = env.get("JOBENV_LOCK_STALE", "").strip()
+    stale = 120.0
+    if raw:
+        try:
+            stale = float(raw) if raw.isascii() and "_" not in raw else float("nan")
+        except ValueError:
+            stale = float("nan")
+        if not (stale == stale and 1 <= stale <= 86400):
+            raise BadInput(f"JOBENV_LOCK_STALE must be a number of seconds from 1 to 86400, not {raw!r}")
+    return soft, stale
+
+
+class JobLock:
+    """Exclusive per-job writer lock; see the module docstring."""
+
+    def __init__(self, path: str, env: Optional[Mapping[str, str]] = None, timeout: float = 60.0) -> None:
+        self.path, self.timeout = path, timeout
+        self.soft, self.stale = lock_settings(os.environ if env is None else env)
+        self.fd: Optional[int] = None
+
+    def __enter__(self) -> JobLock:
+        deadline = time.monotonic() + self.timeout
+        delay = 0.002
+        while not self._try():
+            if time.monotonic() > deadline:
+                raise JobenvError(f"timed out after {self.timeout:g} s waiting for the lock {self.path} "
+                                  "(another jobenv is writing this job; with JOBENV_LOCK=soft, a dead "
+                                  "writer's lock goes after JOBENV_LOCK_STALE seconds)")
+            time.sleep(delay)
+            delay = min(delay * 2, 0.05)
+        return self
+
+    def _try(self) -> bool:
+        if self.soft:
+            try:
+                fd = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
+            except FileExistsError:
+                try:
+                    if time.time() - os.stat(self.path).st_mtime > self.stale:
+                        os.unlink(self.path)
+                except OSError:
+                    pass
+                return False
+            os.write(fd, f"{host_tag()} {os.getpid()} {time.time():.0f}\n".encode())
+            os.close(fd)
+            return True
+        import fcntl
+
+        fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o600)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            os.close(fd)
+            return False
+        try:
+            same = os.path.samestat(os.fstat(fd), os.stat(self.path))
+        except FileNotFoundError:
+            same = False
+        if not same:  # removed (jobenv rm) while we waited: lock the file that is there now
+            os.close(fd)
+            return False
+        self.fd = fd
+        return True
+
+    def __exit__(self, *exc) -> None:
+        if self.soft:
+            try:
+                os.unlink(self.path)
+            except OSError:
+                pass
+        elif self.fd is not None:
+            os.close(self.fd)
+            self.fd = None
+
+    def unlink_while_held(self) -> None:
+        """Remove the lock file (jobenv rm); safe because waiters re-check the name."""
+        if not self.soft:
+            try:
+                os.unlink(self.path)
+            except OSError:
+                pass

@@ -1,0 +1,48 @@
+"""Numbers from hostile text: ASCII digits only, and the documented size limits.
+
+Python's int() accepts surprising input: Unicode digits ('١٢'), underscores ('1_0' is 10),
+signs and spaces; str.isdigit() accepts '²'.  Every count jobenv reads from
+the environment, a nodefile or a record goes through here, so one rule holds everywhere.
+The limits are checked before anything is expanded, so a hostile hostlist or task count
+fails in microseconds instead of exhausting memory.
+"""
+from __future__ import annotations
+
+from .errors import BadInput
+
+# Documented in the README ("Limits"): more than any machine has, small enough to stay in memory.
+MAX_HOSTS = 1_000_000
+MAX_PER_HOST = 100_000  # ranks or GPUs per host
+_DIGITS = frozenset("0123456789")
+
+
+def is_uint(text: str) -> bool:
+    """True for a non-empty string of ASCII digits (no sign, space, '_' or Unicode digit)."""
+    return bool(text) and _DIGITS.issuperset(text)
+
+
+def parse_uint(text: str, what: str, maximum: int | None = None, minimum: int = 0) -> int:
+    """The value of `text`, or BadInput naming `what`; at most 30 digits are ever converted."""
+    if not is_uint(text) or len(text) > 30:
+        raise BadInput(f"{what} must be a whole number written in ASCII digits, not {text!r}")
+    n = int(text)
+    if n < minimum:
+        raise BadInput(f"{what} must be at least {minimum}, not {n}")
+    if maximum is not None and n > maximum:
+        raise BadInput(f"{what} is {n}, more than the limit of {maximum:,}")
+    return n
+
+
+def check_hosts(n: int, what: str) -> int:
+    if n > MAX_HOSTS:
+        raise BadInput(f"{what} has {n:,} hosts, more than jobenv's limit of {MAX_HOSTS:,}")
+    return n
+
+
+def is_finite(x: object) -> bool:
+    """A real JSON number (not bool, not NaN/inf)."""
+    if isinstance(x, bool) or not isinstance(x, (int, float)):
+        return False
+    if isinstance(x, int):
+        return -10**18 < x < 10**18
+    return x == x and x not in (float("inf"), float("-inf"))

@@ -1,0 +1,131 @@
+"""Where the store is, and whether it is safe to read code from and write records into.
+
+A record defines a `launch` function that the user's shell runs, so the store is checked
+the way ssh checks `~/.ssh`: the store directories themselves must be real directories
+owned by the user and writable by nobody else, and every directory above them must be
+owned by the user or root and not writable by others unless sticky (like /tmp): otherwise
+another user could rename the store away and put their own in its place between our
+check and our write.  Both the path as written and its resolved form are checked, so a
+symlinked /home (common on HPC sites) is judged by the directories it really crosses.
+"""
+from __future__ import annotations
+
+import errno
+import os
+import stat
+
+from .errors import BadRecord, JobenvError
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Iterator, Mapping, Optional
+
+WRITABLE_HINT = "set JOBENV_HOME to a writable directory"
+
+
+def home(env: Optional[Mapping[str, str]] = None) -> str:
+    """The store's root, always absolute (a relative JOBENV_HOME is taken from the cwd now,
+    so every path written into a record stays valid from any other directory)."""
+    env = os.environ if env is None else env
+    return os.path.abspath(env.get("JOBENV_HOME") or os.path.join(os.path.expanduser("~"), ".jobenv"))
+
+
+def jobs_dir(env: Optional[Mapping[str, str]] = None) -> str:
+    return os.path.join(home(env), "jobs")
+
+
+def _parents(path: str) -> Iterator[str]:
+    p = os.path.dirname(path)
+    while True:
+        yield p
+        up = os.path.dirname(p)
+        if up == p:
+            return
+        p = up
+
+
+def check_ancestors(path: str) -> None:
+    """Every existing directory above `path` (as written and as resolved): owned by you or
+    root, and not writable by group/others unless sticky."""
+    uid = os.getuid()
+    seen = set()
+    for chain in (_parents(path), _parents(os.path.realpath(path))):
+        for p in chain:
+            if p in seen:
+                continue
+            seen.add(p)
+            try:
+                st = os.stat(p)
+            except FileNotFoundError:
+                continue
+            if st.st_uid not in (0, uid):
+                raise BadRecord(f"{p}, above the store {path}, is owned by uid {st.st_uid}: another user "
+                                f"could replace the store; set JOBENV_HOME to a directory of your own")
+            if st.st_mode & 0o022 and not st.st_mode & stat.S_ISVTX:
+                raise BadRecord(f"{p}, above the store {path}, is writable by others and not sticky "
+                                f"(mode {stat.S_IMODE(st.st_mode):o}): another user could replace the store; "
+                                f"fix with: chmod go-w {p}, or set JOBENV_HOME elsewhere")
+
+
+def check_safe(path: str, is_dir: bool) -> None:
+    """Refuse a store directory or record owned by another user, a symlink, or writable by
+    group/others (injection risk).  A missing path passes: callers handle absence."""
+    try:
+        st = os.lstat(path)
+    except FileNotFoundError:
+        return
+    what = "store directory" if is_dir else "record"
+    uid = os.getuid()
+    if st.st_uid != uid:
+        raise BadRecord(f"{what} {path} is owned by uid {st.st_uid}, not you (uid {uid}); "
+                        "refusing it: set JOBENV_HOME to a directory of your own")
+    if stat.S_ISLNK(st.st_mode):
+        raise BadRecord(f"{what} {path} is a symbolic link; refusing it")
+    if is_dir and not stat.S_ISDIR(st.st_mode):
+        raise BadRecord(f"{what} {path} is not a directory")
+    if st.st_mode & 0o022:
+        raise BadRecord(f"{what} {path} is writable by others (mode {stat.S_IMODE(st.st_mode):o}); "
+                        f"fix with: chmod go-w {path}")
+
+
+def check_store(env: Optional[Mapping[str, str]] = None) -> str:
+    """Check an existing store for reading; returns the jobs directory."""
+    d = jobs_dir(env)
+    h = os.path.dirname(d)
+    check_ancestors(h)
+    check_safe(h, is_dir=True)
+    check_safe(d, is_dir=True)
+    return d
+
+
+def write_error(exc: OSError, what: str) -> JobenvError:
+    """One line for a failed write: read-only or not ours, or full (the old save stays)."""
+    if exc.errno in (errno.EROFS, errno.EACCES, errno.EPERM):
+        return JobenvError(f"cannot write {what}: {exc.strerror}; {WRITABLE_HINT}")
+    if exc.errno in (errno.ENOSPC, errno.EDQUOT):
+        return JobenvError(f"cannot write {what}: {exc.strerror}; the previous save (if any) is unchanged")
+    return JobenvError(f"cannot write {what}: {exc.strerror or exc}")
+
+
+def ensure_dirs(env: Optional[Mapping[str, str]] = None) -> str:
+    """Create the store (each missing directory 0700) after checking what is above it, then
+    check that nobody else can write to it.  Returns the jobs directory."""
+    d = jobs_dir(env)
+    h = os.path.dirname(d)
+    check_ancestors(h)
+    missing = []
+    p = h
+    while not os.path.lexists(p):
+        missing.append(p)
+        p = os.path.dirname(p)
+    missing.reverse()
+    for p in missing + [d]:
+        try:
+            os.mkdir(p, 0o700)
+        except FileExistsError:
+            pass
+        except OSError as exc:
+            raise write_error(exc, f"the store {p}") from None
+        check_safe(p, is_dir=True)
+    check_safe(h, is_dir=True)
+    return d
