@@ -44,7 +44,7 @@ def imports_phase(python: str, env, runs: int, tmp: Path) -> float:
     vals = []
     for i in range(runs):
         rep = tmp / f"self-{i}.json"
-        p = run([python, "-m", "jobenv.selftest", "--timeout", "120", "--json", str(rep)],
+        p = run([python, "-m", "jobenv.selftest", "--timeout", "120", "--json-file", str(rep)],
                 {**env, "MASTER_ADDR": "127.0.0.1", "GLOO_SOCKET_IFNAME": "lo"})
         if p.returncode:
             raise SystemExit(f"selftest failed with {python}:\n{p.stdout[-2000:]}{p.stderr[-2000:]}")

@@ -68,7 +68,7 @@ def flow(tmp_path: Path, save_env: dict, save_args: list, bindir: Path, path: st
     report = tmp_path / "report.json"
     fresh = {**base, "GLOO_SOCKET_IFNAME": "lo", "OMP_NUM_THREADS": "1"}
     p = subprocess.run(["/usr/bin/env", "-i", *[f"{k}={v}" for k, v in fresh.items()], "bash", "--norc", "--noprofile", "-c",
-                        f"source <(jobenv get) && launch python3 -m jobenv.selftest --timeout 120 --json {report}"],
+                        f"source <(jobenv get) && launch python3 -m jobenv.selftest --timeout 120 --json-file {report}"],
                        capture_output=True, text=True, timeout=240, cwd=tmp_path)
     assert p.returncode == 0, p.stdout + p.stderr
     return json.loads(report.read_text())

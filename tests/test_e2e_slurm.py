@@ -96,7 +96,7 @@ def test_batch_job_fresh_shell_on_compute_node(cluster, jobs, store, tmp_path, s
     assert f"'launch' '--job' '{jobid}' '--'" in p.stdout  # `launch` is `jobenv launch --job ID --`
     report = tmp_path / "report.json"
     p = fresh(cluster, "node1", shell,
-              f"source <(jobenv get) && launch python3 -m jobenv.selftest --timeout 120 --json {report}", store)
+              f"source <(jobenv get) && launch python3 -m jobenv.selftest --timeout 120 --json-file {report}", store)
     assert p.returncode == 0, p.stdout + p.stderr
     rep = selftest_report(report)
     assert rep["ok"] and rep["world_size"] == 4 and rep["launcher"] == "srun"
@@ -118,7 +118,7 @@ def test_srun_mpi_selftest(cluster, jobs, store, tmp_path, mpi, extra):
     batch_job(cluster, jobs, store, tmp_path, "-N", "2", "--ntasks-per-node", "2")
     report = tmp_path / "report.json"
     p = fresh(cluster, "node2", "bash", f"source <(jobenv get) && SLURM_MPI_TYPE={mpi} launch python3 -m "
-              f"jobenv.selftest --framework mpi --timeout 120 --json {report}", store, **extra)
+              f"jobenv.selftest --framework mpi --timeout 120 --json-file {report}", store, **extra)
     assert p.returncode == 0, p.stdout + p.stderr
     rep = selftest_report(report)
     assert rep["ok"] and rep["framework"] == "mpi" and rep["world_size"] == 4

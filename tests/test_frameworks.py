@@ -25,7 +25,7 @@ def check(p, tmp_path, n, framework, device_word):
 
 def test_tensorflow_multiworker(tmp_path):
     need_module("tensorflow")
-    p = run([mpich(), "-n", "2", *SELFTEST, "--framework", "tensorflow", "--json", "report.json"], tmp_path)
+    p = run([mpich(), "-n", "2", *SELFTEST, "--framework", "tensorflow", "--json-file", "report.json"], tmp_path)
     check(p, tmp_path, 2, "tensorflow", "multiworker")
 
 
@@ -49,7 +49,7 @@ def test_horovod(tmp_path, launcher, framework):
     need_module("horovod")
     need_module(framework)
     p = run([*_launch(launcher, 2), *SELFTEST, "--framework", framework, "--backend", "horovod",
-             "--json", "report.json"], tmp_path, {"PATH": f"{BIN}:/usr/bin:/bin"})
+             "--json-file", "report.json"], tmp_path, {"PATH": f"{BIN}:/usr/bin:/bin"})
     rep = check(p, tmp_path, 2, framework, "horovod")
     assert rep["launcher"] == ("openmpi" if launcher == "mpirun" else "horovodrun")
 
@@ -57,6 +57,6 @@ def test_horovod(tmp_path, launcher, framework):
 def test_deepspeed(tmp_path):
     need_module("deepspeed")
     ext = os.environ.get("TORCH_EXTENSIONS_DIR") or str(Path.home() / ".cache" / "jobenv-ci" / "torch_extensions")
-    p = run([mpich(), "-n", "2", *SELFTEST, "--backend", "deepspeed", "--json", "report.json"], tmp_path,
+    p = run([mpich(), "-n", "2", *SELFTEST, "--backend", "deepspeed", "--json-file", "report.json"], tmp_path,
             {"TORCH_EXTENSIONS_DIR": ext}, timeout=600)
     check(p, tmp_path, 2, "torch", "deepspeed")

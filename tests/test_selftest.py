@@ -66,7 +66,7 @@ def check_report(rep: dict, n: int, launcher: str, framework: str = "torch") -> 
 
 def test_mpich_mpiexec_torch(tmp_path):
     need_module("torch")
-    p = run([mpich(), "-n", "4", *SELFTEST, "--json", "report.json"], tmp_path)
+    p = run([mpich(), "-n", "4", *SELFTEST, "--json-file", "report.json"], tmp_path)
     assert p.returncode == 0, p.stdout + p.stderr
     check_report(report(tmp_path), 4, "mpich")
     assert "PASSED" in p.stdout and "start-up phases" in p.stdout
@@ -74,7 +74,7 @@ def test_mpich_mpiexec_torch(tmp_path):
 
 def test_mpich_mpiexec_mpi4py(tmp_path):
     need_module("mpi4py")
-    p = run([mpich(), "-n", "4", *SELFTEST, "--framework", "mpi", "--json", "report.json"], tmp_path)
+    p = run([mpich(), "-n", "4", *SELFTEST, "--framework", "mpi", "--json-file", "report.json"], tmp_path)
     assert p.returncode == 0, p.stdout + p.stderr
     check_report(report(tmp_path), 4, "mpich", "mpi")
 
@@ -82,7 +82,7 @@ def test_mpich_mpiexec_mpi4py(tmp_path):
 def test_open_mpi_mpirun_torch(tmp_path):
     need_module("torch")
     orterun = need("mpirun.openmpi")
-    p = run([orterun, "--oversubscribe", "-n", "4", *SELFTEST, "--json", "report.json"], tmp_path)
+    p = run([orterun, "--oversubscribe", "-n", "4", *SELFTEST, "--json-file", "report.json"], tmp_path)
     assert p.returncode == 0, p.stdout + p.stderr
     check_report(report(tmp_path), 4, "openmpi")
 
@@ -90,7 +90,7 @@ def test_open_mpi_mpirun_torch(tmp_path):
 def test_torchrun(tmp_path):
     need_module("torch")
     torchrun = str(BIN / "torchrun")
-    p = run([torchrun, "--standalone", "--nproc-per-node", "4", "--no-python", *SELFTEST, "--json", "report.json"],
+    p = run([torchrun, "--standalone", "--nproc-per-node", "4", "--no-python", *SELFTEST, "--json-file", "report.json"],
             tmp_path)
     assert p.returncode == 0, p.stdout + p.stderr
     check_report(report(tmp_path), 4, "torchrun")
@@ -136,10 +136,24 @@ def test_main_flow_local(tmp_path):
     env.pop("MASTER_ADDR")
     script = (f"jobenv() {{ {sys.executable} -m jobenv \"$@\"; }}; jobenv save --quiet --ranks-per-host 2 && "
               f"env -i HOME=$HOME PATH=$PATH PYTHONPATH=$PYTHONPATH GLOO_SOCKET_IFNAME=lo bash --norc -c "
-              f"'source <({sys.executable} -m jobenv get) && launch python3 -m jobenv.selftest --json report.json'")
+              f"'source <({sys.executable} -m jobenv get) && launch python3 -m jobenv.selftest --json-file report.json'")
     p = subprocess.run(["bash", "--norc", "-c", script], env=env, capture_output=True, text=True, cwd=tmp_path,
                        timeout=240)
     assert p.returncode == 0, p.stdout + p.stderr
     rep = report(tmp_path)
     check_report(rep, 2, "mpich")
     assert rep["phases"]["launch"]["max"] >= 0  # the launch function stamped JOBENV_LAUNCH_TIME
+
+
+def test_json_flag_prints_the_report_and_tables_stay_unwrapped(tmp_path):
+    """`--json` is a flag (as everywhere in jobenv); `--json-file FILE` writes; piped tables are plain."""
+    p = run([mpich(), "-n", "2", *SELFTEST, "--json"], tmp_path)
+    assert p.returncode == 0, p.stderr
+    rep = json.loads(p.stdout)
+    assert rep["ok"] and rep["world_size"] == 2
+    p = run([mpich(), "-n", "2", *SELFTEST], tmp_path)
+    assert p.returncode == 0, p.stderr
+    lines = p.stdout.splitlines()
+    assert "\x1b[" not in p.stdout and all(ln == ln.rstrip() for ln in lines)
+    assert any(ln.startswith("start_to_first_allreduce") for ln in lines), p.stdout
+    assert lines[-1].startswith("jobenv selftest PASSED: 2 ranks")

@@ -83,7 +83,7 @@ def test_local_job(tmp_path, torch_venv):
     host = os.uname().nodename
     report = tmp_path / "report.json"
     p = sh(f"source <(jobenv get) && {restore_exports(base['JOBENV_HOME'], host)} && launch python3 -c \"{PROBE}\" "
-           f"&& launch python3 -m jobenv.selftest --timeout 120 --json {report}")
+           f"&& launch python3 -m jobenv.selftest --timeout 120 --json-file {report}")
     assert p.returncode == 0, p.stdout + p.stderr
     got = ranks(p.stdout)
     assert len(got) == 2 and all(exe.startswith(f"{copy}/") and tf.startswith(f"{copy}/") for _, exe, tf in got), got
@@ -124,7 +124,7 @@ def test_slurm_four_nodes(tmp_path, torch_venv, cluster, jobs, store):  # noqa: 
     report = tmp_path / "report.json"
     p = fresh(cluster, "node2", "bash", f"source <(jobenv get) && {restore_exports(store, 'node2')} && "
               f"launch {shim} python3 -c \"{PROBE}\" && "
-              f"launch {shim} python3 -m jobenv.selftest --timeout 180 --json {report}", store)
+              f"launch {shim} python3 -m jobenv.selftest --timeout 180 --json-file {report}", store)
     assert p.returncode == 0, p.stdout + p.stderr
     got = ranks(p.stdout)
     assert sorted(h for h, _, _ in got) == ["node1", "node2", "node3", "node4"], got

@@ -24,7 +24,8 @@ def parse_args(argv=None):
     p.add_argument("--steps", type=int, default=5, help="training steps (default 5)")
     p.add_argument("--timeout", type=float, default=300.0,
                    help="seconds from process start until the run is ended as hung (default 300)")
-    p.add_argument("--json", metavar="FILE", help="write the report as JSON (rank 0)")
+    p.add_argument("--json", action="store_true", help="print the report as JSON instead of tables (rank 0)")
+    p.add_argument("--json-file", metavar="FILE", help="also write the report as JSON to FILE (rank 0)")
     p.add_argument("-q", "--quiet", action="store_true", help="print only failures and the summary line")
     return p.parse_args(argv)
 
@@ -80,10 +81,13 @@ def main(argv=None) -> int:
         results = link.server.wait_results(min(deadline, time.time() + 30))
         link.server.close()
     rep = summarize(results, info)
-    if args.json:
-        with open(args.json, "w") as f:
+    if args.json_file:
+        with open(args.json_file, "w") as f:
             json.dump(rep, f, indent=2)
-    print_report(rep, args.quiet)
+    if args.json:
+        print(json.dumps(rep, indent=2), flush=True)
+    else:
+        print_report(rep, args.quiet)
     return EXIT_OK if rep["ok"] else EXIT_FAILED
 
 

@@ -34,12 +34,7 @@ def summarize(results: Dict[int, dict], info: DistInfo) -> dict:
 
 
 def print_report(rep: dict, quiet: bool) -> None:
-    try:
-        from rich.console import Console
-        from rich.table import Table
-        have_rich = True
-    except ImportError:  # rich is a core dependency, but the selftest must still report
-        have_rich = False
+    """Tables (rich on a terminal, plain columns when piped, never wrapped), then one line."""
     ok = "PASSED" if rep["ok"] else "FAILED"
     line = (f"jobenv selftest {ok}: {rep['world_size']} ranks on {len(rep['ranks_per_host'])} host(s), "
             f"{rep['framework']} via {rep['launcher']}")
@@ -47,27 +42,20 @@ def print_report(rep: dict, quiet: bool) -> None:
         line += f"; failed checks: {rep['failed_checks']}"
     if rep["missing_results"]:
         line += f"; no result from ranks {rep['missing_results']}"
-    if quiet or not have_rich:
+    if quiet:
         print(line, flush=True)
         return
-    con = Console(highlight=False, markup=False, emoji=False, soft_wrap=True)
-    t = Table(title="ranks per host", box=None)
-    for c in ("host", "ranks", "devices"):
-        t.add_column(c)
+    from ..output import print_table
+
     by_rank = {res["rank"]: res for res in rep["ranks"]}
-    for host, ranks in rep["ranks_per_host"].items():
-        t.add_row(host, f"{len(ranks)}: {ranks}", ", ".join(sorted({by_rank[r]['device'] for r in ranks})))
-    con.print(t)
-    p = Table(title="start-up phases (seconds)", box=None)
-    for c in ("phase", "min", "median", "max", "slowest rank", "on host"):
-        p.add_column(c)
-    for name, s in rep["phases"].items():
-        p.add_row(name, f"{s['min']:.3f}", f"{s['median']:.3f}", f"{s['max']:.3f}", str(s["slowest_rank"]), s["slowest_host"])
-    con.print(p)
-    checks = ", ".join(rep["checks"])
-    con.print(f"checks on every rank: {checks}")
+    print("ranks per host")
+    print_table([[host, f"{len(ranks)}: {ranks}", ", ".join(sorted({by_rank[r]["device"] for r in ranks}))]
+                 for host, ranks in rep["ranks_per_host"].items()], ["host", "ranks", "devices"])
+    print("start-up phases (seconds)")
+    print_table([[name, f"{s['min']:.3f}", f"{s['median']:.3f}", f"{s['max']:.3f}", str(s["slowest_rank"]),
+                  s["slowest_host"]] for name, s in rep["phases"].items()],
+                ["phase", "min", "median", "max", "slowest rank", "on host"])
+    print(f"checks on every rank: {', '.join(rep['checks'])}")
     if rep["losses"]:
-        con.print(f"loss: {rep['losses'][0]:.4f} -> {rep['losses'][-1]:.4f} over {len(rep['losses'])} steps")
-    con.print(line)
-
-
+        print(f"loss: {rep['losses'][0]:.4f} -> {rep['losses'][-1]:.4f} over {len(rep['losses'])} steps")
+    print(line, flush=True)
