@@ -70,7 +70,7 @@ def job_states(recs: Sequence[JobRecord], env: Mapping[str, str], timeout: float
             site = _site(r, env)
             key = (r.scheduler,) + tuple(site.get(k) for k in _QUERY_VARS)
             groups.setdefault(key, []).append(i)
-    for key, idx in groups.items():
+    for idx in groups.values():
         ids = list(dict.fromkeys(recs[i].jobid for i in idx))
         found = schedulers.job_states(recs[idx[0]].scheduler, ids, query_env(recs[idx[0]], env), timeout)
         for i in idx:

@@ -12,12 +12,11 @@ load.
 """
 from __future__ import annotations
 
-TYPE_CHECKING = False  # `import typing` costs ~5 ms per shell; type checkers still read the block below
-
 from .errors import BadRecord
 from .hostlist import is_valid_host
 from .numbers import MAX_HOSTS, MAX_PER_HOST, is_finite
 
+TYPE_CHECKING = False  # `import typing` costs ~5 ms per shell; type checkers still read the block below
 if TYPE_CHECKING:
     from typing import Any, Callable, Dict, List, Optional
 
@@ -309,7 +308,8 @@ def loads(text: str):
         return json.loads(text)
     text = text.strip(" \t\n\r")
     try:
-        value, end = make_scanner(_ScanContext())(text, 0)
+        # the C scanner reads a JSONDecoder's attributes only: _ScanContext has them all
+        value, end = make_scanner(_ScanContext())(text, 0)  # type: ignore[arg-type]
     except (StopIteration, SystemError):
         # Invalid JSON.  Some errors the C scanner reports through json.decoder, which is
         # not loaded here (SystemError): let json.loads find and describe the defect.

@@ -8,11 +8,11 @@ evidence wins: a PBS nodefile that still exists.
 from __future__ import annotations
 
 import os
-TYPE_CHECKING = False  # `import typing` costs ~5 ms per shell; type checkers still read the block below
 
 from ..errors import BadInput
 from . import cobalt, local, pbs, slurm
 
+TYPE_CHECKING = False  # `import typing` costs ~5 ms per shell; type checkers still read the block below
 if TYPE_CHECKING:
     from typing import Dict, Mapping, Optional, Sequence, Tuple
 

@@ -1,10 +1,9 @@
 """What every scheduler module returns, and helpers they share."""
 from __future__ import annotations
 
-TYPE_CHECKING = False  # `import typing` costs ~5 ms per shell; type checkers still read the block below
-
 from ..errors import BadInput
 
+TYPE_CHECKING = False  # `import typing` costs ~5 ms per shell; type checkers still read the block below
 if TYPE_CHECKING:
     from typing import Callable, Dict, List, Mapping, Optional, Sequence, Tuple
 

@@ -5,11 +5,10 @@ processes, not nodes, so hosts come from the nodefile alone, in the scheduler's 
 """
 from __future__ import annotations
 
-TYPE_CHECKING = False  # `import typing` costs ~5 ms per shell; type checkers still read the block below
-
 from ..errors import BadInput
 from .base import Capture, parse_nodefile, pick_env, read_text, run_query
 
+TYPE_CHECKING = False  # `import typing` costs ~5 ms per shell; type checkers still read the block below
 if TYPE_CHECKING:
     from typing import Dict, Mapping, Optional, Sequence, Tuple
 

@@ -4,10 +4,9 @@ The job id is the host name, so one record per host; it is live for as long as t
 """
 from __future__ import annotations
 
-TYPE_CHECKING = False  # `import typing` costs ~5 ms per shell; type checkers still read the block below
-
 from .base import Capture
 
+TYPE_CHECKING = False  # `import typing` costs ~5 ms per shell; type checkers still read the block below
 if TYPE_CHECKING:
     from typing import Dict, Mapping, Optional, Sequence, Tuple
 

@@ -6,10 +6,9 @@ PBS_NODEFILE, so both are required to call a job PBS.
 """
 from __future__ import annotations
 
-TYPE_CHECKING = False  # `import typing` costs ~5 ms per shell; type checkers still read the block below
-
 from .base import Capture, parse_nodefile, pick_env, read_text, run_query
 
+TYPE_CHECKING = False  # `import typing` costs ~5 ms per shell; type checkers still read the block below
 if TYPE_CHECKING:
     from typing import Dict, List, Mapping, Optional, Sequence, Tuple
 

@@ -8,12 +8,12 @@ Heterogeneous jobs: the allocation is the union of SLURM_JOB_NODELIST_HET_GROUP_
 from __future__ import annotations
 
 import os
-TYPE_CHECKING = False  # `import typing` costs ~5 ms per shell; type checkers still read the block below
 
 from ..errors import BadInput
 from ..numbers import MAX_PER_HOST, is_uint, parse_uint
 from .base import Capture, pick_env, run_query
 
+TYPE_CHECKING = False  # `import typing` costs ~5 ms per shell; type checkers still read the block below
 if TYPE_CHECKING:
     from typing import Dict, List, Mapping, Optional, Sequence, Tuple
 
