@@ -10,6 +10,7 @@ import os
 import time
 
 from . import getcache, plan, schedulers, shell, store
+from . import liveness as liveness_rule
 from .errors import BadRecord, JobenvError, NoRecord
 from .hostlist import host_index, this_host
 
@@ -116,50 +117,21 @@ def choose(env: Mapping[str, str], jobid: Optional[str], warn, hostname: Optiona
     return path, rec
 
 
-def _finite(x: object) -> bool:
-    return isinstance(x, (int, float)) and not isinstance(x, bool) and x == x and abs(x) != float("inf")
-
-
-def heartbeat(rec: JobRecord, now: float) -> Optional[Tuple[bool, float, float]]:
-    """(fresh?, age, fresh-until) of `jobenv watch`'s heartbeat, None without a usable one."""
-    beat, every = rec.status.get("heartbeat"), rec.status.get("interval")
-    if not (_finite(beat) and _finite(every)) or every <= 0:  # type: ignore[operator]
-        return None
-    age = now - beat  # type: ignore[operator]
-    return -60 <= age <= 3 * every, age, beat + 3 * every  # type: ignore[operator]
-
-
 def liveness(rec: JobRecord, env: Mapping[str, str], now: Optional[float] = None, cache: bool = True,
              timeout: float = LIVENESS_TIMEOUT) -> Tuple[str, str, float]:
-    """(live|ended|unknown, reason, trusted-until).
-
-    Only evidence ends a job: the record marked ended (by the job itself or by a watcher
-    that asked the scheduler), or the scheduler saying so.  A watcher that stopped
-    beating (SIGKILL, SIGSTOP, a node gone) says nothing: "unknown".
-    """
+    """(live|ended|unknown, reason, trusted-until): jobenv.liveness's rule, with the
+    scheduler's word cached for a minute so most new shells fork no qstat/squeue."""
     now = time.time() if now is None else now
-    if rec.status.get("state") == "ended":
-        return "ended", str(rec.status.get("reason") or "marked ended"), now + 86400
-    beat = heartbeat(rec, now)
-    if beat and beat[0]:
-        return "live", f"heartbeat from `jobenv watch` {int(beat[1])} s ago", beat[2]
+    known = liveness_rule.without_query(rec, now)
+    if known is not None:
+        beat = liveness_rule.heartbeat(rec, now)
+        return known[0], known[1], (beat[2] if known[0] == "live" and beat else now + 86400)
     key = store.key_for(rec.scheduler, rec.jobid)
     if cache and rec.scheduler != "local":
         hit = getcache.read_verdict(env, key, now)
         if hit:
             return hit
-    qenv = dict(env)
-    for k in ("SLURM_CONF", "PBS_CONF_FILE", "PBS_SERVER"):
-        if k in rec.env and k not in qenv:
-            qenv[k] = rec.env[k]
-    res = schedulers.job_state(rec.scheduler, rec.jobid, qenv, timeout=timeout)
-    if res is not None:
-        state, reason = res
-    elif beat:
-        state, reason = "unknown", (f"no heartbeat from `jobenv watch` for {int(beat[1])} s (stopped?) "
-                                    "and no scheduler command answered")
-    else:
-        state, reason = "unknown", "no scheduler command answered and no heartbeat"
+    state, reason = liveness_rule.ask(rec, env, timeout)
     until = now + (86400 if rec.scheduler == "local" else getcache.VERDICT_TTL)
     if cache and rec.scheduler != "local":
         getcache.write_verdict(env, key, state, reason, until)
