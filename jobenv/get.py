@@ -52,22 +52,23 @@ def check_store(env: Mapping[str, str]) -> None:
 
 
 def find_job(env: Mapping[str, str], jobid: str, warn=None) -> Tuple[str, JobRecord]:
-    """A record by id: its own file, else the PBS short form (`2024084` for `2024084.polaris...`)."""
-    if not jobid:
-        raise NoRecord("--job needs a job id (an empty one names no job)")
+    """A record by id, by jobenv.lookup's rule (exact id, its file, the PBS short form;
+    ambiguity is an error).  The common case, one file named for the id, is found with a
+    few stat calls instead of reading every record (this is the `get` path)."""
+    from .lookup import check_jobid, find
+
+    check_jobid(jobid)
     check_store(env)
-    for sched in schedulers.MODULES:
-        path = store.paths_for(store.key_for(sched, jobid), dict(env))[0]
-        if os.path.lexists(path):
-            rec = store.load(path)  # a defective record with that id: report its defect
-            if rec.jobid == jobid:
-                return path, rec
-    recs = good_records(env, lambda msg: None)  # other jobs' defects are not this command's business
-    for path, rec in recs:
-        if rec.jobid == jobid or rec.jobid.split(".")[0] == jobid:
-            return path, rec
-    known = ", ".join(r.jobid for _, r in recs[:5]) or "none"
-    raise NoRecord(f"no record for job {jobid!r} (known: {known}); {NO_RECORD_HINT}")
+    hits = [p for p in (store.paths_for(store.key_for(s, jobid), dict(env))[0] for s in schedulers.MODULES)
+            if os.path.lexists(p)]
+    if len(hits) == 1:
+        rec = store.load(hits[0])  # a defective record with that id: report its defect
+        if rec.jobid == jobid:
+            return hits[0], rec
+    path, item = find(env, jobid)
+    if isinstance(item, BadRecord):  # find raises a defective record itself; this keeps the type exact
+        raise item
+    return path, item
 
 
 def select(env: Mapping[str, str], jobid: Optional[str], hostname: Optional[str] = None) -> Choice:

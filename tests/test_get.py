@@ -77,7 +77,7 @@ def test_empty_job_id_is_refused(home):
     env = bare(home)
     put(env, "100")
     p = jobenv(["get", "--job", ""], env)
-    assert p.returncode == 3 and "empty" in p.stderr
+    assert p.returncode == 5 and "--job needs a job id" in p.stderr
 
 
 @pytest.mark.parametrize("how", ["killed", "stopped"])
