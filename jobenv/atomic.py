@@ -74,16 +74,18 @@ def clean_temps(d: str, max_age: float = 600.0) -> int:
     return removed
 
 
-def write_atomic(path: str, data: bytes, mtime: Optional[float] = None) -> None:
+def write_atomic(path: str, data: bytes, mtime: Optional[float] = None, mode: int = 0o600) -> None:
     """Replace `path` with `data`: temp file, fsync, optional mtime, rename.  On any failure
     (ENOSPC half way, a signal) the temp file is removed and `path` is untouched."""
     tmp = tmp_name(path)
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, mode)
     try:
         with os.fdopen(fd, "wb") as f:
             f.write(data)
             f.flush()
             os.fsync(f.fileno())
+        if mode != 0o600:
+            os.chmod(tmp, mode)  # the umask may have cut it
         if mtime is not None:
             os.utime(tmp, (mtime, mtime))
         os.replace(tmp, path)

@@ -54,17 +54,7 @@ def install(environ: Mapping[str, str], text: Optional[str] = None) -> str:
                 return path
     except (OSError, UnicodeDecodeError):
         pass
-    tmp = os.path.join(d, f".{NAME}.tmp.{os.getpid()}.{os.urandom(4).hex()}")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o755)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            f.write(text)
-        os.chmod(tmp, 0o755)  # umask may have cut the mode
-        os.replace(tmp, path)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
-        raise
+    from ..atomic import write_atomic
+
+    write_atomic(path, text.encode("utf-8"), mode=0o755)
     return path
