@@ -104,7 +104,7 @@ def selftest_pair(tmp: Path, runs: int, env: dict):
         bare.append(float(p.stdout.strip().splitlines()[-1]))
         report = tmp / "report.json"
         subprocess.run([str(mpiexec), "-n", "4", PY, "-m", "jobenv.selftest", "--steps", "2", "--quiet",
-                        "--json", str(report)], env={**env, "MASTER_PORT": str(int(port) + 2)},
+                        "--json-file", str(report)], env={**env, "MASTER_PORT": str(int(port) + 2)},
                        capture_output=True, text=True, timeout=300, check=True)
         ours.append(json.loads(report.read_text())["phases"]["start_to_first_allreduce"]["max"])
     return statistics.median(ours), statistics.median(bare)
