@@ -139,11 +139,12 @@ def save(profile, scheduler, gpus_per_host, ranks_per_host, as_json, quiet, watc
 @click.option("--shell", "shell_name", type=click.Choice(["bash", "zsh", "fish", "sh"]),
               help="Shell dialect; sh is POSIX (dash, busybox). Default: the shell running jobenv, else $SHELL.")
 @click.option("--allow-stale", is_flag=True, help="Restore a job even if it has ended.")
-def get(job, shell_name, allow_stale) -> None:
+@click.option("--no-python", is_flag=True, help="Do not re-activate the job's saved Python environment (or staged copy).")
+def get(job, shell_name, allow_stale, no_python) -> None:
     """Print shell code restoring the job: source <(jobenv get)."""
     from .get import get as do_get
 
-    write_out(do_get(os.environ, job, shell_name, allow_stale, warn))
+    write_out(do_get(os.environ, job, shell_name, allow_stale, warn, python=not no_python))
 
 
 @cli.command()

@@ -195,6 +195,27 @@ def check_rendezvous(rec, env: Mapping[str, str], host: str, resolve: Callable[[
     return out
 
 
+def check_staged(rec, host: str) -> Check:
+    """Whether this host's staged copy (`jobenv stage`) still matches the environment."""
+    from .stage import check
+
+    status, detail = check(rec, host)
+    if status in ("ok", "none"):
+        return Check("staged", "ok", detail)
+    return Check("staged", "warn", detail, "run `jobenv stage` (launch uses the shared environment meanwhile)"
+                 if status == "missing" else "run `jobenv stage` to copy the changed environment")
+
+
+def _recorded_launcher(rec, env: Mapping[str, str]) -> Optional[str]:
+    """The launcher `jobenv launch` would run: the recorded absolute path, else PATH's."""
+    from .software import launcher_path
+
+    if not rec.launch:
+        return None
+    prog, _ = launcher_path(rec, rec.launch[0])
+    return prog if os.path.isabs(prog) and os.access(prog, os.X_OK) else probes.which(rec.launch[0], env.get("PATH", ""))
+
+
 def collect(env: Mapping[str, str], job: Optional[str], deep: bool, timeout: float) -> List[Check]:
     """Every check, in a fixed order; slow probes run concurrently."""
     from . import schedulers
@@ -225,8 +246,9 @@ def collect(env: Mapping[str, str], job: Optional[str], deep: bool, timeout: flo
         checks.append(Check("host", "ok" if inside else "fail",
                             f"{host} is {'' if inside else 'not '}a host of job {rec.jobid}",
                             "" if inside else f"ssh to one of {', '.join(rec.hosts[:3])}..., or pass --job"))
+        checks.append(check_staged(rec, host))
         flavor = None
-        exe = probes.which(rec.launch[0], env.get("PATH", "")) if rec.launch else None
+        exe = _recorded_launcher(rec, env)
         if exe is None:
             checks.append(Check("launcher", "fail", f"{rec.launch[0] if rec.launch else '(none)'} is not on PATH",
                                 "load the MPI module or activate the environment that provides it"))

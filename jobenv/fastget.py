@@ -14,14 +14,14 @@ if TYPE_CHECKING:
 
 # option -> destination; None marks a flag.  Must mirror `cli.get`.
 OPTIONS: Dict[str, Optional[str]] = {
-    "--job": "job", "-j": "job", "--shell": "shell_name", "--allow-stale": None,
+    "--job": "job", "-j": "job", "--shell": "shell_name", "--allow-stale": None, "--no-python": None,
 }
 SHELLS = ("bash", "zsh", "fish", "sh")  # sh: POSIX (dash, busybox ash)
 
 
 def parse(args: List[str]) -> Optional[dict]:
     """Parsed options, or None to defer to click."""
-    out: Dict[str, Any] = {"job": None, "shell_name": None, "allow_stale": False}
+    out: Dict[str, Any] = {"job": None, "shell_name": None, "allow_stale": False, "no_python": False}
     i = 0
     while i < len(args):
         a = args[i]
@@ -32,7 +32,7 @@ def parse(args: List[str]) -> Optional[dict]:
         if dest is None:
             if eq:
                 return None
-            out["allow_stale"] = True
+            out[name[2:].replace("-", "_")] = True  # a flag's destination is its name, as in click
         else:
             if not eq:
                 i += 1
@@ -57,7 +57,8 @@ def run(args: List[str]) -> Optional[int]:
         sys.stderr.write(f"jobenv: warning: {one_line(msg)}\n")
 
     try:
-        text = get(os.environ, opts["job"], opts["shell_name"], opts["allow_stale"], warn)
+        text = get(os.environ, opts["job"], opts["shell_name"], opts["allow_stale"], warn,
+                   python=not opts["no_python"])
     except JobenvError as exc:
         sys.stderr.write(f"jobenv: error: {one_line(exc.message)}\n")
         return exc.exit_code

@@ -194,14 +194,14 @@ def restore_plan(env: Mapping[str, str], jobid: Optional[str] = None, allow_stal
 
 
 def get(env: Mapping[str, str], jobid: Optional[str] = None, shell_name: Optional[str] = None,
-        allow_stale: bool = False, warn: Optional[Callable[[str], None]] = None) -> str:
-    """The snippet to source for this shell's job."""
+        allow_stale: bool = False, warn: Optional[Callable[[str], None]] = None, python: bool = True) -> str:
+    """The snippet to source for this shell's job (`python=False`: --no-python)."""
     warn = warn or (lambda msg: None)
     dialect = shell_name or shell.parent_dialect() or shell.shell_from_env(env)
     host = this_host(env)
-    cacheable = _cacheable(env, jobid) and not allow_stale
+    cacheable = _cacheable(env, jobid) and not allow_stale and python
     try:
-        p, until, _ = restore_plan(env, jobid, allow_stale, host)
+        p, until, _ = restore_plan(env, jobid, allow_stale, host, python)
     except JobenvError:
         if cacheable:
             getcache.drop_snippet(env, host)

@@ -25,9 +25,11 @@ def test_fast_get_options_mirror_click():
 
 
 @pytest.mark.parametrize("args,expect", [
-    ([], {"job": None, "shell_name": None, "allow_stale": False}),
-    (["--job", "7", "--shell=zsh", "--allow-stale"], {"job": "7", "shell_name": "zsh", "allow_stale": True}),
-    (["-j", "7"], {"job": "7", "shell_name": None, "allow_stale": False}),
+    ([], {"job": None, "shell_name": None, "allow_stale": False, "no_python": False}),
+    (["--job", "7", "--shell=zsh", "--allow-stale"], {"job": "7", "shell_name": "zsh", "allow_stale": True,
+                                                       "no_python": False}),
+    (["--no-python"], {"job": None, "shell_name": None, "allow_stale": False, "no_python": True}),
+    (["-j", "7"], {"job": "7", "shell_name": None, "allow_stale": False, "no_python": False}),
     (["--help"], None), (["--job"], None), (["--shell", "tcsh"], None), (["--allow-stale=1"], None), (["x"], None),
 ])
 def test_fast_get_parse(args, expect):

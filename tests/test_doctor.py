@@ -100,9 +100,27 @@ def test_group_writable_store_fails(local_env, home):
     assert rc == 1 and c["store"]["status"] == "fail" and "chmod go-w" in c["store"]["fix"]
 
 
-def test_launcher_missing_from_path_fails(local_env):
-    rc, c = doctor({**local_env, "PATH": "/nonexistent"})
+def test_launcher_missing_from_path_fails(tmp_path, home):
+    """The recorded launcher is gone (a module unloaded, a venv deleted) and PATH has none."""
+    gone = tmp_path / "mpi"
+    gone.mkdir()
+    (gone / "mpiexec").symlink_to(os.path.join(VENV_BIN, "mpiexec"))
+    env = base_env(home, machines.local(tmp_path), path=f"{gone}:{VENV_BIN}:/usr/bin:/bin")
+    jobenv(["save", "--quiet"], env, check=True)
+    (gone / "mpiexec").unlink()
+    rc, c = doctor({**env, "PATH": "/nonexistent"})
     assert rc == 1 and c["launcher"]["status"] == "fail" and "not on PATH" in c["launcher"]["detail"]
+
+
+def test_recorded_launcher_is_found_without_path(local_env):
+    """launch runs the launcher recorded at save by absolute path, so doctor checks that one."""
+    rc, c = doctor({**local_env, "PATH": "/nonexistent"})
+    assert c["launcher"]["status"] == "ok" and c["launcher"]["detail"].startswith(VENV_BIN), c["launcher"]
+
+
+def test_staged_copy_is_reported(local_env):
+    rc, c = doctor(local_env)
+    assert c["staged"]["status"] == "ok" and "no staged environment" in c["staged"]["detail"]
 
 
 def test_other_hosts_and_another_mpi_fail(tmp_path, home):

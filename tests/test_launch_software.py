@@ -107,6 +107,8 @@ def test_saved_venv_and_launcher_win_over_a_fresh_shells_path(tmp_path):
     p = shell(fresh, "source <(jobenv get) && command -v python3 && echo $VIRTUAL_ENV && launch python3 -c "
                      "'import sys; print(sys.executable)'")
     assert p.stdout.split("\n")[:4] == [f"{venv}/bin/python3", str(venv)] + [f"{venv}/bin/python3"] * 2, p.stdout
+    p = shell(fresh, "source <(jobenv get --no-python) && command -v python3; echo VENV=${VIRTUAL_ENV-}")
+    assert p.stdout.split("\n")[:2] == [f"{other}/python3", "VENV="], p.stdout  # get --no-python leaves it out
     p = shell(fresh, "jobenv launch --no-python --dry-run -- true")
     assert p.stdout.startswith(f"{mpi}/mpiexec "), p.stdout  # the recorded launcher, by absolute path
     p = shell(fresh, "jobenv launch --no-python -- python3 -c pass")
