@@ -125,9 +125,10 @@ def test_staged_copy_is_reported(local_env):
 
 def test_other_hosts_and_another_mpi_fail(tmp_path, home):
     # a Cobalt record: Open MPI mpirun (Debian), while mpi4py here is built against MPICH
-    env = base_env(home, machines.thetagpu(tmp_path), path=f"{VENV_BIN}:/usr/bin:/bin")
+    # saved with Debian's mpirun first on PATH: the record names /usr/bin/mpirun, which launch runs
+    env = base_env(home, machines.thetagpu(tmp_path), path=f"/usr/bin:{VENV_BIN}:/bin")
     jobenv(["save", "--quiet"], env, check=True)
-    shell = base_env(home, {"JOBENV_HOSTNAME": "login1"}, path=f"/usr/bin:{VENV_BIN}:/bin")  # Debian mpirun first
+    shell = base_env(home, {"JOBENV_HOSTNAME": "login1"}, path=f"{VENV_BIN}:/usr/bin:/bin")  # the wheel's first now
     rc, c = doctor(shell)
     assert rc == 1
     assert c["host"]["status"] == "fail" and "login1 is not a host of job 10446" in c["host"]["detail"]
