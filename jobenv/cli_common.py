@@ -1,0 +1,77 @@
+"""What every `jobenv` command prints the same way: warnings, errors, exact bytes, the summary
+of a record.  Shared by cli.py and cli_records.py so the wording lives in one place."""
+from __future__ import annotations
+
+import sys
+import time
+from typing import List, Optional
+
+import click
+
+from .errors import JobenvError, one_line
+
+
+def warn(msg: str) -> None:
+    sys.stderr.write(f"jobenv: warning: {one_line(msg)}\n")
+
+
+def fail(exc: JobenvError) -> "click.exceptions.Exit":
+    sys.stderr.write(f"jobenv: error: {one_line(exc.message)}\n")
+    return click.exceptions.Exit(exc.exit_code)
+
+
+def write_out(text: str) -> None:
+    """Write exactly the bytes a record holds (non-UTF-8 values are carried as surrogates)."""
+    sys.stdout.flush()
+    sys.stdout.buffer.write(text.encode("utf-8", "surrogateescape"))
+    sys.stdout.buffer.flush()
+
+
+def summary_rows(rec, path: str) -> List[List[str]]:
+    from .hostlist import compress
+    from .shell import join
+
+    return [
+        ["job", f"{rec.jobid}" + (f" ({rec.jobname})" if rec.jobname else "")],
+        ["scheduler", f"{rec.scheduler}, profile {rec.machine}"],
+        ["hosts", f"{rec.nhosts}: {compress(rec.hosts)}"],
+        ["GPUs", f"{rec.gpus_per_host} per host, {rec.ngpus} in all ({rec.status.get('gpus_from', '')})"],
+        ["ranks", f"{rec.ranks_per_host} per host, {rec.nranks} in all"],
+        ["saved", f"{saved_time(rec.created_at)} on {rec.created_on}"],
+        ["hostfile", str(rec.hostfile)],
+        ["launch", join(rec.launch)],
+        ["record", path],
+    ]
+
+
+def saved_time(t: float) -> str:
+    """A record's saved time (UTC epoch seconds) in this shell's local time."""
+    return time.strftime("%Y-%m-%d %H:%M:%S %z", time.localtime(t))
+
+
+def interval(ctx, param, value):
+    """Seconds for watch intervals: finite, 0.1 to 86400 (click's FloatRange lets NaN by)."""
+    from .watch import check_interval
+
+    if value is None:
+        return value
+    try:
+        return check_interval(value)
+    except JobenvError as exc:
+        raise click.BadParameter(exc.message) from None
+
+
+def print_summary(rec, path: str, extra: Optional[List[List[str]]] = None) -> None:
+    from .output import print_table
+
+    print_table(summary_rows(rec, path) + (extra or []))
+
+
+def report_saved(rec, path: str, as_json: bool, quiet: bool) -> None:
+    """What `save` and `import` print: warnings on stderr, then JSON, a summary, or nothing."""
+    for w in rec.warnings:
+        warn(w)
+    if as_json:
+        write_out(rec.to_json())
+    elif not quiet:
+        print_summary(rec, path)

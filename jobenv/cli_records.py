@@ -1,0 +1,181 @@
+"""The commands that look after saved records: show, list, rm, clean, import, watch.
+
+Thin click commands: each parses, calls the store/lookup/liveness modules, and prints
+through cli_common; cli.py registers them.
+"""
+from __future__ import annotations
+
+import json
+import os
+import re
+import sys
+import time
+from typing import Optional
+
+import click
+
+from .cli_common import interval, print_summary, report_saved, saved_time, warn, write_out
+from .errors import visible
+
+
+@click.command()
+@click.option("--job", "-j", metavar="ID", help="Job id (default: as for `get`).")
+@click.option("--json", "as_json", is_flag=True, help="Print the record as JSON.")
+def show(job, as_json) -> None:
+    """Show one record."""
+    from .liveness import job_state
+
+    path, rec = _pick(job)
+    if as_json:
+        write_out(rec.to_json())
+        return
+    state, reason = job_state(rec, os.environ)
+    print_summary(rec, str(path), [["state", f"{state} ({reason})"]] + [["warning", w] for w in rec.warnings])
+
+
+def _pick(job: Optional[str]):
+    """--job ID (exact, file name, or unique short form), else `get`'s choice."""
+    if job is not None:
+        from .lookup import find
+
+        return find(os.environ, job)
+    from .get import choose
+
+    return choose(os.environ, None, warn)
+
+
+def _list_rows():
+    """One row per record, newest saved first, defective ones last; liveness from one
+    scheduler query per scheduler."""
+    from .liveness import job_states
+    from .lookup import entries
+    from .record import JobRecord
+
+    good, bad = [], []
+    for path, item, sched, jobid in entries(os.environ):
+        if isinstance(item, JobRecord):
+            good.append((path, item))
+        else:
+            bad.append({"jobid": jobid, "scheduler": sched, "path": str(path), "state": "corrupt",
+                        "kind": item.kind, "reason": item.message})
+    good.sort(key=lambda pr: pr[1].created_at, reverse=True)
+    verdicts = job_states([r for _, r in good], os.environ)
+    rows = []
+    for (path, rec), (state, reason) in zip(good, verdicts):
+        rows.append({"jobid": rec.jobid, "scheduler": rec.scheduler, "machine": rec.machine,
+                     "nhosts": rec.nhosts, "ngpus": rec.ngpus, "created_at": rec.created_at,
+                     "state": state, "reason": reason, "path": str(path)})
+    return rows + bad
+
+
+@click.command("list")
+@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+def list_cmd(as_json) -> None:
+    """List saved jobs with their state: live, ended, unknown (or corrupt)."""
+    rows = _list_rows()
+    if as_json:
+        write_out(json.dumps(rows, indent=2) + "\n")
+        return
+    if not rows:
+        sys.stderr.write("no saved jobs; run `jobenv save` inside your allocation first\n")
+        return
+    from .output import print_table
+
+    table = [[r["jobid"] or "?", r["scheduler"] or "", "", "", "", "", "corrupt", r["reason"]] if "kind" in r else
+             [r["jobid"], r["scheduler"], r["machine"], str(r["nhosts"]), str(r["ngpus"]),
+              saved_time(r["created_at"])[:16], r["state"], r["reason"]] for r in rows]
+    print_table(table, ["job", "scheduler", "profile", "hosts", "GPUs", "saved", "state", "why"])
+
+
+@click.command()
+@click.option("--job", "-j", "job_opt", metavar="ID", help="Job id (as for the other commands).")
+@click.argument("job", required=False, metavar="[ID]")
+def rm(job_opt, job) -> None:
+    """Remove one job's record: jobenv rm -j ID (or jobenv rm ID); also a corrupt one, or
+    one written by a newer jobenv."""
+    from . import store
+    from .errors import BadRecord
+    from .lookup import find, peek
+
+    if job_opt is not None and job is not None and job_opt != job:
+        raise click.UsageError(f"two different jobs given ({job_opt!r} and {job!r})")
+    job = job_opt if job_opt is not None else job
+    if job is None:
+        raise click.UsageError("which job? pass -j ID (`jobenv list` shows them)")
+    path, rec = find(os.environ, job, allow_bad=True)
+    if isinstance(rec, BadRecord) and rec.kind not in ("corrupt", "future", "gone"):
+        raise rec  # unsafe (another user's file, a symlink): not ours to judge or delete
+    jobid = peek(path)[1] if isinstance(rec, BadRecord) else rec.jobid
+    store.remove(path, os.environ)
+    click.echo(f"removed job {visible(jobid or os.path.basename(path))}")
+
+
+def parse_age(text: str) -> float:
+    m = re.fullmatch(r"\s*([0-9]{1,12}(?:\.[0-9]{1,9})?)\s*([smhdw]?)\s*", text)
+    if not m:
+        raise click.BadParameter(f"{text!r} is not a duration like 7d, 12h, 30m")
+    return float(m.group(1)) * {"": 1, "s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}[m.group(2)]
+
+
+@click.command()
+@click.option("--older-than", metavar="AGE", help="Only records saved longer ago than AGE (7d, 12h, 30m).")
+@click.option("--corrupt", is_flag=True, help="Also remove corrupt records and those of a newer jobenv.")
+@click.option("--dry-run", "-n", is_flag=True, help="Say what would go, remove nothing.")
+def clean(older_than, corrupt, dry_run) -> None:
+    """Remove records of jobs that have ended."""
+    from . import store
+
+    limit = parse_age(older_than) if older_than else None
+    removed = 0
+    for r in _list_rows():
+        bad = r.get("kind") in ("corrupt", "future")
+        if not (r["state"] == "ended" or (corrupt and bad)):
+            continue
+        if limit is not None and (bad or time.time() - r["created_at"] < limit):
+            continue  # age is the saved time (`created_at`), which heartbeats never change
+        if not dry_run:
+            store.remove(r["path"], os.environ)
+        what = visible(r["jobid"] or os.path.basename(r["path"]))
+        click.echo(f"{'would remove' if dry_run else 'removed'} job {what} ({visible(r['reason'])})")
+        removed += 1
+    if not removed:
+        click.echo("nothing to clean")
+
+
+@click.command("import")
+@click.argument("env_file", metavar="FILE", type=click.Path(dir_okay=False))
+@click.option("--profile", metavar="NAME", help="Machine profile (default: detected).")
+@click.option("--json", "as_json", is_flag=True, help="Print the record as JSON.")
+@click.option("-q", "--quiet", is_flag=True, help="Print nothing.")
+def import_cmd(env_file, profile, as_json, quiet) -> None:
+    """Turn ~/.pbsenv, ~/.cobaltenv or ~/.slurmenv written by other tools into a record."""
+    from . import importer
+    from .save import Options
+    from .save import save as do_save
+
+    parsed = importer.parse(importer.read(env_file), env_file)
+    env = importer.import_env(parsed, os.environ)
+    rec, path = do_save(env, Options(profile=profile))
+    from . import store
+
+    rec = store.update_status(path, {"reason": f"imported from {os.path.abspath(env_file)}"}, env)
+    report_saved(rec, path, as_json, quiet)
+
+
+@click.command()
+@click.option("--job", "-j", metavar="ID", help="Job id (default: as for `get`).")
+@click.option("--interval", type=float, default=30.0, show_default=True, callback=interval,
+              help="Seconds between heartbeats (0.1 to 86400).")
+@click.option("--foreground", is_flag=True, help="Run in this process instead of a detached daemon.")
+def watch(job, interval, foreground) -> None:
+    """Keep the job's record live: heartbeat, and mark it ended when the job ends."""
+    from . import watch as watch_mod
+
+    path, rec = _pick(job)
+    if foreground:
+        raise click.exceptions.Exit(watch_mod.run(path, interval, dict(os.environ)))
+    pid = watch_mod.start(path, interval, dict(os.environ))
+    if pid is None:
+        click.echo(f"already watching job {visible(rec.jobid)} (pid {watch_mod.running(path)})")
+    else:
+        click.echo(f"watching job {visible(rec.jobid)}: pid {pid}, heartbeat every {interval:g} s")
