@@ -72,6 +72,7 @@ def test_four_independent_one_node_runs_side_by_side(cluster, store, job4, tmp_p
     for h in ("node1", "node2", "node3", "node4"):
         out = (tmp_path / f"out.{h}").read_text()
         reps = train_reports(out)
+        assert len(reps) == 2, f"out.{h} holds {len(reps)} rank reports, not 2:\n{out[-4000:]}"
         check_training(reps, 2)  # two independent worlds of 2, not one of 8
         assert {r["host"] for r in reps} == {h}, out[-2000:]
 

@@ -390,7 +390,7 @@ def test_under_mpich_mpiexec(tmp_path):
 
 
 def test_under_open_mpi_mpirun(tmp_path):
-    mpirun = need("mpirun")
+    mpirun = need("mpirun.openmpi")  # Debian Open MPI by name: the MPICH wheel ships an `mpirun` too
     p = subprocess.run([mpirun, "--oversubscribe", "-n", "3", *rankwrap.wrapper_argv(), "/bin/sh", "-c", CHECK],
                        env=_clean_env(tmp_path), capture_output=True, text=True, timeout=120)
     assert p.returncode == 0, p.stderr
@@ -472,7 +472,7 @@ def test_plain_env_ddp_script_trains_under_the_wrapper(tmp_path, launcher):
     pytest.importorskip("torch")
     script = tmp_path / "train.py"
     script.write_text(TRAIN)
-    argv = [mpich(), "-n", "3"] if launcher == "mpich" else [need("mpirun"), "--oversubscribe", "-n", "3"]
+    argv = [mpich(), "-n", "3"] if launcher == "mpich" else [need("mpirun.openmpi"), "--oversubscribe", "-n", "3"]
     p = subprocess.run([*argv, *rankwrap.wrapper_argv(), sys.executable, str(script)],
                        env=_clean_env(tmp_path, GLOO_SOCKET_IFNAME="lo", OMP_NUM_THREADS="1"),
                        capture_output=True, text=True, timeout=240)
