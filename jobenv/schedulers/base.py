@@ -80,6 +80,21 @@ def parse_nodefile(text: str, path: str) -> Tuple[List[str], List[int]]:
     return hosts, [counts[h] for h in hosts]
 
 
+def table_rows(out: str, rule: str, min_cols: int) -> List[List[str]]:
+    """The whitespace-split rows under the first line starting with `rule` (the `---` or
+    `===` line of `qstat`'s tables), those with at least `min_cols` columns."""
+    rows: List[List[str]] = []
+    body = False
+    for line in out.splitlines():
+        if line.startswith(rule):
+            body = True
+            continue
+        cols = line.split()
+        if body and len(cols) >= min_cols:
+            rows.append(cols)
+    return rows
+
+
 def on_path(program: str, path: Optional[str] = None) -> bool:
     """Is `program` an executable on PATH?  (shutil.which without importing shutil, which
     with subprocess would cost `jobenv get` ~5 ms on every node that has no qstat.)"""

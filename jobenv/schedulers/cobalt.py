@@ -6,7 +6,7 @@ processes, not nodes, so hosts come from the nodefile alone, in the scheduler's 
 from __future__ import annotations
 
 from ..errors import BadInput
-from .base import Capture, parse_nodefile, pick_env, read_text, run_query
+from .base import Capture, parse_nodefile, pick_env, read_text, run_query, table_rows
 
 TYPE_CHECKING = False  # `import typing` costs ~5 ms per shell; type checkers still read the block below
 if TYPE_CHECKING:
@@ -46,15 +46,7 @@ def parse_qstat(out: str, rc: int, jobids: Sequence[str]) -> Dict[str, Tuple[str
     """Verdicts from Cobalt's `qstat ID...`: a `JobID User WallTime Nodes State Location`
     header, a line of `=`, then one row per job it still knows.  Cobalt forgets a job as
     soon as it ends, so a job missing from a successful answer has ended."""
-    rows: Dict[str, str] = {}
-    body = False
-    for line in out.splitlines():
-        if line.startswith("==="):
-            body = True
-            continue
-        cols = line.split()
-        if body and len(cols) >= 5:
-            rows[cols[0]] = cols[4]
+    rows = {cols[0]: cols[4] for cols in table_rows(out, "===", 5)}
     verdicts: Dict[str, Tuple[str, str]] = {}
     for j in jobids:
         if j in rows:

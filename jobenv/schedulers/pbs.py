@@ -6,7 +6,7 @@ PBS_NODEFILE, so both are required to call a job PBS.
 """
 from __future__ import annotations
 
-from .base import Capture, parse_nodefile, pick_env, read_text, run_query
+from .base import Capture, parse_nodefile, pick_env, read_text, run_query, table_rows
 
 TYPE_CHECKING = False  # `import typing` costs ~5 ms per shell; type checkers still read the block below
 if TYPE_CHECKING:
@@ -100,15 +100,7 @@ def parse_full_text(out: str, rc: int, jobids: Sequence[str]) -> Dict[str, Tuple
 def parse_table(out: str, rc: int, jobids: Sequence[str]) -> Dict[str, Tuple[str, str]]:
     """Verdicts from plain `qstat [-x] ID...`: a header, a dashed line, then
     `Job id  Name  User  Time Use  S  Queue` rows (the state is the fifth column)."""
-    states: Dict[str, str] = {}
-    body = False
-    for line in out.splitlines():
-        if line.startswith("---"):
-            body = True
-            continue
-        cols = line.split()
-        if body and len(cols) >= 6:
-            states[cols[0]] = cols[-2]
+    states = {cols[0]: cols[-2] for cols in table_rows(out, "---", 6)}
     return _collect(states, out, rc, jobids)
 
 
