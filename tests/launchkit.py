@@ -54,7 +54,10 @@ def write_train(d: Path) -> Path:
 
 
 def train_reports(stdout: str) -> List[dict]:
-    return [json.loads(line.split("TRAIN ", 1)[1]) for line in stdout.splitlines() if "TRAIN {" in line]
+    """The ranks' own report lines; a failure summary quotes output as `jobenv:   | ...`, and
+    those quotes are not more ranks."""
+    return [json.loads(line.split("TRAIN ", 1)[1]) for line in stdout.splitlines()
+            if "TRAIN {" in line and not line.startswith("jobenv:")]
 
 
 def check_training(reports: List[dict], world: int) -> None:

@@ -135,9 +135,8 @@ class SlurmCluster:
             "JobAcctGatherType=jobacct_gather/none", "JobCompType=jobcomp/none", "MpiDefault=none",
             "SwitchType=switch/none", "ReturnToService=2", f"TmpFS={d}/tmp/%n",
             "SchedulerType=sched/builtin", "MinJobAge=2", "KillWait=2", "InactiveLimit=0",
-            # MessageTimeout 60 (default 10): on a loaded 2-core CI machine four concurrent steps
-            # starting torch ranks once left one srun with two copies of its tasks (a launch
-            # message resent after a slow answer, we believe); Slurm's docs advise more for busy nodes
+            # MessageTimeout 60 (default 10): daemons answer slowly on a loaded 2-core CI machine,
+            # and Slurm's docs advise more for busy nodes
             "SlurmctldTimeout=30", "SlurmdTimeout=30", "MessageTimeout=60",
             "LaunchParameters=use_interactive_step",
         ]
