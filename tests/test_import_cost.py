@@ -55,3 +55,12 @@ def test_get_path_is_light(tmp_path, home):
             "out = sys.stdout; sys.stdout = open(os.devnull, 'w'); rc = main(); sys.stdout = out\n"
             "assert rc == 0, rc")
     assert loaded_heavy(code, env) == ""
+
+
+def test_init_path_is_light(home):
+    """`eval "$(jobenv init bash)"` runs in every new shell's rc file."""
+    code = ("import io, os; sys.argv = ['jobenv', 'init', 'bash']\n"
+            "from jobenv.__main__ import main\n"
+            "out = sys.stdout; sys.stdout = open(os.devnull, 'w'); rc = main(); sys.stdout = out\n"
+            "assert rc == 0, rc")
+    assert loaded_heavy(code, base_env(home)) == ""
