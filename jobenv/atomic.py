@@ -125,6 +125,27 @@ def lock_settings(env: Mapping[str, str]) -> tuple:
     return soft, stale
 
 
+def flock_current(path: str) -> Optional[int]:
+    """An fd holding an exclusive flock on the file named `path` now, or None while another
+    process holds it.  The file may be removed (`jobenv rm`, a watcher leaving) as we lock it,
+    and a lock on a removed file guards nothing: then the file there now is locked instead."""
+    import fcntl
+
+    while True:
+        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o600)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            os.close(fd)
+            return None
+        try:
+            if os.path.samestat(os.fstat(fd), os.stat(path)):
+                return fd
+        except FileNotFoundError:
+            pass
+        os.close(fd)
+
+
 class JobLock:
     """Exclusive per-job writer lock; see the module docstring."""
 
@@ -159,23 +180,8 @@ class JobLock:
             os.write(fd, f"{host_tag()} {os.getpid()} {time.time():.0f}\n".encode())
             os.close(fd)
             return True
-        import fcntl
-
-        fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o600)
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except OSError:
-            os.close(fd)
-            return False
-        try:
-            same = os.path.samestat(os.fstat(fd), os.stat(self.path))
-        except FileNotFoundError:
-            same = False
-        if not same:  # removed (jobenv rm) while we waited: lock the file that is there now
-            os.close(fd)
-            return False
-        self.fd = fd
-        return True
+        self.fd = flock_current(self.path)
+        return self.fd is not None
 
     def __exit__(self, *exc) -> None:
         if self.soft:

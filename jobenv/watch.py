@@ -19,7 +19,7 @@ import os
 import signal
 import time
 
-from . import store
+from . import atomic, store
 from .errors import BadInput, BadRecord, JobenvError
 
 TYPE_CHECKING = False
@@ -72,22 +72,7 @@ def running(json_path: str) -> Optional[int]:
 
 def _take_lock(json_path: str) -> Optional[int]:
     """The watcher lock's fd, or None when another watcher holds it."""
-    import fcntl
-
-    path = lock_path(json_path)
-    while True:
-        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o600)
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except OSError:
-            os.close(fd)
-            return None
-        try:
-            if os.path.samestat(os.fstat(fd), os.stat(path)):
-                return fd
-        except FileNotFoundError:
-            pass
-        os.close(fd)  # the previous watcher removed the file as we locked it: take the new one
+    return atomic.flock_current(lock_path(json_path))
 
 
 def _ended(rec: JobRecord, host: str, env: Mapping[str, str], timeout: float = 10.0) -> Tuple[bool, str]:
