@@ -14,7 +14,7 @@ import click
 
 from . import __version__
 from .cli_common import fail, interval, report_saved, warn, write_out
-from .errors import EXIT_ERROR, EXIT_USAGE, JobenvError, one_line
+from .errors import EXIT_USAGE, JobenvError, one_line
 
 
 
@@ -24,11 +24,8 @@ class Group(click.Group):
     def invoke(self, ctx):
         try:
             return super().invoke(ctx)
-        except JobenvError as exc:
+        except (JobenvError, OSError) as exc:
             raise fail(exc) from None
-        except OSError as exc:
-            sys.stderr.write(f"jobenv: error: {one_line(str(exc))}\n")
-            raise click.exceptions.Exit(EXIT_ERROR) from None
 
 
 @click.group(cls=Group, context_settings={"help_option_names": ["-h", "--help"]})

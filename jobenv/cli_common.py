@@ -8,16 +8,16 @@ from typing import List, Optional
 
 import click
 
-from .errors import JobenvError, one_line
+from .errors import JobenvError, one_line, report_error
 
 
 def warn(msg: str) -> None:
     sys.stderr.write(f"jobenv: warning: {one_line(msg)}\n")
 
 
-def fail(exc: JobenvError) -> "click.exceptions.Exit":
-    sys.stderr.write(f"jobenv: error: {one_line(exc.message)}\n")
-    return click.exceptions.Exit(exc.exit_code)
+def fail(exc: Exception) -> "click.exceptions.Exit":
+    """The one-line error for `exc` (errors.report_error), as click's way to exit with its code."""
+    return click.exceptions.Exit(report_error(exc))
 
 
 def write_out(text: str) -> None:

@@ -83,3 +83,15 @@ def visible(text: str) -> str:
 def one_line(text: str) -> str:
     """Collapse a message to one printable line (host names may hold control bytes)."""
     return visible(text)
+
+
+def report_error(exc: Exception) -> int:
+    """Write an expected failure (a JobenvError, or an OSError such as an unreadable store)
+    as the one line `jobenv: error: ...` on stderr; the exit code it documents (OSError: 1)."""
+    import sys
+
+    if isinstance(exc, JobenvError):
+        sys.stderr.write(f"jobenv: error: {one_line(exc.message)}\n")
+        return exc.exit_code
+    sys.stderr.write(f"jobenv: error: {one_line(str(exc))}\n")
+    return EXIT_ERROR

@@ -50,7 +50,7 @@ def run(args: List[str]) -> Optional[int]:
     opts = parse(args)
     if opts is None:
         return None
-    from .errors import JobenvError, one_line
+    from .errors import JobenvError, one_line, report_error
     from .get import get
 
     def warn(msg: str) -> None:
@@ -59,12 +59,8 @@ def run(args: List[str]) -> Optional[int]:
     try:
         text = get(os.environ, opts["job"], opts["shell_name"], opts["allow_stale"], warn,
                    python=not opts["no_python"])
-    except JobenvError as exc:
-        sys.stderr.write(f"jobenv: error: {one_line(exc.message)}\n")
-        return exc.exit_code
-    except OSError as exc:
-        sys.stderr.write(f"jobenv: error: {one_line(str(exc))}\n")
-        return 1
+    except (JobenvError, OSError) as exc:
+        return report_error(exc)
     sys.stdout.flush()
     sys.stdout.buffer.write(text.encode("utf-8", "surrogateescape"))
     sys.stdout.buffer.flush()

@@ -11,7 +11,7 @@ import time
 from functools import partial
 
 from .. import store
-from ..errors import BadInput, JobenvError, one_line
+from ..errors import BadInput, JobenvError, one_line, report_error
 from . import ranks, report, sizing, supervise
 
 TYPE_CHECKING = False  # `import typing`/`dataclasses` cost ~50 ms: `launch` starts on every run
@@ -232,12 +232,8 @@ def fast_main(argv: List[str]) -> Optional[int]:
         return None
     try:
         return start(job, False, rest[1:], Options(), os.environ, lambda m: _say(f"warning: {m}"))
-    except JobenvError as exc:
-        sys.stderr.write(f"jobenv: error: {one_line(exc.message)}\n")
-        return exc.exit_code
-    except OSError as exc:
-        sys.stderr.write(f"jobenv: error: {one_line(str(exc))}\n")
-        return 1
+    except (JobenvError, OSError) as exc:
+        return report_error(exc)
     except KeyboardInterrupt:
         return 130
 
