@@ -60,6 +60,16 @@ def need(program: str) -> str:
     return path
 
 
+def mpich() -> str:
+    """The MPICH wheel's mpiexec, installed next to this interpreter (not another MPI's on PATH)."""
+    exe = Path(sys.executable).parent / "mpiexec"
+    if not exe.exists():
+        if os.environ.get("CI"):
+            raise AssertionError("the mpich wheel's mpiexec is required in CI")
+        pytest.skip("mpich wheel not installed")
+    return str(exe)
+
+
 _E2E_TIMES = []
 
 

@@ -8,7 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from test_selftest import BIN, SELFTEST, mpich, need_module, run
+from conftest import mpich
+from test_selftest import BIN, SELFTEST, need_module, run
 
 pytestmark = pytest.mark.e2e
 OMPI = "/usr/bin/mpirun.openmpi"

@@ -5,12 +5,14 @@ import json
 import subprocess
 import sys
 from pathlib import Path
+from typing import Tuple
 
 import pytest
 
+from conftest import mpich
 from jobenv import software
 from jobenv.record import from_dict
-from launchkit import BIN, fresh_env, save, shell, tools
+from launchkit import fresh_env, save, shell, tools
 
 
 def test_capture_prefers_activated_venv_then_conda_then_our_own(tmp_path):
@@ -82,14 +84,18 @@ def test_launcher_path():
     assert software.launcher_path(rec, "srun", exists=lambda p: True) == ("srun", None)
 
 
+def venv_and_tools(tmp_path: Path) -> Tuple[Path, Path]:
+    """A fresh venv and a tool directory whose mpiexec is the MPICH wheel's."""
+    mpich()
+    venv = tmp_path / "venv"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True, timeout=120)
+    return venv, tools(tmp_path / "mpi")
+
+
 @pytest.mark.e2e
 def test_saved_venv_and_launcher_win_over_a_fresh_shells_path(tmp_path):
     """Save with a venv active; restore in `env -i` with another python3 and mpiexec first."""
-    if not (BIN / "mpiexec").exists():
-        pytest.skip("the mpich wheel is not installed")
-    venv = tmp_path / "venv"
-    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True, timeout=120)
-    mpi = tools(tmp_path / "mpi")
+    venv, mpi = venv_and_tools(tmp_path)
     (mpi / "python3").unlink()  # the venv's python3 must come from the venv
     home = tmp_path / "home"
     home.mkdir()
@@ -119,11 +125,7 @@ def test_saved_venv_and_launcher_win_over_a_fresh_shells_path(tmp_path):
 @pytest.mark.e2e
 def test_launch_runs_the_staged_copy(tmp_path):
     """After `jobenv stage`, `jobenv launch` itself sends every rank to its host's copy."""
-    if not (BIN / "mpiexec").exists():
-        pytest.skip("the mpich wheel is not installed")
-    venv = tmp_path / "venv"
-    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True, timeout=120)
-    mpi = tools(tmp_path / "mpi")
+    venv, mpi = venv_and_tools(tmp_path)
     home = tmp_path / "home"
     home.mkdir()
     env = fresh_env(home, f"{mpi}:/usr/bin:/bin")

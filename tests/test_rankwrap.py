@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 import machines
-from conftest import REPO, base_env, jobenv, need
+from conftest import REPO, base_env, jobenv, mpich, need
 from jobenv import rankwrap
 from jobenv.runtime import DetectError, detect
 from jobenv.runtime.launchers import LAUNCHERS
@@ -371,15 +371,6 @@ def _clean_env(tmp_path, **extra):
                 "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM": "1", "OMPI_MCA_btl": "self,tcp",
                 "OMPI_MCA_btl_tcp_if_include": "lo", "OMPI_MCA_oob_tcp_if_include": "lo", **extra})
     return env
-
-
-def mpich() -> str:
-    exe = BIN / "mpiexec"
-    if not exe.exists():
-        if os.environ.get("CI"):
-            raise AssertionError("the mpich wheel's mpiexec is required in CI")
-        pytest.skip("mpich wheel not installed")
-    return str(exe)
 
 
 def test_under_mpich_mpiexec(tmp_path):

@@ -12,22 +12,13 @@ from pathlib import Path
 import pytest
 
 import machines
-from conftest import REPO, base_env, jobenv, need
+from conftest import REPO, base_env, jobenv, mpich, need
 
 BIN = Path(sys.executable).parent
 LOOPBACK = {"MASTER_ADDR": "127.0.0.1", "GLOO_SOCKET_IFNAME": "lo", "OMPI_MCA_btl_tcp_if_include": "lo",
             "OMPI_MCA_oob_tcp_if_include": "lo", "OMPI_MCA_btl": "self,tcp", "OMPI_ALLOW_RUN_AS_ROOT": "1",
             "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM": "1", "OMP_NUM_THREADS": "1"}
 SELFTEST = [sys.executable, "-m", "jobenv.selftest"]
-
-
-def mpich() -> str:
-    exe = BIN / "mpiexec"
-    if not exe.exists():
-        if os.environ.get("CI"):
-            raise AssertionError("the mpich wheel's mpiexec is required in CI")
-        pytest.skip("mpich wheel not installed")
-    return str(exe)
 
 
 def need_module(name: str) -> None:
