@@ -109,7 +109,7 @@ def _dumps(value: object) -> str:
 
 
 def _read(path: str) -> Optional[object]:
-    from .record import loads
+    from .fastjson import loads
 
     try:
         st = os.lstat(path)

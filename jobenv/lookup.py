@@ -12,7 +12,8 @@ import os
 
 from . import store
 from .errors import BadInput, BadRecord, NoRecord, visible
-from .record import JobRecord, SCHEDULERS, loads
+from .fastjson import loads
+from .record import JobRecord, SCHEDULERS
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:

@@ -158,7 +158,7 @@ def write_job(record: JobRecord, env_text: str, hosts_text: Optional[str],
 def _check_owner(json_path: str, record: JobRecord) -> None:
     """Refuse to overwrite a record of another job that shares the key.  Only the two
     names are read (validating a 100,000-host record again would double a save's time)."""
-    from .record import loads
+    from .fastjson import loads
 
     try:
         with open(json_path, "rb") as f:

@@ -27,7 +27,7 @@ def _entry(record, host: str) -> Optional[Tuple[str, Dict[str, Any]]]:
 
 
 def read_stamp(prefix: str) -> Optional[Dict[str, Any]]:
-    from ..record import loads
+    from ..fastjson import loads
 
     try:
         with open(os.path.join(prefix, STAMP), "rb") as f:
