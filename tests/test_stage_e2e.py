@@ -17,6 +17,7 @@ from jobenv import record as record_mod
 from jobenv import shell
 from jobenv.stage import restore
 from jobenv.stage.cli import copy_name
+from launchkit import train_reports, write_train
 
 pytestmark = pytest.mark.e2e
 CACHE = Path(os.environ.get("JOBENV_TEST_CACHE", "/tmp/jobenv-stage-cache"))
@@ -82,11 +83,15 @@ def test_local_job(tmp_path, torch_venv):
     copy = target / copy_name(str(torch_venv))
     host = os.uname().nodename
     report = tmp_path / "report.json"
+    train = write_train(tmp_path)  # a plain env:// DDP script, no jobenv import
     p = sh(f"source <(jobenv get) && {restore_exports(base['JOBENV_HOME'], host)} && launch python3 -c \"{PROBE}\" "
-           f"&& launch python3 -m jobenv.selftest --timeout 120 --json-file {report}")
+           f"&& launch python3 -m jobenv.selftest --timeout 120 --json-file {report} && launch python3 {train}")
     assert p.returncode == 0, p.stdout + p.stderr
     got = ranks(p.stdout)
     assert len(got) == 2 and all(exe.startswith(f"{copy}/") and tf.startswith(f"{copy}/") for _, exe, tf in got), got
+    trained = train_reports(p.stdout)
+    assert sorted(r["rank"] for r in trained) == [0, 1] and all(r["python"].startswith(f"{copy}/") for r in trained)
+    assert trained[0]["params"] == trained[1]["params"] and trained[0]["sum"] == 1.0, trained
     rep = json.loads(report.read_text())
     assert rep["ok"] and rep["world_size"] == 2
     p = sh(f"jobenv stage --env {torch_venv} --to {target}")
