@@ -2,7 +2,8 @@
 
 `build(record, record_path, environ, ...)` answers every question a restore asks: which
 job and why, whether it is alive, whether the store was safe, which variables of this
-shell to unset (job-scoped variables of *another* job only, never site configuration),
+shell to unset (job-scoped variables of *another* job, the one whose id this shell holds;
+never site configuration, never a jobless shell's own settings),
 which to keep (the same live job set them here), which to set, what to put first on
 PATH, what `launch` runs, and what to warn about.  The bash/zsh, POSIX sh, fish and
 env-file renderers (jobenv.shell) only write a Plan out, and `apply` gives the
@@ -92,6 +93,18 @@ def item_var_ok(name: str) -> bool:
 def job_scoped(name: str) -> bool:
     """A variable of some scheduler's job (not site configuration): cleared for another job."""
     return is_name(name) and name not in SITE_VARS and any(name.startswith(p) for ps in PREFIXES.values() for p in ps)
+
+
+def other_job_prefixes(record: JobRecord, environ: Mapping[str, str]) -> Tuple[str, ...]:
+    """The variable prefixes of each scheduler whose job id this shell holds for a job other
+    than the record's: that job's variables would mix with the restored one's, so they go.
+    A shell in no job keeps its own: a login shell's SLURM_MPI_TYPE or SLURM_ACCOUNT are the
+    user's settings, not another job's (and the record's own values still win)."""
+    out: List[str] = []
+    for scheduler, names in JOBID_VARS.items():
+        if any(environ.get(n) for n in names) and not (scheduler == record.scheduler and in_same_job(record, environ)):
+            out.extend(PREFIXES[scheduler])
+    return tuple(out)
 
 
 def in_same_job(record: JobRecord, environ: Mapping[str, str]) -> bool:
@@ -199,8 +212,8 @@ def build(record: JobRecord, record_path: str, environ: Mapping[str, str], *,
                 refused.append(k)
         path_prepend.extend(p for p in item_path if p.startswith("/") and ":" not in p and p not in path_prepend)
         warn.extend(item_warn)
-    unset = sorted(k for k in environ if job_scoped(k) and k not in sets and k not in keep
-                   and not (same and k.startswith(own)))
+    other = other_job_prefixes(record, environ)
+    unset = sorted(k for k in environ if k.startswith(other) and job_scoped(k) and k not in sets and k not in keep)
     if unset:
         warn.append(f"clearing {len(unset)} variable(s) of another job from this shell")
     if refused:
