@@ -24,7 +24,6 @@ if TYPE_CHECKING:
 
 NO_RECORD_HINT = "run `jobenv save` inside your allocation first"
 LIVENESS_TIMEOUT = 2.0  # the whole scheduler query in `get`: a login must not stall on qstat
-_ALL_PREFIXES = tuple(p for ps in schedulers.PREFIXES.values() for p in ps)
 
 
 def _newest_key(rec: JobRecord):
@@ -176,8 +175,12 @@ def _extra_items(rec: JobRecord, env: Mapping[str, str], host: str, python: bool
 
 
 def _cacheable(env: Mapping[str, str], jobid: Optional[str]) -> bool:
-    """getjobenv's fast path serves shells with no scheduler variable at all (see jobenv.sh)."""
-    return jobid is None and not any(k.startswith(_ALL_PREFIXES) for k in env)
+    """getjobenv's fast path serves shells that hold no scheduler job id and no site
+    variable (see jobenv.sh and its test): for all of them the plan is the same, since
+    only a job id makes a shell's variables another job's (plan.other_job_prefixes) and
+    only a site variable is kept over the record's."""
+    return (jobid is None and not any(env.get(v) for names in schedulers.JOBID_VARS.values() for v in names)
+            and plan.SITE_VARS.isdisjoint(env))
 
 
 def restore_plan(env: Mapping[str, str], jobid: Optional[str] = None, allow_stale: bool = False,

@@ -11,8 +11,9 @@
 # (same type, owner, mode, links, size, inode and times: nothing was saved, removed,
 # edited, chmod-ed or replaced by a link since), the snippet is a regular file of ours,
 # mode 600, one link, of the recorded size, and its liveness verdict has not expired.
-# That fast path serves shells with no arguments and no scheduler variable at all (the
-# snippet was computed for such a shell); every other case runs `jobenv get`.
+# That fast path serves shells with no arguments, no scheduler job id and no site variable
+# of a scheduler (the snippet was computed for such a shell, and the restore plan is the
+# same for all of them); every other case runs `jobenv get`.
 
 savejobenv() {
     command "${JOBENV_EXE:-jobenv}" save "$@"
@@ -39,12 +40,14 @@ _jobenv_cached() {
     if [ -n "${ZSH_VERSION-}" ]; then
         emulate -L zsh
         zmodload -F zsh/datetime p:EPOCHSECONDS 2>/dev/null || return 1
-        eval '[[ -z ${(k)parameters[(I)(SLURM|PBS|COBALT)_*]} ]]' || return 1
-    elif [ -n "${BASH_VERSION-}" ]; then
-        eval '[ -z "${!SLURM_*}${!PBS_*}${!COBALT_*}" ]' || return 1
-    else
+    elif [ -z "${BASH_VERSION-}" ]; then
         return 1
     fi
+    # job ids: schedulers.JOBID_VARS; site variables: plan.SITE_VARS (a test compares them)
+    [ -z "${SLURM_JOB_ID-}${SLURM_JOBID-}${PBS_JOBID-}${COBALT_JOBID-}" ] || return 1
+    [ -z "${SLURM_CONF+x}${SLURM_TIME_FORMAT+x}${SLURM_CLUSTERS+x}${SLURM_CONFIG_DIR+x}${PBS_SERVER+x}\
+${PBS_CONF_FILE+x}${PBS_EXEC+x}${PBS_HOME+x}${PBS_DEFAULT+x}${PBS_SERVER_NAME+x}${COBALT_CONFIG_FILES+x}" ] \
+        || return 1
     eval "nl=\$'\\n'"
     [ -n "${EPOCHSECONDS-}" ] && [ -n "${EUID-}" ] || return 1
     d="${JOBENV_HOME:-${HOME:+$HOME/.jobenv}}"

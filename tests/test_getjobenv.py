@@ -131,6 +131,19 @@ def other_host(env, tmp):
     env["JOBENV_HOSTNAME"] = "elsewhere"
 
 
+def user_setting(env, tmp):
+    """A login shell's own Slurm setting: not another job's, so kept by both paths."""
+    env["SLURM_MPI_TYPE"] = "pmix"
+
+
+def site_setting(env, tmp):
+    env["SLURM_CONF"] = str(tmp / "slurm.conf")
+
+
+def in_another_job(env, tmp):
+    env.update(SLURM_JOB_ID="99", SLURM_NODELIST="n9", SLURM_MPI_TYPE="pmix")
+
+
 def store_jobs(env):
     return os.path.join(env["JOBENV_HOME"], "jobs")
 
@@ -141,16 +154,20 @@ def _record(env):
 
 STATES = [ok, snippet_appended_by_another, snippet_appended_mode_kept, snippet_is_a_symlink,
           record_group_writable, env_file_group_writable, home_is_a_symlink, jobs_dir_world_writable,
-          schema_99, truncated, ended, another_newer_record, no_records, expired_verdict, other_host]
+          schema_99, truncated, ended, another_newer_record, no_records, expired_verdict, other_host,
+          user_setting, site_setting, in_another_job]
+
+
+SHOW = " ".join(f"{v}=${{{v}-}}" for v in ("JOBENV_JOBID", "SLURM_MPI_TYPE", "SLURM_CONF", "SLURM_JOB_ID"))
 
 
 def _run(shell_name: str, env: dict, tmp: Path, how: str) -> tuple:
     exe = need(shell_name)
     flags = ["--norc", "--noprofile"] if shell_name == "bash" else ["-f"]
     if how == "getjobenv":
-        script = f'source {REPO}/shell/jobenv.sh; getjobenv; echo "rc=$? job=${{JOBENV_JOBID-}}"'
+        script = f'source {REPO}/shell/jobenv.sh; getjobenv; echo "rc=$? {SHOW}"'
     else:  # what a user writes, with the exit status that `source <(...)` would lose
-        script = '_s="$(jobenv get)"; _rc=$?; [ $_rc -ne 0 ] || eval "$_s"; echo "rc=$_rc job=${JOBENV_JOBID-}"'
+        script = f'_s="$(jobenv get)"; _rc=$?; [ $_rc -ne 0 ] || eval "$_s"; echo "rc=$_rc {SHOW}"'
     p = subprocess.run(["env", "-i", *[f"{k}={v}" for k, v in env.items()], exe, *flags, "-c", script],
                        capture_output=True, text=True, cwd=tmp, timeout=120)
     warnings = sorted(line for line in p.stderr.splitlines() if line.startswith("jobenv:"))
@@ -193,7 +210,9 @@ def test_getjobenv_and_get_agree(primed, state):
         assert r == first, (k, r, first)
     assert not first[2], "something foreign ran"
     if state is ok:
-        assert first[0] == "rc=0 job=n1"
+        assert first[0] == "rc=0 JOBENV_JOBID=n1 SLURM_MPI_TYPE= SLURM_CONF= SLURM_JOB_ID="
+    if state is user_setting:
+        assert first[0] == "rc=0 JOBENV_JOBID=n1 SLURM_MPI_TYPE=pmix SLURM_CONF= SLURM_JOB_ID=" and not first[1]
 
 
 def test_fast_path_skips_python(tmp_path, home):
@@ -206,7 +225,25 @@ def test_fast_path_skips_python(tmp_path, home):
     subprocess.run([sys.executable, "-m", "jobenv", "get"], env=env, check=True, capture_output=True)
     (tmp_path / "bin" / "jobenv").write_text("#!/bin/sh\nexit 99\n")
     for shell_name in SHELLS:
-        assert _run(shell_name, env, tmp_path, "getjobenv")[0] == "rc=0 job=100"
+        assert _run(shell_name, env, tmp_path, "getjobenv")[0].startswith("rc=0 JOBENV_JOBID=100 ")
+        mine = _run(shell_name, {**env, "SLURM_MPI_TYPE": "pmix"}, tmp_path, "getjobenv")[0]
+        assert mine.startswith("rc=0 JOBENV_JOBID=100 SLURM_MPI_TYPE=pmix "), mine  # a user's own setting
+        site = _run(shell_name, {**env, "SLURM_CONF": "/x"}, tmp_path, "getjobenv")[0]
+        assert site.startswith("rc=99 "), site  # a site variable: the plan may differ, so Python decides
+
+
+def test_the_fast_path_gate_names_the_plan_s_variables():
+    """shell/jobenv.sh lists the job-id and site variables by hand: they are the Python ones."""
+    import re
+
+    from jobenv import plan, schedulers
+
+    text = (REPO / "shell" / "jobenv.sh").read_text()
+    gate = text[text.index("# job ids: schedulers.JOBID_VARS"):text.index("|| return 1\n    eval")]
+    ids = set(re.findall(r"\$\{(\w+)-\}", gate))
+    site = set(re.findall(r"\$\{(\w+)\+x\}", gate))
+    assert ids == {v for names in schedulers.JOBID_VARS.values() for v in names}
+    assert site == set(plan.SITE_VARS)
 
 
 def test_zsh_without_records_does_not_abort_zshrc(tmp_path, home):
