@@ -150,18 +150,22 @@ def test_srun_master_is_the_first_step_host(nodelist, first):
 # ------------------------------------------------------------------ a real record
 
 
-@pytest.fixture
-def restored(tmp_path):
-    """A Polaris-shaped job saved by the real `jobenv save`, and the variables `get` exports."""
+def saved_polaris(tmp_path, nodes: int):
+    """A Polaris-shaped job saved by the real `jobenv save`: the variables `get` exports, the record."""
     from jobenv import plan, store
 
     home = tmp_path / "home"
     home.mkdir()
-    env = base_env(home, machines.polaris(tmp_path, nodes=3))
+    env = base_env(home, machines.polaris(tmp_path, nodes=nodes))
     jobenv(["save", "--quiet"], env, check=True)
     path = next(p for p, _ in store.iter_records(env))
     rec = store.load(path)
     return {"JOBENV_HOME": env["JOBENV_HOME"], **plan.build(rec, path, {}).set}, rec
+
+
+@pytest.fixture
+def restored(tmp_path):
+    return saved_polaris(tmp_path, 3)
 
 
 def test_node_rank_and_master_from_the_record(restored):
@@ -180,15 +184,7 @@ def test_node_rank_and_master_from_the_record(restored):
 
 
 def test_long_host_lists_take_the_awk_path_with_the_same_answer(tmp_path):
-    from jobenv import plan, store
-
-    home = tmp_path / "home"
-    home.mkdir()
-    env = base_env(home, machines.polaris(tmp_path, nodes=100))
-    jobenv(["save", "--quiet"], env, check=True)
-    path = next(p for p, _ in store.iter_records(env))
-    rec = store.load(path)
-    renv = {"JOBENV_HOME": env["JOBENV_HOME"], **plan.build(rec, path, {}).set}
+    renv, rec = saved_polaris(tmp_path, 100)
     hydra = {"PMI_RANK": "3", "PMI_SIZE": "400", "MPI_LOCALRANKID": "3", "MPI_LOCALNRANKS": "4"}
     for i in (0, 57, 99):
         p = agree({**renv, **hydra, "JOBENV_HOSTNAME": rec.hosts[i].split(".")[0]})
