@@ -175,11 +175,12 @@ def _extra_items(rec: JobRecord, env: Mapping[str, str], host: str, python: bool
 
 
 def _cacheable(env: Mapping[str, str], jobid: Optional[str]) -> bool:
-    """getjobenv's fast path serves shells that hold no scheduler job id and no site
-    variable (see jobenv.sh and its test): for all of them the plan is the same, since
-    only a job id makes a shell's variables another job's (plan.other_job_prefixes) and
-    only a site variable is kept over the record's."""
-    return (jobid is None and not any(env.get(v) for names in schedulers.JOBID_VARS.values() for v in names)
+    """getjobenv's fast path serves shells in no scheduler job and with no site variable
+    (see jobenv.sh and its test): for all of them the plan is the same, since only a job's
+    marks make a shell's variables another job's (plan.other_job_prefixes) and only a site
+    variable is kept over the record's.  The one other input, LOADEDMODULES (the modules
+    warning), is in the snippet's header (getcache.proof)."""
+    return (jobid is None and not any(env.get(v) for names in schedulers.JOB_MARKERS.values() for v in names)
             and plan.SITE_VARS.isdisjoint(env))
 
 

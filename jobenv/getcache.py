@@ -11,9 +11,11 @@ exact conditions under which it still holds, so the verdict is reused only while
 - `host-<host>.sh`: the snippet `getjobenv` (shell/jobenv.sh) sources without Python.
   Its header is the proof: the `stat` line of the store directory, of `jobs/` and of
   the record as `jobenv get` saw them after its checks (owner, mode, symlink, schema,
-  truncation, choice among several records, host), the snippet's own size, and when the
-  liveness verdict expires.  getjobenv sources it only while one `stat` call prints the
-  same lines; otherwise it asks `jobenv get`, which rewrites it.
+  truncation, choice among several records, host), the snippet's own size, when the
+  liveness verdict expires (a minute at most), and the shell's LOADEDMODULES (the one
+  variable of a shell in no job that the plan reads: the modules warning).  getjobenv
+  sources it only while one `stat` call prints the same lines; otherwise it asks
+  `jobenv get`, which rewrites it.
 A file is written only when every time stamp it relies on is at least RACY seconds old,
 so a change within the same clock tick cannot go unnoticed (git's "racy" rule).
 """
@@ -32,7 +34,7 @@ if TYPE_CHECKING:
 RACY = 2.0
 VERDICT_TTL = 60.0
 _SAFE = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789._-")
-MAGIC = "# jobenv restore cache 1 (written by `jobenv get` after its checks; do not edit)"
+MAGIC = "# jobenv restore cache 2 (written by `jobenv get` after its checks; do not edit)"
 
 
 def jobs_dir(env: Any) -> str:
@@ -191,8 +193,15 @@ def proof(env: Mapping[str, str], record_path: str, until: float) -> Optional[Li
     paths = (home, jobs, record_path)
     if not all(settled(p, now) for p in paths):
         return None
+    # The plan also relied on files the proof does not stat (the saved venv, staged copies,
+    # the `launch` program): a snippet serves for VERDICT_TTL at most, even for a local job
+    # whose verdict holds a day, so a vanished venv is noticed within a minute.
+    until = min(until, now + VERDICT_TTL)
+    modules = env.get("LOADEDMODULES", "")
+    if "\n" in modules or "\r" in modules:
+        return None
     return [MAGIC, "# size %010d", f"# until {int(until)}", f"# record {rel}",
-            *(f"# stat {sig(p)}" for p in paths), "# end"]
+            *(f"# stat {sig(p)}" for p in paths), "# modules " + modules.replace("%", "%%"), "# end"]
 
 
 def write_snippet(env: Mapping[str, str], host: str, header: List[str], body: str) -> None:

@@ -2,7 +2,7 @@
 
 `build(record, record_path, environ, ...)` answers every question a restore asks: which
 job and why, whether it is alive, whether the store was safe, which variables of this
-shell to unset (job-scoped variables of *another* job, the one whose id this shell holds;
+shell to unset (job-scoped variables of *another* job, one whose marks this shell holds;
 never site configuration, never a jobless shell's own settings),
 which to keep (the same live job set them here), which to set, what to put first on
 PATH, what `launch` runs, and what to warn about.  The bash/zsh, POSIX sh, fish and
@@ -18,7 +18,7 @@ or in every program started from it).
 from __future__ import annotations
 
 from .errors import JobEnded
-from .schedulers import JOBID_VARS, PREFIXES
+from .schedulers import JOB_MARKERS, JOBID_VARS, PREFIXES
 
 TYPE_CHECKING = False  # `import typing` costs ~5 ms per shell; type checkers still read the block below
 if TYPE_CHECKING:
@@ -96,12 +96,13 @@ def job_scoped(name: str) -> bool:
 
 
 def other_job_prefixes(record: JobRecord, environ: Mapping[str, str]) -> Tuple[str, ...]:
-    """The variable prefixes of each scheduler whose job id this shell holds for a job other
-    than the record's: that job's variables would mix with the restored one's, so they go.
-    A shell in no job keeps its own: a login shell's SLURM_MPI_TYPE or SLURM_ACCOUNT are the
-    user's settings, not another job's (and the record's own values still win)."""
+    """The variable prefixes of each scheduler of which this shell holds a job (a job id, host
+    list or nodefile: schedulers.JOB_MARKERS) other than the record's: that job's variables
+    would mix with the restored one's, so they go.  A shell in no job keeps its own: a login
+    shell's SLURM_MPI_TYPE or SLURM_ACCOUNT are the user's settings, not another job's (and
+    the record's own values still win)."""
     out: List[str] = []
-    for scheduler, names in JOBID_VARS.items():
+    for scheduler, names in JOB_MARKERS.items():
         if any(environ.get(n) for n in names) and not (scheduler == record.scheduler and in_same_job(record, environ)):
             out.extend(PREFIXES[scheduler])
     return tuple(out)

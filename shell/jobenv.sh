@@ -10,8 +10,9 @@
 # the lines recorded there for the store directory, the jobs directory and the record
 # (same type, owner, mode, links, size, inode and times: nothing was saved, removed,
 # edited, chmod-ed or replaced by a link since), the snippet is a regular file of ours,
-# mode 600, one link, of the recorded size, and its liveness verdict has not expired.
-# That fast path serves shells with no arguments, no scheduler job id and no site variable
+# mode 600, one link, of the recorded size, its liveness verdict has not expired, and this
+# shell's LOADEDMODULES is the one it was computed for (the modules warning).
+# That fast path serves shells with no arguments, no scheduler job's marks, no site variable
 # of a scheduler (the snippet was computed for such a shell, and the restore plan is the
 # same for all of them); every other case runs `jobenv get`.
 
@@ -36,15 +37,16 @@ getjobenv() {
 # Succeeds, with _jobenv_f set, when the cached snippet may be sourced (see above).
 # bash and zsh only (the snippet is their dialect); other shells always ask `jobenv get`.
 _jobenv_cached() {
-    local d h f l1 l2 l3 l4 s1 s2 s3 l8 out want nl
+    local d h f l1 l2 l3 l4 s1 s2 s3 m l8 out want nl
     if [ -n "${ZSH_VERSION-}" ]; then
         emulate -L zsh
         zmodload -F zsh/datetime p:EPOCHSECONDS 2>/dev/null || return 1
     elif [ -z "${BASH_VERSION-}" ]; then
         return 1
     fi
-    # job ids: schedulers.JOBID_VARS; site variables: plan.SITE_VARS (a test compares them)
-    [ -z "${SLURM_JOB_ID-}${SLURM_JOBID-}${PBS_JOBID-}${COBALT_JOBID-}" ] || return 1
+    # a job's marks: schedulers.JOB_MARKERS; site variables: plan.SITE_VARS (a test compares them)
+    [ -z "${PBS_JOBID-}${PBS_NODEFILE-}${SLURM_JOB_ID-}${SLURM_JOBID-}${SLURM_JOB_NODELIST-}${SLURM_NODELIST-}\
+${COBALT_JOBID-}${COBALT_NODEFILE-}" ] || return 1
     [ -z "${SLURM_CONF+x}${SLURM_TIME_FORMAT+x}${SLURM_CLUSTERS+x}${SLURM_CONFIG_DIR+x}${PBS_SERVER+x}\
 ${PBS_CONF_FILE+x}${PBS_EXEC+x}${PBS_HOME+x}${PBS_DEFAULT+x}${PBS_SERVER_NAME+x}${COBALT_CONFIG_FILES+x}" ] \
         || return 1
@@ -59,9 +61,10 @@ ${PBS_CONF_FILE+x}${PBS_EXEC+x}${PBS_HOME+x}${PBS_DEFAULT+x}${PBS_SERVER_NAME+x}
     f="${d%/}/cache/host-$h.sh"
     [ -f "$f" ] && [ ! -h "$f" ] && [ -O "$f" ] || return 1
     { IFS= read -r l1 && IFS= read -r l2 && IFS= read -r l3 && IFS= read -r l4 \
-        && IFS= read -r s1 && IFS= read -r s2 && IFS= read -r s3 && IFS= read -r l8; } <"$f" || return 1
-    [ "$l1" = '# jobenv restore cache 1 (written by `jobenv get` after its checks; do not edit)' ] \
-        && [ "$l8" = '# end' ] || return 1
+        && IFS= read -r s1 && IFS= read -r s2 && IFS= read -r s3 && IFS= read -r m && IFS= read -r l8; } <"$f" \
+        || return 1
+    [ "$l1" = '# jobenv restore cache 2 (written by `jobenv get` after its checks; do not edit)' ] \
+        && [ "$l8" = '# end' ] && [ "$m" = "# modules ${LOADEDMODULES-}" ] || return 1
     case "$l2$l3$l4$s1$s2$s3" in '# size '*'# until '*'# record '*'# stat '*'# stat '*'# stat '*) ;; *) return 1 ;; esac
     l2="${l2#'# size '}" l3="${l3#'# until '}" l4="${l4#'# record '}"
     case "$l2" in '' | *[!0-9]*) return 1 ;; esac

@@ -144,6 +144,20 @@ def in_another_job(env, tmp):
     env.update(SLURM_JOB_ID="99", SLURM_NODELIST="n9", SLURM_MPI_TYPE="pmix")
 
 
+def stale_job_without_id(env, tmp):
+    """A Slurm job's host list, its id gone: still another job's variables (JOB_MARKERS)."""
+    env.update(SLURM_NODELIST="n9", SLURM_NTASKS_PER_NODE="4", SLURM_MPI_TYPE="pmix")
+
+
+def cobalt_job_by_nodefile(env, tmp):
+    env.update(COBALT_NODEFILE=str(tmp / "cobalt.555"), COBALT_PARTNAME="n1")
+
+
+def modules_loaded(env, tmp):
+    """The snippet was computed with no modules: this shell's differ, and get warns of it."""
+    env["LOADEDMODULES"] = "gcc/12:cuda/12"
+
+
 def store_jobs(env):
     return os.path.join(env["JOBENV_HOME"], "jobs")
 
@@ -155,10 +169,12 @@ def _record(env):
 STATES = [ok, snippet_appended_by_another, snippet_appended_mode_kept, snippet_is_a_symlink,
           record_group_writable, env_file_group_writable, home_is_a_symlink, jobs_dir_world_writable,
           schema_99, truncated, ended, another_newer_record, no_records, expired_verdict, other_host,
-          user_setting, site_setting, in_another_job]
+          user_setting, site_setting, in_another_job, stale_job_without_id, cobalt_job_by_nodefile,
+          modules_loaded]
 
 
-SHOW = " ".join(f"{v}=${{{v}-}}" for v in ("JOBENV_JOBID", "SLURM_MPI_TYPE", "SLURM_CONF", "SLURM_JOB_ID"))
+SHOW = " ".join(f"{v}=${{{v}-}}" for v in ("JOBENV_JOBID", "SLURM_MPI_TYPE", "SLURM_CONF", "SLURM_JOB_ID",
+                                            "SLURM_NTASKS_PER_NODE", "COBALT_PARTNAME"))
 
 
 def _run(shell_name: str, env: dict, tmp: Path, how: str) -> tuple:
@@ -200,6 +216,9 @@ def test_getjobenv_and_get_agree(primed, state):
     tmp, env = primed[state.__name__]
     env = dict(env)
     assert _snippet(env).exists()
+    if state is ok:  # a local job's verdict holds a day, the snippet a minute: the files it relied on
+        until = int(_snippet(env).read_text().splitlines()[2][len("# until "):])
+        assert until <= time.time() + getcache.VERDICT_TTL + 1
     state(env, tmp)
     results = {}
     for shell_name in SHELLS:
@@ -210,9 +229,15 @@ def test_getjobenv_and_get_agree(primed, state):
         assert r == first, (k, r, first)
     assert not first[2], "something foreign ran"
     if state is ok:
-        assert first[0] == "rc=0 JOBENV_JOBID=n1 SLURM_MPI_TYPE= SLURM_CONF= SLURM_JOB_ID="
+        assert first[0] == "rc=0 JOBENV_JOBID=n1 SLURM_MPI_TYPE= SLURM_CONF= SLURM_JOB_ID= SLURM_NTASKS_PER_NODE= " \
+                           "COBALT_PARTNAME="
     if state is user_setting:
-        assert first[0] == "rc=0 JOBENV_JOBID=n1 SLURM_MPI_TYPE=pmix SLURM_CONF= SLURM_JOB_ID=" and not first[1]
+        assert first[0].startswith("rc=0 JOBENV_JOBID=n1 SLURM_MPI_TYPE=pmix SLURM_CONF= ") and not first[1]
+    if state in (stale_job_without_id, cobalt_job_by_nodefile):  # that job's variables are cleared
+        assert first[0].endswith(" SLURM_NTASKS_PER_NODE= COBALT_PARTNAME=") and first[0].startswith("rc=0 ")
+        assert any("another job" in w for w in first[1]), first
+    if state is modules_loaded:
+        assert first[0].startswith("rc=0 ") and any("modules are loaded here" in w for w in first[1]), first
 
 
 def test_fast_path_skips_python(tmp_path, home):
@@ -230,19 +255,30 @@ def test_fast_path_skips_python(tmp_path, home):
         assert mine.startswith("rc=0 JOBENV_JOBID=100 SLURM_MPI_TYPE=pmix "), mine  # a user's own setting
         site = _run(shell_name, {**env, "SLURM_CONF": "/x"}, tmp_path, "getjobenv")[0]
         assert site.startswith("rc=99 "), site  # a site variable: the plan may differ, so Python decides
+        for other in ({"SLURM_NODELIST": "n9"}, {"COBALT_NODEFILE": "/x/cobalt.5"}, {"LOADEDMODULES": "gcc/12"}):
+            r = _run(shell_name, {**env, **other}, tmp_path, "getjobenv")[0]
+            assert r.startswith("rc=99 "), (other, r)  # another job's marks, other modules: Python decides
+    mods = {**env, "LOADEDMODULES": "gcc/12:cuda/12"}
+    (tmp_path / "bin" / "jobenv").write_text(f"#!/bin/sh\nexec {sys.executable} -m jobenv \"$@\"\n")
+    subprocess.run([sys.executable, "-m", "jobenv", "get"], env=mods, check=True, capture_output=True)
+    (tmp_path / "bin" / "jobenv").write_text("#!/bin/sh\nexit 99\n")
+    for shell_name in SHELLS:  # a snippet computed with these modules serves shells with them
+        r = _run(shell_name, mods, tmp_path, "getjobenv")
+        assert r[0].startswith("rc=0 JOBENV_JOBID=100 "), r
+        assert _run(shell_name, env, tmp_path, "getjobenv")[0].startswith("rc=99 ")  # and only those
 
 
 def test_the_fast_path_gate_names_the_plan_s_variables():
-    """shell/jobenv.sh lists the job-id and site variables by hand: they are the Python ones."""
+    """shell/jobenv.sh lists a job's marks and the site variables by hand: they are the Python ones."""
     import re
 
     from jobenv import plan, schedulers
 
     text = (REPO / "shell" / "jobenv.sh").read_text()
-    gate = text[text.index("# job ids: schedulers.JOBID_VARS"):text.index("|| return 1\n    eval")]
+    gate = text[text.index("# a job's marks: schedulers.JOB_MARKERS"):text.index("|| return 1\n    eval")]
     ids = set(re.findall(r"\$\{(\w+)-\}", gate))
     site = set(re.findall(r"\$\{(\w+)\+x\}", gate))
-    assert ids == {v for names in schedulers.JOBID_VARS.values() for v in names}
+    assert ids == {v for names in schedulers.JOB_MARKERS.values() for v in names}
     assert site == set(plan.SITE_VARS)
 
 

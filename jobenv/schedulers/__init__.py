@@ -22,6 +22,13 @@ MODULES = {"pbs": pbs, "slurm": slurm, "cobalt": cobalt, "local": local}
 # Environment variable holding each scheduler's job id.
 JOBID_VARS = {"pbs": ("PBS_JOBID",), "slurm": ("SLURM_JOB_ID", "SLURM_JOBID"), "cobalt": ("COBALT_JOBID",)}
 PREFIXES = {"pbs": pbs.PREFIXES, "slurm": slurm.PREFIXES, "cobalt": cobalt.PREFIXES}
+# Variables that only a job of that scheduler sets (its id, its host list or nodefile; the
+# ones each module's detect() reads, and more): a shell where one is non-empty holds a job's
+# variables, so a restore of another job clears that scheduler's (jobenv.plan), and
+# getjobenv's cached snippet, computed for a shell in no job, is not for it (shell/jobenv.sh).
+JOB_MARKERS = {"pbs": ("PBS_JOBID", "PBS_NODEFILE"),
+               "slurm": ("SLURM_JOB_ID", "SLURM_JOBID", "SLURM_JOB_NODELIST", "SLURM_NODELIST"),
+               "cobalt": ("COBALT_JOBID", "COBALT_NODEFILE")}
 
 
 def detect(env: Mapping[str, str]) -> str:
