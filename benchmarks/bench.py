@@ -29,19 +29,33 @@ def jobenv_cmd() -> list:
     return [str(script)] if script.exists() else [PY, "-m", "jobenv"]
 
 
+def _run_once(argv, env):
+    """Wall time (s) and peak RSS (KiB) of one run of argv."""
+    t = time.perf_counter()
+    p = subprocess.Popen(argv, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    _, status, usage = os.wait4(p.pid, 0)
+    elapsed = time.perf_counter() - t
+    if os.waitstatus_to_exitcode(status) != 0:
+        raise SystemExit(f"benchmark command failed ({os.waitstatus_to_exitcode(status)}): {argv}")
+    return elapsed, usage.ru_maxrss
+
+
+def side_by_side(cmds, runs):
+    """[(median wall time s, median peak RSS KiB)] of each (argv, env), run in turn: A B C A B
+    C ..., so a machine that slows down mid-run slows all of them alike and ratios between
+    them hold (block after block, a busy neighbour moved a ratio by 0.5x here)."""
+    samples = [([], []) for _ in cmds]
+    for _ in range(runs):
+        for (argv, env), (times, rss) in zip(cmds, samples):
+            t, r = _run_once(argv, env)
+            times.append(t)
+            rss.append(r)
+    return [(statistics.median(t), statistics.median(r)) for t, r in samples]
+
+
 def timed(argv, env, runs):
     """Median wall time (s) and median peak RSS (KiB) of running argv `runs` times."""
-    times, rss = [], []
-    for _ in range(runs):
-        t = time.perf_counter()
-        p = subprocess.Popen(argv, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        _, status, usage = os.wait4(p.pid, 0)
-        times.append(time.perf_counter() - t)
-        p.returncode = os.waitstatus_to_exitcode(status)
-        if p.returncode != 0:
-            raise SystemExit(f"benchmark command failed ({p.returncode}): {argv}")
-        rss.append(usage.ru_maxrss)
-    return statistics.median(times), statistics.median(rss)
+    return side_by_side([(argv, env)], runs)[0]
 
 
 def pbs_job(root: Path, hosts: int, slots: int = 4) -> dict:
@@ -195,18 +209,17 @@ def main() -> int:
         if target:
             checks.append((name, ok))
 
-    bare_t, bare_rss = timed([PY, "-c", "pass"], base_env, runs)
-    line("python -c pass", bare_t * 1000, "ms")
-
     # a saved 2-host job (PBS-shaped; no qstat here, as on many compute nodes)
     two = pbs_job(tmp, 2)
     subprocess.run(jobenv_cmd() + ["save", "--quiet"], env={**base_env, **two}, check=True)
     get_env = {**base_env, "JOBENV_HOSTNAME": "x0000c0s000b0n0"}
-    get_t, get_rss = timed(jobenv_cmd() + ["get"], get_env, runs)
+    bare = ([PY, "-c", "pass"], base_env)
+    (bare_t, bare_rss), (get_t, get_rss), (imp_t, _) = side_by_side(
+        [bare, (jobenv_cmd() + ["get"], get_env),
+         ([PY, "-c", "import jobenv, jobenv.runtime; jobenv.runtime.detect()"], base_env)], runs)
+    line("python -c pass", bare_t * 1000, "ms")
     line("jobenv get (2-host job)", get_t * 1000, "ms", get_t / bare_t, "<= 2.0x", get_t / bare_t <= 2.0)
     line("jobenv get peak memory", get_rss / 1024, "MiB", get_rss / bare_rss, "<= 1.3x", get_rss / bare_rss <= 1.3)
-
-    imp_t, _ = timed([PY, "-c", "import jobenv, jobenv.runtime; jobenv.runtime.detect()"], base_env, runs)
     line("import jobenv + runtime.detect()", imp_t * 1000, "ms", imp_t / bare_t, "<= 1.15x", imp_t / bare_t <= 1.15)
 
     # the same, with 10,000 records of other jobs beside it (per-host index: reads one)
@@ -220,8 +233,7 @@ def main() -> int:
     many_records(jobs10k, next(jobs10k.glob("pbs-2.*.json")), 10_000)
     settle_and_warm(jobenv_cmd() + ["get"], one_env)
     settle_and_warm(jobenv_cmd() + ["get"], many_env)
-    t1, _ = timed(jobenv_cmd() + ["get"], one_env, runs)
-    t10k, _ = timed(jobenv_cmd() + ["get"], many_env, runs)
+    (t1, _), (t10k, _) = side_by_side([(jobenv_cmd() + ["get"], one_env), (jobenv_cmd() + ["get"], many_env)], runs)
     line("jobenv get, 1 record", t1 * 1000, "ms")
     line("jobenv get, 10,000 records", t10k * 1000, "ms", t10k / t1, "<= 1.2x the 1-record time", t10k / t1 <= 1.2)
 
@@ -235,9 +247,9 @@ def main() -> int:
     slow = {**base_env, "JOBENV_HOME": slurm_store, "JOBENV_HOSTNAME": "nid000001",
             "PATH": f"{squeue_stub(tmp, 0.2)}:{base_env['PATH']}"}
     settle_and_warm(jobenv_cmd() + ["get"], slow)
-    slow_t, _ = timed(jobenv_cmd() + ["get"], slow, runs)
-    line("jobenv get, squeue stub answering in 200 ms, verdict cached", slow_t * 1000, "ms", slow_t / bare_t,
-         "<= 1.5x", slow_t / bare_t <= 1.5)
+    (slow_bare, _), (slow_t, _) = side_by_side([bare, (jobenv_cmd() + ["get"], slow)], runs)
+    line("jobenv get, squeue stub answering in 200 ms, verdict cached", slow_t * 1000, "ms", slow_t / slow_bare,
+         "<= 1.5x", slow_t / slow_bare <= 1.5)
 
     settle_and_warm(jobenv_cmd() + ["get"], get_env)
     ms = getjobenv_ms(get_env, runs)
