@@ -58,7 +58,7 @@ def find_job(env: Mapping[str, str], jobid: str, warn=None) -> Tuple[str, JobRec
 
     check_jobid(jobid)
     check_store(env)
-    hits = [p for p in (store.paths_for(store.key_for(s, jobid), dict(env))[0] for s in schedulers.MODULES)
+    hits = [p for p in (store.paths_for(store.key_for(s, jobid), dict(env))[0] for s in schedulers.NAMES)
             if os.path.lexists(p)]
     if len(hits) == 1:
         rec = store.load(hits[0])  # a defective record with that id: report its defect

@@ -11,7 +11,7 @@ import subprocess
 import sys
 
 import machines
-from conftest import base_env, jobenv
+from conftest import base_env, jobenv, record
 
 # Each costs milliseconds per start (re + enum ~6 ms, typing ~5 ms, click/rich tens of ms).
 HEAVY_EVERYWHERE = ("click", "rich", "yaml", "filelock", "typing", "re", "json.decoder", "pathlib",
@@ -64,3 +64,20 @@ def test_init_path_is_light(home):
             "out = sys.stdout; sys.stdout = open(os.devnull, 'w'); rc = main(); sys.stdout = out\n"
             "assert rc == 0, rc")
     assert loaded_heavy(code, base_env(home)) == ""
+
+
+def test_get_in_a_shell_in_no_job_imports_no_scheduler_module(tmp_path, home):
+    """The restore plan needs only the schedulers' tables; their modules (parsers, queries)
+    load when a shell is in a job or a verdict must be asked: ~1.5 ms of every new shell."""
+    env = base_env(home, machines.polaris(tmp_path))
+    jobenv(["save", "--quiet"], env, check=True)
+    env = base_env(home, {"JOBENV_HOSTNAME": record(env)["hosts"][0]})  # a fresh shell on the job's host
+    jobenv(["get"], env, check=True)  # the first shell asks about the job (no qstat here): verdict cached
+    code = ("import io, os; sys.argv = ['jobenv', 'get']\n"
+            "from jobenv.__main__ import main\n"
+            "out = sys.stdout; sys.stdout = open(os.devnull, 'w'); rc = main(); sys.stdout = out\n"
+            "assert rc == 0, rc\n"
+            "print(','.join(sorted(m for m in sys.modules if m.startswith('jobenv.schedulers.'))))")
+    p = subprocess.run([sys.executable, "-c", "import sys\n" + code], env=env, capture_output=True, text=True,
+                       timeout=60)
+    assert p.returncode == 0 and p.stdout.strip() == "", p.stdout + p.stderr

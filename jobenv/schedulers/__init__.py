@@ -10,30 +10,40 @@ from __future__ import annotations
 import os
 
 from ..errors import BadInput
-from . import cobalt, local, pbs, slurm
 
 TYPE_CHECKING = False  # `import typing` costs ~5 ms per shell; type checkers still read the block below
 if TYPE_CHECKING:
+    from types import ModuleType
     from typing import Dict, Mapping, Optional, Sequence, Tuple
 
     from .base import Capture
 
-MODULES = {"pbs": pbs, "slurm": slurm, "cobalt": cobalt, "local": local}
+NAMES = ("pbs", "slurm", "cobalt", "local")
 # Environment variable holding each scheduler's job id.
 JOBID_VARS = {"pbs": ("PBS_JOBID",), "slurm": ("SLURM_JOB_ID", "SLURM_JOBID"), "cobalt": ("COBALT_JOBID",)}
-PREFIXES = {"pbs": pbs.PREFIXES, "slurm": slurm.PREFIXES, "cobalt": cobalt.PREFIXES}
+# The prefix of each scheduler's variables (its module captures by it; a restore sets and clears by it).
+PREFIXES = {"pbs": ("PBS_",), "slurm": ("SLURM_",), "cobalt": ("COBALT_",)}
 # Variables that only a job of that scheduler sets (its id, its host list or nodefile; the
 # ones each module's detect() reads, and more): a shell where one is non-empty holds a job's
 # variables, so a restore of another job clears that scheduler's (jobenv.plan), and
 # getjobenv's cached snippet, computed for a shell in no job, is not for it (shell/jobenv.sh).
-JOB_MARKERS = {"pbs": ("PBS_JOBID", "PBS_NODEFILE"),
-               "slurm": ("SLURM_JOB_ID", "SLURM_JOBID", "SLURM_JOB_NODELIST", "SLURM_NODELIST"),
-               "cobalt": ("COBALT_JOBID", "COBALT_NODEFILE")}
+JOB_MARKERS = {name: JOBID_VARS[name] + more for name, more in (
+    ("pbs", ("PBS_NODEFILE",)), ("slurm", ("SLURM_JOB_NODELIST", "SLURM_NODELIST")), ("cobalt", ("COBALT_NODEFILE",)))}
+
+
+def module(name: str) -> ModuleType:
+    """A scheduler's module, imported on first use: `jobenv get` in a shell in no job, with
+    its verdict cached, needs none of them (five imports, ~1.5 ms of every new shell)."""
+    if name not in NAMES:
+        raise KeyError(name)
+    return __import__(f"{__name__}.{name}", fromlist=["detect"])
 
 
 def detect(env: Mapping[str, str]) -> str:
     """The scheduler this environment belongs to: pbs, slurm, cobalt or local."""
-    found = [name for name in ("pbs", "slurm", "cobalt") if MODULES[name].detect(env)]
+    if not any(env.get(v) for names in JOB_MARKERS.values() for v in names):
+        return "local"  # what every detect() below would say, without importing them
+    found = [name for name in ("pbs", "slurm", "cobalt") if module(name).detect(env)]
     if len(found) > 1 and "pbs" in found and not os.path.exists(env.get("PBS_NODEFILE", "")):
         found.remove("pbs")
     return found[0] if found else "local"
@@ -52,20 +62,20 @@ def env_jobid(env: Mapping[str, str]) -> Optional[Tuple[str, str]]:
 
 def capture(env: Mapping[str, str], scheduler: Optional[str] = None) -> Capture:
     name = scheduler or detect(env)
-    if name not in MODULES:
+    if name not in NAMES:
         raise BadInput(f"unknown scheduler {name!r} (pbs, slurm, cobalt, local)")
-    if name != "local" and not MODULES[name].detect(env):
+    if name != "local" and not module(name).detect(env):
         raise BadInput(f"--scheduler {name}: this shell has no {name} job variables")
-    return MODULES[name].capture(env)
+    return module(name).capture(env)
 
 
 def job_state(scheduler: str, jobid: str, env: Optional[Mapping[str, str]] = None,
               timeout: float = 5.0) -> Optional[Tuple[str, str]]:
     """('live'|'ended', reason) from the scheduler's CLI, None when it cannot tell."""
-    return MODULES[scheduler].job_state(jobid, env, timeout)
+    return module(scheduler).job_state(jobid, env, timeout)
 
 
 def job_states(scheduler: str, jobids: Sequence[str], env: Optional[Mapping[str, str]] = None,
                timeout: float = 5.0) -> Dict[str, Tuple[str, str]]:
     """One query for many jobs of one scheduler; jobs it cannot tell about are left out."""
-    return MODULES[scheduler].job_states(jobids, env, timeout)
+    return module(scheduler).job_states(jobids, env, timeout)

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from ..errors import BadInput
 from .base import Capture, parse_nodefile, pick_env, read_text, run_query, table_rows
+from . import PREFIXES as ALL_PREFIXES
 
 TYPE_CHECKING = False  # `import typing` costs ~5 ms per shell; type checkers still read the block below
 if TYPE_CHECKING:
@@ -15,7 +16,7 @@ if TYPE_CHECKING:
     from .base import Reader
 
 NAME = "cobalt"
-PREFIXES = ("COBALT_",)
+PREFIXES = ALL_PREFIXES["cobalt"]
 
 
 def detect(env: Mapping[str, str]) -> bool:

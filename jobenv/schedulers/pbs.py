@@ -7,6 +7,7 @@ PBS_NODEFILE, so both are required to call a job PBS.
 from __future__ import annotations
 
 from .base import Capture, parse_nodefile, pick_env, read_text, run_query, table_rows
+from . import PREFIXES as ALL_PREFIXES
 
 TYPE_CHECKING = False  # `import typing` costs ~5 ms per shell; type checkers still read the block below
 if TYPE_CHECKING:
@@ -15,7 +16,7 @@ if TYPE_CHECKING:
     from .base import Reader
 
 NAME = "pbs"
-PREFIXES = ("PBS_",)
+PREFIXES = ALL_PREFIXES["pbs"]
 DROP = ("PBS_JOBCOOKIE", "PBS_TASKNUM", "PBS_NODENUM", "PBS_MOMPORT")
 
 

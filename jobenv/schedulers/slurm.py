@@ -12,13 +12,14 @@ import os
 from ..errors import BadInput
 from ..numbers import MAX_PER_HOST, is_uint, parse_uint
 from .base import Capture, pick_env, run_query
+from . import PREFIXES as ALL_PREFIXES
 
 TYPE_CHECKING = False  # `import typing` costs ~5 ms per shell; type checkers still read the block below
 if TYPE_CHECKING:
     from typing import Dict, List, Mapping, Optional, Sequence, Tuple
 
 NAME = "slurm"
-PREFIXES = ("SLURM_",)
+PREFIXES = ALL_PREFIXES["slurm"]
 # Per-task and per-step variables: meaningless (or harmful) in another shell.
 TASK_VARS = (
     "SLURM_PROCID", "SLURM_LOCALID", "SLURM_NODEID", "SLURM_TASK_PID", "SLURM_GTIDS",
