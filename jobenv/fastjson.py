@@ -18,11 +18,9 @@ class _ScanContext:
 
 
 def loads(text: str):
-    """json.loads, without importing json.decoder when CPython's C scanner is there.
-
-    json.decoder imports `re` (with enum, ~6 ms): a third of what `jobenv get` may add to
-    the interpreter's start-up in every new shell.  The C scanner parses exactly as
-    json.loads does; only its error messages are plainer.
+    """json.loads, without importing json.decoder when CPython's C scanner is there (see
+    the module docstring).  The C scanner parses exactly as json.loads does; only its error
+    messages are plainer.
     """
     try:
         from _json import make_scanner

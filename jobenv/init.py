@@ -255,8 +255,9 @@ def run(args: List[str]) -> Optional[int]:
     try:
         text = output(opts["shell"], opts["auto"])
     except OSError as exc:
-        sys.stderr.write(f"jobenv: error: {exc}\n")
-        return 1
+        from .errors import report_error
+
+        return report_error(exc)
     sys.stdout.write(text)
     sys.stdout.flush()
     return 0
