@@ -13,7 +13,8 @@ import os
 from . import store
 from .errors import BadInput, BadRecord, NoRecord, visible
 from .fastjson import loads
-from .record import JobRecord, SCHEDULERS
+from .record import JobRecord
+from .schedulers import NAMES as SCHEDULERS
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:

@@ -33,8 +33,8 @@ from pathlib import Path
 from typing import Any, Dict, List, Mapping, Optional
 
 from .errors import BadInput
+from .schedulers import NAMES as SCHEDULERS
 
-SCHEDULERS = ("pbs", "slurm", "cobalt", "local")
 # Values every launch template may use; profiles add their own through `vars`.
 CONTEXT_KEYS = ("nhosts", "nranks", "ppn", "ngpus", "gpus_per_host", "hostfile", "jobid")
 _PLACEHOLDER = re.compile(r"\{(\w+)\}")

@@ -16,13 +16,13 @@ from .errors import BadRecord
 from .fastjson import loads
 from .hostlist import is_valid_host
 from .numbers import MAX_HOSTS, MAX_PER_HOST, is_finite
+from .schedulers import NAMES as SCHEDULERS
 
 TYPE_CHECKING = False  # `import typing` costs ~5 ms per shell; type checkers still read the block below
 if TYPE_CHECKING:
     from typing import Any, Callable, Dict, List, Optional
 
 SCHEMA_VERSION = 2
-SCHEDULERS = ("pbs", "slurm", "cobalt", "local")
 STATES = ("live", "ended", "unknown")
 MAX_EPOCH = 1e11  # year 5138: anything later is corruption
 _KNOWN = ("schema_version", "scheduler", "jobid", "jobname", "machine", "hosts", "nhosts",
