@@ -7,7 +7,7 @@ import shutil
 import subprocess
 import sys
 from pathlib import Path
-from typing import Dict, List, Mapping, Optional
+from typing import Dict, Iterator, List, Mapping, Optional
 
 import pytest
 
@@ -84,3 +84,47 @@ def pytest_terminal_summary(terminalreporter):
         terminalreporter.section("scenario timings")
         for nodeid, secs, outcome in _E2E_TIMES:
             terminalreporter.write_line(f"{secs:7.1f} s  {outcome:7}  {nodeid}")
+
+
+class OtherUser:
+    """A second local user: the attacker on a shared node (another account, same /tmp)."""
+
+    def __init__(self, name: str, uid: int, gid: int) -> None:
+        self.name, self.uid, self.gid = name, uid, gid
+
+    def sh(self, script: str, check: bool = True, **kw) -> subprocess.CompletedProcess:
+        """Run a POSIX sh script as this user (no groups, a minimal environment)."""
+        argv = ["setpriv", f"--reuid={self.uid}", f"--regid={self.gid}", "--clear-groups", "--",
+                "/bin/sh", "-c", script]
+        env = {"PATH": BASE_PATH, "HOME": "/nonexistent", "LANG": "C.UTF-8"}
+        p = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=60, **kw)
+        if check and p.returncode != 0:
+            raise AssertionError(f"as {self.name}: {script!r} failed ({p.returncode}):\n{p.stdout}\n{p.stderr}")
+        return p
+
+
+@pytest.fixture(scope="session")
+def other_user() -> OtherUser:
+    """A real second account (created once, as root: CI runs as root) to plant files as."""
+    if os.geteuid() != 0 or shutil.which("setpriv") is None:
+        if os.environ.get("CI"):
+            raise AssertionError("CI runs as root with setpriv: the second-user tests must run")
+        pytest.skip("needs root (to create a second local user) and setpriv")
+    name = "jobenvmallory"
+    if subprocess.run(["id", "-u", name], capture_output=True).returncode != 0:
+        subprocess.run(["useradd", "--no-create-home", "--shell", "/bin/sh", name], check=True,
+                       capture_output=True)
+    import pwd
+    pw = pwd.getpwnam(name)
+    return OtherUser(name, pw.pw_uid, pw.pw_gid)
+
+
+@pytest.fixture
+def shared_tmp() -> Iterator[Path]:
+    """A fresh world-writable sticky directory shaped like /tmp, reachable by every user
+    (pytest's own tmp_path sits under a private 0700 directory)."""
+    import tempfile
+    d = Path(tempfile.mkdtemp(prefix="jobenv-shared-", dir="/tmp"))
+    d.chmod(0o1777)
+    yield d
+    subprocess.run(["rm", "-rf", "--one-file-system", str(d)], check=False)
