@@ -32,16 +32,11 @@ class Capture:
 
 
 def read_text(path: str) -> str:
-    """Read a scheduler file, turning OS errors into a one-line BadInput."""
-    try:
-        with open(path, "rb") as f:
-            return f.read().decode("utf-8", "surrogateescape")
-    except FileNotFoundError:
-        raise BadInput(f"hostfile {path!r} does not exist (has the job ended?)") from None
-    except IsADirectoryError:
-        raise BadInput(f"hostfile {path!r} is a directory") from None
-    except OSError as exc:
-        raise BadInput(f"cannot read hostfile {path!r}: {exc.strerror}") from None
+    """A scheduler's nodefile: a regular file of bounded size (jobenv.readfile), or one
+    BadInput line."""
+    from ..readfile import MAX_HOSTFILE_BYTES, read_regular
+
+    return read_regular(path, MAX_HOSTFILE_BYTES, "hostfile", " (has the job ended?)")
 
 
 def pick_env(env: Mapping[str, str], prefixes: Sequence[str], drop: Sequence[str] = ()) -> Dict[str, str]:
