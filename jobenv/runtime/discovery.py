@@ -181,18 +181,19 @@ def load_record(path: str):
 
 
 def read_hostfile(path: str) -> Tuple[str, ...]:
-    """JOBENV_HOSTFILE: the hosts of this launch, one per line, each once (jobenv launch)."""
+    """JOBENV_HOSTFILE: the hosts of this launch, one per line, each once (jobenv launch).
+    Yours and no symbolic link (the store's rule), then read as every hostfile is."""
     from .. import store
     from ..errors import JobenvError
     from ..hostlist import is_valid_host
+    from ..readfile import MAX_HOSTFILE_BYTES, read_regular
 
     try:
         store.check_safe(path, is_dir=False)
-        with open(path, "rb") as f:
-            data = f.read(1 << 24)
+        data = read_regular(path, MAX_HOSTFILE_BYTES, "file")
     except (OSError, JobenvError) as exc:
         raise DetectError(f"JOBENV_HOSTFILE={path!r}: {exc}") from None
-    hosts = tuple(line.strip() for line in data.decode("utf-8", "surrogateescape").splitlines() if line.strip())
+    hosts = tuple(line.strip() for line in data.splitlines() if line.strip())
     if not hosts or not all(is_valid_host(h) for h in hosts) or len(set(hosts)) != len(hosts):
         raise DetectError(f"JOBENV_HOSTFILE={path!r}: not a list of distinct host names")
     return hosts
