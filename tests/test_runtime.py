@@ -144,6 +144,37 @@ def test_distinfo_is_immutable_value():
     assert a.replace(rank=0).rank == 0 and a.as_dict()["world_size"] == 2 and "rank=1" in repr(a)
 
 
+@pytest.mark.parametrize("fields,why", [
+    ({"hosts": "n1,n2"}, "one string"),
+    ({"hosts": b"n1"}, "one string"),
+    ({"hosts": ["n1", 2]}, "hosts holds 2"),
+    ({"rank": 2, "world_size": 2}, "rank 2 is outside 0..1"),
+    ({"rank": -1}, "rank -1 is outside"),
+    ({"world_size": 0}, "world size 0"),
+    ({"local_world_size": 3, "world_size": 2}, "local size 3 is outside 1..2"),
+    ({"local_rank": 1}, "local rank 1 is outside 0..0"),
+    ({"node_rank": -1}, "node rank -1"),
+    ({"num_nodes": 0}, "of 0 nodes"),
+    ({"rank": "0"}, "rank='0' is not an integer"),
+    ({"world_size": True}, "world_size=True is not an integer"),
+    ({"rank": 1.0, "world_size": 2}, "rank=1.0 is not an integer"),
+    ({"master_port": 70000}, "master_port=70000"),
+    ({"master_port": "29500"}, "master_port='29500'"),
+    ({"master_addr": ""}, "master_addr=''"),
+    ({"master_addr": 1}, "master_addr=1"),
+    ({"launcher": None}, "launcher=None"),
+    ({"jobid": 7}, "jobid=7"),
+])
+def test_distinfo_constructor_refuses_what_detect_would(fields, why):
+    """A DistInfo built by hand holds to detect()'s rules: hosts="n1,n2" was five hosts
+    ('n', '1', ',', 'n', '2') and rank 5 of 2 was accepted."""
+    with pytest.raises(DetectError, match=why):
+        DistInfo(**fields)
+    with pytest.raises(DetectError, match=why):
+        DistInfo(world_size=4, local_world_size=2).replace(**{"world_size": 1, "local_world_size": 1, **fields})
+    assert DistInfo(hosts=["n1", "n2"]).hosts == ("n1", "n2") and DistInfo(hosts=iter(["n1"])).hosts == ("n1",)
+
+
 @pytest.mark.parametrize("cuda,xpu,req,expect", [
     (True, False, None, ("cuda", "nccl")), (False, True, None, ("xpu", "xccl")), (False, False, None, ("cpu", "gloo")),
     (True, False, "gloo", ("cuda", "gloo")), (True, True, None, ("cuda", "nccl")),
