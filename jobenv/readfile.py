@@ -29,28 +29,24 @@ _KINDS = ((stat.S_ISDIR, "a directory"), (stat.S_ISFIFO, "a FIFO"), (stat.S_ISCH
           (stat.S_ISBLK, "a block device"), (stat.S_ISSOCK, "a socket"))
 
 
+class Refused(OSError):
+    """Not a regular file, or larger than the limit; str() says which."""
+
+
 def _kind(mode: int) -> str:
     return next((name for test, name in _KINDS if test(mode)), "not a file")
 
 
-def read_regular(path: str, limit: int, what: str, missing: str = "") -> str:
-    """The text of the regular file `path` (undecodable bytes kept as surrogates), at most
-    `limit` bytes; BadInput naming `what` and `path` for anything else (`missing` is added
-    to the message when the file does not exist)."""
-    where = f"{what} {path!r}"
-    try:
-        fd = os.open(path, _OPEN_FLAGS)
-    except FileNotFoundError:
-        dangling = " (a dangling symbolic link)" if os.path.islink(path) else ""
-        raise BadInput(f"{where} does not exist{dangling}{missing}") from None
-    except OSError as exc:
-        raise BadInput(f"cannot read {where}: {exc.strerror}") from None
+def read_bytes(path: str, limit: int) -> bytes:
+    """The bytes of the regular file `path`, at most `limit` of them.  Raises Refused for
+    anything else, and the OSError of open or read as it is (FileNotFoundError...)."""
+    fd = os.open(path, _OPEN_FLAGS)
     try:
         st = os.fstat(fd)
         if not stat.S_ISREG(st.st_mode):
-            raise BadInput(f"{where} is {_kind(st.st_mode)}, not a regular file: refusing to read it")
+            raise Refused(f"is {_kind(st.st_mode)}, not a regular file")
         if st.st_size > limit:
-            raise BadInput(f"{where} is {st.st_size:,} bytes, more than the {limit >> 20} MiB such a file may be")
+            raise Refused(f"is {st.st_size:,} bytes, more than the {limit >> 20} MiB such a file may be")
         chunks, size = [], 0
         while size <= limit:
             chunk = os.read(fd, min(max(st.st_size, 1 << 16), limit + 1 - size))
@@ -59,9 +55,23 @@ def read_regular(path: str, limit: int, what: str, missing: str = "") -> str:
             chunks.append(chunk)
             size += len(chunk)
         if size > limit:
-            raise BadInput(f"{where} grew past {limit >> 20} MiB while being read: refusing it")
-        return b"".join(chunks).decode("utf-8", "surrogateescape")
-    except OSError as exc:
-        raise BadInput(f"cannot read {where}: {exc.strerror}") from None
+            raise Refused(f"grew past {limit >> 20} MiB while being read")
+        return b"".join(chunks)
     finally:
         os.close(fd)
+
+
+def read_regular(path: str, limit: int, what: str, missing: str = "") -> str:
+    """The text of the regular file `path` (undecodable bytes kept as surrogates), at most
+    `limit` bytes; BadInput naming `what` and `path` for anything else (`missing` is added
+    to the message when the file does not exist)."""
+    where = f"{what} {path!r}"
+    try:
+        return read_bytes(path, limit).decode("utf-8", "surrogateescape")
+    except Refused as exc:
+        raise BadInput(f"{where} {exc}: refusing to read it") from None
+    except FileNotFoundError:
+        dangling = " (a dangling symbolic link)" if os.path.islink(path) else ""
+        raise BadInput(f"{where} does not exist{dangling}{missing}") from None
+    except OSError as exc:
+        raise BadInput(f"cannot read {where}: {exc.strerror}") from None
