@@ -33,18 +33,23 @@ class Refused(OSError):
     """Not a regular file, or larger than the limit; str() says which."""
 
 
+class NotRegular(Refused):
+    """A FIFO, device, directory or socket."""
+
+
 def _kind(mode: int) -> str:
     return next((name for test, name in _KINDS if test(mode)), "not a file")
 
 
 def read_bytes(path: str, limit: int) -> bytes:
-    """The bytes of the regular file `path`, at most `limit` of them.  Raises Refused for
-    anything else, and the OSError of open or read as it is (FileNotFoundError...)."""
+    """The bytes of the regular file `path`, at most `limit` of them.  Raises NotRegular
+    or Refused (too large) for anything else, and the OSError of open or read as it is
+    (FileNotFoundError...)."""
     fd = os.open(path, _OPEN_FLAGS)
     try:
         st = os.fstat(fd)
         if not stat.S_ISREG(st.st_mode):
-            raise Refused(f"is {_kind(st.st_mode)}, not a regular file")
+            raise NotRegular(f"is {_kind(st.st_mode)}, not a regular file")
         if st.st_size > limit:
             raise Refused(f"is {st.st_size:,} bytes, more than the {limit >> 20} MiB such a file may be")
         chunks, size = [], 0
