@@ -207,3 +207,14 @@ def test_nodefile_that_is_not_a_small_regular_file_is_one_line(tmp_path, home, v
     assert p.returncode == 5 and len(lines) == 1 and lines[0].startswith("jobenv: error: "), p.stderr[:2000]
     assert len(p.stderr) < 1000 and "Traceback" not in p.stderr
     assert store_files(env) == {}
+
+
+def test_nodefile_with_more_slots_per_host_than_the_limit_is_refused(tmp_path, home):
+    """100,001 slots on one host: one line, exit 5, nothing written (save wrote a record
+    that every later read refused as corrupt)."""
+    env = base_env(home, machines.pbs_mpiprocs4(tmp_path))
+    Path(env["PBS_NODEFILE"]).write_text("cn001\n" * 100_001 + "cn002\n")
+    p = jobenv(["save"], env)
+    assert p.returncode == 5 and p.stderr.count("\n") == 1, p.stderr
+    assert "cn001 100,001 times" in p.stderr and "100,000 ranks per host" in p.stderr
+    assert store_files(env) == {}

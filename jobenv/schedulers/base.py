@@ -57,7 +57,7 @@ def pick_env(env: Mapping[str, str], prefixes: Sequence[str], drop: Sequence[str
 def parse_nodefile(text: str, path: str) -> Tuple[List[str], List[int]]:
     """Hosts in first-seen order and slot counts per host from a one-line-per-slot file."""
     from ..hostlist import check_host, unique
-    from ..numbers import check_hosts
+    from ..numbers import MAX_PER_HOST, check_hosts
 
     counts: Dict[str, int] = {}
     for lineno, line in enumerate(text.splitlines(), 1):
@@ -71,6 +71,10 @@ def parse_nodefile(text: str, path: str) -> Tuple[List[str], List[int]]:
         counts[name] += 1
     if not counts:
         raise BadInput(f"hostfile {path!r} is empty: no hosts to run on")
+    most = max(counts, key=counts.__getitem__)  # once, not per line: a nodefile may have millions
+    if counts[most] > MAX_PER_HOST:
+        raise BadInput(f"hostfile {path!r} lists {most} {counts[most]:,} times, more than jobenv's limit "
+                       f"of {MAX_PER_HOST:,} ranks per host")
     hosts = unique(counts)
     return hosts, [counts[h] for h in hosts]
 
