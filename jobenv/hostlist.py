@@ -61,9 +61,10 @@ def host_index(hosts: Sequence[str], hostname: str) -> Optional[int]:
 
 
 def check_host(name: str, where: str = "host name") -> str:
-    """Return `name` or raise HostlistError naming the offending value."""
+    """Return `name` or raise HostlistError naming the offending value (its first 200
+    characters: a nodefile may hold one line of megabytes)."""
     if not is_valid_host(name):
-        raise HostlistError(f"invalid {where} {name!r}: not a valid host name")
+        raise HostlistError(f"invalid {where} {_short(name)!r}: not a valid host name")
     return name
 
 

@@ -7,8 +7,9 @@ the scheduler's variables, HOSTFILE and NGPU_PER_HOST are taken from it: jobenv'
 settings (JOBENV_*, XDG_CONFIG_HOME, PATH...) come from this shell, never from a file that
 another tool or person wrote, since they choose the store, the profile and so the
 `launch` command.  Only a regular file of at most MAX_BYTES is read (a FIFO would hang,
-/dev/zero would exhaust memory).  The variables then go through the same capture as
-`jobenv save`.
+/dev/zero would exhaust memory), and the nodefile or HOSTFILE it names is read as
+`jobenv save` reads one (jobenv.readfile).  The variables then go through the same
+capture as `jobenv save`.
 """
 from __future__ import annotations
 
@@ -83,32 +84,7 @@ def import_env(parsed: Mapping[str, str], base: Mapping[str, str]) -> Dict[str, 
 
 
 def read(path: str) -> str:
-    """The file's text; refuses anything but a regular file of at most MAX_BYTES.
+    """The file's text: a regular file of at most MAX_BYTES (jobenv.readfile), else BadInput."""
+    from .readfile import read_regular
 
-    Opened with O_NONBLOCK so that a FIFO cannot hang us before fstat says what it is."""
-    import stat
-
-    try:
-        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_NOCTTY", 0))
-    except OSError as exc:
-        raise BadInput(f"cannot read {path}: {exc.strerror}") from None
-    try:
-        st = os.fstat(fd)
-        if not stat.S_ISREG(st.st_mode):
-            raise BadInput(f"{path} is not a regular file (a FIFO, device or directory): refusing to read it")
-        if st.st_size > MAX_BYTES:
-            raise BadInput(f"{path} is {st.st_size:,} bytes, more than the {MAX_BYTES >> 20} MiB an env file may be")
-        chunks, size = [], 0
-        while size <= MAX_BYTES:
-            chunk = os.read(fd, 1 << 16)
-            if not chunk:
-                break
-            chunks.append(chunk)
-            size += len(chunk)
-        if size > MAX_BYTES:
-            raise BadInput(f"{path} grew past {MAX_BYTES >> 20} MiB while being read")
-        return b"".join(chunks).decode("utf-8", "surrogateescape")
-    except OSError as exc:
-        raise BadInput(f"cannot read {path}: {exc.strerror}") from None
-    finally:
-        os.close(fd)
+    return read_regular(path, MAX_BYTES, "env file")

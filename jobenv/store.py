@@ -161,10 +161,9 @@ def _check_owner(json_path: str, record: JobRecord) -> None:
     from .fastjson import loads
 
     try:
-        with open(json_path, "rb") as f:
-            old = loads(f.read(MAX_RECORD_BYTES).decode("utf-8", "surrogateescape"))
-    except (OSError, ValueError, RecursionError):
-        return  # missing or unreadable: a new save replaces it
+        old = loads(_read(json_path).decode("utf-8", "surrogateescape"))
+    except (BadRecord, ValueError, RecursionError):
+        return  # missing, unreadable or not a file: a new save replaces it
     if not isinstance(old, dict) or not isinstance(old.get("jobid"), str):
         return
     if (old.get("scheduler"), old["jobid"]) != (record.scheduler, record.jobid):
@@ -205,16 +204,24 @@ def load(path: str) -> JobRecord:
     """Read one record; BadRecord names the file on any defect (or on an unsafe store)."""
     _check_dir_once(os.path.dirname(os.path.abspath(path)))
     check_safe(path, is_dir=False)
+    return from_json(_read(path).decode("utf-8", "surrogateescape"), path)
+
+
+def _read(path: str) -> bytes:
+    """A record, read as every file named by the environment or a record is
+    (jobenv.readfile: non-blocking, a regular file, at most MAX_RECORD_BYTES): a FIFO
+    there (JOBENV_RECORD names any path) is refused as unsafe instead of blocking."""
+    from .readfile import NotRegular, Refused, read_bytes
+
     try:
-        with open(path, "rb") as f:
-            data = f.read(MAX_RECORD_BYTES + 1)
+        return read_bytes(path, MAX_RECORD_BYTES)
     except FileNotFoundError:
         raise BadRecord(f"{path}: record vanished (removed by another process)", kind="gone") from None
+    except Refused as exc:  # not a regular file: unsafe (never deleted as corrupt); too large: corrupt
+        raise BadRecord(f"{path}: record refused: it {exc}",
+                        kind="unsafe" if isinstance(exc, NotRegular) else "corrupt") from None
     except OSError as exc:
         raise BadRecord(f"{path}: cannot read record ({exc.strerror})", kind="corrupt") from None
-    if len(data) > MAX_RECORD_BYTES:
-        raise BadRecord(f"{path}: corrupt record (larger than {MAX_RECORD_BYTES >> 20} MiB)", kind="corrupt")
-    return from_json(data.decode("utf-8", "surrogateescape"), path)
 
 
 def env_path(json_path: str, rec: JobRecord) -> str:

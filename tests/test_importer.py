@@ -5,6 +5,7 @@ import json
 
 import pytest
 
+import fsutil
 from conftest import base_env, jobenv
 from jobenv.errors import BadInput
 from jobenv.importer import parse
@@ -111,3 +112,19 @@ def test_import_refuses_fifos_devices_and_huge_files(tmp_path, home):
         f.truncate(64 << 20)
     p = jobenv(["import", str(big)], env)
     assert p.returncode == 5 and "MiB" in p.stderr
+
+
+@pytest.mark.parametrize("line", ["export PBS_NODEFILE={path}", "export PBS_NODEFILE=/gone\nexport HOSTFILE={path}",
+                                  "export COBALT_NODEFILE={path}"])
+@pytest.mark.parametrize("kind", fsutil.HOSTILE_FILES)
+def test_import_of_a_file_naming_a_hostile_nodefile_is_one_line(tmp_path, home, line, kind):
+    """The nodefile (or ezpz HOSTFILE copy) an imported file names is read as `save` reads
+    one: a FIFO, /dev/zero, a directory, a dangling link or a huge file is one short line."""
+    jobid = "COBALT_JOBID=10446" if "COBALT" in line else "PBS_JOBID=1.x"
+    f = tmp_path / "envfile"
+    f.write_text(f"export {jobid}\n" + line.format(path=fsutil.hostile_file(tmp_path / "evil", kind)) + "\n")
+    p = fsutil.jobenv_within(20, ["import", str(f)], base_env(home))
+    lines = p.stderr.splitlines()
+    assert p.returncode == 5 and len(lines) == 1 and lines[0].startswith("jobenv: error: "), p.stderr[:2000]
+    assert len(p.stderr) < 1000 and "Traceback" not in p.stderr
+

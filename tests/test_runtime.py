@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+import fsutil
 from jobenv.runtime import DetectError, DistInfo, detect, export_env
 from jobenv.runtime.backends import choose_backend, tf_config
 
@@ -143,6 +144,37 @@ def test_distinfo_is_immutable_value():
     assert a.replace(rank=0).rank == 0 and a.as_dict()["world_size"] == 2 and "rank=1" in repr(a)
 
 
+@pytest.mark.parametrize("fields,why", [
+    ({"hosts": "n1,n2"}, "one string"),
+    ({"hosts": b"n1"}, "one string"),
+    ({"hosts": ["n1", 2]}, "hosts holds 2"),
+    ({"rank": 2, "world_size": 2}, "rank 2 is outside 0..1"),
+    ({"rank": -1}, "rank -1 is outside"),
+    ({"world_size": 0}, "world size 0"),
+    ({"local_world_size": 3, "world_size": 2}, "local size 3 is outside 1..2"),
+    ({"local_rank": 1}, "local rank 1 is outside 0..0"),
+    ({"node_rank": -1}, "node rank -1"),
+    ({"num_nodes": 0}, "of 0 nodes"),
+    ({"rank": "0"}, "rank='0' is not an integer"),
+    ({"world_size": True}, "world_size=True is not an integer"),
+    ({"rank": 1.0, "world_size": 2}, "rank=1.0 is not an integer"),
+    ({"master_port": 70000}, "master_port=70000"),
+    ({"master_port": "29500"}, "master_port='29500'"),
+    ({"master_addr": ""}, "master_addr=''"),
+    ({"master_addr": 1}, "master_addr=1"),
+    ({"launcher": None}, "launcher=None"),
+    ({"jobid": 7}, "jobid=7"),
+])
+def test_distinfo_constructor_refuses_what_detect_would(fields, why):
+    """A DistInfo built by hand holds to detect()'s rules: hosts="n1,n2" was five hosts
+    ('n', '1', ',', 'n', '2') and rank 5 of 2 was accepted."""
+    with pytest.raises(DetectError, match=why):
+        DistInfo(**fields)
+    with pytest.raises(DetectError, match=why):
+        DistInfo(world_size=4, local_world_size=2).replace(**{"world_size": 1, "local_world_size": 1, **fields})
+    assert DistInfo(hosts=["n1", "n2"]).hosts == ("n1", "n2") and DistInfo(hosts=iter(["n1"])).hosts == ("n1",)
+
+
 @pytest.mark.parametrize("cuda,xpu,req,expect", [
     (True, False, None, ("cuda", "nccl")), (False, True, None, ("xpu", "xccl")), (False, False, None, ("cpu", "gloo")),
     (True, False, "gloo", ("cuda", "gloo")), (True, True, None, ("cuda", "nccl")),
@@ -254,3 +286,29 @@ def test_setup_torch_names_the_rank_that_never_checks_in(tmp_path):
     p = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120)
     assert p.returncode == 5, p.stdout + p.stderr
     assert "ranks 1 (on h1), 2 (on h2) never checked in within 3 s" in p.stdout
+
+
+@pytest.mark.parametrize("kind", fsutil.HOSTILE_FILES)
+def test_hostile_jobenv_hostfile_is_refused_at_once(tmp_path, kind):
+    """JOBENV_HOSTFILE is read in every rank: a FIFO must not block it, /dev/zero or a
+    huge file must not fill its memory; each is one DetectError (run under `timeout`)."""
+    path = fsutil.hostile_file(tmp_path / "evil", kind)
+    code = "import jobenv.runtime as r\ntry:\n    r.detect()\nexcept r.DetectError as e:\n    print(e)\n"
+    env = {**HYDRA, "PATH": "/usr/bin:/bin", "PYTHONPATH": str(Path(__file__).resolve().parents[1]),
+           "JOBENV_HOSTFILE": path, "JOBENV_HOSTNAME": "n1"}
+    p = subprocess.run(["timeout", "-s", "KILL", "20", sys.executable, "-c", code], env=env, capture_output=True,
+                       text=True)
+    assert p.returncode == 0 and p.stdout.startswith(f"JOBENV_HOSTFILE={path!r}: "), (p.returncode, p.stderr[-2000:])
+    assert len(p.stdout) < 1000
+
+
+def test_jobenv_hostfile_is_read_whole_or_refused(tmp_path):
+    """A launch on 700,000 hosts has a 17 MiB JOBENV_HOSTFILE: every host is read (it was cut
+    at 16 MiB, so the last hosts fell back to rank // local size)."""
+    hosts = [f"host-{i:06d}.example.org" for i in range(700_000)]
+    path = tmp_path / "hosts"
+    path.write_text("".join(h + "\n" for h in hosts))
+    path.chmod(0o600)
+    assert path.stat().st_size > 16 << 20
+    info = detect({**HYDRA, "JOBENV_HOSTFILE": str(path)}, hostname=hosts[-1])
+    assert info.node_rank == len(hosts) - 1 and info.num_nodes == len(hosts)

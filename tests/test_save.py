@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+import fsutil
 import machines
 from conftest import base_env, jobenv, record, store_files
 
@@ -193,3 +194,27 @@ def test_user_profile_overrides_and_is_listed(tmp_path, home):
     assert {"mine", "polaris", "aurora", "sunspot", "perlmutter", "frontier", "thetagpu", "pbs", "slurm", "cobalt", "local"} <= names
     rec2, _, _ = save(tmp_path, home, machines.pbs_mpiprocs4, "--profile", "pbs")
     assert rec2["machine"] == "pbs"
+
+
+@pytest.mark.parametrize("var,builder", [("PBS_NODEFILE", machines.pbs_mpiprocs4), ("COBALT_NODEFILE", machines.thetagpu)])
+@pytest.mark.parametrize("kind", fsutil.HOSTILE_FILES)
+def test_nodefile_that_is_not_a_small_regular_file_is_one_line(tmp_path, home, var, builder, kind):
+    """A nodefile named by the environment may be a FIFO (blocks), /dev/zero (never ends),
+    a directory, a dangling link or huge: one short line, exit 5, at once, nothing written."""
+    env = base_env(home, {**builder(tmp_path), var: fsutil.hostile_file(tmp_path / "evil", kind)})
+    p = fsutil.jobenv_within(20, ["save"], env)
+    lines = p.stderr.splitlines()
+    assert p.returncode == 5 and len(lines) == 1 and lines[0].startswith("jobenv: error: "), p.stderr[:2000]
+    assert len(p.stderr) < 1000 and "Traceback" not in p.stderr
+    assert store_files(env) == {}
+
+
+def test_nodefile_with_more_slots_per_host_than_the_limit_is_refused(tmp_path, home):
+    """100,001 slots on one host: one line, exit 5, nothing written (save wrote a record
+    that every later read refused as corrupt)."""
+    env = base_env(home, machines.pbs_mpiprocs4(tmp_path))
+    Path(env["PBS_NODEFILE"]).write_text("cn001\n" * 100_001 + "cn002\n")
+    p = jobenv(["save"], env)
+    assert p.returncode == 5 and p.stderr.count("\n") == 1, p.stderr
+    assert "cn001 100,001 times" in p.stderr and "100,000 ranks per host" in p.stderr
+    assert store_files(env) == {}

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+import fsutil
 import machines
 from conftest import base_env, jobenv
 from jobenv import store
@@ -216,3 +217,24 @@ def test_key_for_is_safe_and_unique():
     a, b = store.key_for("pbs", "123[3].pbs01"), store.key_for("pbs", "123_3_.pbs01")
     assert a != b and "/" not in a and "[" not in a
     assert "/" not in store.key_for("slurm", "../../etc/passwd")
+
+
+def test_a_fifo_in_the_store_is_refused_not_waited_on(tmp_path, home):
+    """A record that is a FIFO (JOBENV_RECORD may name any path): get, list and
+    detect() refuse it at once, and a new save replaces it (all under `timeout`)."""
+    env = base_env(home, machines.pbs_mpiprocs4(tmp_path))
+    jobenv(["save", "--quiet"], env, check=True)
+    jobs = home / ".jobenv" / "jobs"
+    path = next(p for p in jobs.iterdir() if p.suffix == ".json")
+    path.unlink()
+    os.mkfifo(path, 0o600)
+    p = fsutil.jobenv_within(20, ["get", "--job", "6000.pbs01.cluster.edu"], env)
+    assert p.returncode == 6 and p.stderr.count("\n") == 1 and "not a regular file" in p.stderr, p.stderr
+    fsutil.jobenv_within(20, ["list"], env)
+    code = "import jobenv.runtime as r\ntry:\n    r.detect()\nexcept r.DetectError as e:\n    print(e)\n"
+    q = subprocess.run(["timeout", "-s", "KILL", "20", sys.executable, "-c", code], capture_output=True, text=True,
+                       env={**env, "JOBENV_RECORD": str(path), "PMI_RANK": "0", "PMI_SIZE": "2"})
+    assert q.returncode == 0 and "is a FIFO, not a regular file" in q.stdout, (q.returncode, q.stdout, q.stderr)
+    p = fsutil.jobenv_within(20, ["save", "--quiet"], env)
+    assert p.returncode == 0, p.stderr
+    assert fsutil.jobenv_within(20, ["get", "--job", "6000.pbs01.cluster.edu"], env).returncode == 0

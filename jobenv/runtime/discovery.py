@@ -10,8 +10,9 @@ rejection below.  The rules, in order:
    ranks per host (record, or NRANKS_PER_HOST), else the world size; local rank is
    rank % local size; node is this host's place in the launch's host list (the record's
    hosts, or JOBENV_HOSTFILE when `jobenv launch` runs on a subset), else rank // local size.
-3. checks: numbers are 1-9 ASCII digits; 0 <= rank < size, 1 <= local size <= size,
-   local rank < local size, node < size and node < the job's hosts; MASTER_PORT in 1..65535.
+3. checks: numbers are 1-9 ASCII digits; node < size (from a launcher) and node < the
+   job's hosts; MASTER_PORT in 1..65535; then DistInfo's own invariants (info.py):
+   0 <= rank < size, 1 <= local size <= size, local rank < local size.
 4. MASTER_ADDR: as set; else loopback for one rank, for one host and for the local
    scheduler; else srun's first step host; else the first host of the launch.
 5. MASTER_PORT: as set; else 29500 for one rank; else `derived_port` of a per-launch seed.
@@ -181,18 +182,19 @@ def load_record(path: str):
 
 
 def read_hostfile(path: str) -> Tuple[str, ...]:
-    """JOBENV_HOSTFILE: the hosts of this launch, one per line, each once (jobenv launch)."""
+    """JOBENV_HOSTFILE: the hosts of this launch, one per line, each once (jobenv launch).
+    Yours and no symbolic link (the store's rule), then read as every hostfile is."""
     from .. import store
     from ..errors import JobenvError
     from ..hostlist import is_valid_host
+    from ..readfile import MAX_HOSTFILE_BYTES, read_regular
 
     try:
         store.check_safe(path, is_dir=False)
-        with open(path, "rb") as f:
-            data = f.read(1 << 24)
+        data = read_regular(path, MAX_HOSTFILE_BYTES, "file")
     except (OSError, JobenvError) as exc:
         raise DetectError(f"JOBENV_HOSTFILE={path!r}: {exc}") from None
-    hosts = tuple(line.strip() for line in data.decode("utf-8", "surrogateescape").splitlines() if line.strip())
+    hosts = tuple(line.strip() for line in data.splitlines() if line.strip())
     if not hosts or not all(is_valid_host(h) for h in hosts) or len(set(hosts)) != len(hosts):
         raise DetectError(f"JOBENV_HOSTFILE={path!r}: not a list of distinct host names")
     return hosts
@@ -208,22 +210,11 @@ def node_index(hosts: Sequence[str], hostname: str, rank: int, lsize: int) -> in
     return rank // max(lsize, 1)
 
 
-def check_sizes(where: str, size: int, lsize: Optional[int]) -> None:
-    if size < 1:
-        raise DetectError(f"{where}world size {size} is not a positive number")
-    if lsize is not None and not 1 <= lsize <= size:
-        raise DetectError(f"{where}local size {lsize} is outside 1..{size} (the world size)")
-
-
-def check_counts(launcher: str, rank: int, size: int, local: int, lsize: int, node: int,
-                 nhosts: Optional[int], from_launcher: bool = True) -> None:
-    """Refuse what no launcher produces.  A node rank from the host list may exceed the
-    world size (two ranks on the job's third host); never the job's host count."""
-    where = f"{launcher}: " if launcher != "none" else ""
-    check_sizes(where, size, lsize)
-    if not 0 <= local < lsize:
-        raise DetectError(f"{where}local rank {local} is outside 0..{lsize - 1} (local size {lsize})")
+def check_node(launcher: str, size: int, node: int, nhosts: Optional[int], from_launcher: bool = True) -> None:
+    """A node rank from the host list may exceed the world size (two ranks on the job's
+    third host); never the job's host count.  (The other counts are DistInfo's invariants.)"""
     if (from_launcher and node >= size) or (nhosts is not None and node >= nhosts):
+        where = f"{launcher}: " if launcher != "none" else ""
         raise DetectError(f"{where}node rank {node} is beyond the job ({size} ranks"
                           + (f" on {nhosts} hosts)" if nhosts is not None else ")"))
 
@@ -287,7 +278,6 @@ def detect(env: Optional[Mapping[str, str]] = None, pids=None, hostname: Optiona
         launcher, rank, size, local, lsize, node = agree(found)[:6]
     else:
         launcher, rank, size, local, lsize, node = "none", 0, 1, 0, 1, 0
-    check_sizes(f"{launcher}: ", size, lsize)
 
     path = record_path(env) if size > 1 or env.get("JOBENV_RECORD") else None
     record = load_record(path) if path else None
@@ -296,17 +286,18 @@ def detect(env: Optional[Mapping[str, str]] = None, pids=None, hostname: Optiona
     if lsize is None:
         rph = record.ranks_per_host if record is not None else optional_number(env, "NRANKS_PER_HOST")
         lsize = min(rph, size) if rph else size
+    per_node = lsize or 1  # only for arithmetic: DistInfo refuses a local size of 0 below
     if local is None:
-        local = rank % lsize
+        local = rank % per_node
     from_launcher = node is not None
     if node is None:
-        node = node_index(hosts, hostname or _this_host(env), rank, lsize) if hosts and size > 1 else rank // lsize
+        node = node_index(hosts, hostname or _this_host(env), rank, lsize) if hosts and size > 1 else rank // per_node
     nhosts = len(record.hosts) if record is not None else optional_number(env, "NHOSTS")
-    check_counts(launcher, rank, size, local, lsize, node, nhosts, from_launcher)
+    check_node(launcher, size, node, nhosts, from_launcher)
     jobid = job_id(env, record)
     scheduler = record.scheduler if record is not None else env.get("JOBENV_SCHEDULER")
     return DistInfo(rank=rank, local_rank=local, world_size=size, local_world_size=lsize, node_rank=node,
-                    num_nodes=len(hosts) if run_hosts else -(-size // lsize),
+                    num_nodes=len(hosts) if run_hosts else -(-size // per_node),
                     master_addr=master_addr(env, launcher, size, lsize, scheduler, hosts),
                     master_port=master_port(env, size, jobid), launcher=launcher, jobid=jobid, hosts=hosts)
 

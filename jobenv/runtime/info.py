@@ -18,8 +18,51 @@ class DetectError(BadInput, RuntimeError):
     callers that caught it as one."""
 
 
+def _short(value) -> str:
+    text = repr(value)
+    return text if len(text) <= 80 else text[:80] + "..."
+
+
+def _check(rank, local_rank, world_size, local_world_size, node_rank, num_nodes, master_addr, master_port,
+           launcher, jobid, hosts) -> None:
+    """What no launcher produces, refused for detect() and for callers of the constructor
+    alike: this is the one place these invariants are checked.  Host names themselves are
+    checked where they are read (the record, JOBENV_HOSTFILE): here only that each is a
+    string.  Counts are plain ints (not bool, float or str).  Cheap: detect() runs it in
+    every rank."""
+    ints = (rank, local_rank, world_size, local_world_size, node_rank, num_nodes)
+    if not all(type(v) is int for v in ints):
+        name, value = next((n, v) for n, v in zip(_FIELDS, ints) if type(v) is not int)
+        raise _error(launcher, f"DistInfo: {name}={_short(value)} is not an integer")
+    if world_size < 1:
+        raise _error(launcher, f"world size {world_size} is not a positive number")
+    if not 0 <= rank < world_size:
+        raise _error(launcher, f"rank {rank} is outside 0..{world_size - 1} (world size {world_size})")
+    if not 1 <= local_world_size <= world_size:
+        raise _error(launcher, f"local size {local_world_size} is outside 1..{world_size} (the world size)")
+    if not 0 <= local_rank < local_world_size:
+        raise _error(launcher, f"local rank {local_rank} is outside 0..{local_world_size - 1} "
+                               f"(local size {local_world_size})")
+    if node_rank < 0 or num_nodes < 1:
+        raise _error(launcher, f"node rank {node_rank} of {num_nodes} nodes is impossible")
+    if master_port is not None and not (type(master_port) is int and 1 <= master_port <= 65535):
+        raise _error(launcher, f"DistInfo: master_port={_short(master_port)} is not a port number (1-65535)")
+    for name, value in (("master_addr", master_addr), ("jobid", jobid), ("launcher", launcher)):
+        if not (type(value) is str and value) and (value is not None or name == "launcher"):
+            raise _error(launcher, f"DistInfo: {name}={_short(value)} is not a non-empty string")
+    if hosts and not all(type(h) is str for h in hosts):
+        raise _error(launcher, f"DistInfo: hosts holds {_short(next(h for h in hosts if type(h) is not str))}, "
+                               "not a host name")
+
+
+def _error(launcher, message: str) -> DetectError:
+    """The message, after the launcher's name when one started this process."""
+    return DetectError(f"{launcher}: {message}" if type(launcher) is str and launcher != "none" else message)
+
+
 class DistInfo:
-    """Where this process sits in the job.  Immutable.
+    """Where this process sits in the job.  Immutable, and consistent: the constructor
+    (and so `replace`) refuses what `detect()` would (DetectError).
 
     A slotted class with dataclass-like behaviour (equality, repr, `as_dict`, `replace`)
     instead of a frozen dataclass: `import dataclasses` alone costs more than the whole
@@ -43,8 +86,11 @@ class DistInfo:
                  local_world_size: int = 1, node_rank: int = 0, num_nodes: int = 1,
                  master_addr=None, master_port=None, launcher: str = "none", jobid=None,
                  hosts=()) -> None:
+        if isinstance(hosts, (str, bytes)):  # tuple("n1,n2") would be the characters
+            raise DetectError(f"DistInfo: hosts={_short(hosts)!r} is one string, not a list of host names")
         values = (rank, local_rank, world_size, local_world_size, node_rank, num_nodes,
                   master_addr, master_port, launcher, jobid, tuple(hosts))
+        _check(*values)
         for name, value in zip(_FIELDS, values):
             object.__setattr__(self, name, value)
 

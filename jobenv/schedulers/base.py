@@ -32,16 +32,11 @@ class Capture:
 
 
 def read_text(path: str) -> str:
-    """Read a scheduler file, turning OS errors into a one-line BadInput."""
-    try:
-        with open(path, "rb") as f:
-            return f.read().decode("utf-8", "surrogateescape")
-    except FileNotFoundError:
-        raise BadInput(f"hostfile {path!r} does not exist (has the job ended?)") from None
-    except IsADirectoryError:
-        raise BadInput(f"hostfile {path!r} is a directory") from None
-    except OSError as exc:
-        raise BadInput(f"cannot read hostfile {path!r}: {exc.strerror}") from None
+    """A scheduler's nodefile: a regular file of bounded size (jobenv.readfile), or one
+    BadInput line."""
+    from ..readfile import MAX_HOSTFILE_BYTES, read_regular
+
+    return read_regular(path, MAX_HOSTFILE_BYTES, "hostfile", " (has the job ended?)")
 
 
 def pick_env(env: Mapping[str, str], prefixes: Sequence[str], drop: Sequence[str] = ()) -> Dict[str, str]:
@@ -62,7 +57,7 @@ def pick_env(env: Mapping[str, str], prefixes: Sequence[str], drop: Sequence[str
 def parse_nodefile(text: str, path: str) -> Tuple[List[str], List[int]]:
     """Hosts in first-seen order and slot counts per host from a one-line-per-slot file."""
     from ..hostlist import check_host, unique
-    from ..numbers import check_hosts
+    from ..numbers import MAX_PER_HOST, check_hosts
 
     counts: Dict[str, int] = {}
     for lineno, line in enumerate(text.splitlines(), 1):
@@ -76,6 +71,10 @@ def parse_nodefile(text: str, path: str) -> Tuple[List[str], List[int]]:
         counts[name] += 1
     if not counts:
         raise BadInput(f"hostfile {path!r} is empty: no hosts to run on")
+    most = max(counts, key=counts.__getitem__)  # once, not per line: a nodefile may have millions
+    if counts[most] > MAX_PER_HOST:
+        raise BadInput(f"hostfile {path!r} lists {most} {counts[most]:,} times, more than jobenv's limit "
+                       f"of {MAX_PER_HOST:,} ranks per host")
     hosts = unique(counts)
     return hosts, [counts[h] for h in hosts]
 
