@@ -20,6 +20,8 @@ from __future__ import annotations
 import os
 import sys
 
+from .errors import EXIT_NO_RECORD
+
 TYPE_CHECKING = False  # `import typing` costs ~5 ms per login shell
 if TYPE_CHECKING:
     from typing import List, Optional
@@ -73,23 +75,21 @@ else  # before compinit: register at the first prompt, once compinit has run
 fi
 """
 
-# Shared by bash, zsh and sh.  The `.json` test is only a cache of "saved already": an id
-# whose file name store.key_for hashes never matches, and `jobenv save` decides.
+# Shared by bash, zsh and sh.  In a shell of an allocation the shell does not name the
+# job's record itself (store.key_for hashes ids such as PBS array subjobs' `123[4].srv`):
+# it asks `jobenv get`, which it runs anyway there, and saves only on its "no record of
+# this job" (errors.EXIT_NO_RECORD), so a save of the user's own is never overwritten.
 _SH_AUTO = """\
 # Automatic save/restore (JOBENV_AUTO=1 or `jobenv init --auto`): silent, never fails.
 _jobenv_auto() {
     {zsh_opts}case $- in *i*) ;; *) return 0 ;; esac
-    local _jobenv_d _jobenv_k _jobenv_h
+    local _jobenv_d _jobenv_h _jobenv_rc
     _jobenv_d="${JOBENV_HOME:-${HOME-}/.jobenv}/jobs"
-    if [ -n "${SLURM_JOB_ID-}" ]; then _jobenv_k="slurm-$SLURM_JOB_ID"
-    elif [ -n "${PBS_JOBID-}" ]; then _jobenv_k="pbs-$PBS_JOBID"
-    elif [ -n "${COBALT_JOBID-}" ]; then _jobenv_k="cobalt-$COBALT_JOBID"
-    else _jobenv_k=; fi
-    if [ -n "$_jobenv_k" ]; then  # a shell of an allocation: save it once, then restore
+    if [ -n "${SLURM_JOB_ID-}${SLURM_JOBID-}${PBS_JOBID-}${COBALT_JOBID-}" ]; then  # an allocation's shell
         command -v "${JOBENV_EXE:-jobenv}" >/dev/null 2>&1 || return 0
-        if [ ! -f "$_jobenv_d/$_jobenv_k.json" ]; then
-            command "${JOBENV_EXE:-jobenv}" save --quiet >/dev/null 2>&1 || return 0
-        fi
+        getjobenv >/dev/null 2>&1 && return 0 || _jobenv_rc=$?
+        [ "$_jobenv_rc" = {no_record} ] || return 0
+        command "${JOBENV_EXE:-jobenv}" save --quiet >/dev/null 2>&1 || return 0
         getjobenv >/dev/null 2>&1 || true
         return 0
     fi
@@ -130,13 +130,11 @@ function _jobenv_auto
     status is-interactive; or return 0
     set -l d $HOME/.jobenv/jobs
     set -q JOBENV_HOME; and test -n "$JOBENV_HOME"; and set d $JOBENV_HOME/jobs
-    set -l k
-    if test -n "$SLURM_JOB_ID"; set k slurm-$SLURM_JOB_ID
-    else if test -n "$PBS_JOBID"; set k pbs-$PBS_JOBID
-    else if test -n "$COBALT_JOBID"; set k cobalt-$COBALT_JOBID; end
-    if test -n "$k"
+    if test -n "$SLURM_JOB_ID$SLURM_JOBID$PBS_JOBID$COBALT_JOBID"  # an allocation's shell (see _SH_AUTO)
         command -q $JOBENV_EXE; or return 0
-        test -f "$d/$k.json"; or command $JOBENV_EXE save --quiet >/dev/null 2>&1; or return 0
+        __jobenv_auto_get; and return 0
+        test $status -eq {no_record}; or return 0
+        command $JOBENV_EXE save --quiet >/dev/null 2>&1; or return 0
         __jobenv_auto_get
         return 0
     end
@@ -150,9 +148,10 @@ function _jobenv_auto
     grep -qsE "^$h(\\.|\\$)" $files </dev/null; or return 0
     command -q $JOBENV_EXE; or return 0
     __jobenv_auto_get
+    return 0
 end
 function __jobenv_auto_get  # getjobenv, silent (fish sends a substitution's stderr past redirections)
-    set -l code (command $JOBENV_EXE get --shell fish 2>/dev/null); or return 0
+    set -l code (command $JOBENV_EXE get --shell fish 2>/dev/null); or return $status
     string join \\n -- $code | source >/dev/null 2>&1
     return 0
 end
@@ -212,7 +211,7 @@ def render(shell: str, functions_text: str, exe: str, auto: bool, version: str) 
     """The whole init script for `shell`: pure, so tests can feed it anything."""
     flag = "1" if auto else "0"
     if shell == "fish":
-        return _FISH.format(version=version, exe=fish_quote(exe), auto=flag, func=CLICK_FUNC)
+        return _FISH.format(version=version, exe=fish_quote(exe), auto=flag, func=CLICK_FUNC, no_record=EXIT_NO_RECORD)
     rc = {"bash": "~/.bashrc", "zsh": "~/.zshrc", "sh": "~/.profile or $ENV"}[shell]
     parts = [_SH_HEAD.format(shell=shell, version=version, rc=rc, exe=sh_quote(exe)),
              functions_text.rstrip("\n") + "\n"]
@@ -222,7 +221,8 @@ def render(shell: str, functions_text: str, exe: str, auto: bool, version: str) 
         parts.append(_ZSH_COMPLETION)
     zsh_opts = "setopt local_options no_nomatch no_err_exit\n    " if shell == "zsh" else ""
     match = _HOSTMATCH_READ.replace("{readn}", READN[shell]) if shell in READN else _HOSTMATCH_SH
-    parts.append(_SH_AUTO.replace("{zsh_opts}", zsh_opts).replace("{auto}", flag).replace("{hostmatch}", match))
+    parts.append(_SH_AUTO.replace("{zsh_opts}", zsh_opts).replace("{auto}", flag).replace("{hostmatch}", match)
+                 .replace("{no_record}", str(EXIT_NO_RECORD)))
     return "".join(parts)
 
 

@@ -155,3 +155,23 @@ def test_auto_finds_this_host_in_a_big_host_file(tmp_path, home, shell):
     env = bare(home, f"{exe.parent}:/usr/bin:/bin", JOBENV_HOSTNAME=hosts[-1].split(".")[0], JOBENV_EXE=str(exe))
     p = run(shell, f"{STRICT[shell]}. {f}; echo $NHOSTS", env)
     assert p.returncode == 0 and p.stdout.endswith("200\n"), p.stdout + p.stderr
+
+
+@pytest.mark.parametrize("shell", ["bash", "zsh", "dash", "fish"])
+def test_auto_does_not_save_again_a_job_whose_key_is_hashed(tmp_path, home, shell):
+    """A PBS array subjob's id (`123[3].srv`) is hashed into its record's key by
+    store.key_for: every later shell of the job restores the user's own save, never
+    re-saves over it (it asks `jobenv get`, which names the record by that one rule)."""
+    exe = wrapper(tmp_path)
+    f = init_file(tmp_path, home, shell)
+    job = machines.pbs_array(tmp_path)
+    jobenv(["save", "--quiet", "--ranks-per-host", "7"], base_env(home, job), check=True)
+    rec = next((home / ".jobenv" / "jobs").glob("pbs-*.json"))
+    assert "[" not in rec.name  # the key is not the id: the shell cannot rebuild it by pasting
+    before = (rec.read_bytes(), rec.stat().st_mtime_ns)
+    env = {**bare(home, f"{exe.parent}:/usr/bin:/bin", JOBENV_EXE=str(exe), PYTHONPATH=str(REPO)), **job}
+    show = "echo \"[$JOBENV_JOBID]\"" if shell == "fish" else "echo \"[${JOBENV_JOBID-}]\""
+    p = run(shell, f". {f}; {show}", env)
+    assert p.stdout.endswith(f"[{job['PBS_JOBID']}]\n"), p.stdout + p.stderr
+    assert (rec.read_bytes(), rec.stat().st_mtime_ns) == before
+    assert '"ranks_per_host": 7,' in rec.read_text()
