@@ -57,18 +57,20 @@ complete -o nosort -F _jobenv_lazy_complete jobenv 2>/dev/null || complete -F _j
 _ZSH_COMPLETION = """\
 # Completion: click writes the real script; loading it costs a Python start, so on first TAB.
 _jobenv_lazy_complete() {
+    emulate -L zsh
     local _jobenv_src _jobenv_fn
     _jobenv_src="$(command "${JOBENV_EXE:-jobenv}" completion zsh 2>/dev/null)" || return 1
     eval "$_jobenv_src" || return 1
     _jobenv_fn="${_comps[jobenv]-}"
     if [[ -n "$_jobenv_fn" && "$_jobenv_fn" != _jobenv_lazy_complete ]]; then "$_jobenv_fn" "$@"; fi
 }
-if (( $+functions[compdef] )); then
+if (( ${+functions[compdef]} )); then
     compdef _jobenv_lazy_complete jobenv
 else  # before compinit: register at the first prompt, once compinit has run
     _jobenv_compdef_hook() {
+        emulate -L zsh
         add-zsh-hook -d precmd _jobenv_compdef_hook
-        if (( $+functions[compdef] )); then compdef _jobenv_lazy_complete jobenv; fi
+        if (( ${+functions[compdef]} )); then compdef _jobenv_lazy_complete jobenv; fi
         unfunction _jobenv_compdef_hook
     }
     autoload -Uz add-zsh-hook && add-zsh-hook precmd _jobenv_compdef_hook
@@ -163,22 +165,33 @@ if test (set -q JOBENV_AUTO; and echo $JOBENV_AUTO; or echo {auto}) = 1; _jobenv
 # with a builtin (no process: the common login node with records of compute jobs pays
 # microseconds) and leave bigger ones to one grep.
 _GREP = """grep -qsE "^${_jobenv_h}(\\.|\\$)" "$_jobenv_d"/*.hosts </dev/null"""
-_HOSTMATCH_SH = "    " + _GREP + " || return 0\n"
+_HOSTMATCH_SH = """\
+    local _jobenv_hit _jobenv_o
+    _jobenv_hit=
+{glob_on}    """ + _GREP + """ && _jobenv_hit=1
+{glob_off}    [ -n "$_jobenv_hit" ] || return 0
+"""
 _HOSTMATCH_READ = """\
-    local _jobenv_f _jobenv_c _jobenv_hit= _jobenv_big= _jobenv_nl='
-'
-    for _jobenv_f in "$_jobenv_d"/*.hosts; do
+    local _jobenv_f _jobenv_c _jobenv_hit _jobenv_big _jobenv_nl _jobenv_o
+    _jobenv_hit= _jobenv_big= _jobenv_nl=$'\\n'
+{glob_on}    for _jobenv_f in "$_jobenv_d"/*.hosts; do
         [ -f "$_jobenv_f" ] || continue
         _jobenv_c=
         if IFS= read -r {readn} _jobenv_c <"$_jobenv_f" 2>/dev/null; then _jobenv_big=1; continue; fi
         case "$_jobenv_nl$_jobenv_c$_jobenv_nl" in *"$_jobenv_nl$_jobenv_h"[.$_jobenv_nl]*) _jobenv_hit=1; break ;; esac
     done
-    if [ -z "$_jobenv_hit" ]; then
-        [ -n "$_jobenv_big" ] || return 0
-        """ + _GREP + """ || return 0
-    fi
+    if [ -z "$_jobenv_hit" ] && [ -n "$_jobenv_big" ] && """ + _GREP + """; then _jobenv_hit=1; fi
+{glob_off}    [ -n "$_jobenv_hit" ] || return 0
 """
 READN = {"bash": "-N 4096", "zsh": "-u 0 -k 4096"}
+# The user's shell options must not change what the code means: zsh functions start with
+# `emulate -L zsh`; bash has no such switch, so its code assigns nothing on a `local` line
+# (`set -k` would take it as the command's environment) and turns off noglob and
+# failglob around its one glob, putting them back after.
+GLOB_ON = {"bash": "    _jobenv_o=$-; shopt -q failglob && _jobenv_o=F$_jobenv_o; set +f; shopt -u failglob\n",
+           "sh": "    _jobenv_o=$-; set +f\n"}
+GLOB_OFF = {"bash": "    case $_jobenv_o in *f*) set -f ;; esac; case $_jobenv_o in F*) shopt -s failglob ;; esac\n",
+            "sh": "    case $_jobenv_o in *f*) set -f ;; esac\n"}
 
 
 def sh_quote(s: str) -> str:
@@ -219,8 +232,9 @@ def render(shell: str, functions_text: str, exe: str, auto: bool, version: str) 
         parts.append(_BASH_COMPLETION)
     elif shell == "zsh":
         parts.append(_ZSH_COMPLETION)
-    zsh_opts = "setopt local_options no_nomatch no_err_exit\n    " if shell == "zsh" else ""
-    match = _HOSTMATCH_READ.replace("{readn}", READN[shell]) if shell in READN else _HOSTMATCH_SH
+    zsh_opts = "emulate -L zsh; setopt no_nomatch\n    " if shell == "zsh" else ""
+    match = ((_HOSTMATCH_READ.replace("{readn}", READN[shell]) if shell in READN else _HOSTMATCH_SH)
+             .replace("{glob_on}", GLOB_ON.get(shell, "")).replace("{glob_off}", GLOB_OFF.get(shell, "")))
     parts.append(_SH_AUTO.replace("{zsh_opts}", zsh_opts).replace("{auto}", flag).replace("{hostmatch}", match)
                  .replace("{no_record}", str(EXIT_NO_RECORD)))
     return "".join(parts)

@@ -20,10 +20,23 @@
 # same for all of them); every other case runs `jobenv get`.
 
 savejobenv() {
+    [ -z "${ZSH_VERSION-}" ] || emulate -L zsh
     command "${JOBENV_EXE:-jobenv}" save "$@"
 }
 
+# The user's shell options must not change what this code means: zsh runs it under
+# `emulate -L zsh`; bash has no such switch, so nothing here assigns on a `local` line,
+# and `set -k` (which would make the snippet's `export A=1` the environment of `export`
+# and assign nothing) is off while it runs.
 getjobenv() {
+    [ -z "${ZSH_VERSION-}" ] || emulate -L zsh
+    case $- in
+        *k*) if [ -n "${BASH_VERSION-}" ]; then set +k; _jobenv_get "$@"; set -- "$?"; set -k; return "$1"; fi ;;
+    esac
+    _jobenv_get "$@"
+}
+
+_jobenv_get() {
     if [ "$#" -eq 0 ] && _jobenv_cached; then
         . "$_jobenv_f"
         set -- "$?"
@@ -31,7 +44,8 @@ getjobenv() {
         return "$1"
     fi
     unset _jobenv_f
-    local _jobenv_snippet _jobenv_sh=sh
+    local _jobenv_snippet _jobenv_sh
+    _jobenv_sh=sh
     if [ -n "${ZSH_VERSION-}" ]; then _jobenv_sh=zsh; elif [ -n "${BASH_VERSION-}" ]; then _jobenv_sh=bash; fi
     _jobenv_snippet="$(command "${JOBENV_EXE:-jobenv}" get --shell "$_jobenv_sh" "$@")" || return $?
     eval "$_jobenv_snippet"
@@ -40,7 +54,8 @@ getjobenv() {
 # Succeeds, with _jobenv_f set, when the cached snippet may be sourced (see above).
 # bash and zsh only (the snippet is their dialect); other shells always ask `jobenv get`.
 _jobenv_cached() {
-    local d h f l l1 l2 l3 l4 l5 s1 s2 s3 m out want nl up= got=
+    local d h f l l1 l2 l3 l4 l5 s1 s2 s3 m out want nl up got
+    up= got=
     if [ -n "${ZSH_VERSION-}" ]; then
         emulate -L zsh
         zmodload -F zsh/datetime p:EPOCHSECONDS 2>/dev/null || return 1
