@@ -268,8 +268,9 @@ def test_getjobenv_and_get_agree(primed, state):
         assert first[0].startswith("rc=0 ") and any("modules are loaded here" in w for w in first[1]), first
 
 
-def test_fast_path_skips_python(tmp_path, home):
-    """With a valid snippet, getjobenv does not start Python (a broken `jobenv` proves it)."""
+def _primed_with_broken_jobenv(tmp_path: Path, home: Path) -> dict:
+    """Job 100 saved, its snippet written by `jobenv get`, then a `jobenv` that only fails
+    (exit 99): a shell that restores job 100 took the fast path."""
     _wrapper(tmp_path)
     env = _env(home, tmp_path)
     put(env, "100")
@@ -277,6 +278,12 @@ def test_fast_path_skips_python(tmp_path, home):
     time.sleep(getcache.RACY + 0.3)
     subprocess.run([sys.executable, "-m", "jobenv", "get"], env=env, check=True, capture_output=True)
     (tmp_path / "bin" / "jobenv").write_text("#!/bin/sh\nexit 99\n")
+    return env
+
+
+def test_fast_path_skips_python(tmp_path, home):
+    """With a valid snippet, getjobenv does not start Python (a broken `jobenv` proves it)."""
+    env = _primed_with_broken_jobenv(tmp_path, home)
     (home / "new-file").write_text("")  # $HOME's times change all day: the proof holds of its owner and mode
     for shell_name in SHELLS:
         assert _run(shell_name, env, tmp_path, "getjobenv")[0].startswith("rc=0 JOBENV_JOBID=100 ")
@@ -300,15 +307,9 @@ def test_fast_path_skips_python(tmp_path, home):
 def test_fast_path_above_a_store_with_odd_names(tmp_path):
     """Directories above the store named with `|/`, `%`, spaces and quotes keep the fast path
     (the proof's `# above SIG|PATH` lines split at the first `|/`), and a chmod of one voids it."""
-    _wrapper(tmp_path)
     home = tmp_path / "we ird|" / "%s 'dir\""
     home.mkdir(parents=True)
-    env = _env(home, tmp_path)
-    put(env, "100")
-    Path(env["JOBENV_HOME"], "cache").mkdir(mode=0o700)
-    time.sleep(getcache.RACY + 0.3)
-    subprocess.run([sys.executable, "-m", "jobenv", "get"], env=env, check=True, capture_output=True)
-    (tmp_path / "bin" / "jobenv").write_text("#!/bin/sh\nexit 99\n")
+    env = _primed_with_broken_jobenv(tmp_path, home)
     for shell_name in SHELLS:
         assert _run(shell_name, env, tmp_path, "getjobenv")[0].startswith("rc=0 JOBENV_JOBID=100 ")
     os.chmod(home.parent, 0o775)
