@@ -1,7 +1,7 @@
-"""`jobenv init --auto` under every bash `shopt`/`set -o` and zsh option a user may set.
+"""`jobenv init --auto` under every bash `shopt`/`set -o`, zsh and dash option a user may set.
 
 Each option is flipped from its interactive default, one at a time, in the rc file of a
-real interactive shell (`bash --rcfile RC -i`, `zsh -i` with ZDOTDIR), before the init
+real interactive shell (`bash --rcfile RC -i`, `zsh -i` with ZDOTDIR, `dash -i` with ENV), before the init
 code is sourced.  The shell must then print exactly what it prints with that option and
 no init (no "no match", no parse error, no early exit) and have restored the saved job of
 its host (`JOBENV_JOBID`, `launch`).  The options are listed by the shells themselves,
@@ -30,20 +30,23 @@ SKIP = {
              "noexec", "onecmd"},  # run nothing / one command
     "zsh": {"interactive", "shinstdin", "login", "privileged", "restricted", "singlecommand",  # fixed at start
             "xtrace", "verbose", "exec", "rcs", "globalrcs",  # trace by design; run nothing; rc files
-            "printexitvalue", "sourcetrace"},  # prints on any failing command of the user's own, by design
+            "printexitvalue", "sourcetrace"},
+    "dash": {"interactive", "stdin", "privileged", "noexec", "xtrace", "verbose"},  # prints on any failing command of the user's own, by design
 }
 SCRIPT = 'echo "[${JOBENV_JOBID-}]"; if type launch >/dev/null 2>&1; then echo LAUNCH; fi; echo END'
 
 
 def _listing(shell: str) -> List[str]:
     """Commands that flip each option from what an interactive shell starts with."""
-    if shell == "bash":
-        out = subprocess.run([need("bash"), "--norc", "--noprofile", "-i", "-c", "shopt -p; set +o"],
-                             capture_output=True, text=True, stdin=subprocess.DEVNULL, check=True).stdout
+    if shell in ("bash", "dash"):
+        listing = "shopt -p; set +o" if shell == "bash" else "set +o"
+        argv = [need(shell), "--norc", "--noprofile"] if shell == "bash" else [need(shell)]
+        out = subprocess.run([*argv, "-i", "-c", listing], capture_output=True, text=True,
+                             stdin=subprocess.DEVNULL, check=True, env={"PATH": "/usr/bin:/bin"}).stdout
         flips = []
         for line in out.splitlines():
             cmd, flag, name = line.split()
-            if name in SKIP["bash"]:
+            if name in SKIP[shell]:
                 continue
             other = {"-s": "-u", "-u": "-s", "-o": "+o", "+o": "-o"}[flag]
             flips.append(f"{cmd} {other} {name}")
@@ -63,6 +66,10 @@ def _shell(shell: str, tmp: Path, rc: str, env: Dict[str, str], script: str) -> 
     if shell == "bash":
         (d / "rc").write_text(rc)
         argv = [need("bash"), "--rcfile", str(d / "rc"), "-i", "-c", script]
+    elif shell == "dash":  # an interactive dash reads $ENV
+        (d / "rc").write_text(rc)
+        env = {**env, "ENV": str(d / "rc")}
+        argv = [need("dash"), "-i", "-c", script]
     else:
         (d / ".zshrc").write_text(rc)
         env = {**env, "ZDOTDIR": str(d)}
@@ -89,9 +96,9 @@ def saved(tmp_path_factory):
     time.sleep(getcache.RACY + 0.3)
     jobenv(["get"], {**base_env(home), "JOBENV_HOSTNAME": "n1"}, check=True)
     inits = {}
-    for shell in ("bash", "zsh"):
+    for shell, dialect in (("bash", "bash"), ("zsh", "zsh"), ("dash", "sh")):
         inits[shell] = tmp / f"init.{shell}"
-        inits[shell].write_text(jobenv(["init", shell, "--auto"], base_env(home), check=True).stdout)
+        inits[shell].write_text(jobenv(["init", dialect, "--auto"], base_env(home), check=True).stdout)
     return tmp, env, inits
 
 
@@ -105,11 +112,11 @@ PLACES = {
 
 
 @pytest.mark.parametrize("place", PLACES)
-@pytest.mark.parametrize("shell", ["bash", "zsh"])
+@pytest.mark.parametrize("shell", ["bash", "zsh", "dash"])
 def test_init_under_every_option(saved, shell, place):
     tmp, env, inits = saved
     flips = _listing(shell)
-    assert len(flips) > (60 if shell == "bash" else 150)
+    assert len(flips) > {"bash": 60, "zsh": 150, "dash": 10}[shell]
     extra, after = PLACES[place]
     env = {**env, **{k: v.replace("{tmp}", str(tmp)) for k, v in extra.items()}}
     if place == "empty-store":
