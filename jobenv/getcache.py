@@ -12,10 +12,12 @@ exact conditions under which it still holds, so the verdict is reused only while
   Its header is the proof: the `stat` line of the store directory, of `jobs/` and of
   the record as `jobenv get` saw them after its checks (owner, mode, symlink, schema,
   truncation, choice among several records, host), the snippet's own size, when the
-  liveness verdict expires (a minute at most), and the shell's LOADEDMODULES (the one
-  variable of a shell in no job that the plan reads: the modules warning).  getjobenv
-  sources it only while one `stat` call prints the same lines; otherwise it asks
-  `jobenv get`, which rewrites it.
+  liveness verdict was reached and when it expires (a minute at most; a shell whose
+  clock reads before the first holds it void), the shell's LOADEDMODULES (the one
+  variable of a shell in no job that the plan reads: the modules warning), and the type,
+  owner, mode, device and inode of every directory above the store that `get` judges
+  (storepath.ancestors).  getjobenv sources it only while one `stat` call prints the
+  same; otherwise it asks `jobenv get`, which rewrites it.
 A file is written only when every time stamp it relies on is at least RACY seconds old,
 so a change within the same clock tick cannot go unnoticed (git's "racy" rule).
 """
@@ -26,6 +28,8 @@ import stat
 import time
 
 from . import store
+from .errors import BadRecord
+from .storepath import ancestors, check_ancestors
 
 TYPE_CHECKING = False  # `import typing` costs ~5 ms per shell; type checkers still read the block below
 if TYPE_CHECKING:
@@ -34,7 +38,8 @@ if TYPE_CHECKING:
 RACY = 2.0
 VERDICT_TTL = 60.0
 _SAFE = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789._-")
-MAGIC = "# jobenv restore cache 2 (written by `jobenv get` after its checks; do not edit)"
+MAX_ABOVE = 64  # directories above the store that a proof lists (deeper: no cache)
+MAGIC = "# jobenv restore cache 3 (written by `jobenv get` after its checks; do not edit)"
 
 
 def jobs_dir(env: Any) -> str:
@@ -71,7 +76,7 @@ def host_key(host: str) -> Optional[str]:
 
 
 def sig(path: str) -> str:
-    """The line `stat -c '%F|%u|%a|%h|%s|%i|%Y|%Z' PATH` prints (GNU coreutils), from lstat."""
+    """The line `stat -c '%F|%u|%a|%d|%i|%h|%s|%Y|%Z' PATH` prints (GNU coreutils), from lstat."""
     try:
         st = os.lstat(path)
     except OSError:
@@ -79,8 +84,14 @@ def sig(path: str) -> str:
     m = st.st_mode
     kind = ("directory" if stat.S_ISDIR(m) else "symbolic link" if stat.S_ISLNK(m)
             else ("regular file" if st.st_size else "regular empty file") if stat.S_ISREG(m) else "other")
-    return (f"{kind}|{st.st_uid}|{stat.S_IMODE(m):o}|{st.st_nlink}|{st.st_size}|{st.st_ino}|"
+    return (f"{kind}|{st.st_uid}|{stat.S_IMODE(m):o}|{st.st_dev}|{st.st_ino}|{st.st_nlink}|{st.st_size}|"
             f"{int(st.st_mtime)}|{int(st.st_ctime)}")
+
+
+def above(path: str) -> str:
+    """sig without links, size and times: what the proof holds of a directory above the
+    store (type, owner, mode, device, inode), whose times change with every file in $HOME."""
+    return sig(path).rsplit("|", 4)[0]
 
 
 def settled(path: str, now: float) -> bool:
@@ -198,10 +209,29 @@ def proof(env: Mapping[str, str], record_path: str, until: float) -> Optional[Li
     # whose verdict holds a day, so a vanished venv is noticed within a minute.
     until = min(until, now + VERDICT_TTL)
     modules = env.get("LOADEDMODULES", "")
-    if "\n" in modules or "\r" in modules:
+    up = _above(jobs)
+    if "\n" in modules or "\r" in modules or up is None:
         return None
-    return [MAGIC, "# size %010d", f"# until {int(until)}", f"# record {rel}",
-            *(f"# stat {sig(p)}" for p in paths), "# modules " + modules.replace("%", "%%"), "# end"]
+    # `since`: a shell whose clock reads earlier (stepped back) holds the verdict void.
+    return [MAGIC, "# size %010d", f"# since {int(now)}", f"# until {int(until)}", f"# record {rel}",
+            *(f"# stat {sig(p)}" for p in paths), "# modules " + modules.replace("%", "%%"),
+            *up, "# end"]
+
+
+def _above(jobs: str) -> Optional[List[str]]:
+    """`# above SIG|PATH` for every directory storepath.check_ancestors judges, taken
+    around a check of them (so what is recorded passed it), or None: no cache."""
+    dirs = ancestors(jobs)
+    if len(dirs) > MAX_ABOVE or any(c in p for p in dirs for c in "\n\r"):
+        return None
+    sigs = [above(p) for p in dirs]
+    try:
+        check_ancestors(jobs)
+    except BadRecord:
+        return None
+    if "missing" in sigs or sigs != [above(p) for p in dirs]:
+        return None
+    return [f"# above {s}|{p}".replace("%", "%%") for s, p in zip(sigs, dirs)]
 
 
 def write_snippet(env: Mapping[str, str], host: str, header: List[str], body: str) -> None:

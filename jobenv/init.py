@@ -20,6 +20,8 @@ from __future__ import annotations
 import os
 import sys
 
+from .errors import EXIT_NO_RECORD
+
 TYPE_CHECKING = False  # `import typing` costs ~5 ms per login shell
 if TYPE_CHECKING:
     from typing import List, Optional
@@ -55,41 +57,41 @@ complete -o nosort -F _jobenv_lazy_complete jobenv 2>/dev/null || complete -F _j
 _ZSH_COMPLETION = """\
 # Completion: click writes the real script; loading it costs a Python start, so on first TAB.
 _jobenv_lazy_complete() {
+    emulate -L zsh
     local _jobenv_src _jobenv_fn
     _jobenv_src="$(command "${JOBENV_EXE:-jobenv}" completion zsh 2>/dev/null)" || return 1
     eval "$_jobenv_src" || return 1
     _jobenv_fn="${_comps[jobenv]-}"
     if [[ -n "$_jobenv_fn" && "$_jobenv_fn" != _jobenv_lazy_complete ]]; then "$_jobenv_fn" "$@"; fi
 }
-if (( $+functions[compdef] )); then
+if (( ${+functions[compdef]} )); then
     compdef _jobenv_lazy_complete jobenv
 else  # before compinit: register at the first prompt, once compinit has run
     _jobenv_compdef_hook() {
+        emulate -L zsh
         add-zsh-hook -d precmd _jobenv_compdef_hook
-        if (( $+functions[compdef] )); then compdef _jobenv_lazy_complete jobenv; fi
+        if (( ${+functions[compdef]} )); then compdef _jobenv_lazy_complete jobenv; fi
         unfunction _jobenv_compdef_hook
     }
     autoload -Uz add-zsh-hook && add-zsh-hook precmd _jobenv_compdef_hook
 fi
 """
 
-# Shared by bash, zsh and sh.  The `.json` test is only a cache of "saved already": an id
-# whose file name store.key_for hashes never matches, and `jobenv save` decides.
+# Shared by bash, zsh and sh.  In a shell of an allocation the shell does not name the
+# job's record itself (store.key_for hashes ids such as PBS array subjobs' `123[4].srv`):
+# it asks `jobenv get`, which it runs anyway there, and saves only on its "no record of
+# this job" (errors.EXIT_NO_RECORD), so a save of the user's own is never overwritten.
 _SH_AUTO = """\
 # Automatic save/restore (JOBENV_AUTO=1 or `jobenv init --auto`): silent, never fails.
 _jobenv_auto() {
     {zsh_opts}case $- in *i*) ;; *) return 0 ;; esac
-    local _jobenv_d _jobenv_k _jobenv_h
+    local _jobenv_d _jobenv_h _jobenv_rc
     _jobenv_d="${JOBENV_HOME:-${HOME-}/.jobenv}/jobs"
-    if [ -n "${SLURM_JOB_ID-}" ]; then _jobenv_k="slurm-$SLURM_JOB_ID"
-    elif [ -n "${PBS_JOBID-}" ]; then _jobenv_k="pbs-$PBS_JOBID"
-    elif [ -n "${COBALT_JOBID-}" ]; then _jobenv_k="cobalt-$COBALT_JOBID"
-    else _jobenv_k=; fi
-    if [ -n "$_jobenv_k" ]; then  # a shell of an allocation: save it once, then restore
+    if [ -n "${SLURM_JOB_ID-}${SLURM_JOBID-}${PBS_JOBID-}${COBALT_JOBID-}" ]; then  # an allocation's shell
         command -v "${JOBENV_EXE:-jobenv}" >/dev/null 2>&1 || return 0
-        if [ ! -f "$_jobenv_d/$_jobenv_k.json" ]; then
-            command "${JOBENV_EXE:-jobenv}" save --quiet >/dev/null 2>&1 || return 0
-        fi
+        getjobenv >/dev/null 2>&1 && return 0 || _jobenv_rc=$?
+        [ "$_jobenv_rc" = {no_record} ] || return 0
+        command "${JOBENV_EXE:-jobenv}" save --quiet >/dev/null 2>&1 || return 0
         getjobenv >/dev/null 2>&1 || true
         return 0
     fi
@@ -130,13 +132,11 @@ function _jobenv_auto
     status is-interactive; or return 0
     set -l d $HOME/.jobenv/jobs
     set -q JOBENV_HOME; and test -n "$JOBENV_HOME"; and set d $JOBENV_HOME/jobs
-    set -l k
-    if test -n "$SLURM_JOB_ID"; set k slurm-$SLURM_JOB_ID
-    else if test -n "$PBS_JOBID"; set k pbs-$PBS_JOBID
-    else if test -n "$COBALT_JOBID"; set k cobalt-$COBALT_JOBID; end
-    if test -n "$k"
+    if test -n "$SLURM_JOB_ID$SLURM_JOBID$PBS_JOBID$COBALT_JOBID"  # an allocation's shell (see _SH_AUTO)
         command -q $JOBENV_EXE; or return 0
-        test -f "$d/$k.json"; or command $JOBENV_EXE save --quiet >/dev/null 2>&1; or return 0
+        __jobenv_auto_get; and return 0
+        test $status -eq {no_record}; or return 0
+        command $JOBENV_EXE save --quiet >/dev/null 2>&1; or return 0
         __jobenv_auto_get
         return 0
     end
@@ -150,9 +150,10 @@ function _jobenv_auto
     grep -qsE "^$h(\\.|\\$)" $files </dev/null; or return 0
     command -q $JOBENV_EXE; or return 0
     __jobenv_auto_get
+    return 0
 end
 function __jobenv_auto_get  # getjobenv, silent (fish sends a substitution's stderr past redirections)
-    set -l code (command $JOBENV_EXE get --shell fish 2>/dev/null); or return 0
+    set -l code (command $JOBENV_EXE get --shell fish 2>/dev/null); or return $status
     string join \\n -- $code | source >/dev/null 2>&1
     return 0
 end
@@ -164,22 +165,33 @@ if test (set -q JOBENV_AUTO; and echo $JOBENV_AUTO; or echo {auto}) = 1; _jobenv
 # with a builtin (no process: the common login node with records of compute jobs pays
 # microseconds) and leave bigger ones to one grep.
 _GREP = """grep -qsE "^${_jobenv_h}(\\.|\\$)" "$_jobenv_d"/*.hosts </dev/null"""
-_HOSTMATCH_SH = "    " + _GREP + " || return 0\n"
+_HOSTMATCH_SH = """\
+    local _jobenv_hit _jobenv_o
+    _jobenv_hit=
+{glob_on}    """ + _GREP + """ && _jobenv_hit=1
+{glob_off}    [ -n "$_jobenv_hit" ] || return 0
+"""
 _HOSTMATCH_READ = """\
-    local _jobenv_f _jobenv_c _jobenv_hit= _jobenv_big= _jobenv_nl='
-'
-    for _jobenv_f in "$_jobenv_d"/*.hosts; do
+    local _jobenv_f _jobenv_c _jobenv_hit _jobenv_big _jobenv_nl _jobenv_o
+    _jobenv_hit= _jobenv_big= _jobenv_nl=$'\\n'
+{glob_on}    for _jobenv_f in "$_jobenv_d"/*.hosts; do
         [ -f "$_jobenv_f" ] || continue
         _jobenv_c=
         if IFS= read -r {readn} _jobenv_c <"$_jobenv_f" 2>/dev/null; then _jobenv_big=1; continue; fi
         case "$_jobenv_nl$_jobenv_c$_jobenv_nl" in *"$_jobenv_nl$_jobenv_h"[.$_jobenv_nl]*) _jobenv_hit=1; break ;; esac
     done
-    if [ -z "$_jobenv_hit" ]; then
-        [ -n "$_jobenv_big" ] || return 0
-        """ + _GREP + """ || return 0
-    fi
+    if [ -z "$_jobenv_hit" ] && [ -n "$_jobenv_big" ] && """ + _GREP + """; then _jobenv_hit=1; fi
+{glob_off}    [ -n "$_jobenv_hit" ] || return 0
 """
 READN = {"bash": "-N 4096", "zsh": "-u 0 -k 4096"}
+# The user's shell options must not change what the code means: zsh functions start with
+# `emulate -L zsh`; bash has no such switch, so its code assigns nothing on a `local` line
+# (`set -k` would take it as the command's environment) and turns off noglob and
+# failglob around its one glob, putting them back after.
+GLOB_ON = {"bash": "    _jobenv_o=$-; shopt -q failglob && _jobenv_o=F$_jobenv_o; set +f; shopt -u failglob\n",
+           "sh": "    _jobenv_o=$-; set +f\n"}
+GLOB_OFF = {"bash": "    case $_jobenv_o in *f*) set -f ;; esac; case $_jobenv_o in F*) shopt -s failglob ;; esac\n",
+            "sh": "    case $_jobenv_o in *f*) set -f ;; esac\n"}
 
 
 def sh_quote(s: str) -> str:
@@ -212,7 +224,7 @@ def render(shell: str, functions_text: str, exe: str, auto: bool, version: str) 
     """The whole init script for `shell`: pure, so tests can feed it anything."""
     flag = "1" if auto else "0"
     if shell == "fish":
-        return _FISH.format(version=version, exe=fish_quote(exe), auto=flag, func=CLICK_FUNC)
+        return _FISH.format(version=version, exe=fish_quote(exe), auto=flag, func=CLICK_FUNC, no_record=EXIT_NO_RECORD)
     rc = {"bash": "~/.bashrc", "zsh": "~/.zshrc", "sh": "~/.profile or $ENV"}[shell]
     parts = [_SH_HEAD.format(shell=shell, version=version, rc=rc, exe=sh_quote(exe)),
              functions_text.rstrip("\n") + "\n"]
@@ -220,9 +232,11 @@ def render(shell: str, functions_text: str, exe: str, auto: bool, version: str) 
         parts.append(_BASH_COMPLETION)
     elif shell == "zsh":
         parts.append(_ZSH_COMPLETION)
-    zsh_opts = "setopt local_options no_nomatch no_err_exit\n    " if shell == "zsh" else ""
-    match = _HOSTMATCH_READ.replace("{readn}", READN[shell]) if shell in READN else _HOSTMATCH_SH
-    parts.append(_SH_AUTO.replace("{zsh_opts}", zsh_opts).replace("{auto}", flag).replace("{hostmatch}", match))
+    zsh_opts = "emulate -L zsh; setopt no_nomatch\n    " if shell == "zsh" else ""
+    match = ((_HOSTMATCH_READ.replace("{readn}", READN[shell]) if shell in READN else _HOSTMATCH_SH)
+             .replace("{glob_on}", GLOB_ON.get(shell, "")).replace("{glob_off}", GLOB_OFF.get(shell, "")))
+    parts.append(_SH_AUTO.replace("{zsh_opts}", zsh_opts).replace("{auto}", flag).replace("{hostmatch}", match)
+                 .replace("{no_record}", str(EXIT_NO_RECORD)))
     return "".join(parts)
 
 

@@ -18,7 +18,7 @@ from .errors import BadRecord, JobenvError
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from typing import Iterator, Mapping, Optional
+    from typing import Iterator, List, Mapping, Optional
 
 WRITABLE_HINT = "set JOBENV_HOME to a writable directory"
 
@@ -44,27 +44,31 @@ def _parents(path: str) -> Iterator[str]:
         p = up
 
 
+def ancestors(path: str) -> List[str]:
+    """Every directory above `path`, as written and as resolved, each once: the ones
+    check_ancestors judges (and getjobenv's cached proof re-checks: jobenv.getcache)."""
+    out: List[str] = []
+    for chain in (_parents(path), _parents(os.path.realpath(path))):
+        out += [p for p in chain if p not in out]
+    return out
+
+
 def check_ancestors(path: str) -> None:
     """Every existing directory above `path` (as written and as resolved): owned by you or
     root, and not writable by group/others unless sticky."""
     uid = os.getuid()
-    seen = set()
-    for chain in (_parents(path), _parents(os.path.realpath(path))):
-        for p in chain:
-            if p in seen:
-                continue
-            seen.add(p)
-            try:
-                st = os.stat(p)
-            except FileNotFoundError:
-                continue
-            if st.st_uid not in (0, uid):
-                raise BadRecord(f"{p}, above the store {path}, is owned by uid {st.st_uid}: another user "
-                                f"could replace the store; set JOBENV_HOME to a directory of your own")
-            if st.st_mode & 0o022 and not st.st_mode & stat.S_ISVTX:
-                raise BadRecord(f"{p}, above the store {path}, is writable by others and not sticky "
-                                f"(mode {stat.S_IMODE(st.st_mode):o}): another user could replace the store; "
-                                f"fix with: chmod go-w {p}, or set JOBENV_HOME elsewhere")
+    for p in ancestors(path):
+        try:
+            st = os.stat(p)
+        except FileNotFoundError:
+            continue
+        if st.st_uid not in (0, uid):
+            raise BadRecord(f"{p}, above the store {path}, is owned by uid {st.st_uid}: another user "
+                            f"could replace the store; set JOBENV_HOME to a directory of your own")
+        if st.st_mode & 0o022 and not st.st_mode & stat.S_ISVTX:
+            raise BadRecord(f"{p}, above the store {path}, is writable by others and not sticky "
+                            f"(mode {stat.S_IMODE(st.st_mode):o}): another user could replace the store; "
+                            f"fix with: chmod go-w {p}, or set JOBENV_HOME elsewhere")
 
 
 def check_safe(path: str, is_dir: bool) -> None:

@@ -8,19 +8,35 @@
 # `jobenv get` wrote for this host after its own checks ($JOBENV_HOME/cache/host-<host>.sh),
 # and only while the proof in that snippet's header still holds: one `stat` prints exactly
 # the lines recorded there for the store directory, the jobs directory and the record
-# (same type, owner, mode, links, size, inode and times: nothing was saved, removed,
-# edited, chmod-ed or replaced by a link since), the snippet is a regular file of ours,
-# mode 600, one link, of the recorded size, its liveness verdict has not expired, and this
-# shell's LOADEDMODULES is the one it was computed for (the modules warning).
+# (same type, owner, mode, device, inode, links, size and times: nothing was saved,
+# removed, edited, chmod-ed or replaced by a link since) and for every directory above
+# the store that `jobenv get` judged (same type, owner, mode, device and inode: none was
+# made writable by others or swapped), the snippet is a regular file of ours, mode 600,
+# one link, of the recorded size, its liveness verdict was reached no later than this
+# shell's clock reads and has not expired, and this shell's LOADEDMODULES is the one it
+# was computed for (the modules warning).
 # That fast path serves shells with no arguments, no scheduler job's marks, no site variable
 # of a scheduler (the snippet was computed for such a shell, and the restore plan is the
 # same for all of them); every other case runs `jobenv get`.
 
 savejobenv() {
+    [ -z "${ZSH_VERSION-}" ] || emulate -L zsh
     command "${JOBENV_EXE:-jobenv}" save "$@"
 }
 
+# The user's shell options must not change what this code means: zsh runs it under
+# `emulate -L zsh`; bash has no such switch, so nothing here assigns on a `local` line,
+# and `set -k` (which would make the snippet's `export A=1` the environment of `export`
+# and assign nothing) is off while it runs.
 getjobenv() {
+    [ -z "${ZSH_VERSION-}" ] || emulate -L zsh
+    case $- in
+        *k*) if [ -n "${BASH_VERSION-}" ]; then set +k; _jobenv_get "$@"; set -- "$?"; set -k; return "$1"; fi ;;
+    esac
+    _jobenv_get "$@"
+}
+
+_jobenv_get() {
     if [ "$#" -eq 0 ] && _jobenv_cached; then
         . "$_jobenv_f"
         set -- "$?"
@@ -28,7 +44,8 @@ getjobenv() {
         return "$1"
     fi
     unset _jobenv_f
-    local _jobenv_snippet _jobenv_sh=sh
+    local _jobenv_snippet _jobenv_sh
+    _jobenv_sh=sh
     if [ -n "${ZSH_VERSION-}" ]; then _jobenv_sh=zsh; elif [ -n "${BASH_VERSION-}" ]; then _jobenv_sh=bash; fi
     _jobenv_snippet="$(command "${JOBENV_EXE:-jobenv}" get --shell "$_jobenv_sh" "$@")" || return $?
     eval "$_jobenv_snippet"
@@ -37,7 +54,8 @@ getjobenv() {
 # Succeeds, with _jobenv_f set, when the cached snippet may be sourced (see above).
 # bash and zsh only (the snippet is their dialect); other shells always ask `jobenv get`.
 _jobenv_cached() {
-    local d h f l1 l2 l3 l4 s1 s2 s3 m l8 out want nl
+    local d h f l l1 l2 l3 l4 l5 s1 s2 s3 m out want nl up got
+    up= got=
     if [ -n "${ZSH_VERSION-}" ]; then
         emulate -L zsh
         zmodload -F zsh/datetime p:EPOCHSECONDS 2>/dev/null || return 1
@@ -60,20 +78,43 @@ ${PBS_CONF_FILE+x}${PBS_EXEC+x}${PBS_HOME+x}${PBS_DEFAULT+x}${PBS_SERVER_NAME+x}
     [ "${#h}" -le 200 ] || return 1
     f="${d%/}/cache/host-$h.sh"
     [ -f "$f" ] && [ ! -h "$f" ] && [ -O "$f" ] || return 1
-    { IFS= read -r l1 && IFS= read -r l2 && IFS= read -r l3 && IFS= read -r l4 \
-        && IFS= read -r s1 && IFS= read -r s2 && IFS= read -r s3 && IFS= read -r m && IFS= read -r l8; } <"$f" \
-        || return 1
-    [ "$l1" = '# jobenv restore cache 2 (written by `jobenv get` after its checks; do not edit)' ] \
-        && [ "$l8" = '# end' ] && [ "$m" = "# modules ${LOADEDMODULES-}" ] || return 1
-    case "$l2$l3$l4$s1$s2$s3" in '# size '*'# until '*'# record '*'# stat '*'# stat '*'# stat '*) ;; *) return 1 ;; esac
-    l2="${l2#'# size '}" l3="${l3#'# until '}" l4="${l4#'# record '}"
+    set --  # the directories above the store, from the `# above SIG|PATH` lines
+    {
+        IFS= read -r l1 && IFS= read -r l2 && IFS= read -r l3 && IFS= read -r l4 && IFS= read -r l5 \
+            && IFS= read -r s1 && IFS= read -r s2 && IFS= read -r s3 && IFS= read -r m || return 1
+        while IFS= read -r l; do
+            case "$l" in
+                '# end') break ;;
+                '# above '*'|/'*) [ "$#" -lt 64 ] || return 1
+                    l="${l#'# above '}"
+                    set -- "$@" "/${l#*'|/'}"
+                    up="$up${l%%'|/'*}$nl" ;;
+                *) return 1 ;;
+            esac
+        done
+    } <"$f"
+    [ "$l1" = '# jobenv restore cache 3 (written by `jobenv get` after its checks; do not edit)' ] \
+        && [ "$l" = '# end' ] && [ "$m" = "# modules ${LOADEDMODULES-}" ] || return 1
+    case "$l2$l3$l4$l5$s1$s2$s3" in
+        '# size '*'# since '*'# until '*'# record '*'# stat '*'# stat '*'# stat '*) ;;
+        *) return 1 ;;
+    esac
+    l2="${l2#'# size '}" l3="${l3#'# since '}" l4="${l4#'# until '}" l5="${l5#'# record '}"
     case "$l2" in '' | *[!0-9]*) return 1 ;; esac
-    case "$l3" in '' | *[!0-9]*) return 1 ;; esac
-    case "$l4" in '' | /* | *..* | *[!A-Za-z0-9._/-]*) return 1 ;; esac
-    [ "${#l2}" -eq 10 ] && [ "${#l3}" -le 12 ] && [ "$EPOCHSECONDS" -lt "$l3" ] || return 1
-    out="$(command stat -c '%F|%u|%a|%h|%s|%i|%Y|%Z' -- "${d%/}" "${d%/}/jobs" "${d%/}/jobs/$l4" "$f" 2>/dev/null)" \
-        || return 1
-    want="${s1#'# stat '}$nl${s2#'# stat '}$nl${s3#'# stat '}${nl}regular file|$EUID|600|1|$((10#$l2))"
-    [ "${out%'|'*'|'*'|'*}" = "$want" ] || return 1
+    case "$l3$l4" in '' | *[!0-9]*) return 1 ;; esac
+    case "$l5" in '' | /* | *..* | *[!A-Za-z0-9._/-]*) return 1 ;; esac
+    # the verdict holds from `since` (a clock stepped back voids it) until `until`
+    [ "${#l2}" -eq 10 ] && [ "${#l3}" -le 12 ] && [ "${#l4}" -le 12 ] && [ "$l3" -le "$EPOCHSECONDS" ] \
+        && [ "$EPOCHSECONDS" -lt "$l4" ] || return 1
+    out="$(command stat -c '%F|%u|%a|%d|%i|%h|%s|%Y|%Z' -- "$@" "${d%/}" "${d%/}/jobs" "${d%/}/jobs/$l5" "$f" \
+        2>/dev/null)" || return 1
+    while [ "$#" -gt 0 ]; do  # a directory above: type, owner, mode, device, inode (not its times)
+        l="${out%%"$nl"*}" out="${out#*"$nl"}"
+        got="$got${l%'|'*'|'*'|'*'|'*}$nl"
+        shift
+    done
+    [ "$got" = "$up" ] || return 1
+    want="${s1#'# stat '}$nl${s2#'# stat '}$nl${s3#'# stat '}${nl}regular file|$EUID|600|"
+    case "$out" in "$want"[0-9]*'|'[0-9]*"|1|$((10#$l2))|"[0-9]*'|'[0-9]*) ;; *) return 1 ;; esac
     _jobenv_f="$f"
 }

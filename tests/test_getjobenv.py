@@ -123,8 +123,31 @@ def no_records(env, tmp):
 def expired_verdict(env, tmp):
     s = _snippet(env)
     lines = s.read_text().split("\n")
-    lines[2] = f"# until {int(time.time()) - 1}"
+    lines[3] = f"# until {int(time.time()) - 1}"
+    assert lines[2].startswith("# since ")
     s.write_text("\n".join(lines))
+
+
+def ancestor_world_writable(env, tmp):
+    """A directory above JOBENV_HOME made 0777: another user could swap the store (exit 6)."""
+    os.chmod(Path(env["JOBENV_HOME"]).parent, 0o777)
+
+
+def clock_stepped_back(env, tmp):
+    """The snippet and the verdict were written while the clock read an hour later; it has
+    been stepped back since, and the scheduler now says the job has ended (exit 4)."""
+    squeue = tmp / "bin" / "squeue"
+    squeue.write_text("#!/bin/sh\necho RUNNING\n")
+    squeue.chmod(0o755)
+    os.unlink(_record(env))
+    put(env, "100")
+    ahead = tmp / "ahead"
+    ahead.mkdir()
+    (ahead / "sitecustomize.py").write_text("import time\n_t = time.time\ntime.time = lambda: _t() + 3600\n")
+    p = subprocess.run([sys.executable, "-m", "jobenv", "get"], env={**env, "PYTHONPATH": f"{ahead}:{REPO}"},
+                       capture_output=True, text=True)
+    assert p.returncode == 0 and "'--job' '100'" in _snippet(env).read_text(), p.stderr
+    squeue.write_text("#!/bin/sh\necho COMPLETED\n")
 
 
 def other_host(env, tmp):
@@ -168,7 +191,8 @@ def _record(env):
 
 STATES = [ok, snippet_appended_by_another, snippet_appended_mode_kept, snippet_is_a_symlink,
           record_group_writable, env_file_group_writable, home_is_a_symlink, jobs_dir_world_writable,
-          schema_99, truncated, ended, another_newer_record, no_records, expired_verdict, other_host,
+          schema_99, truncated, ended, another_newer_record, no_records, expired_verdict,
+          ancestor_world_writable, clock_stepped_back, other_host,
           user_setting, site_setting, in_another_job, stale_job_without_id, cobalt_job_by_nodefile,
           modules_loaded]
 
@@ -217,7 +241,7 @@ def test_getjobenv_and_get_agree(primed, state):
     env = dict(env)
     assert _snippet(env).exists()
     if state is ok:  # a local job's verdict holds a day, the snippet a minute: the files it relied on
-        until = int(_snippet(env).read_text().splitlines()[2][len("# until "):])
+        until = int(_snippet(env).read_text().splitlines()[3][len("# until "):])
         assert until <= time.time() + getcache.VERDICT_TTL + 1
     state(env, tmp)
     results = {}
@@ -236,12 +260,17 @@ def test_getjobenv_and_get_agree(primed, state):
     if state in (stale_job_without_id, cobalt_job_by_nodefile):  # that job's variables are cleared
         assert first[0].endswith(" SLURM_NTASKS_PER_NODE= COBALT_PARTNAME=") and first[0].startswith("rc=0 ")
         assert any("another job" in w for w in first[1]), first
+    if state is ancestor_world_writable:
+        assert first[0].startswith("rc=6 "), first
+    if state is clock_stepped_back:
+        assert first[0].startswith("rc=4 "), first
     if state is modules_loaded:
         assert first[0].startswith("rc=0 ") and any("modules are loaded here" in w for w in first[1]), first
 
 
-def test_fast_path_skips_python(tmp_path, home):
-    """With a valid snippet, getjobenv does not start Python (a broken `jobenv` proves it)."""
+def _primed_with_broken_jobenv(tmp_path: Path, home: Path) -> dict:
+    """Job 100 saved, its snippet written by `jobenv get`, then a `jobenv` that only fails
+    (exit 99): a shell that restores job 100 took the fast path."""
     _wrapper(tmp_path)
     env = _env(home, tmp_path)
     put(env, "100")
@@ -249,6 +278,13 @@ def test_fast_path_skips_python(tmp_path, home):
     time.sleep(getcache.RACY + 0.3)
     subprocess.run([sys.executable, "-m", "jobenv", "get"], env=env, check=True, capture_output=True)
     (tmp_path / "bin" / "jobenv").write_text("#!/bin/sh\nexit 99\n")
+    return env
+
+
+def test_fast_path_skips_python(tmp_path, home):
+    """With a valid snippet, getjobenv does not start Python (a broken `jobenv` proves it)."""
+    env = _primed_with_broken_jobenv(tmp_path, home)
+    (home / "new-file").write_text("")  # $HOME's times change all day: the proof holds of its owner and mode
     for shell_name in SHELLS:
         assert _run(shell_name, env, tmp_path, "getjobenv")[0].startswith("rc=0 JOBENV_JOBID=100 ")
         mine = _run(shell_name, {**env, "SLURM_MPI_TYPE": "pmix"}, tmp_path, "getjobenv")[0]
@@ -266,6 +302,19 @@ def test_fast_path_skips_python(tmp_path, home):
         r = _run(shell_name, mods, tmp_path, "getjobenv")
         assert r[0].startswith("rc=0 JOBENV_JOBID=100 "), r
         assert _run(shell_name, env, tmp_path, "getjobenv")[0].startswith("rc=99 ")  # and only those
+
+
+def test_fast_path_above_a_store_with_odd_names(tmp_path):
+    """Directories above the store named with `|/`, `%`, spaces and quotes keep the fast path
+    (the proof's `# above SIG|PATH` lines split at the first `|/`), and a chmod of one voids it."""
+    home = tmp_path / "we ird|" / "%s 'dir\""
+    home.mkdir(parents=True)
+    env = _primed_with_broken_jobenv(tmp_path, home)
+    for shell_name in SHELLS:
+        assert _run(shell_name, env, tmp_path, "getjobenv")[0].startswith("rc=0 JOBENV_JOBID=100 ")
+    os.chmod(home.parent, 0o775)
+    for shell_name in SHELLS:
+        assert _run(shell_name, env, tmp_path, "getjobenv")[0].startswith("rc=99 ")
 
 
 def test_the_fast_path_gate_names_the_plan_s_variables():

@@ -155,3 +155,48 @@ def test_auto_finds_this_host_in_a_big_host_file(tmp_path, home, shell):
     env = bare(home, f"{exe.parent}:/usr/bin:/bin", JOBENV_HOSTNAME=hosts[-1].split(".")[0], JOBENV_EXE=str(exe))
     p = run(shell, f"{STRICT[shell]}. {f}; echo $NHOSTS", env)
     assert p.returncode == 0 and p.stdout.endswith("200\n"), p.stdout + p.stderr
+
+
+@pytest.mark.parametrize("shell", ["bash", "zsh", "dash", "fish"])
+def test_auto_does_not_save_again_a_job_whose_key_is_hashed(tmp_path, home, shell):
+    """A PBS array subjob's id (`123[3].srv`) is hashed into its record's key by
+    store.key_for: every later shell of the job restores the user's own save, never
+    re-saves over it (it asks `jobenv get`, which names the record by that one rule)."""
+    exe = wrapper(tmp_path)
+    f = init_file(tmp_path, home, shell)
+    job = machines.pbs_array(tmp_path)
+    jobenv(["save", "--quiet", "--ranks-per-host", "7"], base_env(home, job), check=True)
+    rec = next((home / ".jobenv" / "jobs").glob("pbs-*.json"))
+    assert "[" not in rec.name  # the key is not the id: the shell cannot rebuild it by pasting
+    before = (rec.read_bytes(), rec.stat().st_mtime_ns)
+    env = {**bare(home, f"{exe.parent}:/usr/bin:/bin", JOBENV_EXE=str(exe), PYTHONPATH=str(REPO)), **job}
+    show = "echo \"[$JOBENV_JOBID]\"" if shell == "fish" else "echo \"[${JOBENV_JOBID-}]\""
+    p = run(shell, f". {f}; {show}", env)
+    assert p.stdout.endswith(f"[{job['PBS_JOBID']}]\n"), p.stdout + p.stderr
+    assert (rec.read_bytes(), rec.stat().st_mtime_ns) == before
+    assert '"ranks_per_host": 7,' in rec.read_text()
+
+
+HOSTILE_IDS = ["123[3].pbs01.cluster.edu", ".55.srv.", "12/3.srv", "4 5;6.srv", "9" * 40 + "." + "x" * 180, "123.srv"]
+
+
+@pytest.mark.parametrize("jobid", HOSTILE_IDS)
+def test_auto_saves_an_allocation_once_whatever_its_id(tmp_path, home, jobid):
+    """The first interactive shell of a job saves it (under the user's strict options), and
+    the record is the one store.key_for names; a later save of the user's own is kept."""
+    from jobenv import store
+
+    exe = wrapper(tmp_path)
+    f = init_file(tmp_path, home, "bash")
+    job = machines.pbs_common(jobid, machines._nodefile(tmp_path, "nodefile", ["cn010", "cn011"]))
+    env = {**bare(home, f"{exe.parent}:/usr/bin:/bin", JOBENV_EXE=str(exe), PYTHONPATH=str(REPO)), **job}
+    strict = "set -euk; set -o pipefail; shopt -s failglob nullglob; set -f; "
+    p = run("bash", f"{strict}. {f}; echo \"[$NHOSTS]\"", env)
+    jobs = home / ".jobenv" / "jobs"
+    assert p.stdout.endswith("[2]\n"), p.stdout + p.stderr
+    assert [r.name for r in jobs.glob("*.json")] == [store.key_for("pbs", jobid) + ".json"]
+    jobenv(["save", "--quiet", "--ranks-per-host", "7"], base_env(home, job), check=True)
+    rec = next(jobs.glob("*.json"))
+    before = (rec.read_bytes(), rec.stat().st_mtime_ns)
+    p = run("bash", f"{strict}. {f}; echo \"[$NRANKS]\"", env)
+    assert p.stdout.endswith("[14]\n") and (rec.read_bytes(), rec.stat().st_mtime_ns) == before, p.stdout + p.stderr
