@@ -1,12 +1,14 @@
 """`jobenv stage` on a node shared with another user: a stage directory or staged copy
 another account made or can write is never used (stage, restore, doctor's check, every
-rank's rankenv.sh), and cleanup never follows a symbolic link."""
+rank's rankenv.sh), cleanup never follows a symbolic link, and a restored shell runs the
+staged copy's python3 before the shared venv's."""
 from __future__ import annotations
 
 import json
 import os
 import socket
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -158,3 +160,19 @@ def test_cleanup_never_follows_a_symlink(tmp_path):
     (old / "ro").chmod(0o500)
     worker._leftovers(str(root), "env-1", HOST)
     assert os.listdir(root) == [] and modes(project) == before and (project / "a" / "f").read_text() == "keep"
+
+
+def test_restored_shell_runs_the_staged_python_first(tmp_path, home):
+    venv = make_venv(tmp_path / "shared" / "myenv")
+    env = base_env(home, {"JOBENV_HOSTNAME": "workstation7", "VIRTUAL_ENV": str(venv)},
+                   path=f"{venv}/bin:/usr/local/bin:/usr/bin:/bin")
+    jobenv(["save", "--quiet"], env, check=True)
+    target = tmp_path / "local"
+    assert jobenv(["stage", "--to", str(target)], env).returncode == 0
+    copy = target / copy_name(str(venv))
+    fresh = base_env(home, {"PYTHON": sys.executable, "JOBENV_HOSTNAME": "workstation7"})
+    p = subprocess.run(["bash", "--norc", "--noprofile", "-c",
+                        'source <("$PYTHON" -m jobenv get) && command -v python3 && echo "$VIRTUAL_ENV"'],
+                       capture_output=True, text=True, env=fresh, cwd=tmp_path)
+    assert p.returncode == 0, p.stderr
+    assert p.stdout.split() == [f"{copy}/bin/python3", str(copy)], p.stdout + p.stderr
