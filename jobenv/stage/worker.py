@@ -5,8 +5,8 @@ that can see the store.
 The stage directory is created with mkdir (0700) and must pass the store's ownership rule
 (restore.check_root): one another user made first, or can write, is refused before
 anything is read from or written into it.  Stage: if this host's copy passes
-restore.check_copy and its entry count is right, nothing is copied.  Otherwise the one archive is read sequentially and unpacked
-into a hidden temporary directory next to the copy, the result is walked and compared
+restore.check_copy and its entry count is right, nothing is copied.  Otherwise the one
+archive is read sequentially and unpacked into a hidden temporary directory next to the copy, the result is walked and compared
 with the manifest (count and hash), the prefix is rewritten where files name it, a stamp
 is written, and only then is it renamed into place: `launch` never sees a half copy, and
 nothing outside the target directory is touched (removal never follows a symbolic link).
