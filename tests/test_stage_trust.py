@@ -67,6 +67,10 @@ def test_stage_refuses_a_stage_directory_another_user_made(tmp_path, job, other_
     assert "staged" not in record(job)
     assert modes(project) == before  # nothing of the user's was re-permissioned
     assert not (root / copy.name / "lib").exists()  # nothing copied into their directory
+    listing = sorted(os.listdir(root))
+    p = jobenv(["stage", "--env", str(venv), "--clean"], job)
+    assert p.returncode == 1 and p.stderr.count("\n") == 1 and "left alone" in p.stderr, p.stderr
+    assert sorted(os.listdir(root)) == listing
 
 
 def test_own_stage_directory_under_sticky_tmp_is_created_private(tmp_path, job, shared_tmp):
