@@ -203,7 +203,7 @@ def check_staged(rec, host: str) -> Check:
     if status in ("ok", "none"):
         return Check("staged", "ok", detail)
     return Check("staged", "warn", detail, "run `jobenv stage` (launch uses the shared environment meanwhile)"
-                 if status == "missing" else "run `jobenv stage` to copy the changed environment")
+                 if status in ("missing", "unsafe") else "run `jobenv stage` to copy the changed environment")
 
 
 def _recorded_launcher(rec, env: Mapping[str, str]) -> Optional[str]:

@@ -193,7 +193,7 @@ def restore_plan(env: Mapping[str, str], jobid: Optional[str] = None, allow_stal
     state, reason, until = liveness(rec, env)
     p = plan.build(rec, path, env, why=why, state=(state, reason), store="owner, mode and schema checked",
                    allow_stale=allow_stale, jobenv_argv=shell.jobenv_argv(),
-                   extra=_launch_program(env) + _extra_items(rec, env, host, python), warnings=warnings)
+                   extra=_extra_items(rec, env, host, python) + _launch_program(env), warnings=warnings)
     return p, until, rec
 
 

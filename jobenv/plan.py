@@ -169,7 +169,9 @@ def build(record: JobRecord, record_path: str, environ: Mapping[str, str], *,
 
     `state` is the liveness verdict (live|ended|unknown, reason); `store` the store's
     safety verdict; `extra` the (set, path_prepend, warnings) items of other concerns
-    (software environment, staged files), applied after the job's own variables.
+    (software environment, staged files), applied after the job's own variables, in order:
+    a later item overrides an earlier one (the staged copy's VIRTUAL_ENV and `bin` win over
+    the shared venv's).
     Raises JobEnded for an ended job unless allow_stale.
     """
     warn = list(warnings)
@@ -211,7 +213,8 @@ def build(record: JobRecord, record_path: str, environ: Mapping[str, str], *,
                 sets[k] = v
             else:
                 refused.append(k)
-        path_prepend.extend(p for p in item_path if p.startswith("/") and ":" not in p and p not in path_prepend)
+        # a later concern overrides an earlier one: its variables replace, its PATH goes first
+        path_prepend[:0] = [p for p in item_path if p.startswith("/") and ":" not in p and p not in path_prepend]
         warn.extend(item_warn)
     other = other_job_prefixes(record, environ)
     unset = sorted(k for k in environ if k.startswith(other) and job_scoped(k) and k not in sets and k not in keep)

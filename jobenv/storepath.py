@@ -53,9 +53,13 @@ def ancestors(path: str) -> List[str]:
     return out
 
 
-def check_ancestors(path: str) -> None:
+OWN_HINT = "set JOBENV_HOME to a directory of your own"
+
+
+def check_ancestors(path: str, what: str = "the store", hint: str = OWN_HINT) -> None:
     """Every existing directory above `path` (as written and as resolved): owned by you or
-    root, and not writable by group/others unless sticky."""
+    root, and not writable by group/others unless sticky.  A sticky directory (/tmp) is
+    safe to cross: only an entry's owner (or root) may rename or remove it there."""
     uid = os.getuid()
     for p in ancestors(path):
         try:
@@ -63,26 +67,27 @@ def check_ancestors(path: str) -> None:
         except FileNotFoundError:
             continue
         if st.st_uid not in (0, uid):
-            raise BadRecord(f"{p}, above the store {path}, is owned by uid {st.st_uid}: another user "
-                            f"could replace the store; set JOBENV_HOME to a directory of your own")
+            raise BadRecord(f"{p}, above {what} {path}, is owned by uid {st.st_uid}: another user "
+                            f"could replace {what}; {hint}")
         if st.st_mode & 0o022 and not st.st_mode & stat.S_ISVTX:
-            raise BadRecord(f"{p}, above the store {path}, is writable by others and not sticky "
-                            f"(mode {stat.S_IMODE(st.st_mode):o}): another user could replace the store; "
-                            f"fix with: chmod go-w {p}, or set JOBENV_HOME elsewhere")
+            raise BadRecord(f"{p}, above {what} {path}, is writable by others and not sticky "
+                            f"(mode {stat.S_IMODE(st.st_mode):o}): another user could replace {what}; "
+                            f"fix with: chmod go-w {p}, or {hint}")
 
 
-def check_safe(path: str, is_dir: bool) -> None:
-    """Refuse a store directory or record owned by another user, a symlink, or writable by
-    group/others (injection risk).  A missing path passes: callers handle absence."""
+def check_safe(path: str, is_dir: bool, what: str = "", hint: str = OWN_HINT) -> None:
+    """Refuse a store directory or record (or, named by `what`, another directory jobenv
+    trusts) owned by another user, a symlink, or writable by group/others (injection
+    risk).  A missing path passes: callers handle absence."""
     try:
         st = os.lstat(path)
     except FileNotFoundError:
         return
-    what = "store directory" if is_dir else "record"
+    what = what or ("store directory" if is_dir else "record")
     uid = os.getuid()
     if st.st_uid != uid:
         raise BadRecord(f"{what} {path} is owned by uid {st.st_uid}, not you (uid {uid}); "
-                        "refusing it: set JOBENV_HOME to a directory of your own")
+                        f"refusing it: {hint}")
     if stat.S_ISLNK(st.st_mode):
         raise BadRecord(f"{what} {path} is a symbolic link; refusing it")
     if is_dir and not stat.S_ISDIR(st.st_mode):
@@ -111,25 +116,34 @@ def write_error(exc: OSError, what: str) -> JobenvError:
     return JobenvError(f"cannot write {what}: {exc.strerror or exc}")
 
 
+def make_private(path: str, what: str = "the store", hint: str = OWN_HINT, label: str = "") -> None:
+    """Create directory `path` (and each missing one above it, 0700) after checking what is
+    above it, then check (check_safe, calling each a `label`) that each one created, and
+    `path`, is yours and nobody else's to write.  mkdir semantics: a directory another user
+    made first is found and refused, never used.  A failed mkdir raises its OSError."""
+    check_ancestors(path, what, hint)
+    missing = []
+    p = path
+    while not os.path.lexists(p):
+        missing.append(p)
+        p = os.path.dirname(p)
+    for p in reversed(missing):
+        try:
+            os.mkdir(p, 0o700)
+        except FileExistsError:
+            pass
+        check_safe(p, True, label, hint)
+    check_safe(path, True, label, hint)
+
+
 def ensure_dirs(env: Optional[Mapping[str, str]] = None) -> str:
     """Create the store (each missing directory 0700) after checking what is above it, then
     check that nobody else can write to it.  Returns the jobs directory."""
     d = jobs_dir(env)
     h = os.path.dirname(d)
-    check_ancestors(h)
-    missing = []
-    p = h
-    while not os.path.lexists(p):
-        missing.append(p)
-        p = os.path.dirname(p)
-    missing.reverse()
-    for p in missing + [d]:
-        try:
-            os.mkdir(p, 0o700)
-        except FileExistsError:
-            pass
-        except OSError as exc:
-            raise write_error(exc, f"the store {p}") from None
-        check_safe(p, is_dir=True)
+    try:
+        make_private(d)
+    except OSError as exc:
+        raise write_error(exc, f"the store {exc.filename or d}") from None
     check_safe(h, is_dir=True)
     return d

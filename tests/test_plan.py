@@ -120,12 +120,12 @@ def test_extra_items_plug_in_and_are_checked():
     p = build(rec(), environ, extra=items)
     assert p.set["VIRTUAL_ENV"] == "/v" and p.set["STAGED_PREFIX"] == "/tmp/s" and "LD_PRELOAD" not in p.set
     assert p.set["JOBENV_STAGED"] == "/s/%h" and "JOBENV_HOME" not in p.set
-    assert p.path_prepend == ["/v/bin", "/tmp/s/bin"]
+    assert p.path_prepend == ["/tmp/s/bin", "/v/bin"]  # a later concern's PATH goes first
     assert "software: note" in p.warnings
     env = plan.apply(p, environ)
-    assert env["PATH"] == "/v/bin:/tmp/s/bin:/usr/bin"
+    assert env["PATH"] == "/tmp/s/bin:/v/bin:/usr/bin"
     assert env["SLURM_JOB_ID"] == "100" and "SLURM_STEP_ID" not in env
-    assert plan.apply(p, {})["PATH"] == "/v/bin:/tmp/s/bin"
+    assert plan.apply(p, {})["PATH"] == "/tmp/s/bin:/v/bin"
 
 
 def test_apply_matches_the_plan():

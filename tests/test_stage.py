@@ -148,7 +148,7 @@ def test_full_target_is_named(tmp_path, job):
     (venv / "big.bin").write_bytes(os.urandom(3 << 20))
     small = tmp_path / "small"
     small.mkdir()
-    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=2m", "tmpfs", str(small)], check=True)
+    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=2m,mode=0700", "tmpfs", str(small)], check=True)
     try:
         p = stage(job, "--env", str(venv), "--to", str(small))
         assert p.returncode == 1 and "workstation7: no space in" in p.stderr, p.stderr
@@ -224,18 +224,18 @@ def test_bad_staged_field_is_refused(tmp_path, job):
 
 
 def test_template_and_rank_shim(tmp_path):
+    key = "k" * 64
     rec = record_mod.JobRecord("slurm", "1", "slurm", ["n1", "n2"], 0, 1, None, ["srun"], {}, "", "",
-                               staged={h: {"prefix": f"{tmp_path}/{h}/env-1", "manifest": "k", "verified_at": 1.0}
+                               staged={h: {"prefix": f"{tmp_path}/{h}/env-1", "manifest": key, "verified_at": 1.0}
                                        for h in ("n1", "n2")})
     assert restore.template(rec) == f"{tmp_path}/%h/env-1"
+    assert restore.rank_prefix(rec)[2:] == [restore.template(rec), key]
     host = os.uname().nodename
     copy = tmp_path / host / "env-1"
     (copy / "bin").mkdir(parents=True)
-    (copy / ".jobenv-stage.json").write_text(json.dumps({"key": "k", "kind": "venv"}))
+    (copy / ".jobenv-stage.json").write_text(json.dumps({"key": key, "kind": "venv"}))
     argv = restore.rank_prefix(rec) + ["/bin/sh", "-c", 'echo "$PATH|$VIRTUAL_ENV"']
-    out = subprocess.run(argv, capture_output=True, text=True, env={"PATH": "/usr/bin:/bin",
-                         "JOBENV_STAGED": restore.template(rec)}).stdout.strip()
+    out = subprocess.run(argv, capture_output=True, text=True, env={"PATH": "/usr/bin:/bin"}).stdout.strip()
     assert out == f"{copy}/bin:/usr/bin:/bin|{copy}"
-    out = subprocess.run(argv, capture_output=True, text=True, env={"PATH": "/usr/bin:/bin",
-                         "JOBENV_STAGED": f"{tmp_path}/nowhere/%h"}).stdout.strip()
-    assert out == "/usr/bin:/bin|"
+    rec.staged["n2"]["manifest"] = "other"
+    assert restore.rank_prefix(rec) == []  # two keys: no one template to check against

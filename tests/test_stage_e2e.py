@@ -107,7 +107,7 @@ def test_slurm_four_nodes(tmp_path, torch_venv, cluster, jobs, store):  # noqa: 
     batch_job(cluster, jobs, store, tmp_path, "-N", "4", "--ntasks-per-node", "1")
     to = tmp_path / "local"
     (to / "node3").mkdir(parents=True)
-    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=64m", "tmpfs", str(to / "node3")], check=True)
+    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=64m,mode=0700", "tmpfs", str(to / "node3")], check=True)
     stage = f"jobenv stage --env {torch_venv} --to {to}/%h"
     try:
         p = fresh(cluster, "node1", "bash", stage, store)

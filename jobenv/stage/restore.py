@@ -5,6 +5,12 @@ copy, its `bin` goes first on PATH and VIRTUAL_ENV / CONDA_PREFIX name it.  It r
 the `jobenv get` path, in every new shell: one small file read, no heavy imports.
 `rank_prefix` is the argv `jobenv launch` puts before the user's command so that each
 rank, on its own host, runs that host's copy (paths may differ per host: `--to .../%h`).
+
+A copy is code the user's ranks run, on a node another user may share, so it is trusted
+by one rule (`check_copy`; rankenv.sh applies the same rule per rank): every directory
+above the stage directory is root's or yours and not writable by others unless sticky
+(the store's ssh-style check), the stage directory and the copy are your own real
+directories not writable by group/others, and the copy's stamp carries the recorded key.
 """
 from __future__ import annotations
 
@@ -15,6 +21,36 @@ if TYPE_CHECKING:
     from typing import Any, Dict, List, Optional, Tuple
 
 STAMP = ".jobenv-stage.json"  # same as manifest.STAMP (not imported: hashlib stays off this path)
+HINT = "stage to a directory of your own (--to DIR or JOBENV_STAGE_DIR)"
+
+
+def check_root(root: str) -> None:
+    """Raise JobenvError unless the stage directory `root` (if it exists) and every one
+    above it pass the store's rule (storepath): nobody but you could put a copy there."""
+    from ..storepath import check_ancestors, check_safe
+
+    check_ancestors(root, "the stage directory", HINT)
+    check_safe(root, True, "stage directory", HINT)
+
+
+def check_copy(prefix: str, key: str) -> Tuple[str, str, Dict[str, Any]]:
+    """(status, why, stamp) of the staged copy at `prefix`, recorded with manifest `key`:
+    "ok" (why is ""), "unsafe" (another user could have made or changed it: never run it),
+    "missing" or "stale" (not the recorded copy)."""
+    from ..errors import JobenvError
+    from ..storepath import check_safe
+
+    try:
+        check_root(os.path.dirname(prefix))
+        check_safe(prefix, True, "staged copy", HINT)
+    except JobenvError as exc:
+        return "unsafe", exc.message, {}
+    stamp = read_stamp(prefix)
+    if stamp is None:
+        return "missing", f"staged copy {prefix} is gone", {}
+    if stamp.get("key") != key:
+        return "stale", f"staged copy {prefix} is not the recorded one", stamp
+    return "ok", "", stamp
 
 
 def _entry(record, host: str) -> Optional[Tuple[str, Dict[str, Any]]]:
@@ -51,11 +87,9 @@ def restore_items(record, environ, host: str) -> Tuple[Dict[str, str], List[str]
         return {}, [], []
     name, entry = found
     prefix = entry["prefix"]
-    stamp = read_stamp(prefix)
-    if stamp is None:
-        return {}, [], [f"the staged environment {prefix} is missing on {name}; run `jobenv stage`"]
-    if stamp.get("key") != entry["manifest"]:
-        return {}, [], [f"the staged environment {prefix} on {name} is not the one recorded; run `jobenv stage`"]
+    status, why, stamp = check_copy(prefix, entry["manifest"])
+    if status != "ok":
+        return {}, [], [f"{why} on {name}; using the shared environment; run `jobenv stage`"]
     var = "CONDA_PREFIX" if stamp.get("kind") == "conda" else "VIRTUAL_ENV"
     out = {var: prefix}
     tmpl = template(record)
@@ -65,14 +99,19 @@ def restore_items(record, environ, host: str) -> Tuple[Dict[str, str], List[str]
 
 
 def rank_prefix(record) -> List[str]:
-    """argv to put before a rank's command: `sh rankenv.sh` when the job has staged copies."""
-    if not getattr(record, "staged", None) or template(record) is None:
+    """argv to put before a rank's command: `sh rankenv.sh TEMPLATE KEY` when the job has
+    staged copies at one path template, all with one manifest key (rankenv.sh checks each
+    host's copy against it)."""
+    staged = getattr(record, "staged", None) or {}
+    keys = {e["manifest"] for e in staged.values()}
+    tmpl = template(record)
+    if tmpl is None or len(keys) != 1:
         return []
-    return ["/bin/sh", os.path.join(os.path.dirname(os.path.abspath(__file__)), "rankenv.sh")]
+    return ["/bin/sh", os.path.join(os.path.dirname(os.path.abspath(__file__)), "rankenv.sh"), tmpl, keys.pop()]
 
 
 def check(record, host: str) -> Tuple[str, str]:
-    """For `jobenv doctor`: ("ok" | "stale" | "missing" | "none", one line of detail).
+    """For `jobenv doctor`: ("ok" | "stale" | "missing" | "unsafe" | "none", one line of detail).
 
     Walks the source environment (metadata only) to see whether it changed since staging.
     """
@@ -81,11 +120,9 @@ def check(record, host: str) -> Tuple[str, str]:
         return "none", "no staged environment on this host (`jobenv stage` copies it to local disk)"
     name, entry = found
     prefix = entry["prefix"]
-    stamp = read_stamp(prefix)
-    if stamp is None:
-        return "missing", f"staged copy {prefix} is gone on {name}; run `jobenv stage`"
-    if stamp.get("key") != entry["manifest"]:
-        return "stale", f"staged copy {prefix} on {name} is not the recorded one; run `jobenv stage`"
+    status, why, stamp = check_copy(prefix, entry["manifest"])
+    if status != "ok":
+        return status, f"{why} on {name}; run `jobenv stage`"
     from . import manifest
 
     try:

@@ -1,12 +1,16 @@
 """The per-host half of `jobenv stage`: one process on every host, started by the job's
-launcher.  Stdlib only, so it runs under any interpreter that can see the store.
+launcher.  Stdlib (and jobenv's own light modules) only, so it runs under any interpreter
+that can see the store.
 
-Stage: if this host's copy already carries the wanted manifest and its entry count is
-right, nothing is copied.  Otherwise the one archive is read sequentially and unpacked
-into a hidden temporary directory next to the copy, the result is walked and compared
+The stage directory is created with mkdir (0700) and must pass the store's ownership rule
+(restore.check_root): one another user made first, or can write, is refused before
+anything is read from or written into it.  Stage: if this host's copy passes
+restore.check_copy and its entry count is right, nothing is copied.  Otherwise the one
+archive is read sequentially and unpacked into a hidden temporary directory next to the copy, the result is walked and compared
 with the manifest (count and hash), the prefix is rewritten where files name it, a stamp
 is written, and only then is it renamed into place: `launch` never sees a half copy, and
-nothing outside the target directory is touched.  Clean: remove this host's copy.
+nothing outside the target directory is touched (removal never follows a symbolic link).
+Clean: remove this host's copy.
 
 Reports are single lines `@@jobenv-stage@@ {json}` on stdout (progress, then one result).
 """
@@ -17,13 +21,17 @@ import json
 import os
 import shutil
 import socket
+import stat
 import sys
 import tarfile
 import time
-from typing import Any, Dict, List, Optional
+from typing import Any, Dict, List
 
+from ..errors import JobenvError
+from ..storepath import make_private
 from . import manifest, relocate
 from .manifest import BASE_DIR, STAMP
+from .restore import HINT, check_copy, check_root
 
 MARK = "@@jobenv-stage@@ "
 CHUNK = 1 << 20
@@ -59,31 +67,41 @@ def copy_walk(copy: str) -> List[manifest.Entry]:
     return items
 
 
-def read_stamp(copy: str) -> Optional[Dict[str, Any]]:
-    try:
-        with open(os.path.join(copy, STAMP)) as f:
-            data = json.load(f)
-    except (OSError, ValueError):
-        return None
-    return data if isinstance(data, dict) else None
-
-
 def _rmtree(path: str) -> None:
-    def fix(func, p, exc):
+    """Remove a tree this worker made, read-only directories included, without ever
+    following a symbolic link: a link (at the top or inside) is removed, not entered, and
+    only real directories are made writable (chmod follows links, so each is lstat-ed)."""
+    try:
+        st = os.lstat(path)
+    except FileNotFoundError:
+        return
+    if not stat.S_ISDIR(st.st_mode):
         try:
-            os.chmod(os.path.dirname(p), 0o700)
-            func(p)
+            os.unlink(path)
         except OSError:
             pass
-    for dirpath, dirnames, _ in os.walk(path):
+        return
+
+    def real_dir(p: str) -> bool:
+        try:
+            return stat.S_ISDIR(os.lstat(p).st_mode)
+        except OSError:
+            return False
+
+    _chmod_own(path)
+    for dirpath, dirnames, _ in os.walk(path):  # does not descend into links to directories
         for d in dirnames:
             full = os.path.join(dirpath, d)
-            if not os.path.islink(full):
-                try:
-                    os.chmod(full, 0o700)
-                except OSError:
-                    pass
-    shutil.rmtree(path, onerror=fix)
+            if real_dir(full):
+                _chmod_own(full)
+    shutil.rmtree(path, onerror=lambda func, p, exc: None)  # fd-based: does not follow links
+
+
+def _chmod_own(path: str) -> None:
+    try:
+        os.chmod(path, 0o700)
+    except OSError:
+        pass
 
 
 def _cause(exc: OSError, where: str) -> str:
@@ -132,12 +150,22 @@ def unpack(archive: str, tmp: str, host: str) -> int:
     return written
 
 
+def _private_root(root: str) -> None:
+    """Create the stage directory (mkdir, 0700) or find it yours and private, or fail."""
+    try:
+        make_private(root, "the stage directory", HINT, "stage directory")
+    except JobenvError as exc:
+        raise Failure(exc.message) from None
+    except OSError as exc:
+        raise Failure(_cause(exc, root)) from None
+
+
 def stage(spec: Dict[str, Any], host: str, meta: Dict[str, Any]) -> Dict[str, Any]:
     root = expand(spec["to"], host) if spec.get("to") else default_root(os.environ)
     copy = os.path.join(root, spec["name"])
     key = meta["key"]
-    stamp = read_stamp(copy)
-    if stamp and stamp.get("key") == key and os.path.isdir(copy):
+    _private_root(root)
+    if check_copy(copy, key)[0] == "ok":
         try:
             count = manifest.core_count(copy_walk(copy))
         except (OSError, manifest.EnvError):
@@ -146,10 +174,6 @@ def stage(spec: Dict[str, Any], host: str, meta: Dict[str, Any]) -> Dict[str, An
             return {"prefix": copy, "unchanged": True, "entries": count, "bytes": 0}
     if spec.get("dry_run"):
         return {"prefix": copy, "unchanged": False, "would_copy": True, "bytes": 0}
-    try:
-        os.makedirs(root, 0o700, exist_ok=True)
-    except OSError as exc:
-        raise Failure(_cause(exc, root)) from None
     vfs = os.statvfs(root)
     free, need = vfs.f_bavail * vfs.f_frsize, int(meta["bytes"] * 1.05) + (16 << 20)
     if free < need:
@@ -213,6 +237,10 @@ def clean(spec: Dict[str, Any], host: str) -> Dict[str, Any]:
     root = expand(spec["to"], host) if spec.get("to") else default_root(os.environ)
     copy = os.path.join(root, spec["name"])
     removed = False
+    try:
+        check_root(root)
+    except JobenvError as exc:
+        raise Failure(f"{exc.message}; left alone") from None
     if os.path.lexists(copy):
         if spec.get("dry_run"):
             return {"prefix": copy, "removed": False, "would_remove": True}
