@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import os
 import socket
+import subprocess
 import sys
 
 import pytest
@@ -152,3 +153,17 @@ def test_busy_master_port_fails(local_env):
 def test_deep_runs_a_two_rank_allreduce(local_env):
     rc, c = doctor({**local_env, "OMP_NUM_THREADS": "1"}, "--deep")
     assert rc == 0 and c["selftest"]["status"] == "ok", c.get("selftest")
+
+
+def test_doctor_never_imports_from_the_working_directory(local_env, other_user, shared_tmp):
+    """Run from a shared directory where another user planted json.py and a jobenv/ package:
+    neither the framework probes nor --deep's `jobenv launch` and selftest ranks import them."""
+    from test_interpreter import plant, ran
+
+    plant(other_user, shared_tmp)
+    # `python -P -m jobenv` is how the `jobenv` console script starts: its own bin/ first, never the cwd
+    p = subprocess.run([sys.executable, "-P", "-m", "jobenv", "doctor", "--json", "--deep"], cwd=shared_tmp,
+                       env={**local_env, "OMP_NUM_THREADS": "1"}, capture_output=True, text=True, timeout=300)
+    c = {c["name"]: c for c in json.loads(p.stdout)["checks"]}
+    assert ran(shared_tmp) == [], p.stdout
+    assert c["torch"]["status"] == "ok" and c["selftest"]["status"] == "ok", (c["torch"], c.get("selftest"))
