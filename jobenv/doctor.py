@@ -18,6 +18,7 @@ from typing import Callable, Dict, List, Mapping, NamedTuple, Optional, Tuple
 import click
 
 from . import doctor_probes as probes
+from .cli_common import Seconds
 
 
 class Check(NamedTuple):
@@ -287,7 +288,7 @@ def render_json(checks: List[Check]) -> str:
 @click.option("--job", "-j", metavar="ID", help="Job id (default: as for `get`).")
 @click.option("--json", "as_json", is_flag=True, help="Print the checks as JSON.")
 @click.option("--deep", is_flag=True, help="Also run a two-rank all-reduce through `jobenv launch` (slow).")
-@click.option("--timeout", type=click.FloatRange(min=1), default=60.0, show_default=True,
+@click.option("--timeout", type=Seconds(1, 86400), default=60.0, show_default=True,
               help="Seconds each probe (an import, a --version) may take.")
 def doctor_cmd(job: Optional[str], as_json: bool, deep: bool, timeout: float) -> None:
     """Check this host, the job's record, launcher, MPI, frameworks and GPUs; say how to fix each failure."""
