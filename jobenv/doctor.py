@@ -269,9 +269,13 @@ def collect(env: Mapping[str, str], job: Optional[str], deep: bool, timeout: flo
 
 
 def render_text(checks: List[Check]) -> str:
+    """One line per check; details quote banners and library strings (Open MPI's ends in a NUL),
+    so every field is written through errors.one_line: no control byte reaches the terminal."""
+    from .errors import one_line
+
     width = max(len(c.name) for c in checks)
-    lines = [f"{c.status:<4}  {c.name:<{width}}  {c.detail}" + (f" -> fix: {c.fix}" if c.fix and c.status != "ok" else "")
-             for c in checks]
+    lines = [f"{c.status:<4}  {one_line(c.name):<{width}}  {one_line(c.detail)}"
+             + (f" -> fix: {one_line(c.fix)}" if c.fix and c.status != "ok" else "") for c in checks]
     fails = sum(c.status == "fail" for c in checks)
     warns = sum(c.status == "warn" for c in checks)
     lines.append(f"{len(checks)} checks: {fails} failed, {warns} warnings")

@@ -17,7 +17,8 @@ import pytest
 
 import machines
 from conftest import base_env, jobenv
-from jobenv.doctor import Check, judge_gpus, judge_mpi4py, judge_torch, mpi_flavor, render_json, render_text
+from jobenv.doctor import (Check, judge_gpus, judge_launcher, judge_mpi4py, judge_torch, mpi_flavor, render_json,
+                           render_text)
 
 VENV_BIN = os.path.dirname(sys.executable)
 
@@ -167,3 +168,22 @@ def test_doctor_never_imports_from_the_working_directory(local_env, other_user, 
     c = {c["name"]: c for c in json.loads(p.stdout)["checks"]}
     assert ran(shared_tmp) == [], p.stdout
     assert c["torch"]["status"] == "ok" and c["selftest"]["status"] == "ok", (c["torch"], c.get("selftest"))
+
+
+def test_control_bytes_in_banners_are_escaped(tmp_path, home):
+    """Open MPI's library version string ends in a NUL; a launcher banner may hold ESC: the
+    text output shows them as escapes (JSON escapes them itself)."""
+    c = judge_launcher("/x/mpirun", "mpirun (Open MPI) 4.1.4\x00\x1b[2J\x9b")
+    assert c.detail.startswith("/x/mpirun: Open MPI")
+    text = render_text([c, judge_mpi4py("Open MPI", "Open MPI", "Open MPI v4.1.4\x00")])
+    assert not any(ch in text for ch in "\x00\x1b\x9b"), repr(text)
+    assert "\\x00\\x1b[2J\\x9b" in text
+    bindir = tmp_path / "bin"
+    bindir.mkdir()
+    (bindir / "mpiexec").write_text("#!/bin/sh\nprintf 'HYDRA build details:\\n Version: 5\\000\\033]0;owned\\007\\n'\n")
+    (bindir / "mpiexec").chmod(0o755)
+    env = base_env(home, machines.local(tmp_path), path=f"{bindir}:{VENV_BIN}:/usr/bin:/bin")
+    jobenv(["save", "--quiet"], env, check=True)
+    p = jobenv(["doctor"], env)
+    line = next(ln for ln in p.stdout.splitlines() if " launcher " in ln)
+    assert "\\x00\\x1b]0;owned\\x07" in line and "\x00" not in p.stdout and "\x1b" not in p.stdout, repr(line)
