@@ -172,6 +172,18 @@ def check_shell(env: Mapping[str, str]) -> Check:
     return Check("shell", "warn", f"~/{rc} does not load jobenv (getjobenv, completions)", f"add `{line}` to ~/{rc}")
 
 
+def check_pythonpath(env: Mapping[str, str]) -> List[Check]:
+    """Only when PYTHONPATH is set: its empty or relative entries are the cwd (jobenv.interpreter)."""
+    from .interpreter import cwd_entries
+
+    if not env.get("PYTHONPATH"):
+        return []
+    bad = ", ".join(map(repr, cwd_entries(env["PYTHONPATH"])))
+    return [Check("pythonpath", "warn", f"PYTHONPATH entry {bad} is the current directory (or under it): python "
+                  "imports from wherever you run it", "drop empty and relative entries") if bad
+            else Check("pythonpath", "ok", "PYTHONPATH holds absolute directories only")]
+
+
 def check_rendezvous(rec, env: Mapping[str, str], host: str, resolve: Callable[[str], Optional[str]]) -> List[Check]:
     """MASTER_ADDR (else the record's first host) resolves; MASTER_PORT, if set, is free there."""
     from .hostlist import host_index
@@ -264,6 +276,7 @@ def collect(env: Mapping[str, str], job: Optional[str], deep: bool, timeout: flo
             checks.append(check_deep(rec.jobid, env, timeout * 4))
     else:
         checks += judge_imports(probes.finish_imports(started), None, 0)
+    checks += check_pythonpath(env)
     checks.append(check_shell(env))
     return checks
 

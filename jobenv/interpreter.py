@@ -13,8 +13,8 @@ jobenv supports (checked on 3.9-3.13):
   the cwd; `sys` is built in and never comes from a path.
 - PYTHONPATH and the user site stay as the user set them.  Python makes an empty or
   relative PYTHONPATH entry absolute (`/foo:` adds the cwd) before any code of ours runs:
-  that is the user's own instruction, which every python they start obeys, and
-  `jobenv doctor` warns about it.
+  that is the user's own instruction, which every python they start obeys (even
+  `sitecustomize` is looked up there), so jobenv keeps it, and `jobenv doctor` warns.
 """
 from __future__ import annotations
 
@@ -39,3 +39,11 @@ def code_argv(python: str, code: str, pin: Optional[str] = None, isolated: bool 
 def module_argv(python: str, module: str) -> List[str]:
     """`python -m module`, without the cwd on sys.path (arguments follow)."""
     return code_argv(python, f"import runpy; runpy.run_module({module!r}, run_name='__main__', alter_sys=True)")
+
+
+def cwd_entries(pythonpath: str) -> List[str]:
+    """PYTHONPATH entries that Python resolves against the cwd (empty, as `$PYTHONPATH:/x`
+    leaves with PYTHONPATH unset, or relative): `jobenv doctor` warns about them."""
+    import os
+
+    return [p for p in pythonpath.split(os.pathsep) if not os.path.isabs(p)] if pythonpath else []

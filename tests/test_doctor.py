@@ -187,3 +187,11 @@ def test_control_bytes_in_banners_are_escaped(tmp_path, home):
     p = jobenv(["doctor"], env)
     line = next(ln for ln in p.stdout.splitlines() if " launcher " in ln)
     assert "\\x00\\x1b]0;owned\\x07" in line and "\x00" not in p.stdout and "\x1b" not in p.stdout, repr(line)
+
+
+def test_relative_pythonpath_entry_warns(local_env):
+    """`export PYTHONPATH=$PYTHONPATH:/x` with PYTHONPATH unset leaves an empty entry: the cwd."""
+    rc, c = doctor({**local_env, "PYTHONPATH": local_env["PYTHONPATH"] + ":"})
+    assert c["pythonpath"]["status"] == "warn" and "''" in c["pythonpath"]["detail"], c["pythonpath"]
+    rc, c = doctor(local_env)
+    assert c["pythonpath"]["status"] == "ok"
