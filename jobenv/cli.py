@@ -13,8 +13,9 @@ from typing import List, Optional
 import click
 
 from . import __version__
-from .cli_common import fail, interval, report_saved, warn, write_out
+from .cli_common import INTERVAL, Count, Seconds, fail, report_saved, warn, write_out
 from .errors import EXIT_USAGE, JobenvError, one_line
+from .numbers import MAX_HOSTS, MAX_PER_HOST
 
 
 
@@ -43,12 +44,12 @@ def cli() -> None:
 @cli.command()
 @click.option("--profile", metavar="NAME", help="Machine profile (default: detected; see `jobenv profiles`).")
 @click.option("--scheduler", type=click.Choice(["pbs", "slurm", "cobalt", "local"]), help="Force a scheduler instead of detecting it.")
-@click.option("--gpus-per-host", type=click.IntRange(min=0), help="GPUs per host (default: JOBENV_GPUS_PER_HOST, gres, masks, profile, probes).")
-@click.option("--ranks-per-host", type=click.IntRange(min=1), help="Ranks per host (default: one per GPU, else the scheduler's slots).")
+@click.option("--gpus-per-host", type=Count(0, MAX_PER_HOST), help="GPUs per host (default: JOBENV_GPUS_PER_HOST, gres, masks, profile, probes).")
+@click.option("--ranks-per-host", type=Count(1, MAX_PER_HOST), help="Ranks per host (default: one per GPU, else the scheduler's slots).")
 @click.option("--json", "as_json", is_flag=True, help="Print the record as JSON.")
 @click.option("-q", "--quiet", is_flag=True, help="Print nothing (warnings still go to stderr).")
 @click.option("--watch", "watch_it", is_flag=True, help="Also start `jobenv watch` for this job.")
-@click.option("--interval", "--watch-interval", "watch_interval", type=float, default=30.0, callback=interval,
+@click.option("--interval", "--watch-interval", "watch_interval", type=INTERVAL, default=30.0,
               show_default=True, help="Heartbeat interval of --watch, in seconds, 0.1 to 86400 (as `jobenv watch --interval`).")
 def save(profile, scheduler, gpus_per_host, ranks_per_host, as_json, quiet, watch_it, watch_interval) -> None:
     """Capture this allocation into a record (run inside the job)."""
@@ -76,16 +77,16 @@ def get(job, shell_name, allow_stale, no_python) -> None:
     write_out(do_get(os.environ, job, shell_name, allow_stale, warn, python=not no_python))
 
 
-_SECONDS = click.FloatRange(min=0, min_open=True)
+_SECONDS = Seconds(above=True)
 
 
 @cli.command(context_settings={"allow_interspersed_args": False})
 @click.option("--job", "-j", metavar="ID", help="Job id (default: $JOBENV_JOBID via `launch`, else as for `get`).")
 @click.option("--allow-stale", is_flag=True, help="Launch even if the job has ended.")
 @click.option("--dry-run", is_flag=True, help="Print the command instead of running it.")
-@click.option("-n", "--nranks", type=click.IntRange(min=1), metavar="N", help="Ranks in all (default: hosts x ppn).")
-@click.option("--ppn", type=click.IntRange(min=1), metavar="P", help="Ranks per host (default: as saved).")
-@click.option("--nhosts", type=click.IntRange(min=1), metavar="K", help="Use the first K hosts (default: enough for -n, else all).")
+@click.option("-n", "--nranks", type=Count(1), metavar="N", help="Ranks in all (default: hosts x ppn).")
+@click.option("--ppn", type=Count(1, MAX_PER_HOST), metavar="P", help="Ranks per host (default: as saved).")
+@click.option("--nhosts", type=Count(1, MAX_HOSTS), metavar="K", help="Use the first K hosts (default: enough for -n, else all).")
 @click.option("--hosts", metavar="LIST", help="Only these hosts of the job (hostlist: node[1-3],gpu7).")
 @click.option("--exclude", metavar="LIST", help="Not these hosts (hostlist).")
 @click.option("--launcher-args", metavar="ARGS", multiple=True,
@@ -95,7 +96,7 @@ _SECONDS = click.FloatRange(min=0, min_open=True)
               help="Each rank's output to DIR/rank-<R>.log instead of the terminal.")
 @click.option("--timeout", type=_SECONDS, metavar="S", help="Kill the whole launch after S seconds.")
 @click.option("--idle-timeout", type=_SECONDS, metavar="S", help="Kill it when no rank printed anything for S seconds.")
-@click.option("--retries", type=click.IntRange(min=0), default=0, metavar="N", help="Re-launch up to N times after a failure.")
+@click.option("--retries", type=Count(0, 1000), default=0, metavar="N", help="Re-launch up to N times after a failure.")
 @click.option("--exclude-failed", is_flag=True, help="With --retries: drop the first failed rank's host when the job has a spare.")
 @click.option("--gpu-bind", is_flag=True, help="One GPU per local rank, as the profile's gpu_bind maps them.")
 @click.option("--no-python", "no_python", is_flag=True, help="Do not re-activate the job's saved Python environment.")

@@ -9,6 +9,8 @@ from typing import List, Optional
 import click
 
 from .errors import JobenvError, one_line, report_error
+from .watch import MAX_INTERVAL, MIN_INTERVAL
+from .numbers import MAX_HOSTS, MAX_PER_HOST, MAX_SECONDS, parse_seconds, parse_uint
 
 
 def warn(msg: str) -> None:
@@ -49,16 +51,38 @@ def saved_time(t: float) -> str:
     return time.strftime("%Y-%m-%d %H:%M:%S %z", time.localtime(t))
 
 
-def interval(ctx, param, value):
-    """Seconds for watch intervals: finite, 0.1 to 86400 (click's FloatRange lets NaN by)."""
-    from .watch import check_interval
+class Count(click.ParamType):
+    """A whole number option, through numbers.parse_uint (click's int() takes '1_0' and '١٢')."""
 
-    if value is None:
-        return value
-    try:
-        return check_interval(value)
-    except JobenvError as exc:
-        raise click.BadParameter(exc.message) from None
+    name = "integer"
+
+    def __init__(self, minimum: int = 0, maximum: int = MAX_HOSTS * MAX_PER_HOST) -> None:
+        self.minimum, self.maximum = minimum, maximum
+
+    def convert(self, value, param, ctx):
+        try:
+            return parse_uint(str(value), "the value", self.maximum, self.minimum)
+        except JobenvError as exc:
+            self.fail(exc.message, param, ctx)
+
+
+class Seconds(click.ParamType):
+    """A duration option, through numbers.parse_seconds (float() takes nan, inf and 1e300)."""
+
+    name = "seconds"
+
+    def __init__(self, minimum: float = 0.0, maximum: float = MAX_SECONDS, above: bool = False) -> None:
+        self.minimum, self.maximum, self.above = minimum, maximum, above
+
+    def convert(self, value, param, ctx):
+        text = f"{value:.10g}" if isinstance(value, (int, float)) else str(value)  # a default
+        try:
+            return parse_seconds(text, "the value", self.minimum, self.maximum, self.above)
+        except JobenvError as exc:
+            self.fail(exc.message, param, ctx)
+
+# watch and save --watch: heartbeat seconds (jobenv.watch's bounds)
+INTERVAL = Seconds(MIN_INTERVAL, MAX_INTERVAL)
 
 
 def print_summary(rec, path: str, extra: Optional[List[List[str]]] = None) -> None:

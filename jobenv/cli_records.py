@@ -14,7 +14,7 @@ from typing import Optional
 
 import click
 
-from .cli_common import interval, print_summary, report_saved, saved_time, warn, write_out
+from .cli_common import INTERVAL, print_summary, report_saved, saved_time, warn, write_out
 from .errors import visible
 
 
@@ -164,7 +164,7 @@ def import_cmd(env_file, profile, as_json, quiet) -> None:
 
 @click.command()
 @click.option("--job", "-j", metavar="ID", help="Job id (default: as for `get`).")
-@click.option("--interval", type=float, default=30.0, show_default=True, callback=interval,
+@click.option("--interval", type=INTERVAL, default=30.0, show_default=True,
               help="Seconds between heartbeats (0.1 to 86400).")
 @click.option("--foreground", is_flag=True, help="Run in this process instead of a detached daemon.")
 def watch(job, interval, foreground) -> None:

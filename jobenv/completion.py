@@ -74,7 +74,7 @@ def complete_job_ids(ctx: click.Context, param: click.Parameter, incomplete: str
             if isinstance(rec, BadRecord) or rec.jobid in seen or not rec.jobid.startswith(incomplete):
                 continue
             seen.add(rec.jobid)
-            out.append(CompletionItem(rec.jobid, help=f"{rec.scheduler}, {rec.nhosts} host(s), {rec.machine}"))
+            out += _item(rec.jobid, f"{rec.scheduler}, {rec.nhosts} host(s), {rec.machine}")
     except (JobenvError, OSError, ValueError):
         return []
     return out
@@ -89,8 +89,16 @@ def complete_profiles(ctx: click.Context, param: click.Parameter, incomplete: st
         found = profiles.load_all(os.environ)
     except (JobenvError, OSError, ValueError):
         return []
-    return [CompletionItem(name, help=p.description) for name, p in sorted(found.items())
-            if name.startswith(incomplete)]
+    return [c for name, p in sorted(found.items()) if name.startswith(incomplete) for c in _item(name, p.description)]
+
+
+def _item(value: str, help_text: str) -> List[CompletionItem]:
+    """A candidate as the shell script prints it: help through errors.visible (a profile's
+    description or a record may hold ESC or newlines, and click writes both raw), and no
+    candidate whose value itself holds such a byte (the shell would type it into the line)."""
+    from .errors import visible
+
+    return [CompletionItem(value, help=visible(help_text))] if visible(value) == value else []
 
 
 DYNAMIC: Dict[str, Callable[..., List[CompletionItem]]] = {"job": complete_job_ids, "profile": complete_profiles}

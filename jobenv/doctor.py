@@ -18,6 +18,7 @@ from typing import Callable, Dict, List, Mapping, NamedTuple, Optional, Tuple
 import click
 
 from . import doctor_probes as probes
+from .cli_common import Seconds
 
 
 class Check(NamedTuple):
@@ -171,6 +172,18 @@ def check_shell(env: Mapping[str, str]) -> Check:
     return Check("shell", "warn", f"~/{rc} does not load jobenv (getjobenv, completions)", f"add `{line}` to ~/{rc}")
 
 
+def check_pythonpath(env: Mapping[str, str]) -> List[Check]:
+    """Only when PYTHONPATH is set: its empty or relative entries are the cwd (jobenv.interpreter)."""
+    from .interpreter import cwd_entries
+
+    if not env.get("PYTHONPATH"):
+        return []
+    bad = ", ".join(map(repr, cwd_entries(env["PYTHONPATH"])))
+    return [Check("pythonpath", "warn", f"PYTHONPATH entry {bad} is the current directory (or under it): python "
+                  "imports from wherever you run it", "drop empty and relative entries") if bad
+            else Check("pythonpath", "ok", "PYTHONPATH holds absolute directories only")]
+
+
 def check_rendezvous(rec, env: Mapping[str, str], host: str, resolve: Callable[[str], Optional[str]]) -> List[Check]:
     """MASTER_ADDR (else the record's first host) resolves; MASTER_PORT, if set, is free there."""
     from .hostlist import host_index
@@ -263,14 +276,19 @@ def collect(env: Mapping[str, str], job: Optional[str], deep: bool, timeout: flo
             checks.append(check_deep(rec.jobid, env, timeout * 4))
     else:
         checks += judge_imports(probes.finish_imports(started), None, 0)
+    checks += check_pythonpath(env)
     checks.append(check_shell(env))
     return checks
 
 
 def render_text(checks: List[Check]) -> str:
+    """One line per check; details quote banners and library strings (Open MPI's ends in a NUL),
+    so every field is written through errors.one_line: no control byte reaches the terminal."""
+    from .errors import one_line
+
     width = max(len(c.name) for c in checks)
-    lines = [f"{c.status:<4}  {c.name:<{width}}  {c.detail}" + (f" -> fix: {c.fix}" if c.fix and c.status != "ok" else "")
-             for c in checks]
+    lines = [f"{c.status:<4}  {one_line(c.name):<{width}}  {one_line(c.detail)}"
+             + (f" -> fix: {one_line(c.fix)}" if c.fix and c.status != "ok" else "") for c in checks]
     fails = sum(c.status == "fail" for c in checks)
     warns = sum(c.status == "warn" for c in checks)
     lines.append(f"{len(checks)} checks: {fails} failed, {warns} warnings")
@@ -287,7 +305,7 @@ def render_json(checks: List[Check]) -> str:
 @click.option("--job", "-j", metavar="ID", help="Job id (default: as for `get`).")
 @click.option("--json", "as_json", is_flag=True, help="Print the checks as JSON.")
 @click.option("--deep", is_flag=True, help="Also run a two-rank all-reduce through `jobenv launch` (slow).")
-@click.option("--timeout", type=click.FloatRange(min=1), default=60.0, show_default=True,
+@click.option("--timeout", type=Seconds(1, 86400), default=60.0, show_default=True,
               help="Seconds each probe (an import, a --version) may take.")
 def doctor_cmd(job: Optional[str], as_json: bool, deep: bool, timeout: float) -> None:
     """Check this host, the job's record, launcher, MPI, frameworks and GPUs; say how to fix each failure."""

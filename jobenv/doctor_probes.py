@@ -17,6 +17,8 @@ import threading
 import time
 from typing import Dict, List, Mapping, Optional, Tuple
 
+from .interpreter import code_argv, module_argv
+
 # One child per module; each prints one JSON line.  mpi4py is told not to initialize MPI:
 # MPI_Get_library_version is allowed before MPI_Init, and a singleton init can hang.
 IMPORTS: Dict[str, str] = {
@@ -80,7 +82,7 @@ def start_imports(env: Mapping[str, str], timeout: float, heavy: bool) -> Starte
                 except PackageNotFoundError:
                     continue
             code = f"print({json.dumps(json.dumps({'version': found_v, 'imported': False}))})"
-        p = subprocess.Popen([sys.executable, "-c", code], env=dict(env), stdin=subprocess.DEVNULL,
+        p = subprocess.Popen(code_argv(sys.executable, code), env=dict(env), stdin=subprocess.DEVNULL,
                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                              errors="replace", start_new_session=True)
         out[name] = (p, time.monotonic() + timeout)
@@ -165,8 +167,8 @@ def port_busy(addr: str, port: int) -> bool:
 def deep_argv(jobid: str, sized: bool) -> List[str]:
     """`jobenv launch` of a two-rank selftest (sizing only where `launch` has -n N)."""
     size = ["-n", "2"] if sized else []
-    return [sys.executable, "-m", "jobenv", "launch", "--job", jobid, *size, "--",
-            sys.executable, "-m", "jobenv.selftest", "--steps", "2", "--timeout", "60"]
+    return [*module_argv(sys.executable, "jobenv"), "launch", "--job", jobid, *size, "--",
+            *module_argv(sys.executable, "jobenv.selftest"), "--steps", "2", "--timeout", "60"]
 
 
 def run_deep(argv: List[str], env: Mapping[str, str], timeout: float) -> Tuple[Optional[int], str]:

@@ -1,8 +1,10 @@
 """Numbers from hostile text: ASCII digits only, and the documented size limits.
 
-Python's int() accepts surprising input: Unicode digits ('١٢'), underscores ('1_0' is 10),
-signs and spaces; str.isdigit() accepts '²'.  Every count jobenv reads from
-the environment, a nodefile or a record goes through here, so one rule holds everywhere.
+Python's int() and float() accept surprising input: Unicode digits ('١٢'), underscores ('1_0' is 10),
+signs and spaces; str.isdigit() accepts '²'; float() also takes 'nan', 'inf' and '1e300',
+which spin a wait loop at 100 % CPU or overflow the C timeout of poll().  Every count and
+duration jobenv reads from the command line, the environment, a nodefile or a record goes
+through here, so one rule holds everywhere.
 The limits are checked before anything is expanded, so a hostile hostlist or task count
 fails in microseconds instead of exhausting memory.
 """
@@ -13,6 +15,8 @@ from .errors import BadInput
 # Documented in the README ("Limits"): more than any machine has, small enough to stay in memory.
 MAX_HOSTS = 1_000_000
 MAX_PER_HOST = 100_000  # ranks or GPUs per host
+MAX_SECONDS = 366 * 86400  # a duration: longer than any allocation, far below poll()'s ~24.8-day
+# (2**31 ms) C limit once a wait is split into steps no longer than that
 _DIGITS = frozenset("0123456789")
 
 
@@ -31,6 +35,21 @@ def parse_uint(text: str, what: str, maximum: int | None = None, minimum: int = 
     if maximum is not None and n > maximum:
         raise BadInput(f"{what} is {n}, more than the limit of {maximum:,}")
     return n
+
+
+def parse_seconds(text: str, what: str, minimum: float = 0.0, maximum: float = MAX_SECONDS,
+                  above: bool = False) -> float:
+    """Seconds written as ASCII digits with at most one '.' (`30`, `0.5`, `.5`), from `minimum`
+    (excluded when `above`) to `maximum`; no sign, exponent, nan, inf or '_'."""
+    whole, dot, frac = text.partition(".")
+    if not (is_uint(whole) or (dot and not whole)) or (dot and not is_uint(frac)) or len(text) > 30:
+        raise BadInput(f"{what} must be a number of seconds written in ASCII digits (like 30 or 0.5), "
+                       f"not {text!r}")
+    x = float(text)
+    if x < minimum or (above and x == minimum) or x > maximum:
+        low = f"more than {minimum:g}" if above else f"at least {minimum:g}"
+        raise BadInput(f"{what} must be {low} and at most {maximum:,.10g} seconds, not {text}")
+    return x
 
 
 def check_hosts(n: int, what: str) -> int:

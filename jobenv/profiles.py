@@ -33,6 +33,7 @@ from pathlib import Path
 from typing import Any, Dict, List, Mapping, Optional
 
 from .errors import BadInput
+from .numbers import MAX_PER_HOST
 from .schedulers import NAMES as SCHEDULERS
 
 # Values every launch template may use; profiles add their own through `vars`.
@@ -90,17 +91,34 @@ def _key_lines(text: str) -> Dict[str, int]:
             for m in re.finditer(r"^([A-Za-z_]\w*)\s*:", text, re.M)}
 
 
-def parse(text: str, source: str) -> Profile:
-    """Parse and validate one profile; errors name the file and line."""
+MAX_BYTES = 1 << 20  # a profile is a few hundred bytes; a larger file is not one
+
+
+def _load_yaml(text: str, source: str) -> Any:
+    """safe_load, every failure as one ProfileError line (nesting deep enough to exhaust
+    Python's recursion is not a YAMLError)."""
     import yaml
 
+    if len(text) > MAX_BYTES:
+        raise ProfileError(f"profile {source}: larger than {MAX_BYTES:,} bytes")
     try:
-        data = yaml.safe_load(text)
+        return yaml.safe_load(text)
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         line = f" line {mark.line + 1}" if mark is not None else ""
         problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
         raise ProfileError(f"profile {source}{line}: YAML error: {problem}") from None
+    except RecursionError:
+        raise ProfileError(f"profile {source}: YAML error: nested too deeply") from None
+
+
+def _is_word(key: Any, pattern: str = r"\w+") -> bool:
+    return isinstance(key, str) and re.fullmatch(pattern, key) is not None
+
+
+def parse(text: str, source: str) -> Profile:
+    """Parse and validate one profile; errors name the file and line."""
+    data = _load_yaml(text, source)
     lines = _key_lines(text)
 
     def fail(key: str, why: str) -> "ProfileError":
@@ -112,57 +130,77 @@ def parse(text: str, source: str) -> Profile:
     unknown = set(data) - {"name", "description", "scheduler", "match", "gpus_per_host", "vars", "launchers", "env",
                            "gpu_bind"}
     if unknown:
-        raise fail(sorted(unknown)[0], "unknown key")
+        raise fail(sorted(map(str, unknown))[0], "unknown key")
     name = data.get("name")
-    if not isinstance(name, str) or not re.fullmatch(r"[A-Za-z0-9_.-]+", name):
+    if not _is_word(name, r"[A-Za-z0-9_.-]+"):
         raise fail("name", "must be a word of letters, digits, '.', '_' or '-'")
     if data.get("scheduler") not in SCHEDULERS:
         raise fail("scheduler", f"must be one of {', '.join(SCHEDULERS)}")
-    match = data.get("match") or {}
-    if not isinstance(match, dict) or set(match) - {"jobid", "hosts", "env"}:
-        raise fail("match", "must be a mapping with jobid, hosts and/or env")
-    try:
-        for k in ("jobid", "hosts"):
-            if k in match:
-                re.compile(str(match[k]))
-        for pattern in (match.get("env") or {}).values():
-            re.compile(str(pattern))
-    except re.error as exc:
-        raise fail("match", f"bad regular expression: {exc}") from None
+    if not isinstance(data.get("description") or "", str):
+        raise fail("description", "must be a string")
+    match = _match(data.get("match") or {}, fail)
     gpus = data.get("gpus_per_host")
-    if gpus is not None and (not isinstance(gpus, int) or isinstance(gpus, bool) or gpus < 0):
-        raise fail("gpus_per_host", "must be a whole number >= 0")
+    if gpus is not None and (not isinstance(gpus, int) or isinstance(gpus, bool) or not 0 <= gpus <= MAX_PER_HOST):
+        raise fail("gpus_per_host", f"must be a whole number from 0 to {MAX_PER_HOST}")
     variables = data.get("vars") or {}
     envs = data.get("env") or {}
     for key, val in (("vars", variables), ("env", envs)):
         if not isinstance(val, dict) or not all(isinstance(v, (str, int, float)) for v in val.values()):
             raise fail(key, "must map names to strings or numbers")
-    if not all(re.fullmatch(r"[A-Za-z_]\w*", k) for k in envs):
+    if not all(_is_word(k) for k in variables):
+        raise fail("vars", "names must be words (letters, digits, '_')")
+    if not all(_is_word(k, r"[A-Za-z_]\w*") for k in envs):
         raise fail("env", "variable names must be shell identifiers")
-    known = set(CONTEXT_KEYS) | set(variables)
-    launchers = data.get("launchers")
+    launchers = _launchers(data.get("launchers"), set(CONTEXT_KEYS) | set(variables), fail)
+    bind = _gpu_bind(data.get("gpu_bind"), gpus, fail)
+    return Profile(
+        name=str(name), scheduler=data["scheduler"], launchers=launchers,
+        description=data.get("description") or "", match=match, gpus_per_host=gpus,
+        vars={k: str(v) for k, v in variables.items()}, env={k: str(v) for k, v in envs.items()},
+        source=source, gpu_bind=bind,
+    )
+
+
+def _match(match: Any, fail) -> Dict[str, Any]:
+    """`match`: jobid and hosts regular expressions, env a mapping of variable -> expression."""
+    if not isinstance(match, dict) or set(match) - {"jobid", "hosts", "env"}:
+        raise fail("match", "must be a mapping with jobid, hosts and/or env")
+    env = match.get("env") or {}
+    if not isinstance(env, dict) or not all(_is_word(k, r"[A-Za-z_]\w*") for k in env):
+        raise fail("match", "env must map variable names to regular expressions")
+    patterns = [match[k] for k in ("jobid", "hosts") if k in match] + list(env.values())
+    if not all(isinstance(p, str) for p in patterns):
+        raise fail("match", "patterns must be strings (regular expressions)")
+    try:
+        for pattern in patterns:
+            re.compile(pattern)
+    except (re.error, RecursionError, OverflowError) as exc:
+        raise fail("match", f"bad regular expression: {exc}") from None
+    return match
+
+
+def _launchers(launchers: Any, known: set, fail) -> List[Dict[str, Any]]:
+    """Each candidate is {argv: [...], requires: program}; argv items are strings, numbers or
+    {when: name, args: [...]}, and every placeholder names a known value."""
     if not isinstance(launchers, list) or not launchers:
         raise fail("launchers", "must be a non-empty list of {argv: [...], requires: cmd}")
     for cand in launchers:
         if not isinstance(cand, dict) or not isinstance(cand.get("argv"), list) or not cand["argv"]:
             raise fail("launchers", "each entry needs a non-empty argv list")
+        if set(cand) - {"argv", "requires"} or not isinstance(cand.get("requires", ""), str):
+            raise fail("launchers", "an entry is {argv: [...], requires: program name}")
         for item in cand["argv"]:
             parts = item.get("args") if isinstance(item, dict) else [item]
-            if isinstance(item, dict) and (set(item) != {"when", "args"} or not isinstance(parts, list)):
+            if isinstance(item, dict) and (set(item) != {"when", "args"} or not isinstance(parts, list)
+                                           or not isinstance(item["when"], str)):
                 raise fail("launchers", "a conditional argv entry is {when: name, args: [...]}")
             for part in parts or ():
-                if not isinstance(part, (str, int)):
-                    raise fail("launchers", f"argv entries must be strings, not {part!r}")
+                if not isinstance(part, (str, int)) or isinstance(part, bool):
+                    raise fail("launchers", f"argv entries must be strings, not {part!r}"[:200])
                 for ph in _PLACEHOLDER.findall(str(part)):
                     if ph not in known:
                         raise fail("launchers", f"unknown placeholder {{{ph}}}")
-    bind = _gpu_bind(data.get("gpu_bind"), gpus, fail)
-    return Profile(
-        name=name, scheduler=data["scheduler"], launchers=launchers,
-        description=str(data.get("description") or ""), match=match, gpus_per_host=gpus,
-        vars={k: str(v) for k, v in variables.items()}, env={k: str(v) for k, v in envs.items()},
-        source=source, gpu_bind=bind,
-    )
+    return launchers
 
 
 def _gpu_bind(spec: Any, gpus: Optional[int], fail) -> Dict[str, Any]:
@@ -206,9 +244,34 @@ def gpu_bind_mode(profile: Profile) -> str:
 
 
 def _files(path: Path) -> List[Path]:
-    if path.is_dir():
-        return sorted(p for p in path.iterdir() if p.suffix in (".yaml", ".yml"))
-    return [path] if path.is_file() else []
+    try:
+        if path.is_dir():
+            return sorted(p for p in path.iterdir() if p.suffix in (".yaml", ".yml"))
+        return [path] if path.is_file() else []
+    except OSError as exc:
+        raise ProfileError(f"profiles {path}: cannot read: {exc}") from None
+
+
+def _read(path: Path, own: bool) -> str:
+    """A profile's text: a regular file of at most MAX_BYTES (never a FIFO or /dev/zero) and,
+    outside jobenv's own directory, one that only you or root can write: a profile chooses
+    the commands `launch` runs, so another user's file would run their command as you."""
+    import stat
+
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
+        with os.fdopen(fd, "rb") as f:
+            st = os.fstat(f.fileno())
+            if not stat.S_ISREG(st.st_mode):
+                raise ProfileError(f"profile {path}: not a regular file")
+            if not own and (st.st_uid not in (os.getuid(), 0) or st.st_mode & 0o022):
+                raise ProfileError(f"profile {path}: owned by uid {st.st_uid} or writable by others "
+                                   f"(mode {stat.S_IMODE(st.st_mode):o}); refusing it: keep profiles in a "
+                                   f"file of your own, chmod go-w")
+            data = f.read(MAX_BYTES + 1)
+        return data.decode("utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ProfileError(f"profile {path}: cannot read: {exc}") from None
 
 
 def load_all(env: Mapping[str, str]) -> Dict[str, Profile]:
@@ -216,11 +279,7 @@ def load_all(env: Mapping[str, str]) -> Dict[str, Profile]:
     out: Dict[str, Profile] = {}
     for base in search_paths(env):
         for f in _files(base):
-            try:
-                text = f.read_text(encoding="utf-8")
-            except (OSError, UnicodeDecodeError) as exc:
-                raise ProfileError(f"profile {f}: cannot read: {exc}") from None
-            prof = parse(text, str(f))
+            prof = parse(_read(f, own=base == package_dir()), str(f))
             out[prof.name] = prof
     return out
 

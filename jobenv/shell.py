@@ -152,11 +152,13 @@ def shell_from_env(env: Mapping[str, str], default: Optional[str] = None) -> str
 
 
 def jobenv_argv() -> List[str]:
-    """How `launch` calls this very jobenv: this interpreter with `-m jobenv`, and `-P`
-    (3.11+) so that a `jobenv/` directory in the caller's working directory is not run."""
+    """How `launch` calls this very jobenv: this interpreter running the `jobenv` module,
+    never from the caller's working directory (jobenv.interpreter says how)."""
     import sys
 
-    return [sys.executable, *(["-P"] if sys.version_info >= (3, 11) else []), "-m", "jobenv"]
+    from .interpreter import module_argv
+
+    return module_argv(sys.executable, "jobenv")
 
 
 def render_sh(record: JobRecord, record_path: str) -> str:

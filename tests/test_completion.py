@@ -133,3 +133,18 @@ def test_zsh_script_is_an_fpath_function(home):
                        capture_output=True, text=True, env={"PATH": "/usr/bin:/bin", "HOME": str(home)})
     assert (p.returncode, p.stdout, p.stderr) == (0, "OK\n", ""), p.stderr
     assert Path(REPO / "jobenv" / "completion.py").exists()
+
+
+@pytest.mark.parametrize("shell_name", ["zsh", "fish"])
+def test_candidates_carry_no_control_bytes(tmp_path, home, shell_name):
+    """A profile description (or a record) with ESC and a newline: click writes candidates and
+    their help raw, one per line, so they would reach the terminal or split into new ones."""
+    d = home / ".config" / "jobenv" / "profiles"
+    d.mkdir(parents=True)
+    (d / "mine.yaml").write_text('name: mine\nscheduler: local\ndescription: "evil\\e]0;owned\\a\\nx"\n'
+                                 "launchers: [{argv: [a]}]\n")
+    env = base_env(home, {"_JOBENV_COMPLETE": f"{shell_name}_complete", "COMP_WORDS": "jobenv save --profile mi",
+                          "COMP_CWORD": "3" if shell_name == "zsh" else "mi"})
+    p = subprocess.run([sys.executable, "-m", "jobenv"], env=env, capture_output=True, text=True, timeout=60)
+    assert "mine" in p.stdout and "\x1b" not in p.stdout and "\x07" not in p.stdout, repr(p.stdout)
+    assert "evil\\x1b]0;owned\\x07\\nx" in p.stdout, repr(p.stdout)

@@ -10,13 +10,15 @@ from __future__ import annotations
 import json
 import os
 import socket
+import subprocess
 import sys
 
 import pytest
 
 import machines
 from conftest import base_env, jobenv
-from jobenv.doctor import Check, judge_gpus, judge_mpi4py, judge_torch, mpi_flavor, render_json, render_text
+from jobenv.doctor import (Check, judge_gpus, judge_launcher, judge_mpi4py, judge_torch, mpi_flavor, render_json,
+                           render_text)
 
 VENV_BIN = os.path.dirname(sys.executable)
 
@@ -152,3 +154,44 @@ def test_busy_master_port_fails(local_env):
 def test_deep_runs_a_two_rank_allreduce(local_env):
     rc, c = doctor({**local_env, "OMP_NUM_THREADS": "1"}, "--deep")
     assert rc == 0 and c["selftest"]["status"] == "ok", c.get("selftest")
+
+
+def test_doctor_never_imports_from_the_working_directory(local_env, other_user, shared_tmp):
+    """Run from a shared directory where another user planted json.py and a jobenv/ package:
+    neither the framework probes nor --deep's `jobenv launch` and selftest ranks import them."""
+    from test_interpreter import plant, ran
+
+    plant(other_user, shared_tmp)
+    # `python -P -m jobenv` is how the `jobenv` console script starts: its own bin/ first, never the cwd
+    p = subprocess.run([sys.executable, "-P", "-m", "jobenv", "doctor", "--json", "--deep"], cwd=shared_tmp,
+                       env={**local_env, "OMP_NUM_THREADS": "1"}, capture_output=True, text=True, timeout=300)
+    c = {c["name"]: c for c in json.loads(p.stdout)["checks"]}
+    assert ran(shared_tmp) == [], p.stdout
+    assert c["torch"]["status"] == "ok" and c["selftest"]["status"] == "ok", (c["torch"], c.get("selftest"))
+
+
+def test_control_bytes_in_banners_are_escaped(tmp_path, home):
+    """Open MPI's library version string ends in a NUL; a launcher banner may hold ESC: the
+    text output shows them as escapes (JSON escapes them itself)."""
+    c = judge_launcher("/x/mpirun", "mpirun (Open MPI) 4.1.4\x00\x1b[2J\x9b")
+    assert c.detail.startswith("/x/mpirun: Open MPI")
+    text = render_text([c, judge_mpi4py("Open MPI", "Open MPI", "Open MPI v4.1.4\x00")])
+    assert not any(ch in text for ch in "\x00\x1b\x9b"), repr(text)
+    assert "\\x00\\x1b[2J\\x9b" in text
+    bindir = tmp_path / "bin"
+    bindir.mkdir()
+    (bindir / "mpiexec").write_text("#!/bin/sh\nprintf 'HYDRA build details:\\n Version: 5\\000\\033]0;owned\\007\\n'\n")
+    (bindir / "mpiexec").chmod(0o755)
+    env = base_env(home, machines.local(tmp_path), path=f"{bindir}:{VENV_BIN}:/usr/bin:/bin")
+    jobenv(["save", "--quiet"], env, check=True)
+    p = jobenv(["doctor"], env)
+    line = next(ln for ln in p.stdout.splitlines() if " launcher " in ln)
+    assert "\\x00\\x1b]0;owned\\x07" in line and "\x00" not in p.stdout and "\x1b" not in p.stdout, repr(line)
+
+
+def test_relative_pythonpath_entry_warns(local_env):
+    """`export PYTHONPATH=$PYTHONPATH:/x` with PYTHONPATH unset leaves an empty entry: the cwd."""
+    rc, c = doctor({**local_env, "PYTHONPATH": local_env["PYTHONPATH"] + ":"})
+    assert c["pythonpath"]["status"] == "warn" and "''" in c["pythonpath"]["detail"], c["pythonpath"]
+    rc, c = doctor(local_env)
+    assert c["pythonpath"]["status"] == "ok"

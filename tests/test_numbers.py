@@ -3,6 +3,8 @@ and corrupt numbers in records that never traceback."""
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 import time
 
 import pytest
@@ -11,7 +13,7 @@ import machines
 from conftest import base_env, jobenv
 from jobenv.errors import BadInput
 from jobenv.hostlist import expand, parse_counts
-from jobenv.numbers import MAX_HOSTS, parse_uint
+from jobenv.numbers import MAX_HOSTS, MAX_SECONDS, parse_seconds, parse_uint
 
 
 @pytest.mark.parametrize("text", ["²", "1_0", "١٢", " 1", "+1", "-1", "", "1e3", "0x10", "9" * 31])
@@ -87,3 +89,40 @@ def test_corrupt_record_fields_never_traceback(tmp_path, home, change):
     assert {r["state"] for r in rows if r["path"] == str(path)} == {"corrupt"}
     assert any(r["jobid"] == env["SLURM_JOB_ID"] for r in rows)
     assert jobenv(["list"], plain).returncode == 0
+
+
+@pytest.mark.parametrize("text", ["nan", "inf", "-inf", "1e300", "1e3", "-1", "+1", "1_0", "١", "", " 1", ".", "1.",
+                                  "0x10", "9" * 31])
+def test_parse_seconds_takes_plain_decimals_only(text):
+    with pytest.raises(BadInput):
+        parse_seconds(text, "S")
+
+
+def test_parse_seconds_bounds():
+    assert parse_seconds("30", "S") == 30.0 and parse_seconds(".5", "S") == 0.5 and parse_seconds("0", "S") == 0.0
+    with pytest.raises(BadInput, match="more than 0"):
+        parse_seconds("0", "S", above=True)
+    with pytest.raises(BadInput, match="at most 31,622,400"):
+        parse_seconds(str(MAX_SECONDS + 1), "S")
+
+
+# every option that takes a number or a duration: one line, exit 2, before anything runs
+@pytest.mark.parametrize("args", [
+    ["doctor", "--timeout", "1e300"], ["doctor", "--timeout", "inf"], ["doctor", "--timeout", "nan"],
+    ["launch", "--timeout", "nan", "--", "true"], ["launch", "--idle-timeout", "inf", "--", "true"],
+    ["launch", "--timeout", "99999999999", "--", "true"], ["launch", "-n", "1_0", "--", "true"],
+    ["launch", "--ppn", "١٢", "--", "true"], ["launch", "--retries", "9" * 40, "--", "true"],
+    ["save", "--gpus-per-host", "²"], ["save", "--watch-interval", "nan"], ["watch", "--interval", "1e300"],
+    ["stage", "--timeout", "nan"], ["stage", "--min-hosts", "1_0"],
+])
+def test_number_options_fail_in_one_line(tmp_path, home, args):
+    p = jobenv(args, base_env(home, machines.local(tmp_path)))
+    assert p.returncode == 2 and len(p.stderr.splitlines()) == 1 and p.stderr.startswith("jobenv: error: "), p.stderr
+    assert "ASCII digits" in p.stderr or "at most" in p.stderr or "limit" in p.stderr, p.stderr
+
+
+def test_selftest_number_options(tmp_path, home):
+    for bad in (["--timeout", "nan"], ["--steps", "1_0"]):
+        p = subprocess.run([sys.executable, "-m", "jobenv.selftest", *bad], env=base_env(home), capture_output=True,
+                           text=True, timeout=60)
+        assert p.returncode == 2 and "ASCII digits" in p.stderr, p.stderr

@@ -12,6 +12,7 @@ import pytest
 
 import machines
 from conftest import REPO, base_env, jobenv, need
+from test_interpreter import PYTHONS
 from jobenv import plan, shell
 from jobenv.record import JobRecord
 
@@ -217,3 +218,27 @@ def test_finding_1_zsh_through_the_cli(tmp_path, home):
     assert r.returncode == 0, r.stderr
     assert r.stdout.decode() == "=ls|=nosuchcmd|a:=~|x\ny|launch: function\n"
     assert exe
+
+
+@pytest.mark.parametrize("python", PYTHONS)
+def test_launch_function_never_runs_the_working_directory(tmp_path, home, other_user, shared_tmp, python):
+    """The restored `launch`, called in a shared directory where another user planted a jobenv/
+    package, runs this jobenv, also on Pythons without `-P` (3.9, 3.10)."""
+    from test_interpreter import plant, ran
+
+    bindir, lib = tmp_path / "bin", tmp_path / "lib"
+    bindir.mkdir()
+    lib.mkdir()
+    (bindir / "mpiexec").write_text("#!/bin/sh\necho \"ran: $*\"\n")
+    (bindir / "mpiexec").chmod(0o755)
+    import click
+    (lib / "click").symlink_to(os.path.dirname(click.__file__))  # pure Python: any 3.9+ imports it
+    senv = base_env(home, {**machines.local(tmp_path), "PYTHONPATH": f"{REPO}:{lib}"}, path=f"{bindir}:/usr/bin:/bin")
+    jobenv(["save", "--quiet"], senv, check=True)
+    plant(other_user, shared_tmp)
+    script = f"set -e\nsource <({python} -m jobenv get)\ncd {shared_tmp}\nlaunch hostname\n"
+    p = subprocess.run(["bash", "--norc", "--noprofile", "-c", script], cwd=tmp_path, env=senv, capture_output=True,
+                       text=True)
+    assert ran(shared_tmp) == [], p.stdout + p.stderr
+    # this jobenv ran: to the end, or (click needs 3.10+) up to importing click from REPO's cli.py
+    assert (p.returncode == 0 and "ran: -n" in p.stdout) or f"{REPO}/jobenv/cli.py" in p.stderr, p.stderr

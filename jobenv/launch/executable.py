@@ -27,12 +27,13 @@ def bin_dir(environ: Mapping[str, str]) -> str:
 
 
 def program_text(python: str = sys.executable, package_parent: Optional[str] = None) -> str:
+    from ..interpreter import code_argv
     from ..shell import quote
 
     parent = package_parent or os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-    code = (f"import sys; sys.path[0] = {parent!r}; from jobenv.launch.command import fast_main as f; "
-            "rc = f(sys.argv[1:]); from jobenv.__main__ import main; sys.exit(main(sys.argv[1:]) if rc is None else rc)")
-    run = f"exec {quote(python)} -c {quote(code)}"
+    code = ("from jobenv.launch.command import fast_main as f; rc = f(sys.argv[1:]); "
+            "from jobenv.__main__ import main; sys.exit(main(sys.argv[1:]) if rc is None else rc)")
+    run = "exec " + " ".join(quote(a) for a in code_argv(python, code, pin=parent))
     return ("#!/bin/sh\n"
             "# Written by `jobenv save`: `launch ARGS` runs `jobenv launch -- ARGS` for the restored job.\n"
             f'if [ -n "${{JOBENV_JOBID-}}" ]; then {run} launch --job "$JOBENV_JOBID" -- "$@"; fi\n'

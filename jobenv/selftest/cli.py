@@ -6,12 +6,24 @@ import json
 import sys
 import time
 
+from ..errors import BadInput
+from ..numbers import parse_seconds, parse_uint
 from ..runtime import DetectError, detect
 from ..runtime.checkin import CheckinError
 from . import EXIT_FAILED, EXIT_OK, EXIT_SETUP, EXIT_TIMEOUT, T_INTERP
 from .barrier import Link, process_start_time
 from .checks import run_rank
 from .report import print_report, summarize
+
+
+def _number(parse, **kw):
+    """An argparse type from jobenv.numbers' parsers (their rules, argparse's error message)."""
+    def convert(text: str):
+        try:
+            return parse(text, "the value", **kw)
+        except BadInput as exc:
+            raise argparse.ArgumentTypeError(exc.message) from None
+    return convert
 
 
 def parse_args(argv=None):
@@ -21,8 +33,8 @@ def parse_args(argv=None):
     p.add_argument("--backend", choices=["ddp", "horovod", "deepspeed", "nccl", "xccl", "gloo", "multiworker"],
                    help="torch: ddp (process group from the device: nccl/xccl/gloo), nccl, xccl, gloo, horovod, "
                         "deepspeed; tensorflow: multiworker or horovod")
-    p.add_argument("--steps", type=int, default=5, help="training steps (default 5)")
-    p.add_argument("--timeout", type=float, default=300.0,
+    p.add_argument("--steps", type=_number(parse_uint, minimum=1, maximum=1_000_000), default=5, help="training steps (default 5)")
+    p.add_argument("--timeout", type=_number(parse_seconds, above=True), default=300.0,
                    help="seconds from process start until the run is ended as hung (default 300)")
     p.add_argument("--json", action="store_true", help="print the report as JSON instead of tables (rank 0)")
     p.add_argument("--json-file", metavar="FILE", help="also write the report as JSON to FILE (rank 0)")

@@ -12,7 +12,9 @@ from typing import Any, Dict, Optional
 
 import click
 
+from ..cli_common import Count, Seconds
 from ..errors import EXIT_ERROR, BadInput, JobenvError, JobEnded, one_line
+from ..numbers import MAX_HOSTS
 
 
 def _say(msg: str) -> None:
@@ -155,11 +157,11 @@ def _finish(rec, results, min_hosts: Optional[int]) -> None:
 @click.option("--env", "env_path", metavar="PATH", help="Environment to stage (default: the job's recorded one, else the active venv / conda env).")
 @click.option("--to", "to", metavar="DIR", help="Directory for the copy on each host; %h is the host name (default: $JOBENV_STAGE_DIR, else $TMPDIR or /tmp, /jobenv-$USER).")
 @click.option("--dry-run", is_flag=True, help="Say what would be packed and where it would go; change nothing.")
-@click.option("--min-hosts", type=click.IntRange(min=1), metavar="N", help="Succeed when at least N hosts have a verified copy (default: all).")
+@click.option("--min-hosts", type=Count(1, MAX_HOSTS), metavar="N", help="Succeed when at least N hosts have a verified copy (default: all).")
 @click.option("--clean", is_flag=True, help="Remove the copies on every host (and the archive).")
 @click.option("--base", type=click.Choice(["auto", "yes", "no"]), default="auto", show_default=True,
               help="Stage a venv's base interpreter too: auto = when it lives on a shared file system.")
-@click.option("--timeout", type=click.FloatRange(min=1), default=3600, show_default=True, help="Seconds to wait for all hosts.")
+@click.option("--timeout", type=Seconds(1), default=3600, show_default=True, help="Seconds to wait for all hosts.")
 def stage(job, env_path, to, dry_run, min_hosts, clean, base, timeout) -> None:
     """Copy the job's Python environment to node-local disk on every host."""
     from .. import store

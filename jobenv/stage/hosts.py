@@ -15,6 +15,7 @@ import sys
 import time
 from typing import Any, Callable, Dict, List, Mapping, Optional, Tuple
 
+from ..interpreter import code_argv
 from ..record import JobRecord
 from .worker import MARK
 
@@ -57,7 +58,7 @@ def worker_argv(python: str, spec: Dict[str, Any]) -> List[str]:
     root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
     code = ("import sys; sys.path.insert(0, sys.argv[1]); from jobenv.stage.worker import main; "
             "sys.exit(main(sys.argv[2:]))")
-    return [python, "-I", "-c", code, root, json.dumps(spec)]
+    return [*code_argv(python, code, isolated=True), root, json.dumps(spec)]
 
 
 def run(argv: List[str], env: Dict[str, str], expect: int, timeout: float,
