@@ -91,9 +91,14 @@ def render_posix(plan: Plan, dialect: str = "bash", warnings: bool = False) -> s
         lines.append("_jobenv_nl=$(printf '\\nx'); _jobenv_nl=${_jobenv_nl%x}")
     if plan.unset:
         lines.append("unset " + " ".join(plan.unset))
-    lines += [f"export {k}={q(v)}" for k, v in plan.set.items()]
+    # Assignments stand alone and `export` takes names only: under bash's `set -k` an
+    # `export NAME=value` word goes into export's own environment and assigns nothing.
+    lines += [f"{k}={q(v)}" for k, v in plan.set.items()]
     if plan.path_prepend:
-        lines.append("export PATH=" + ":".join(q(p) for p in plan.path_prepend) + '"${PATH:+:$PATH}"')
+        lines.append("PATH=" + ":".join(q(p) for p in plan.path_prepend) + '"${PATH:+:$PATH}"')
+    names = list(plan.set) + (["PATH"] if plan.path_prepend else [])
+    if names:
+        lines.append("export " + " ".join(names))
     lines.append("unalias launch 2>/dev/null || true")
     lines.append("launch() { " + " ".join(q(a) for a in plan.launch) + ' "$@"; }')
     if nl:

@@ -51,7 +51,7 @@ def test_finding_6_live_job_without_record_is_named_not_switched(home):
     assert p.returncode == 3 and p.stdout == ""
     assert "this shell is in slurm job 100, which has no record: run `jobenv save`" in p.stderr
     ok = jobenv(["get", "--job", "99"], {**env, "SLURM_JOB_ID": "100"})
-    assert ok.returncode == 0 and "export SLURM_JOB_ID='99'" in ok.stdout
+    assert ok.returncode == 0 and "\nSLURM_JOB_ID='99'\n" in ok.stdout
 
 
 def test_live_job_with_record_is_restored(home):
@@ -237,8 +237,8 @@ def test_staged_copy_plugs_into_the_plan(tmp_path, home):
     Path(path).write_text(json.dumps(data))
     p = jobenv(["get", "--shell", "bash"], env)
     assert p.returncode == 0, p.stderr
-    assert f"export VIRTUAL_ENV='{prefix}'" in p.stdout
-    assert f"export PATH='{prefix}/bin'\"${{PATH:+:$PATH}}\"" in p.stdout
+    assert f"\nVIRTUAL_ENV='{prefix}'\n" in p.stdout
+    assert f"\nPATH='{prefix}/bin'\"${{PATH:+:$PATH}}\"\n" in p.stdout
     q = subprocess.run(["bash", "--norc", "-c", p.stdout + '\nprintf %s "$PATH"'], capture_output=True, text=True,
                        env={"PATH": "/usr/bin:/bin"})
     assert q.stdout == f"{prefix}/bin:/usr/bin:/bin"

@@ -104,9 +104,11 @@ HOSTILE = ["=ls", "=nosuchcmd", "a:=b", "~", "~root", "x:~/y", "a=~", "'", "''",
            "trail\n", "tab\there", "\r", "ü", "\udcff\udcfe", "#", " lead", "%s", "-n", "--", "", "a b", ";"]
 ZSH_HOSTILE = ("setopt CSH_JUNKIE_QUOTES RC_QUOTES MAGIC_EQUAL_SUBST EQUALS KSH_ARRAYS SH_WORD_SPLIT "
                "NO_UNSET ERR_EXIT GLOB_SUBST EXTENDED_GLOB POSIX_IDENTIFIERS RC_EXPAND_PARAM")
+BASH_HOSTILE = "set -euk -o noglob -o pipefail; shopt -s failglob nullglob extglob dotglob"
 # (dialect, shell program, flags, prologue)
 SHELLS = [
     ("bash", "bash", ["--norc", "--noprofile"], "set -eu"),
+    ("bash", "bash", ["--norc", "--noprofile"], BASH_HOSTILE),
     ("zsh", "zsh", ["-f"], ""),
     ("zsh", "zsh", ["-f"], ZSH_HOSTILE),
     ("sh", "dash", [], "set -eu"),
@@ -115,7 +117,7 @@ SHELLS = [
     ("bash", "zsh", ["-f"], "setopt CSH_JUNKIE_QUOTES EQUALS MAGIC_EQUAL_SUBST"),
     ("fish", "fish", ["--no-config"], ""),
 ]
-SHELL_IDS = ["bash", "zsh", "zsh-hostile", "dash", "bash-posix", "sh-in-zsh-hostile", "bash-dialect-in-zsh", "fish"]
+SHELL_IDS = ["bash", "bash-hostile", "zsh", "zsh-hostile", "dash", "bash-posix", "sh-in-zsh-hostile", "bash-dialect-in-zsh", "fish"]
 DUMPB = (f"{sys.executable} -c 'import os,sys; sys.stdout.buffer.write(repr(sorted(os.environb.items())).encode())'")
 
 
