@@ -44,7 +44,10 @@ def _parents(path: str) -> Iterator[str]:
         p = up
 
 
-def check_ancestors(path: str) -> None:
+STORE_HINT = "set JOBENV_HOME to a directory of your own"
+
+
+def check_ancestors(path: str, what: str = "the store", hint: str = STORE_HINT) -> None:
     """Every existing directory above `path` (as written and as resolved): owned by you or
     root, and not writable by group/others unless sticky."""
     uid = os.getuid()
@@ -59,26 +62,26 @@ def check_ancestors(path: str) -> None:
             except FileNotFoundError:
                 continue
             if st.st_uid not in (0, uid):
-                raise BadRecord(f"{p}, above the store {path}, is owned by uid {st.st_uid}: another user "
-                                f"could replace the store; set JOBENV_HOME to a directory of your own")
+                raise BadRecord(f"{p}, above {what} {path}, is owned by uid {st.st_uid}: another user "
+                                f"could replace {what}; {hint}")
             if st.st_mode & 0o022 and not st.st_mode & stat.S_ISVTX:
-                raise BadRecord(f"{p}, above the store {path}, is writable by others and not sticky "
-                                f"(mode {stat.S_IMODE(st.st_mode):o}): another user could replace the store; "
-                                f"fix with: chmod go-w {p}, or set JOBENV_HOME elsewhere")
+                raise BadRecord(f"{p}, above {what} {path}, is writable by others and not sticky "
+                                f"(mode {stat.S_IMODE(st.st_mode):o}): another user could replace {what}; "
+                                f"fix with: chmod go-w {p}, or {hint}")
 
 
-def check_safe(path: str, is_dir: bool) -> None:
+def check_safe(path: str, is_dir: bool, what: str = "", hint: str = STORE_HINT) -> None:
     """Refuse a store directory or record owned by another user, a symlink, or writable by
     group/others (injection risk).  A missing path passes: callers handle absence."""
     try:
         st = os.lstat(path)
     except FileNotFoundError:
         return
-    what = "store directory" if is_dir else "record"
+    what = what or ("store directory" if is_dir else "record")
     uid = os.getuid()
     if st.st_uid != uid:
         raise BadRecord(f"{what} {path} is owned by uid {st.st_uid}, not you (uid {uid}); "
-                        "refusing it: set JOBENV_HOME to a directory of your own")
+                        f"refusing it: {hint}")
     if stat.S_ISLNK(st.st_mode):
         raise BadRecord(f"{what} {path} is a symbolic link; refusing it")
     if is_dir and not stat.S_ISDIR(st.st_mode):
@@ -86,6 +89,28 @@ def check_safe(path: str, is_dir: bool) -> None:
     if st.st_mode & 0o022:
         raise BadRecord(f"{what} {path} is writable by others (mode {stat.S_IMODE(st.st_mode):o}); "
                         f"fix with: chmod go-w {path}")
+
+
+def own_dir(path: str, what: str = "store directory", hint: str = STORE_HINT, write_hint: str = WRITABLE_HINT
+            ) -> None:
+    """Make `path` a directory of the user's own, by the rules above: check what is above
+    it, create each missing level 0700, and refuse any level that another user owns or
+    could write to, or that is a link (ssh's rule for ~/.ssh)."""
+    check_ancestors(path, f"the {what}", hint)
+    missing = []
+    p = path
+    while not os.path.lexists(p):
+        missing.append(p)
+        p = os.path.dirname(p)
+    for p in reversed(missing):
+        try:
+            os.mkdir(p, 0o700)
+        except FileExistsError:
+            pass
+        except OSError as exc:
+            raise write_error(exc, f"the {what} {p}", write_hint) from None
+        check_safe(p, True, what, hint)
+    check_safe(path, True, what, hint)
 
 
 def check_store(env: Optional[Mapping[str, str]] = None) -> str:
@@ -98,10 +123,10 @@ def check_store(env: Optional[Mapping[str, str]] = None) -> str:
     return d
 
 
-def write_error(exc: OSError, what: str) -> JobenvError:
+def write_error(exc: OSError, what: str, hint: str = WRITABLE_HINT) -> JobenvError:
     """One line for a failed write: read-only or not ours, or full (the old save stays)."""
     if exc.errno in (errno.EROFS, errno.EACCES, errno.EPERM):
-        return JobenvError(f"cannot write {what}: {exc.strerror}; {WRITABLE_HINT}")
+        return JobenvError(f"cannot write {what}: {exc.strerror}; {hint}")
     if exc.errno in (errno.ENOSPC, errno.EDQUOT):
         return JobenvError(f"cannot write {what}: {exc.strerror}; the previous save (if any) is unchanged")
     return JobenvError(f"cannot write {what}: {exc.strerror or exc}")
@@ -111,21 +136,6 @@ def ensure_dirs(env: Optional[Mapping[str, str]] = None) -> str:
     """Create the store (each missing directory 0700) after checking what is above it, then
     check that nobody else can write to it.  Returns the jobs directory."""
     d = jobs_dir(env)
-    h = os.path.dirname(d)
-    check_ancestors(h)
-    missing = []
-    p = h
-    while not os.path.lexists(p):
-        missing.append(p)
-        p = os.path.dirname(p)
-    missing.reverse()
-    for p in missing + [d]:
-        try:
-            os.mkdir(p, 0o700)
-        except FileExistsError:
-            pass
-        except OSError as exc:
-            raise write_error(exc, f"the store {p}") from None
-        check_safe(p, is_dir=True)
-    check_safe(h, is_dir=True)
+    own_dir(os.path.dirname(d))
+    own_dir(d)
     return d

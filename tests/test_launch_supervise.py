@@ -156,3 +156,25 @@ def test_timeout_1_stops_the_whole_launch(job):
     p = shell(job, f"{RESTORE} && timeout 5 launch sh -c 'sleep 300'; echo rc=$?")
     assert p.stdout.strip().endswith("rc=124") and time.monotonic() - t < 60, p.stdout + p.stderr
     assert shell(job, "ps -eo args | grep -c '[s]leep 300' || true").stdout.strip() == "0"
+
+
+def test_log_dir_is_the_users_own_and_never_followed_through_a_link(job, other_user, shared_tmp):
+    """Another user's log directory (with `rank-0.log` linked to the victim's ~/.bashrc) is
+    refused before any rank runs; a missing one is created private; an old link in the
+    user's own directory is removed, never written through."""
+    victim = Path(job["HOME"]) / ".bashrc"
+    victim.write_text("keep me\n")
+    theirs = shared_tmp / "logs"
+    other_user.sh(f"mkdir -m 777 {theirs} && ln -s {victim} {theirs}/rank-0.log")
+    p = shell(job, f"jobenv launch --log-dir {theirs} -- sh -c 'echo owned'")
+    assert victim.read_text() == "keep me\n", "a rank wrote through the planted link"
+    assert p.returncode == 5 and p.stderr.count("\n") == 1 and f"uid {other_user.uid}" in p.stderr, p.stderr
+    mine = shared_tmp / "mine"
+    p = shell(job, f"jobenv launch --log-dir {mine} -- sh -c 'echo ran-$RANK'")
+    assert p.returncode == 0 and (mine / "rank-1.log").read_text() == "ran-1\n", p.stderr
+    assert mine.stat().st_mode & 0o777 == 0o700 and mine.stat().st_uid == os.getuid()
+    (mine / "rank-0.log").unlink()
+    (mine / "rank-0.log").symlink_to(victim)
+    p = shell(job, f"jobenv launch --log-dir {mine} -- sh -c 'echo again-$RANK'")
+    assert p.returncode == 0 and victim.read_text() == "keep me\n", p.stderr
+    assert not (mine / "rank-0.log").is_symlink() and (mine / "rank-0.log").read_text() == "again-0\n"

@@ -156,7 +156,8 @@ def run(rec, command: List[str], opts: Options, base_env: Mapping[str, str], dry
             print(join(plan.launcher + wrapper + command))
             return 0
         run_dir = ranks.make_run_dir(runs, f"a{attempt}")
-        log_dir = opts.log_dir  # the wrapper sends a rank's output there instead of the launcher's
+        # the wrapper sends a rank's output there instead of the launcher's
+        log_dir = ranks.prepare_log_dir(opts.log_dir) if opts.log_dir else None
         hostfile = os.path.join(run_dir, "hostfile")
         plan, warnings = plan_attempt(rec, req, opts, hostfile, base_env)
         for w in warnings:
@@ -164,7 +165,6 @@ def run(rec, command: List[str], opts: Options, base_env: Mapping[str, str], dry
         env = dict(base_env)
         env.update(JOBENV_RUN_DIR=run_dir, JOBENV_LAUNCH_TIME=f"{time.time():.6f}", JOBENV_GPU_BIND=gpu_bind)
         if log_dir:
-            os.makedirs(log_dir, exist_ok=True)
             env["JOBENV_LOG_DIR"] = log_dir
         if plan.size.subset:  # the wrapper's node rank and MASTER_ADDR follow this launch's hosts
             ranks.write_private(hostfile, sizing.hostfile_text(plan.size))
