@@ -178,3 +178,103 @@ def test_log_dir_is_the_users_own_and_never_followed_through_a_link(job, other_u
     p = shell(job, f"jobenv launch --log-dir {mine} -- sh -c 'echo again-$RANK'")
     assert p.returncode == 0 and victim.read_text() == "keep me\n", p.stderr
     assert not (mine / "rank-0.log").is_symlink() and (mine / "rank-0.log").read_text() == "again-0\n"
+
+
+def _marked(token: str) -> list:
+    """Pids whose environment holds JOBENV_TEST_TOKEN=token (a launch's every process)."""
+    needle = f"\0JOBENV_TEST_TOKEN={token}\0".encode()
+    out = []
+    for name in os.listdir("/proc"):
+        try:
+            if name.isdigit() and needle in b"\0" + Path(f"/proc/{name}/environ").read_bytes() + b"\0":
+                out.append(int(name))
+        except OSError:
+            pass
+    return out
+
+
+def _until(pred, seconds: float) -> bool:
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        if pred():
+            return True
+        time.sleep(0.1)
+    return pred()
+
+
+def _ranks_sleeping(token: str) -> int:
+    n = 0
+    for pid in _marked(token):
+        try:
+            n += Path(f"/proc/{pid}/comm").read_text().strip() == "sleep"
+        except OSError:
+            pass
+    return n
+
+
+@pytest.fixture
+def tokened(job, tmp_path):
+    """The job's env with a token every process of a launch inherits; whatever of it is
+    still alive at the end is killed (by pid) so a failing test leaves nothing behind."""
+    token = f"{os.getpid()}-{time.monotonic_ns()}"
+    yield {**job, "JOBENV_TEST_TOKEN": token}, token
+    for pid in _marked(token):
+        try:
+            os.kill(pid, 9)
+        except OSError:
+            pass
+
+
+def _popen_launch(env, script: str, **kw):
+    import subprocess
+
+    argv = ["env", "-i", *[f"{k}={v}" for k, v in env.items()], "/bin/bash", "--norc", "--noprofile", "-c",
+            f"exec jobenv launch {script}"]
+    return subprocess.Popen(argv, **kw)
+
+
+@pytest.mark.parametrize("sig", ["SIGKILL", "SIGQUIT", "SIGUSR1"])
+def test_no_rank_outlives_the_supervisor(tokened, tmp_path, sig):
+    """Whatever kills `jobenv launch` (the OOM killer, Ctrl-\\, a stray signal), the
+    launcher and every rank end within seconds instead of running on, reparented to init."""
+    import subprocess
+
+    env, token = tokened
+    p = _popen_launch(env, "-- sh -c 'sleep 300'", cwd=tmp_path, stdout=subprocess.DEVNULL,
+                      stderr=subprocess.DEVNULL, preexec_fn=lambda: __import__("resource").setrlimit(
+                          __import__("resource").RLIMIT_CORE, (0, 0)))
+    assert _until(lambda: _ranks_sleeping(token) == 2, 60), "the ranks never started"
+    os.kill(p.pid, getattr(__import__("signal"), sig))
+    p.wait(timeout=30)
+    assert _until(lambda: not _marked(token), 15), [
+        Path(f"/proc/{pid}/cmdline").read_bytes() for pid in _marked(token)]
+
+
+def test_closed_stdout_is_output_for_nobody_not_a_missing_launcher(job):
+    p = shell(job, "jobenv launch -- sh -c 'echo out-$RANK; echo err-$RANK >&2' >&-; echo rc=$? >&2")
+    assert "cannot run" not in p.stderr and p.stderr.split()[-1] == "rc=0", p.stderr
+    assert sorted(w for w in p.stderr.split() if w.startswith("err-")) == ["err-0", "err-1"]
+
+
+def test_an_unread_output_never_stalls_the_ranks_and_sigterm_ends_it(tokened, tmp_path):
+    """10 MB per rank into a pipe nobody reads: the ranks still finish, and SIGTERM ends
+    `jobenv launch` (it used to sit in write() forever, the launcher and ranks behind it)."""
+    import subprocess
+
+    env, token = tokened
+    p = _popen_launch(env, f"-- sh -c 'head -c 10000000 /dev/zero; touch {tmp_path}/done-$RANK'",
+                      stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
+    try:
+        assert _until(lambda: len(list(tmp_path.glob("done-*"))) == 2, 60), "the ranks were held up by our output"
+        p.send_signal(15)
+        p.wait(timeout=20)
+    finally:
+        p.kill()
+        p.stdout.close()
+
+
+def test_timeout_also_ends_a_daemon_a_rank_started_with_setsid(tokened):
+    env, token = tokened
+    p = shell(env, "jobenv launch --timeout 4 -- sh -c 'setsid sleep 300 </dev/null >/dev/null 2>&1 & sleep 300'")
+    assert p.returncode == 124, p.stderr
+    assert _until(lambda: not _marked(token), 10), "a setsid'd daemon of a rank outlived --timeout"

@@ -181,11 +181,11 @@ def run(rec, command: List[str], opts: Options, base_env: Mapping[str, str], dry
             launcher[1:1] = [f"--job-name={step}"]
             on_expire = partial(supervise.scancel_step, env, step)
         snapshot: List[ranks.RunState] = []
-        try:
-            out = supervise.run(launcher + wrapper + command, env, opts.limits, log_dir, on_expire,
-                                partial(_snapshot, snapshot, run_dir))
-        except OSError as exc:
-            raise JobenvError(f"cannot run {launcher[0]!r}: {exc.strerror} (is it on PATH?)", 127) from None
+        out = supervise.run(launcher + wrapper + command, env, opts.limits, log_dir, on_expire,
+                            partial(_snapshot, snapshot, run_dir))
+        if out.dropped:
+            _say(f"warning: {out.dropped} bytes of output dropped: our output was not read fast enough "
+                 "(--log-dir DIR keeps every byte)")
         rc = out.returncode
         if rc == 0 and not out.expired:
             return 0
