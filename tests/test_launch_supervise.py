@@ -278,3 +278,37 @@ def test_timeout_also_ends_a_daemon_a_rank_started_with_setsid(tokened):
     p = shell(env, "jobenv launch --timeout 4 -- sh -c 'setsid sleep 300 </dev/null >/dev/null 2>&1 & sleep 300'")
     assert p.returncode == 124, p.stderr
     assert _until(lambda: not _marked(token), 10), "a setsid'd daemon of a rank outlived --timeout"
+
+
+@pytest.fixture
+def ompi_tokened(tmp_path):
+    """A local job launched by Debian's Open MPI (its ranks each in a process group of
+    their own, out of reach of the launcher's group), with the token as in `tokened`."""
+    if not Path("/usr/bin/mpirun.openmpi").exists():
+        pytest.skip("Open MPI is not installed")
+    from test_launch_e2e import OMPI_ENV, profile
+
+    home = tmp_path / "home"
+    profile(home, "ompi-here", "local", "[mpirun.openmpi, --oversubscribe, -n, '{nranks}']")
+    token = f"{os.getpid()}-{time.monotonic_ns()}"
+    env = fresh_env(home, f"{tools(tmp_path / 'bin', mpi=False)}:/usr/bin:/bin", **OMPI_ENV,
+                    JOBENV_TEST_TOKEN=token)
+    save(env, "--profile", "ompi-here", "--ranks-per-host", "2")
+    yield env, token
+    for pid in _marked(token):
+        try:
+            os.kill(pid, 9)
+        except OSError:
+            pass
+
+
+def test_no_open_mpi_rank_outlives_the_supervisor(ompi_tokened, tmp_path):
+    import subprocess
+
+    env, token = ompi_tokened
+    p = _popen_launch(env, "-- sh -c 'sleep 300'", cwd=tmp_path, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    assert _until(lambda: _ranks_sleeping(token) == 2, 60), p.stderr.read1() if p.poll() is not None else ""
+    p.kill()
+    p.wait(timeout=30)
+    p.stderr.close()
+    assert _until(lambda: not _marked(token), 15)
