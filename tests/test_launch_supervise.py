@@ -312,3 +312,15 @@ def test_no_open_mpi_rank_outlives_the_supervisor(ompi_tokened, tmp_path):
     p.wait(timeout=30)
     p.stderr.close()
     assert _until(lambda: not _marked(token), 15)
+
+
+def test_exit_codes_of_128_plus_a_signal_are_exit_codes(tokened):
+    """A rank that exits 147 (128 + SIGSTOP's number) ends like any failure instead of
+    stopping its wrapper and hanging the launch; exit 143 is not reported as SIGTERM."""
+    env, _ = tokened
+    host = os.uname().nodename
+    for code in (147, 143):
+        t = time.monotonic()
+        p = shell(env, f"timeout -s KILL 30 jobenv launch -- sh -c 'if [ $RANK = 1 ]; then exit {code}; fi'")
+        assert time.monotonic() - t < 25 and p.returncode == code, (code, p.returncode, p.stderr)
+        assert f"rank 1 on {host} failed first: exit code {code} (" in p.stderr, p.stderr
