@@ -23,7 +23,8 @@ What it does, per rank, in this order:
    one; an exit code of 128+N is an exit code, never a signal raised).
 
 Exit status: the program's; 5 when the environment is refused (step 1, a bad
-JOBENV_GPU_BIND or MASTER_PORT, an unwritable RUN_DIR or LOG_DIR); 2 without a program.
+JOBENV_GPU_BIND or MASTER_PORT, an unwritable RUN_DIR or LOG_DIR, a record or log name
+that already exists); 2 without a program.
 
 Environment protocol (set by `jobenv launch` on the launcher's environment):
 - JOBENV_GPU_BIND   `VAR:MAP:DEVICES[:TILES]` (see `gpu_bind_value`; from the profile's

@@ -135,6 +135,8 @@ def _which(prog: str, environ: Mapping[str, str]) -> Optional[str]:
 
 
 def _say(msg: str) -> None:
+    if sys.stderr is None:  # started with stderr closed: nobody to tell
+        return
     sys.stderr.write(f"jobenv: {one_line(msg)}\n")
     sys.stderr.flush()
 
