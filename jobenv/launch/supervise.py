@@ -29,7 +29,7 @@ from . import output, reaper
 
 TYPE_CHECKING = False  # `import typing`/`dataclasses` cost ~50 ms: `launch` starts on every run
 if TYPE_CHECKING:
-    from typing import Callable, Deque, Dict, List, Mapping, Optional
+    from typing import Callable, Deque, Dict, List, Mapping, Optional, Tuple
 
 GRACE_S = 5.0
 TIMEOUT_EXIT = 124  # as timeout(1)
@@ -66,6 +66,40 @@ def _newest_mtime(log_dir: Optional[str]) -> float:
     except OSError:
         pass
     return newest
+
+
+def _pump(fd: int, sel, partial: Dict[int, bytes], last: Deque[bytes], out_for: Dict[int, output.Sink],
+          keep_lines: int) -> bool:
+    """Move what the launcher wrote on `fd` to our output; True when there was some."""
+    try:
+        data = os.read(fd, 65536)
+    except BlockingIOError:
+        return False
+    if not data:
+        sel.unregister(fd)
+        if partial[fd]:
+            last.append(partial[fd])
+        del partial[fd]
+        return False
+    out_for[fd].put(data)
+    lines = (partial[fd] + data).split(b"\n")
+    partial[fd] = lines.pop()[-4096:]
+    last.extend(lines[-keep_lines:])
+    return True
+
+
+def _expiry(limits: Limits, start: float, now: float, last_output: float, log_dir: Optional[str]
+            ) -> Tuple[Optional[str], float]:
+    """Which limit ran out, if any, and when output was last seen (a rank writing only to
+    its log counts as output)."""
+    if limits.timeout is not None and now - start >= limits.timeout:
+        return "timeout", last_output
+    if limits.idle_timeout is not None and now - last_output >= limits.idle_timeout:
+        logged = _newest_mtime(log_dir)
+        if logged and time.time() - logged < limits.idle_timeout:
+            return None, now - (time.time() - logged)
+        return "idle-timeout", last_output
+    return None, last_output
 
 
 def _start(argv: List[str], env: Mapping[str, str]) -> subprocess.Popen:
@@ -119,32 +153,11 @@ def run(argv: List[str], env: Mapping[str, str], limits: Limits, log_dir: Option
             if limits.timeout is not None and expired is None:
                 wait = min(wait, max(0.0, start + limits.timeout - now))
             for key, _ in sel.select(timeout=wait):
-                fd = int(key.fd)
-                try:
-                    data = os.read(fd, 65536)
-                except BlockingIOError:
-                    continue
-                if not data:
-                    sel.unregister(fd)
-                    if partial[fd]:
-                        last.append(partial[fd])
-                    del partial[fd]
-                    continue
-                last_output = time.monotonic()
-                out_for[fd].put(data)
-                lines = (partial[fd] + data).split(b"\n")
-                partial[fd] = lines.pop()[-4096:]
-                last.extend(lines[-keep_lines:])
+                if _pump(int(key.fd), sel, partial, last, out_for, keep_lines):
+                    last_output = time.monotonic()
             now = time.monotonic()
             if expired is None:
-                if limits.timeout is not None and now - start >= limits.timeout:
-                    expired = "timeout"
-                elif limits.idle_timeout is not None and now - last_output >= limits.idle_timeout:
-                    logged = _newest_mtime(log_dir)
-                    if logged and time.time() - logged < limits.idle_timeout:
-                        last_output = now - (time.time() - logged)
-                    else:
-                        expired = "idle-timeout"
+                expired, last_output = _expiry(limits, start, now, last_output, log_dir)
                 if expired:
                     if before_kill:  # what the ranks had done when time ran out, before we kill them
                         before_kill()
