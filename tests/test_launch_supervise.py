@@ -324,3 +324,14 @@ def test_exit_codes_of_128_plus_a_signal_are_exit_codes(tokened):
         p = shell(env, f"timeout -s KILL 30 jobenv launch -- sh -c 'if [ $RANK = 1 ]; then exit {code}; fi'")
         assert time.monotonic() - t < 25 and p.returncode == code, (code, p.returncode, p.stderr)
         assert f"rank 1 on {host} failed first: exit code {code} (" in p.stderr, p.stderr
+
+
+def test_run_directories_are_made_only_under_the_users_own(job, other_user, shared_tmp):
+    """The store's `runs` linked to another user's directory: refused, nothing made there
+    (its owner could swap our run directory for one of theirs under the ranks)."""
+    theirs = shared_tmp / "runs"
+    other_user.sh(f"mkdir -m 777 {theirs}")
+    (Path(job["JOBENV_HOME"]) / "runs").symlink_to(theirs)
+    p = shell(job, "jobenv launch -- sh -c 'echo ran'")
+    assert "ran" not in p.stdout and list(theirs.iterdir()) == [], p.stdout + p.stderr
+    assert p.returncode == 6 and f"uid {other_user.uid}" in p.stderr and p.stderr.count("\n") == 1, p.stderr
