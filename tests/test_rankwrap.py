@@ -358,6 +358,10 @@ def test_records_and_logs_are_new_files_never_a_planted_name(tmp_path, record):
     os.mkfifo(planted)  # nobody reads it: opening it for writing would hang the rank
     p = wrap(env, ["/bin/sh", "-c", "echo owned"], timeout=20)
     assert p.returncode == 5 and "exists; refusing" in p.stderr
+    planted.unlink()
+    planted.symlink_to(tmp_path / "nowhere")  # dangling: following it would create the target
+    p = wrap(env, ["/bin/sh", "-c", "echo owned"])
+    assert p.returncode == 5 and not (tmp_path / "nowhere").exists(), p.stderr
 
 
 def test_no_program_is_a_usage_error():
