@@ -361,10 +361,10 @@ if [ -z "${JOBENV_RUN_DIR:-}" ] && [ -z "${JOBENV_LOG_DIR:-}" ]; then exec "$@";
 # here is new (noclobber: O_CREAT|O_EXCL) and a name that exists is refused, link or not:
 # the run directory is fresh and private, the log directory the user's own.
 set -C
-# (an existing FIFO or device, or a link to one, is the case noclobber would still open;
-# a dangling link fails noclobber's O_EXCL)
+# (noclobber alone would still open an existing FIFO or device, or a link to one; a
+# dangling link it refuses, but with the shell's own line before ours)
 _je_new() {
-    if [ -e "$1" ]; then _je_die "$1 exists; refusing to write through it"; fi
+    if [ -e "$1" ] || [ -L "$1" ]; then _je_die "$1 exists; refusing to write through it"; fi
 }
 _je_now() {
     if [ -n "${EPOCHREALTIME:-}" ]; then _je_t=$EPOCHREALTIME; else _je_t=$(date +%s.%N 2>/dev/null) || _je_t=; fi

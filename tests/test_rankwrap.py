@@ -362,6 +362,7 @@ def test_records_and_logs_are_new_files_never_a_planted_name(tmp_path, record):
     planted.symlink_to(tmp_path / "nowhere")  # dangling: following it would create the target
     p = wrap(env, ["/bin/sh", "-c", "echo owned"])
     assert p.returncode == 5 and not (tmp_path / "nowhere").exists(), p.stderr
+    assert p.stderr.count("\n") == 1 and "exists; refusing" in p.stderr, p.stderr
 
 
 def test_no_program_is_a_usage_error():
