@@ -36,9 +36,17 @@ PATH_SYSCALLS = ("open", "openat", "stat", "lstat", "newfstatat", "statx", "acce
                  "readlink", "readlinkat", "execve", "getdents64")
 
 
+def _fresh(env) -> None:
+    """Empty the run and log directories: the supervised wrapper writes only new files."""
+    for key in ("JOBENV_RUN_DIR", "JOBENV_LOG_DIR"):
+        for f in Path(env[key]).glob("rank-*") if env.get(key) else ():
+            f.unlink()
+
+
 def median_time(argv, env, runs) -> float:
     xs = []
     for _ in range(runs):
+        _fresh(env)
         t = time.perf_counter()
         subprocess.run(argv, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=True)
         xs.append(time.perf_counter() - t)
@@ -122,6 +130,7 @@ def main() -> int:
     base_ops = fs_ops(["/bin/true"], HYDRA)
     if base_ops >= 0:
         wrap_ops = fs_ops(["dash", WRAP, "/bin/true"], HYDRA)
+        _fresh({"JOBENV_RUN_DIR": str(tmp)})
         sup_ops = fs_ops(["dash", WRAP, "/bin/true"], {**HYDRA, "JOBENV_RUN_DIR": str(tmp)})
         print(f"file-system operations per rank (path lookups, strace): true {base_ops}, wrapper + true "
               f"{wrap_ops} (+{wrap_ops - base_ops}), supervised {sup_ops} (+{sup_ops - base_ops}); "

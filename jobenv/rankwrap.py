@@ -19,10 +19,12 @@ What it does, per rank, in this order:
 4. Without JOBENV_RUN_DIR and JOBENV_LOG_DIR: `exec "$@"` (the wrapper is gone).
    Otherwise it starts the program as its child, forwards TERM and HUP to it (INT as TERM:
    a background child of sh ignores INT), waits, writes the records below and exits
-   with the program's status (re-raising the program's signal on itself).
+   with the program's status (re-raising the program's signal on itself when it died of
+   one; an exit code of 128+N is an exit code, never a signal raised).
 
 Exit status: the program's; 5 when the environment is refused (step 1, a bad
-JOBENV_GPU_BIND or MASTER_PORT, an unwritable RUN_DIR or LOG_DIR); 2 without a program.
+JOBENV_GPU_BIND or MASTER_PORT, an unwritable RUN_DIR or LOG_DIR, a record or log name
+that already exists); 2 without a program.
 
 Environment protocol (set by `jobenv launch` on the launcher's environment):
 - JOBENV_GPU_BIND   `VAR:MAP:DEVICES[:TILES]` (see `gpu_bind_value`; from the profile's
@@ -34,11 +36,17 @@ Environment protocol (set by `jobenv launch` on the launcher's environment):
                     <pid> is the wrapper's (signals sent to it reach the program);
                     <epoch> is seconds since 1970 (bash: $EPOCHREALTIME; else `date
                     +%s.%N`, one fork, only on this supervised path; empty if neither).
-                    An exit status above 128 is reported as signal:<status - 128>,
-                    as every shell reports it.  No .exit file: the rank never finished
-                    (killed with SIGKILL, host lost).
+                    `wait` gives 128+N for exit 128+N and for signal N alike; above 128
+                    the shell's job table (`jobs -l`: dash keeps it after `wait`, bash's
+                    CHLD trap saves it before) tells them apart, in rank-<RANK>.job;
+                    a shell whose table cannot be read gives exit:<code>.  No .exit
+                    file: the rank never finished (killed with SIGKILL, host lost).
+                    Every file the wrapper writes is new: a name that exists (a planted
+                    link, a FIFO, an old record) is refused (exit 5), and noclobber
+                    creates the file with O_EXCL.
 - JOBENV_LOG_DIR    a directory; the program's stdout and stderr go to rank-<RANK>.log
-                    there (and not to the launcher's output).
+                    there (and not to the launcher's output); `jobenv launch` checks it is
+                    the user's own and removes the previous attempt's logs first.
 - JOBENV_HOSTFILE   optional: the hosts of this launch, one per line, each once, when it
                     runs on fewer hosts than the job (node rank and MASTER_ADDR follow it).
 Read, as a restored shell sets them: HOSTFILE, NHOSTS, NRANKS_PER_HOST, JOBENV_JOBID,

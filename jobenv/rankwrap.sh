@@ -357,14 +357,28 @@ if [ -n "${JOBENV_GPU_BIND:-}" ]; then
     export "$_je_gv=$_je_gval"
 fi
 if [ -z "${JOBENV_RUN_DIR:-}" ] && [ -z "${JOBENV_LOG_DIR:-}" ]; then exec "$@"; fi
-# supervised: run the program as a child, record its start and end
+# supervised: run the program as a child, record its start and end.  Every file written
+# here is new (noclobber: O_CREAT|O_EXCL) and a name that exists is refused, link or not:
+# the run directory is fresh and private, the log directory the user's own.
+set -C
+# (noclobber alone would still open an existing FIFO or device, or a link to one; a
+# dangling link it refuses, but with the shell's own line before ours)
+_je_new() {
+    if [ -e "$1" ] || [ -L "$1" ]; then _je_die "$1 exists; refusing to write through it"; fi
+}
 _je_now() {
     if [ -n "${EPOCHREALTIME:-}" ]; then _je_t=$EPOCHREALTIME; else _je_t=$(date +%s.%N 2>/dev/null) || _je_t=; fi
 }
+_je_jf=
 if [ -n "${JOBENV_RUN_DIR:-}" ]; then
+    _je_f=$JOBENV_RUN_DIR/rank-$_je_R.start
+    _je_new "$_je_f"
     _je_now
-    printf '%s %s %s %s\n' "$_je_R" "$_je_host" "$$" "$_je_t" > "$JOBENV_RUN_DIR/rank-$_je_R.start" \
-        || _je_die "cannot write $JOBENV_RUN_DIR/rank-$_je_R.start"
+    printf '%s %s %s %s\n' "$_je_R" "$_je_host" "$$" "$_je_t" > "$_je_f" || _je_die "cannot write $_je_f"
+    # `wait` says 128+N both for signal N and for exit 128+N; the job table tells them
+    # apart (dash keeps it after `wait`, bash only until then: its CHLD trap saves it)
+    _je_jf=$JOBENV_RUN_DIR/rank-$_je_R.job
+    if [ -n "${BASH_VERSION-}" ]; then trap 'jobs -l >| "$_je_jf"' CHLD; fi
 fi
 _je_pid= _je_sig=
 _je_fwd() { _je_sig=$1; [ -z "$_je_pid" ] || kill -s "$1" "$_je_pid" 2>/dev/null; }
@@ -373,26 +387,48 @@ trap '_je_fwd HUP' HUP
 trap '_je_fwd TERM' INT
 if [ -e /proc/self/fd/0 ]; then exec 3<&0; else exec 3</dev/null; fi
 if [ -n "${JOBENV_LOG_DIR:-}" ]; then
-    : > "$JOBENV_LOG_DIR/rank-$_je_R.log" || _je_die "cannot write $JOBENV_LOG_DIR/rank-$_je_R.log"
-    "$@" 0<&3 3<&- > "$JOBENV_LOG_DIR/rank-$_je_R.log" 2>&1 &
+    _je_f=$JOBENV_LOG_DIR/rank-$_je_R.log
+    _je_new "$_je_f"
+    command exec 4> "$_je_f" || _je_die "cannot write $_je_f"
+    "$@" 0<&3 3<&- >&4 2>&1 4>&- &
+    _je_pid=$!
+    exec 4>&-
 else
     "$@" 0<&3 3<&- &
+    _je_pid=$!
 fi
-_je_pid=$!
 exec 3<&-
 while :; do
     wait "$_je_pid"; _je_rc=$?
     if [ "$_je_rc" -gt 128 ] && kill -0 "$_je_pid" 2>/dev/null; then continue; fi
     break
 done
+trap - CHLD
+_je_how=exit:$_je_rc
+if [ "$_je_rc" -gt 128 ] && [ -n "$_je_jf" ]; then
+    # `[1] + PID Done(147)` (dash), `[1]+ PID Exit 147   CMD` (bash), `... Terminated`:
+    # the number in the status is an exit; a status without it is the signal
+    [ -n "${BASH_VERSION-}" ] || jobs -l >| "$_je_jf"
+    _je_l=
+    read -r _je_l < "$_je_jf" || :
+    case $_je_l in
+    *" $_je_pid "*)
+        _je_l=${_je_l#*" $_je_pid "}
+        case " ${_je_l%%"  "*} " in
+        *[!0-9]"$_je_rc"[!0-9]*|" Stopped"*|" Suspended"*) ;;
+        *) _je_how=signal:$((_je_rc - 128)) ;;
+        esac ;;
+    esac
+fi
 if [ -n "${JOBENV_RUN_DIR:-}" ]; then
-    _je_how=exit:$_je_rc
-    if [ "$_je_rc" -gt 128 ] && [ "$_je_rc" -lt 193 ]; then _je_how=signal:$((_je_rc - 128)); fi
+    _je_f=$JOBENV_RUN_DIR/rank-$_je_R.exit
+    _je_new "$_je_f"
     _je_now
-    printf '%s %s %s %s\n' "$_je_R" "$_je_host" "$_je_how" "$_je_t" > "$JOBENV_RUN_DIR/rank-$_je_R.exit"
+    printf '%s %s %s %s\n' "$_je_R" "$_je_host" "$_je_how" "$_je_t" > "$_je_f"
 fi
-if [ "$_je_rc" -gt 128 ] && [ "$_je_rc" -lt 193 ]; then
+case $_je_how in
+signal:*)  # die of the program's signal (a program can die of no stop signal)
     trap - TERM HUP INT
-    kill -$((_je_rc - 128)) "$$" 2>/dev/null
-fi
+    kill -"${_je_how#signal:}" "$$" 2>/dev/null ;;
+esac
 exit "$_je_rc"

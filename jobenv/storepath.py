@@ -97,31 +97,12 @@ def check_safe(path: str, is_dir: bool, what: str = "", hint: str = OWN_HINT) ->
                         f"fix with: chmod go-w {path}")
 
 
-def check_store(env: Optional[Mapping[str, str]] = None) -> str:
-    """Check an existing store for reading; returns the jobs directory."""
-    d = jobs_dir(env)
-    h = os.path.dirname(d)
-    check_ancestors(h)
-    check_safe(h, is_dir=True)
-    check_safe(d, is_dir=True)
-    return d
-
-
-def write_error(exc: OSError, what: str) -> JobenvError:
-    """One line for a failed write: read-only or not ours, or full (the old save stays)."""
-    if exc.errno in (errno.EROFS, errno.EACCES, errno.EPERM):
-        return JobenvError(f"cannot write {what}: {exc.strerror}; {WRITABLE_HINT}")
-    if exc.errno in (errno.ENOSPC, errno.EDQUOT):
-        return JobenvError(f"cannot write {what}: {exc.strerror}; the previous save (if any) is unchanged")
-    return JobenvError(f"cannot write {what}: {exc.strerror or exc}")
-
-
-def make_private(path: str, what: str = "the store", hint: str = OWN_HINT, label: str = "") -> None:
-    """Create directory `path` (and each missing one above it, 0700) after checking what is
-    above it, then check (check_safe, calling each a `label`) that each one created, and
-    `path`, is yours and nobody else's to write.  mkdir semantics: a directory another user
-    made first is found and refused, never used.  A failed mkdir raises its OSError."""
-    check_ancestors(path, what, hint)
+def own_dir(path: str, what: str = "store directory", hint: str = OWN_HINT, write_hint: str = WRITABLE_HINT
+            ) -> None:
+    """Make `path` a directory of the user's own, by the rules above: check what is above
+    it, create each missing level 0700, and refuse any level that another user owns or
+    could write to, or that is a link (ssh's rule for ~/.ssh)."""
+    check_ancestors(path, f"the {what}", hint)
     missing = []
     p = path
     while not os.path.lexists(p):
@@ -132,18 +113,35 @@ def make_private(path: str, what: str = "the store", hint: str = OWN_HINT, label
             os.mkdir(p, 0o700)
         except FileExistsError:
             pass
-        check_safe(p, True, label, hint)
-    check_safe(path, True, label, hint)
+        except OSError as exc:
+            raise write_error(exc, f"the {what} {p}", write_hint) from None
+        check_safe(p, True, what, hint)
+    check_safe(path, True, what, hint)
+
+
+def check_store(env: Optional[Mapping[str, str]] = None) -> str:
+    """Check an existing store for reading; returns the jobs directory."""
+    d = jobs_dir(env)
+    h = os.path.dirname(d)
+    check_ancestors(h)
+    check_safe(h, is_dir=True)
+    check_safe(d, is_dir=True)
+    return d
+
+
+def write_error(exc: OSError, what: str, hint: str = WRITABLE_HINT) -> JobenvError:
+    """One line for a failed write: read-only or not ours, or full (the old save stays)."""
+    if exc.errno in (errno.EROFS, errno.EACCES, errno.EPERM):
+        return JobenvError(f"cannot write {what}: {exc.strerror}; {hint}")
+    if exc.errno in (errno.ENOSPC, errno.EDQUOT):
+        return JobenvError(f"cannot write {what}: {exc.strerror}; the previous save (if any) is unchanged")
+    return JobenvError(f"cannot write {what}: {exc.strerror or exc}")
 
 
 def ensure_dirs(env: Optional[Mapping[str, str]] = None) -> str:
     """Create the store (each missing directory 0700) after checking what is above it, then
     check that nobody else can write to it.  Returns the jobs directory."""
     d = jobs_dir(env)
-    h = os.path.dirname(d)
-    try:
-        make_private(d)
-    except OSError as exc:
-        raise write_error(exc, f"the store {exc.filename or d}") from None
-    check_safe(h, is_dir=True)
+    own_dir(os.path.dirname(d))
+    own_dir(d)
     return d

@@ -7,6 +7,7 @@ Run under `flock /tmp/jobenv-slurm.lock`: one cluster at a time on a machine.
 from __future__ import annotations
 
 import re
+import time
 
 import pytest
 
@@ -112,3 +113,19 @@ def test_retry_without_the_failed_host(cluster, store, job4, tmp_path):  # noqa:
     assert "excluding node2 (first failure) from the next attempt" in p.stderr and "retrying (2 of 2)" in p.stderr
     assert sorted(line for line in p.stdout.splitlines() if line.startswith("ok on")) == \
         ["ok on node1", "ok on node1", "ok on node3"]  # attempt 1: node1; attempt 2: node1 and node3
+
+
+def test_a_killed_supervisor_leaves_no_step_running(cluster, store, job4):  # noqa: F811
+    """`jobenv launch` killed with SIGKILL (the OOM killer): srun gets SIGTERM from the
+    kernel and ends its step on every node; nothing is left running in the job."""
+    p = fresh(cluster, "node1", "bash", f"{RESTORE} && timeout -s KILL 8 jobenv launch -- sh -c 'sleep 300'; "
+              "echo rc=$?", store)
+    assert p.stdout.strip().endswith("rc=137"), p.stdout + p.stderr
+    deadline = time.monotonic() + 30
+    while True:
+        steps = cluster.run(["squeue", "-h", "-s", "-o", "%i %j"], check=False).stdout
+        left = [s for s in steps.splitlines() if not s.split()[0].endswith((".batch", ".extern"))]
+        if not left or time.monotonic() > deadline:
+            break
+        time.sleep(0.5)
+    assert not left, steps

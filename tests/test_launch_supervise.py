@@ -156,3 +156,182 @@ def test_timeout_1_stops_the_whole_launch(job):
     p = shell(job, f"{RESTORE} && timeout 5 launch sh -c 'sleep 300'; echo rc=$?")
     assert p.stdout.strip().endswith("rc=124") and time.monotonic() - t < 60, p.stdout + p.stderr
     assert shell(job, "ps -eo args | grep -c '[s]leep 300' || true").stdout.strip() == "0"
+
+
+def test_log_dir_is_the_users_own_and_never_followed_through_a_link(job, other_user, shared_tmp):
+    """Another user's log directory (with `rank-0.log` linked to the victim's ~/.bashrc) is
+    refused before any rank runs; a missing one is created private; an old link in the
+    user's own directory is removed, never written through."""
+    victim = Path(job["HOME"]) / ".bashrc"
+    victim.write_text("keep me\n")
+    theirs = shared_tmp / "logs"
+    other_user.sh(f"mkdir -m 777 {theirs} && ln -s {victim} {theirs}/rank-0.log")
+    p = shell(job, f"jobenv launch --log-dir {theirs} -- sh -c 'echo owned'")
+    assert victim.read_text() == "keep me\n", "a rank wrote through the planted link"
+    assert p.returncode == 5 and p.stderr.count("\n") == 1 and f"uid {other_user.uid}" in p.stderr, p.stderr
+    mine = shared_tmp / "mine"
+    p = shell(job, f"jobenv launch --log-dir {mine} -- sh -c 'echo ran-$RANK'")
+    assert p.returncode == 0 and (mine / "rank-1.log").read_text() == "ran-1\n", p.stderr
+    assert mine.stat().st_mode & 0o777 == 0o700 and mine.stat().st_uid == os.getuid()
+    (mine / "rank-0.log").unlink()
+    (mine / "rank-0.log").symlink_to(victim)
+    p = shell(job, f"jobenv launch --log-dir {mine} -- sh -c 'echo again-$RANK'")
+    assert p.returncode == 0 and victim.read_text() == "keep me\n", p.stderr
+    assert not (mine / "rank-0.log").is_symlink() and (mine / "rank-0.log").read_text() == "again-0\n"
+
+
+def _marked(token: str) -> list:
+    """Pids whose environment holds JOBENV_TEST_TOKEN=token (a launch's every process)."""
+    needle = f"\0JOBENV_TEST_TOKEN={token}\0".encode()
+    out = []
+    for name in os.listdir("/proc"):
+        try:
+            if name.isdigit() and needle in b"\0" + Path(f"/proc/{name}/environ").read_bytes() + b"\0":
+                out.append(int(name))
+        except OSError:
+            pass
+    return out
+
+
+def _until(pred, seconds: float) -> bool:
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        if pred():
+            return True
+        time.sleep(0.1)
+    return pred()
+
+
+def _ranks_sleeping(token: str) -> int:
+    n = 0
+    for pid in _marked(token):
+        try:
+            n += Path(f"/proc/{pid}/comm").read_text().strip() == "sleep"
+        except OSError:
+            pass
+    return n
+
+
+@pytest.fixture
+def tokened(job, tmp_path):
+    """The job's env with a token every process of a launch inherits; whatever of it is
+    still alive at the end is killed (by pid) so a failing test leaves nothing behind."""
+    token = f"{os.getpid()}-{time.monotonic_ns()}"
+    yield {**job, "JOBENV_TEST_TOKEN": token}, token
+    for pid in _marked(token):
+        try:
+            os.kill(pid, 9)
+        except OSError:
+            pass
+
+
+def _popen_launch(env, script: str, **kw):
+    import subprocess
+
+    argv = ["env", "-i", *[f"{k}={v}" for k, v in env.items()], "/bin/bash", "--norc", "--noprofile", "-c",
+            f"exec jobenv launch {script}"]
+    return subprocess.Popen(argv, **kw)
+
+
+@pytest.mark.parametrize("sig", ["SIGKILL", "SIGQUIT", "SIGUSR1"])
+def test_no_rank_outlives_the_supervisor(tokened, tmp_path, sig):
+    """Whatever kills `jobenv launch` (the OOM killer, Ctrl-\\, a stray signal), the
+    launcher and every rank end within seconds instead of running on, reparented to init."""
+    import subprocess
+
+    env, token = tokened
+    p = _popen_launch(env, "-- sh -c 'sleep 300'", cwd=tmp_path, stdout=subprocess.DEVNULL,
+                      stderr=subprocess.DEVNULL, preexec_fn=lambda: __import__("resource").setrlimit(
+                          __import__("resource").RLIMIT_CORE, (0, 0)))
+    assert _until(lambda: _ranks_sleeping(token) == 2, 60), "the ranks never started"
+    os.kill(p.pid, getattr(__import__("signal"), sig))
+    p.wait(timeout=30)
+    assert _until(lambda: not _marked(token), 15), [
+        Path(f"/proc/{pid}/cmdline").read_bytes() for pid in _marked(token)]
+
+
+def test_closed_stdout_is_output_for_nobody_not_a_missing_launcher(job):
+    p = shell(job, "jobenv launch -- sh -c 'echo out-$RANK; echo err-$RANK >&2' >&-; echo rc=$? >&2")
+    assert "cannot run" not in p.stderr and p.stderr.split()[-1] == "rc=0", p.stderr
+    assert sorted(w for w in p.stderr.split() if w.startswith("err-")) == ["err-0", "err-1"]
+
+
+def test_an_unread_output_never_stalls_the_ranks_and_sigterm_ends_it(tokened, tmp_path):
+    """10 MB per rank into a pipe nobody reads: the ranks still finish, and SIGTERM ends
+    `jobenv launch` (it used to sit in write() forever, the launcher and ranks behind it)."""
+    import subprocess
+
+    env, token = tokened
+    p = _popen_launch(env, f"-- sh -c 'head -c 10000000 /dev/zero; touch {tmp_path}/done-$RANK'",
+                      stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
+    try:
+        assert _until(lambda: len(list(tmp_path.glob("done-*"))) == 2, 60), "the ranks were held up by our output"
+        p.send_signal(15)
+        p.wait(timeout=20)
+    finally:
+        p.kill()
+        p.stdout.close()
+
+
+def test_timeout_also_ends_a_daemon_a_rank_started_with_setsid(tokened):
+    env, token = tokened
+    p = shell(env, "jobenv launch --timeout 4 -- sh -c 'setsid sleep 300 </dev/null >/dev/null 2>&1 & sleep 300'")
+    assert p.returncode == 124, p.stderr
+    assert _until(lambda: not _marked(token), 10), "a setsid'd daemon of a rank outlived --timeout"
+
+
+@pytest.fixture
+def ompi_tokened(tmp_path):
+    """A local job launched by Debian's Open MPI (its ranks each in a process group of
+    their own, out of reach of the launcher's group), with the token as in `tokened`."""
+    if not Path("/usr/bin/mpirun.openmpi").exists():
+        pytest.skip("Open MPI is not installed")
+    from test_launch_e2e import OMPI_ENV, profile
+
+    home = tmp_path / "home"
+    profile(home, "ompi-here", "local", "[mpirun.openmpi, --oversubscribe, -n, '{nranks}']")
+    token = f"{os.getpid()}-{time.monotonic_ns()}"
+    env = fresh_env(home, f"{tools(tmp_path / 'bin', mpi=False)}:/usr/bin:/bin", **OMPI_ENV,
+                    JOBENV_TEST_TOKEN=token)
+    save(env, "--profile", "ompi-here", "--ranks-per-host", "2")
+    yield env, token
+    for pid in _marked(token):
+        try:
+            os.kill(pid, 9)
+        except OSError:
+            pass
+
+
+def test_no_open_mpi_rank_outlives_the_supervisor(ompi_tokened, tmp_path):
+    import subprocess
+
+    env, token = ompi_tokened
+    p = _popen_launch(env, "-- sh -c 'sleep 300'", cwd=tmp_path, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    assert _until(lambda: _ranks_sleeping(token) == 2, 60), p.stderr.read1() if p.poll() is not None else ""
+    p.kill()
+    p.wait(timeout=30)
+    p.stderr.close()
+    assert _until(lambda: not _marked(token), 15)
+
+
+def test_exit_codes_of_128_plus_a_signal_are_exit_codes(tokened):
+    """A rank that exits 147 (128 + SIGSTOP's number) ends like any failure instead of
+    stopping its wrapper and hanging the launch; exit 143 is not reported as SIGTERM."""
+    env, _ = tokened
+    host = os.uname().nodename
+    for code in (147, 143):
+        t = time.monotonic()
+        p = shell(env, f"timeout -s KILL 30 jobenv launch -- sh -c 'if [ $RANK = 1 ]; then exit {code}; fi'")
+        assert time.monotonic() - t < 25 and p.returncode == code, (code, p.returncode, p.stderr)
+        assert f"rank 1 on {host} failed first: exit code {code} (" in p.stderr, p.stderr
+
+
+def test_run_directories_are_made_only_under_the_users_own(job, other_user, shared_tmp):
+    """The store's `runs` linked to another user's directory: refused, nothing made there
+    (its owner could swap our run directory for one of theirs under the ranks)."""
+    theirs = shared_tmp / "runs"
+    other_user.sh(f"mkdir -m 777 {theirs}")
+    (Path(job["JOBENV_HOME"]) / "runs").symlink_to(theirs)
+    p = shell(job, "jobenv launch -- sh -c 'echo ran'")
+    assert "ran" not in p.stdout and list(theirs.iterdir()) == [], p.stdout + p.stderr
+    assert p.returncode == 6 and f"uid {other_user.uid}" in p.stderr and p.stderr.count("\n") == 1, p.stderr

@@ -29,7 +29,8 @@ PRINT = ["/bin/sh", "-c", 'printf "%s|" ' + " ".join(f'"${{{v}-unset}}"' for v i
 
 def wrap(env, argv=PRINT, shell="dash", **kw):
     full = {"PATH": "/usr/bin:/bin", **env}
-    return subprocess.run([shell, WRAPPER, *argv], env=full, capture_output=True, text=True, timeout=60, **kw)
+    kw.setdefault("timeout", 60)
+    return subprocess.run([shell, WRAPPER, *argv], env=full, capture_output=True, text=True, **kw)
 
 
 def expected(env, pids=None):
@@ -291,6 +292,8 @@ def test_run_dir_records_start_and_exit_and_log_dir_keeps_output(tmp_path):
     assert start[:2] == ["3", "n2"] and start[2].isdigit() and abs(float(start[3]) - time.time()) < 60
     end = (run / "rank-3.exit").read_text()
     assert end.endswith("\n") and end.split()[:3] == ["3", "n2", "exit:3"]
+    (run / "rank-3.exit").unlink()
+    (run / "rank-3.start").unlink()
     p = wrap({**env, "JOBENV_LOG_DIR": ""}, ["/bin/sh", "-c", "kill -USR1 $$"])
     assert p.returncode == -signal.SIGUSR1  # the program's signal, re-raised
     assert (run / "rank-3.exit").read_text().split()[2] == f"signal:{int(signal.SIGUSR1)}"
@@ -302,6 +305,8 @@ def test_supervised_wrapper_forwards_term_and_keeps_stdin(tmp_path):
     env = {**HYDRA, "JOBENV_HOSTNAME": "n2", "JOBENV_RUN_DIR": str(run)}
     p = wrap(env, ["/bin/sh", "-c", "read x; echo got $x"], input="hello\n")
     assert p.stdout == "got hello\n"
+    for f in run.iterdir():
+        f.unlink()
     proc = subprocess.Popen(["dash", WRAPPER, "sleep", "60"], env={"PATH": "/usr/bin:/bin", **env})
     deadline = time.time() + 20
     while not (run / "rank-3.start").exists():
@@ -311,6 +316,53 @@ def test_supervised_wrapper_forwards_term_and_keeps_stdin(tmp_path):
     proc.send_signal(signal.SIGTERM)
     assert proc.wait(timeout=20) == -signal.SIGTERM
     assert (run / "rank-3.exit").read_text().split()[2] == f"signal:{int(signal.SIGTERM)}"
+
+
+@pytest.mark.parametrize("shell", SHELLS)
+def test_exit_codes_above_128_are_exits_and_signals_are_signals(tmp_path, shell):
+    """`wait` says 128+N for exit 128+N and for signal N alike: the record and the wrapper's
+    own end follow what really happened, and an exit of 147..150 (128 + a stop signal) is
+    an exit, not a reason to stop the wrapper."""
+    cases = [("exit 143", 143, "exit:143"), ("exit 147", 147, "exit:147"), ("exit 148", 148, "exit:148"),
+             ("exit 149", 149, "exit:149"), ("exit 150", 150, "exit:150"), ("exit 137", 137, "exit:137"),
+             ("kill -TERM $$", -signal.SIGTERM, f"signal:{int(signal.SIGTERM)}"),
+             ("kill -SEGV $$", -signal.SIGSEGV, f"signal:{int(signal.SIGSEGV)}"),
+             ("sleep 143 & p=$!; kill $p; wait $p", 143, "exit:143")]
+    for i, (script, rc, how) in enumerate(cases):
+        run = tmp_path / f"run{i}"
+        run.mkdir()
+        env = {**HYDRA, "JOBENV_HOSTNAME": "n2", "JOBENV_RUN_DIR": str(run)}
+        try:
+            p = wrap(env, ["/bin/sh", "-c", script], shell=shell, timeout=20)
+        except subprocess.TimeoutExpired:
+            raise AssertionError(f"{script!r}: the wrapper never ended (stopped itself?)") from None
+        assert (p.returncode, (run / "rank-3.exit").read_text().split()[2]) == (rc, how), (script, p.stderr)
+
+
+@pytest.mark.parametrize("record", ["rank-3.start", "rank-3.exit", "log"])
+def test_records_and_logs_are_new_files_never_a_planted_name(tmp_path, record):
+    """A name that already exists in the run or log directory (a link to the user's
+    ~/.bashrc, a FIFO, an old file) is refused, never written through."""
+    run, logs = tmp_path / "run", tmp_path / "logs"
+    run.mkdir()
+    logs.mkdir()
+    victim = tmp_path / "bashrc"
+    victim.write_text("keep me\n")
+    planted = logs / "rank-3.log" if record == "log" else run / record
+    planted.symlink_to(victim)
+    env = {**HYDRA, "JOBENV_HOSTNAME": "n2", "JOBENV_RUN_DIR": str(run), "JOBENV_LOG_DIR": str(logs)}
+    p = wrap(env, ["/bin/sh", "-c", "echo owned"])
+    assert victim.read_text() == "keep me\n"
+    assert p.returncode == 5 and f"{planted} exists; refusing" in p.stderr, p.stderr
+    planted.unlink()
+    os.mkfifo(planted)  # nobody reads it: opening it for writing would hang the rank
+    p = wrap(env, ["/bin/sh", "-c", "echo owned"], timeout=20)
+    assert p.returncode == 5 and "exists; refusing" in p.stderr
+    planted.unlink()
+    planted.symlink_to(tmp_path / "nowhere")  # dangling: following it would create the target
+    p = wrap(env, ["/bin/sh", "-c", "echo owned"])
+    assert p.returncode == 5 and not (tmp_path / "nowhere").exists(), p.stderr
+    assert p.stderr.count("\n") == 1 and "exists; refusing" in p.stderr, p.stderr
 
 
 def test_no_program_is_a_usage_error():

@@ -135,6 +135,8 @@ def _which(prog: str, environ: Mapping[str, str]) -> Optional[str]:
 
 
 def _say(msg: str) -> None:
+    if sys.stderr is None:  # started with stderr closed: nobody to tell
+        return
     sys.stderr.write(f"jobenv: {one_line(msg)}\n")
     sys.stderr.flush()
 
@@ -156,7 +158,8 @@ def run(rec, command: List[str], opts: Options, base_env: Mapping[str, str], dry
             print(join(plan.launcher + wrapper + command))
             return 0
         run_dir = ranks.make_run_dir(runs, f"a{attempt}")
-        log_dir = opts.log_dir  # the wrapper sends a rank's output there instead of the launcher's
+        # the wrapper sends a rank's output there instead of the launcher's
+        log_dir = ranks.prepare_log_dir(opts.log_dir) if opts.log_dir else None
         hostfile = os.path.join(run_dir, "hostfile")
         plan, warnings = plan_attempt(rec, req, opts, hostfile, base_env)
         for w in warnings:
@@ -164,7 +167,6 @@ def run(rec, command: List[str], opts: Options, base_env: Mapping[str, str], dry
         env = dict(base_env)
         env.update(JOBENV_RUN_DIR=run_dir, JOBENV_LAUNCH_TIME=f"{time.time():.6f}", JOBENV_GPU_BIND=gpu_bind)
         if log_dir:
-            os.makedirs(log_dir, exist_ok=True)
             env["JOBENV_LOG_DIR"] = log_dir
         if plan.size.subset:  # the wrapper's node rank and MASTER_ADDR follow this launch's hosts
             ranks.write_private(hostfile, sizing.hostfile_text(plan.size))
@@ -181,11 +183,11 @@ def run(rec, command: List[str], opts: Options, base_env: Mapping[str, str], dry
             launcher[1:1] = [f"--job-name={step}"]
             on_expire = partial(supervise.scancel_step, env, step)
         snapshot: List[ranks.RunState] = []
-        try:
-            out = supervise.run(launcher + wrapper + command, env, opts.limits, log_dir, on_expire,
-                                partial(_snapshot, snapshot, run_dir))
-        except OSError as exc:
-            raise JobenvError(f"cannot run {launcher[0]!r}: {exc.strerror} (is it on PATH?)", 127) from None
+        out = supervise.run(launcher + wrapper + command, env, opts.limits, log_dir, on_expire,
+                            partial(_snapshot, snapshot, run_dir))
+        if out.dropped:
+            _say(f"warning: {out.dropped} bytes of output dropped: our output was not read fast enough "
+                 "(--log-dir DIR keeps every byte)")
         rc = out.returncode
         if rc == 0 and not out.expired:
             return 0

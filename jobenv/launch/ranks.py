@@ -41,11 +41,38 @@ class RunState:
 
 
 def make_run_dir(base: str, tag: str) -> str:
-    """A new private directory for one launch attempt (ranks on other hosts write here)."""
-    os.makedirs(base, mode=0o700, exist_ok=True)
+    """A new private directory for one launch attempt (ranks on other hosts write here):
+    under a directory of the user's own, created by us, so no name in it was planted."""
+    from ..storepath import own_dir
+
+    own_dir(base, "run directory")
     stamp = time.strftime("%Y%m%d-%H%M%S")
     path = os.path.join(base, f"{stamp}-{os.getpid()}-{tag}")
     os.mkdir(path, 0o700)
+    return path
+
+
+_LOG_HINT = "give --log-dir a directory of your own"
+
+
+def prepare_log_dir(path: str) -> str:
+    """--log-dir: a directory of the user's own (the store's rule: not another user's, not
+    writable by others, nothing above it replaceable), created 0700 when missing, without
+    the previous attempt's rank logs (the wrapper creates each log new, never through an
+    existing name).  Returns the absolute path; BadInput when it is not safe."""
+    from ..errors import BadInput, BadRecord
+    from ..storepath import own_dir
+
+    path = os.path.abspath(path)
+    try:
+        own_dir(path, "log directory", _LOG_HINT, _LOG_HINT)
+    except BadRecord as exc:
+        raise BadInput(str(exc)) from None
+    with os.scandir(path) as it:
+        stale = [e.name for e in it if e.name.startswith("rank-") and e.name.endswith(".log")
+                 and e.name[5:-4].isdigit()]
+    for name in stale:
+        os.unlink(os.path.join(path, name))  # unlink never follows a link
     return path
 
 

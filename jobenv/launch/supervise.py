@@ -6,8 +6,15 @@ launch` (Ctrl-C, `timeout`, a closing terminal) are forwarded to it.  On --timeo
 --idle-timeout the group gets SIGTERM, then SIGKILL after a grace period; under srun the
 step is also cancelled with scancel, since tasks on other nodes are not in our group.
 
-Output is copied byte for byte (a rank may print anything, UTF-8 or not); the last lines
-are kept for the failure summary when the ranks left no logs.
+If `jobenv launch` itself dies, of anything (SIGKILL from the OOM killer, Ctrl-\\, a
+stray SIGUSR1), the launcher gets SIGTERM from the kernel and a watchdog ends what is left
+of the launch on this host (jobenv.launch.reaper).  On expiry or a forwarded signal, the
+processes that left the group (a rank's `setsid` daemon, Open MPI's ranks) are ended too;
+after a normal end, what a rank deliberately left running is left alone.
+
+Output is copied byte for byte (a rank may print anything, UTF-8 or not) by one thread
+per output (jobenv.launch.output), so a slow or closed reader never holds up the ranks;
+the last lines are kept for the failure summary when the ranks left no logs.
 """
 from __future__ import annotations
 
@@ -17,9 +24,12 @@ import signal
 import subprocess
 import time
 from collections import deque
+
+from . import output, reaper
+
 TYPE_CHECKING = False  # `import typing`/`dataclasses` cost ~50 ms: `launch` starts on every run
 if TYPE_CHECKING:
-    from typing import Callable, Deque, Dict, List, Mapping, Optional
+    from typing import Callable, Deque, Dict, List, Mapping, Optional, Tuple
 
 GRACE_S = 5.0
 TIMEOUT_EXIT = 124  # as timeout(1)
@@ -32,12 +42,13 @@ class Limits:
 
 class Outcome:
     def __init__(self, returncode: int, expired: Optional[str] = None, signalled: Optional[int] = None,
-                 last_lines: Optional[List[bytes]] = None, seconds: float = 0.0) -> None:
+                 last_lines: Optional[List[bytes]] = None, seconds: float = 0.0, dropped: int = 0) -> None:
         self.returncode = returncode
         self.expired = expired  # "timeout" | "idle-timeout"
         self.signalled = signalled  # a signal we forwarded (Ctrl-C, timeout(1))
         self.last_lines = last_lines or []
         self.seconds = seconds
+        self.dropped = dropped  # bytes of output our own reader was too slow to take
 
 
 def _newest_mtime(log_dir: Optional[str]) -> float:
@@ -57,27 +68,68 @@ def _newest_mtime(log_dir: Optional[str]) -> float:
     return newest
 
 
-def _kill_group(pgid: int, sig: int) -> None:
+def _pump(fd: int, sel, partial: Dict[int, bytes], last: Deque[bytes], out_for: Dict[int, output.Sink],
+          keep_lines: int) -> bool:
+    """Move what the launcher wrote on `fd` to our output; True when there was some."""
     try:
-        os.killpg(pgid, sig)
-    except (ProcessLookupError, PermissionError):
-        pass
+        data = os.read(fd, 65536)
+    except BlockingIOError:
+        return False
+    if not data:
+        sel.unregister(fd)
+        if partial[fd]:
+            last.append(partial[fd])
+        del partial[fd]
+        return False
+    out_for[fd].put(data)
+    lines = (partial[fd] + data).split(b"\n")
+    partial[fd] = lines.pop()[-4096:]
+    last.extend(lines[-keep_lines:])
+    return True
+
+
+def _expiry(limits: Limits, start: float, now: float, last_output: float, log_dir: Optional[str]
+            ) -> Tuple[Optional[str], float]:
+    """Which limit ran out, if any, and when output was last seen (a rank writing only to
+    its log counts as output)."""
+    if limits.timeout is not None and now - start >= limits.timeout:
+        return "timeout", last_output
+    if limits.idle_timeout is not None and now - last_output >= limits.idle_timeout:
+        logged = _newest_mtime(log_dir)
+        if logged and time.time() - logged < limits.idle_timeout:
+            return None, now - (time.time() - logged)
+        return "idle-timeout", last_output
+    return None, last_output
+
+
+def _start(argv: List[str], env: Mapping[str, str]) -> subprocess.Popen:
+    """The launcher, in a session of its own, SIGTERMed if we die; JobenvError 127 when it
+    cannot be started at all (and only then: a failure after the start is not "not found")."""
+    from ..errors import JobenvError
+
+    try:
+        return subprocess.Popen(argv, env=dict(env), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                start_new_session=True, preexec_fn=reaper.parent_death_signal())
+    except OSError as exc:
+        raise JobenvError(f"cannot run {argv[0]!r}: {exc.strerror} (is it on PATH?)", 127) from None
 
 
 def run(argv: List[str], env: Mapping[str, str], limits: Limits, log_dir: Optional[str] = None,
         on_expire: Optional[Callable[[], None]] = None, before_kill: Optional[Callable[[], None]] = None,
         keep_lines: int = 20,
         stdout_fd: int = 1, stderr_fd: int = 2) -> Outcome:
-    """Start argv, copy its output, enforce the limits; OSError if it cannot start."""
+    """Start argv, copy its output, enforce the limits; JobenvError if it cannot start."""
     start = time.monotonic()
-    proc = subprocess.Popen(argv, env=dict(env), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            start_new_session=True)
+    output.ensure_std_fds()
+    proc = _start(argv, env)
     pgid = proc.pid
+    mark = reaper.marker(env.get("JOBENV_RUN_DIR", ""))
+    watchdog = reaper.Watchdog(pgid, mark, on_expire) if env.get("JOBENV_RUN_DIR") else None
     forwarded: Dict[str, int] = {}
 
     def forward(signum, _frame):
         forwarded["sig"] = signum
-        _kill_group(pgid, signum)
+        reaper.kill_group(pgid, signum)
 
     old = {}
     for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
@@ -85,7 +137,8 @@ def run(argv: List[str], env: Mapping[str, str], limits: Limits, log_dir: Option
             old[sig] = signal.signal(sig, forward)
     last: Deque[bytes] = deque(maxlen=keep_lines)
     partial = {proc.stdout.fileno(): b"", proc.stderr.fileno(): b""}  # type: ignore[union-attr]
-    out_for = {proc.stdout.fileno(): stdout_fd, proc.stderr.fileno(): stderr_fd}  # type: ignore[union-attr]
+    sinks = {stdout_fd: output.Sink(stdout_fd), stderr_fd: output.Sink(stderr_fd)}
+    out_for = {proc.stdout.fileno(): sinks[stdout_fd], proc.stderr.fileno(): sinks[stderr_fd]}  # type: ignore[union-attr]
     sel = selectors.DefaultSelector()
     for fd in partial:
         os.set_blocking(fd, False)
@@ -100,65 +153,38 @@ def run(argv: List[str], env: Mapping[str, str], limits: Limits, log_dir: Option
             if limits.timeout is not None and expired is None:
                 wait = min(wait, max(0.0, start + limits.timeout - now))
             for key, _ in sel.select(timeout=wait):
-                fd = int(key.fd)
-                try:
-                    data = os.read(fd, 65536)
-                except BlockingIOError:
-                    continue
-                if not data:
-                    sel.unregister(fd)
-                    if partial[fd]:
-                        last.append(partial[fd])
-                    del partial[fd]
-                    continue
-                last_output = time.monotonic()
-                _write_all(out_for[fd], data)
-                lines = (partial[fd] + data).split(b"\n")
-                partial[fd] = lines.pop()[-4096:]
-                last.extend(lines[-keep_lines:])
+                if _pump(int(key.fd), sel, partial, last, out_for, keep_lines):
+                    last_output = time.monotonic()
             now = time.monotonic()
             if expired is None:
-                if limits.timeout is not None and now - start >= limits.timeout:
-                    expired = "timeout"
-                elif limits.idle_timeout is not None and now - last_output >= limits.idle_timeout:
-                    logged = _newest_mtime(log_dir)
-                    if logged and time.time() - logged < limits.idle_timeout:
-                        last_output = now - (time.time() - logged)
-                    else:
-                        expired = "idle-timeout"
+                expired, last_output = _expiry(limits, start, now, last_output, log_dir)
                 if expired:
                     if before_kill:  # what the ranks had done when time ran out, before we kill them
                         before_kill()
-                    _kill_group(pgid, signal.SIGTERM)
+                    reaper.kill_group(pgid, signal.SIGTERM)
+                    reaper.signal_marked(mark, signal.SIGTERM)  # what left the group (setsid)
                     if on_expire:
                         on_expire()
                     kill_at = now + GRACE_S
             if kill_at is not None and now >= kill_at:
-                _kill_group(pgid, signal.SIGKILL)
+                reaper.kill_group(pgid, signal.SIGKILL)
+                reaper.signal_marked(mark, signal.SIGKILL)
                 kill_at = None
     finally:
         sel.close()
         rc = proc.wait()
-        if expired:
-            _kill_group(pgid, signal.SIGKILL)  # stragglers that closed their output
+        if expired or forwarded:  # stragglers that closed their output or left the group
+            reaper.end_launch(pgid, mark, grace=0.0 if expired else GRACE_S)
+        if watchdog is not None:
+            watchdog.done()
+        for sink in sinks.values():
+            sink.drain(lambda: bool(forwarded))
         for sig, handler in old.items():
             signal.signal(sig, handler)
     code = TIMEOUT_EXIT if expired else (128 - rc if rc < 0 else rc)
     return Outcome(returncode=code, expired=expired, signalled=forwarded.get("sig"),
-                   last_lines=list(last), seconds=time.monotonic() - start)
-
-
-def _write_all(fd: int, data: bytes) -> None:
-    view = memoryview(data)
-    while view:
-        try:
-            n = os.write(fd, view)
-        except BlockingIOError:
-            time.sleep(0.01)
-            continue
-        except BrokenPipeError:
-            return  # our reader went away (`| head`): keep supervising, drop output
-        view = view[n:]
+                   last_lines=list(last), seconds=time.monotonic() - start,
+                   dropped=sum(s.dropped for s in sinks.values()))
 
 
 def scancel_step(env: Mapping[str, str], step_name: str) -> None:

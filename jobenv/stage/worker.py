@@ -28,7 +28,7 @@ import time
 from typing import Any, Dict, List
 
 from ..errors import JobenvError
-from ..storepath import make_private
+from ..storepath import own_dir
 from . import manifest, relocate
 from .manifest import BASE_DIR, STAMP
 from .restore import HINT, check_copy, check_root
@@ -153,7 +153,7 @@ def unpack(archive: str, tmp: str, host: str) -> int:
 def _private_root(root: str) -> None:
     """Create the stage directory (mkdir, 0700) or find it yours and private, or fail."""
     try:
-        make_private(root, "the stage directory", HINT, "stage directory")
+        own_dir(root, "stage directory", HINT)
     except JobenvError as exc:
         raise Failure(exc.message) from None
     except OSError as exc:
