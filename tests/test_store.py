@@ -51,7 +51,7 @@ def test_concurrent_saves_and_gets(tmp_path, home):
     assert all(rc == 0 for *_, rc, _ in saves), [err for *_, rc, err in saves if rc]
     for rc, out, err in gets:
         assert rc == 0, err
-        assert out.rstrip().endswith('"$@"; }') and "export NHOSTS='2'" in out  # complete, never torn
+        assert out.rstrip().endswith('"$@"; }') and "\nNHOSTS='2'\n" in out  # complete, never torn
     jobs_dir = home / ".jobenv" / "jobs"
     for i in range(jobs):
         rec, envfile = store.load_env(str(jobs_dir / f"slurm-50{i}.json"))
