@@ -2,6 +2,9 @@
 from __future__ import annotations
 
 import os
+import resource
+import subprocess
+import sys
 
 import pytest
 
@@ -66,6 +69,13 @@ BAD = [
     ("name: mine\nscheduler: local\ngpus_per_host: 99999999999999999999\nlaunchers: [{argv: [a]}]\n", "from 0 to"),
     ("a: " + "[" * 5000 + "]" * 5000 + "\n", "nested too deeply"),
     ("description: '" + "x" * (2 << 20) + "'\n", "larger than"),
+    # an alias, even a harmless one, is refused where it stands (see bomb() below)
+    ("name: mine\nscheduler: local\nlaunchers: [{argv: &a [a]}, {argv: *a}]\n", "line 3: YAML error: aliases"),
+    ("name: mine\nscheduler: local\ngpus_per_host: " + "9" * 5000 + "\nlaunchers: [{argv: [a]}]\n", "too long"),
+    ("name: mine\nscheduler: local\ngpu_bind: {1: a, b: c}\nlaunchers: [{argv: [a]}]\n", "unknown key"),
+    # an untrusted value is named by its type, never printed whole
+    ("name: mine\nscheduler: local\nlaunchers: [{argv: [[" + "a," * 100 + "]]}]\n", "strings or numbers, not a list"),
+    ("name: mine\nscheduler: local\n? " + "x" * 5000 + "\n: 1\nlaunchers: [{argv: [a]}]\n", "'xxxxx"),
 ]
 
 
@@ -102,3 +112,45 @@ def test_another_users_profile_is_refused(tmp_path, home, other_user, shared_tmp
     assert p.returncode == 5 and "chmod go-w" in p.stderr, p.stderr
     mine.chmod(0o644)
     assert jobenv(["profiles"], base_env(home, {"JOBENV_PROFILES": str(mine)})).returncode == 0
+
+
+def bomb(levels: int = 9) -> str:
+    """Billion laughs: 423 bytes whose first argv entry stands for 9**9 items."""
+    text = "name: bomb\nscheduler: pbs\nlaunchers:\n  - argv:\n    - [&a0 [x,x,x,x,x,x,x,x,x]"
+    for i in range(1, levels):
+        text += f", &a{i} [" + ",".join([f"*a{i - 1}"] * 9) + "]"
+    return text + "]\n"
+
+
+def wide() -> str:
+    """One flat list of 150,000 words, then 25,000 conditional argv entries sharing it
+    (just under MAX_BYTES): validation would walk 3.75e9 items, with no memory to run out of."""
+    return ("name: wide\nscheduler: pbs\nvars: {w: x}\nlaunchers:\n  - argv:\n    - {when: w, args: &b ["
+            + "x," * 150_000 + "]}\n" + "    - {when: w, args: *b}\n" * 25_000)
+
+
+def _limited() -> None:
+    resource.setrlimit(resource.RLIMIT_AS, (1 << 30, 1 << 30))
+    resource.setrlimit(resource.RLIMIT_CPU, (10, 10))
+
+
+@pytest.mark.parametrize("text", [bomb(), wide()], ids=["deep", "wide"])
+def test_profile_alias_bomb_is_one_line(tmp_path, home, text):
+    """A small profile of aliases must cost what its size does: before aliases were refused,
+    the deep one's error message repr()ed 9**9 items before cutting them to 200 characters
+    (49 s, 2.4 GB, then a MemoryError traceback) and the wide one ran for minutes."""
+    assert len(text) < profiles.MAX_BYTES
+    d = tmp_path / "profs"
+    d.mkdir()
+    (d / "bomb.yaml").write_text(text)
+    env = base_env(home, {"JOBENV_PROFILES": str(d)})
+    p = subprocess.run([sys.executable, "-m", "jobenv", "profiles"], env=env, capture_output=True, text=True,
+                       preexec_fn=_limited, timeout=60)
+    assert p.returncode == 5 and p.stderr.count("\n") == 1 and "Traceback" not in p.stderr, (p.returncode,
+                                                                                             p.stderr[-300:])
+    assert "aliases (*name) are not allowed" in p.stderr, p.stderr
+
+
+def test_shipped_profiles_use_no_aliases():
+    """The same loader reads jobenv's own profiles: they must not need an alias either."""
+    assert len(profiles.load_all({"HOME": "/nonexistent", "XDG_CONFIG_HOME": "/nonexistent"})) >= 10
