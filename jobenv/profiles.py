@@ -33,6 +33,7 @@ from pathlib import Path
 from typing import Any, Dict, List, Mapping, Optional
 
 from . import profile_check as check
+from .errors import JobenvError
 from .numbers import MAX_PER_HOST
 from .profile_check import _PLACEHOLDER, MAX_BYTES, ProfileError  # noqa: F401 - _PLACEHOLDER: launch renders with it
 from .schedulers import NAMES as SCHEDULERS
@@ -134,23 +135,62 @@ def gpu_bind_mode(profile: Profile) -> str:
     return ":".join([b["var"], b["map"], str(b["devices"])] + ([str(b["tiles"])] if b["tiles"] else []))
 
 
-def _files(path: Path) -> List[Path]:
+TRUST_HINT = "keep profiles in a directory of your own"
+
+
+def _files(path: Path, own: bool) -> List[Path]:
+    """The profile files at `path` (a directory's *.yaml and *.yml in name order, or the file
+    itself).  A directory's entries choose which files are profiles, with which names and in
+    which override order, so outside jobenv's own directory one that others may write to is
+    refused even when sticky (the directories above it are judged per file, in _judged)."""
+    import stat
+
     try:
-        if path.is_dir():
-            return sorted(p for p in path.iterdir() if p.suffix in (".yaml", ".yml"))
-        return [path] if path.is_file() else []
+        if not path.is_dir():
+            return [path] if path.is_file() else []
+        st = path.stat()
+        if not own and stat.S_IMODE(st.st_mode) & 0o022:
+            raise ProfileError(f"profiles {path}: writable by others (mode {stat.S_IMODE(st.st_mode):o}), so "
+                               f"another user could add profiles to it; refusing it: chmod go-w, or {TRUST_HINT}")
+        return sorted(p for p in path.iterdir() if p.suffix in (".yaml", ".yml"))
     except OSError as exc:
         raise ProfileError(f"profiles {path}: cannot read: {exc}") from None
 
 
+def _judged(path: Path) -> str:
+    """The file a profile path reaches, after judging each step by storepath's rule: every
+    directory above (as written and as resolved) yours or root's and not writable by others
+    unless sticky, and each symbolic link on the way as the link itself (yours or root's: in
+    a sticky directory another user's link would choose which of your files is read)."""
+    import stat
+
+    from .storepath import check_ancestors
+
+    p, uid = str(path), os.getuid()
+    for _ in range(40):
+        try:
+            check_ancestors(p, "the profile", TRUST_HINT)
+        except JobenvError as exc:
+            raise ProfileError(exc.message) from None
+        st = os.lstat(p)
+        if not stat.S_ISLNK(st.st_mode):
+            return p
+        if st.st_uid not in (uid, 0):
+            raise ProfileError(f"profile {path}: {p} is a symbolic link owned by uid {st.st_uid}; refusing it")
+        p = os.path.join(os.path.dirname(p), os.readlink(p))
+    raise ProfileError(f"profile {path}: too many levels of symbolic links")
+
+
 def _read(path: Path, own: bool) -> str:
     """A profile's text: a regular file of at most MAX_BYTES (never a FIFO or /dev/zero) and,
-    outside jobenv's own directory, one that only you or root can write: a profile chooses
-    the commands `launch` runs, so another user's file would run their command as you."""
+    outside jobenv's own directory, one reached through _judged that only you or root can
+    write: a profile chooses the commands `launch` runs, so another user's file (or their
+    choice of your files) would run their command as you."""
     import stat
 
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
+        flags = os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0)
+        fd = os.open(path, flags) if own else os.open(_judged(path), flags | os.O_NOFOLLOW)
         with os.fdopen(fd, "rb") as f:
             st = os.fstat(f.fileno())
             if not stat.S_ISREG(st.st_mode):
@@ -166,11 +206,13 @@ def _read(path: Path, own: bool) -> str:
 
 
 def load_all(env: Mapping[str, str]) -> Dict[str, Profile]:
-    """All profiles by name; later search paths override earlier ones."""
+    """All profiles by name; later search paths override earlier ones.  jobenv's own
+    directory is part of the installed code and trusted as that code is."""
     out: Dict[str, Profile] = {}
     for base in search_paths(env):
-        for f in _files(base):
-            prof = parse(_read(f, own=base == package_dir()), str(f))
+        own = base == package_dir()
+        for f in _files(base, own):
+            prof = parse(_read(f, own), str(f))
             out[prof.name] = prof
     return out
 

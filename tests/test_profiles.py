@@ -11,7 +11,7 @@ import pytest
 import machines
 from conftest import base_env, jobenv
 from jobenv import profiles
-from jobenv.errors import BadInput
+from jobenv.errors import BadInput, JobenvError
 
 POLARIS_HOSTS = ["x3006c0s13b0n0.hsn.cm.polaris.alcf.anl.gov", "x3006c0s19b0n0.hsn.cm.polaris.alcf.anl.gov"]
 
@@ -154,3 +154,55 @@ def test_profile_alias_bomb_is_one_line(tmp_path, home, text):
 def test_shipped_profiles_use_no_aliases():
     """The same loader reads jobenv's own profiles: they must not need an alias either."""
     assert len(profiles.load_all({"HOME": "/nonexistent", "XDG_CONFIG_HOME": "/nonexistent"})) >= 10
+
+
+# --- which files are trusted as profiles ---------------------------------------------------
+
+def test_profile_directory_another_user_owns_is_refused(tmp_path, other_user, shared_tmp):
+    """Another user who owns a JOBENV_PROFILES directory would decide which of your (or
+    root's) files are read as profiles, under which names and in which override order
+    (here: a link to a file of yours), and could remove them at any time."""
+    mine = tmp_path / "site-override.yaml"  # a file of the user's, anywhere (they need not read it)
+    mine.write_text("name: chosen\nscheduler: pbs\nlaunchers:\n  - argv: [mpiexec, -n, '{nranks}']\n")
+    theirs = shared_tmp / "profiles"
+    other_user.sh(f"mkdir '{theirs}' && ln -s '{mine}' '{theirs}/zz.yaml'")
+    with pytest.raises(JobenvError, match=f"above the profile .* is owned by uid {other_user.uid}"):
+        found = profiles.load_all({"HOME": "/nonexistent", "XDG_CONFIG_HOME": "/nonexistent",
+                                   "JOBENV_PROFILES": str(theirs)})
+        assert "chosen" not in found
+
+
+def test_another_users_link_to_your_profile_is_refused(tmp_path, home, other_user, shared_tmp):
+    """A link is judged as the link: in sticky /tmp another user's link at the path you
+    named would choose which of your files is read (the file it reaches is yours)."""
+    mine = tmp_path / "mine.yaml"
+    mine.write_text(GOOD)
+    other_user.sh(f"ln -s '{mine}' '{shared_tmp}/p.yaml'")
+    p = jobenv(["profiles"], base_env(home, {"JOBENV_PROFILES": f"{shared_tmp}/p.yaml"}))
+    assert p.returncode == 5 and f"symbolic link owned by uid {other_user.uid}; refusing it" in p.stderr, p.stderr
+    (tmp_path / "d").mkdir()  # each link on the way counts: yours -> theirs -> your file
+    (tmp_path / "d" / "via.yaml").symlink_to(f"{shared_tmp}/p.yaml")
+    p = jobenv(["profiles"], base_env(home, {"JOBENV_PROFILES": str(tmp_path / "d")}))
+    assert p.returncode == 5 and f"{shared_tmp}/p.yaml is a symbolic link owned by uid" in p.stderr, p.stderr
+
+
+def test_sticky_profile_directory_is_refused(tmp_path, home, shared_tmp):
+    """A directory that others may add entries to is not a profile directory, sticky or not:
+    only your own file in it, and still refused (another user could add one at any time)."""
+    (shared_tmp / "mine.yaml").write_text(GOOD)
+    p = jobenv(["profiles"], base_env(home, {"JOBENV_PROFILES": str(shared_tmp)}))
+    assert p.returncode == 5 and "writable by others" in p.stderr and "refusing it" in p.stderr, p.stderr
+    assert len(p.stderr.splitlines()) == 1, p.stderr
+
+
+def test_your_own_links_to_profiles_still_work(tmp_path, home):
+    """Dotfile managers link ~/.config/jobenv/profiles (or each file) elsewhere: links of
+    your own, to files of your own, are followed."""
+    dot = tmp_path / "dotfiles"
+    (dot / "profiles").mkdir(parents=True)
+    (dot / "real.yaml").write_text(GOOD)
+    (dot / "profiles" / "mine.yaml").symlink_to("../real.yaml")
+    (home / ".config" / "jobenv").mkdir(parents=True)
+    (home / ".config" / "jobenv" / "profiles").symlink_to(dot / "profiles")
+    p = jobenv(["profiles"], base_env(home, {}))
+    assert p.returncode == 0 and "mine" in p.stdout, p.stdout + p.stderr
