@@ -123,10 +123,10 @@ def bomb(levels: int = 9) -> str:
 
 
 def wide() -> str:
-    """One flat list of 150,000 words, then 25,000 conditional argv entries sharing it
-    (just under MAX_BYTES): validation would walk 3.75e9 items, with no memory to run out of."""
+    """One flat list of 40,000 words, then 35,000 conditional argv entries sharing it (just
+    under MAX_BYTES): validation would walk 1.4e9 items, with no memory to run out of."""
     return ("name: wide\nscheduler: pbs\nvars: {w: x}\nlaunchers:\n  - argv:\n    - {when: w, args: &b ["
-            + "x," * 150_000 + "]}\n" + "    - {when: w, args: *b}\n" * 25_000)
+            + "x," * 40_000 + "]}\n" + "    - {when: w, args: *b}\n" * 35_000)
 
 
 def _limited() -> None:
