@@ -32,17 +32,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Dict, List, Mapping, Optional
 
-from .errors import BadInput
+from . import profile_check as check
+from .errors import JobenvError
 from .numbers import MAX_PER_HOST
+from .profile_check import _PLACEHOLDER, MAX_BYTES, ProfileError  # noqa: F401 - _PLACEHOLDER: launch renders with it
 from .schedulers import NAMES as SCHEDULERS
 
 # Values every launch template may use; profiles add their own through `vars`.
 CONTEXT_KEYS = ("nhosts", "nranks", "ppn", "ngpus", "gpus_per_host", "hostfile", "jobid")
-_PLACEHOLDER = re.compile(r"\{(\w+)\}")
-
-
-class ProfileError(BadInput):
-    pass
 
 
 @dataclass
@@ -86,59 +83,28 @@ def search_paths(env: Mapping[str, str]) -> List[Path]:
     return paths
 
 
-def _key_lines(text: str) -> Dict[str, int]:
-    return {m.group(1): text.count("\n", 0, m.start()) + 1
-            for m in re.finditer(r"^([A-Za-z_]\w*)\s*:", text, re.M)}
-
-
-MAX_BYTES = 1 << 20  # a profile is a few hundred bytes; a larger file is not one
-
-
-def _load_yaml(text: str, source: str) -> Any:
-    """safe_load, every failure as one ProfileError line (nesting deep enough to exhaust
-    Python's recursion is not a YAMLError)."""
-    import yaml
-
-    if len(text) > MAX_BYTES:
-        raise ProfileError(f"profile {source}: larger than {MAX_BYTES:,} bytes")
-    try:
-        return yaml.safe_load(text)
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        line = f" line {mark.line + 1}" if mark is not None else ""
-        problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
-        raise ProfileError(f"profile {source}{line}: YAML error: {problem}") from None
-    except RecursionError:
-        raise ProfileError(f"profile {source}: YAML error: nested too deeply") from None
-
-
-def _is_word(key: Any, pattern: str = r"\w+") -> bool:
-    return isinstance(key, str) and re.fullmatch(pattern, key) is not None
-
-
 def parse(text: str, source: str) -> Profile:
-    """Parse and validate one profile; errors name the file and line."""
-    data = _load_yaml(text, source)
-    lines = _key_lines(text)
+    """Parse and validate one profile; errors name the file and line (jobenv.profile_check)."""
+    data = check.load_yaml(text, source)
+    lines = check.key_lines(text)
 
-    def fail(key: str, why: str) -> "ProfileError":
+    def fail(key: str, why: str) -> ProfileError:
         at = f" line {lines[key]}" if key in lines else ""
         return ProfileError(f"profile {source}{at}: {key}: {why}")
 
     if not isinstance(data, dict):
         raise ProfileError(f"profile {source}: expected a mapping of keys (name, scheduler, launchers)")
-    unknown = set(data) - {"name", "description", "scheduler", "match", "gpus_per_host", "vars", "launchers", "env",
-                           "gpu_bind"}
+    unknown = check.first_unknown(data, check.KEYS)
     if unknown:
-        raise fail(sorted(map(str, unknown))[0], "unknown key")
+        raise fail(unknown, "unknown key")
     name = data.get("name")
-    if not _is_word(name, r"[A-Za-z0-9_.-]+"):
+    if not check.is_word(name, r"[A-Za-z0-9_.-]+"):
         raise fail("name", "must be a word of letters, digits, '.', '_' or '-'")
     if data.get("scheduler") not in SCHEDULERS:
         raise fail("scheduler", f"must be one of {', '.join(SCHEDULERS)}")
     if not isinstance(data.get("description") or "", str):
         raise fail("description", "must be a string")
-    match = _match(data.get("match") or {}, fail)
+    match = check.match(data.get("match") or {}, fail)
     gpus = data.get("gpus_per_host")
     if gpus is not None and (not isinstance(gpus, int) or isinstance(gpus, bool) or not 0 <= gpus <= MAX_PER_HOST):
         raise fail("gpus_per_host", f"must be a whole number from 0 to {MAX_PER_HOST}")
@@ -147,92 +113,18 @@ def parse(text: str, source: str) -> Profile:
     for key, val in (("vars", variables), ("env", envs)):
         if not isinstance(val, dict) or not all(isinstance(v, (str, int, float)) for v in val.values()):
             raise fail(key, "must map names to strings or numbers")
-    if not all(_is_word(k) for k in variables):
+    if not all(check.is_word(k) for k in variables):
         raise fail("vars", "names must be words (letters, digits, '_')")
-    if not all(_is_word(k, r"[A-Za-z_]\w*") for k in envs):
+    if not all(check.is_word(k, r"[A-Za-z_]\w*") for k in envs):
         raise fail("env", "variable names must be shell identifiers")
-    launchers = _launchers(data.get("launchers"), set(CONTEXT_KEYS) | set(variables), fail)
-    bind = _gpu_bind(data.get("gpu_bind"), gpus, fail)
+    launchers = check.launchers(data.get("launchers"), set(CONTEXT_KEYS) | set(variables), fail)
+    bind = check.gpu_bind(data.get("gpu_bind"), gpus, fail)
     return Profile(
         name=str(name), scheduler=data["scheduler"], launchers=launchers,
         description=data.get("description") or "", match=match, gpus_per_host=gpus,
         vars={k: str(v) for k, v in variables.items()}, env={k: str(v) for k, v in envs.items()},
         source=source, gpu_bind=bind,
     )
-
-
-def _match(match: Any, fail) -> Dict[str, Any]:
-    """`match`: jobid and hosts regular expressions, env a mapping of variable -> expression."""
-    if not isinstance(match, dict) or set(match) - {"jobid", "hosts", "env"}:
-        raise fail("match", "must be a mapping with jobid, hosts and/or env")
-    env = match.get("env") or {}
-    if not isinstance(env, dict) or not all(_is_word(k, r"[A-Za-z_]\w*") for k in env):
-        raise fail("match", "env must map variable names to regular expressions")
-    patterns = [match[k] for k in ("jobid", "hosts") if k in match] + list(env.values())
-    if not all(isinstance(p, str) for p in patterns):
-        raise fail("match", "patterns must be strings (regular expressions)")
-    try:
-        for pattern in patterns:
-            re.compile(pattern)
-    except (re.error, RecursionError, OverflowError) as exc:
-        raise fail("match", f"bad regular expression: {exc}") from None
-    return match
-
-
-def _launchers(launchers: Any, known: set, fail) -> List[Dict[str, Any]]:
-    """Each candidate is {argv: [...], requires: program}; argv items are strings, numbers or
-    {when: name, args: [...]}, and every placeholder names a known value."""
-    if not isinstance(launchers, list) or not launchers:
-        raise fail("launchers", "must be a non-empty list of {argv: [...], requires: cmd}")
-    for cand in launchers:
-        if not isinstance(cand, dict) or not isinstance(cand.get("argv"), list) or not cand["argv"]:
-            raise fail("launchers", "each entry needs a non-empty argv list")
-        if set(cand) - {"argv", "requires"} or not isinstance(cand.get("requires", ""), str):
-            raise fail("launchers", "an entry is {argv: [...], requires: program name}")
-        for item in cand["argv"]:
-            parts = item.get("args") if isinstance(item, dict) else [item]
-            if isinstance(item, dict) and (set(item) != {"when", "args"} or not isinstance(parts, list)
-                                           or not isinstance(item["when"], str)):
-                raise fail("launchers", "a conditional argv entry is {when: name, args: [...]}")
-            for part in parts or ():
-                if not isinstance(part, (str, int)) or isinstance(part, bool):
-                    raise fail("launchers", f"argv entries must be strings, not {part!r}"[:200])
-                for ph in _PLACEHOLDER.findall(str(part)):
-                    if ph not in known:
-                        raise fail("launchers", f"unknown placeholder {{{ph}}}")
-    return launchers
-
-
-def _gpu_bind(spec: Any, gpus: Optional[int], fail) -> Dict[str, Any]:
-    """Validate a profile's `gpu_bind` into {var, map, devices, tiles}; {} when absent."""
-    from .rankwrap import GPU_MAPS, GPU_VARS
-
-    if spec is None:
-        return {}
-    if not isinstance(spec, dict):
-        raise fail("gpu_bind", "must be a mapping {var: ..., map: ...}")
-    unknown = set(spec) - {"var", "map", "devices", "tiles"}
-    if unknown:
-        raise fail("gpu_bind", f"unknown key {sorted(unknown)[0]!r}")
-    if spec.get("var") not in GPU_VARS:
-        raise fail("gpu_bind", f"var must be one of {', '.join(GPU_VARS)}")
-    how = spec.get("map")
-    if how not in GPU_MAPS:
-        raise fail("gpu_bind", f"map must be one of {', '.join(GPU_MAPS)}")
-    tiles = spec.get("tiles")
-    if (how == "tile") != (tiles is not None):
-        raise fail("gpu_bind", "tiles is required for map: tile, and only for it")
-    for key, val in (("tiles", tiles), ("devices", spec.get("devices"))):
-        if val is not None and (not isinstance(val, int) or isinstance(val, bool) or not 0 < val < 10000):
-            raise fail("gpu_bind", f"{key} must be a whole number from 1 to 9999")
-    devices = spec.get("devices")
-    if devices is None:
-        if not gpus:
-            raise fail("gpu_bind", "devices is required when the profile has no gpus_per_host")
-        devices = gpus // (tiles or 1)
-        if devices < 1 or devices * (tiles or 1) != gpus:
-            raise fail("gpu_bind", f"gpus_per_host {gpus} is not a multiple of tiles {tiles}")
-    return {"var": spec["var"], "map": how, "devices": devices, "tiles": tiles}
 
 
 def gpu_bind_mode(profile: Profile) -> str:
@@ -243,23 +135,62 @@ def gpu_bind_mode(profile: Profile) -> str:
     return ":".join([b["var"], b["map"], str(b["devices"])] + ([str(b["tiles"])] if b["tiles"] else []))
 
 
-def _files(path: Path) -> List[Path]:
+TRUST_HINT = "keep profiles in a directory of your own"
+
+
+def _files(path: Path, own: bool) -> List[Path]:
+    """The profile files at `path` (a directory's *.yaml and *.yml in name order, or the file
+    itself).  A directory's entries choose which files are profiles, with which names and in
+    which override order, so outside jobenv's own directory one that others may write to is
+    refused even when sticky (the directories above it are judged per file, in _judged)."""
+    import stat
+
     try:
-        if path.is_dir():
-            return sorted(p for p in path.iterdir() if p.suffix in (".yaml", ".yml"))
-        return [path] if path.is_file() else []
+        if not path.is_dir():
+            return [path] if path.is_file() else []
+        st = path.stat()
+        if not own and stat.S_IMODE(st.st_mode) & 0o022:
+            raise ProfileError(f"profiles {path}: writable by others (mode {stat.S_IMODE(st.st_mode):o}), so "
+                               f"another user could add profiles to it; refusing it: chmod go-w, or {TRUST_HINT}")
+        return sorted(p for p in path.iterdir() if p.suffix in (".yaml", ".yml"))
     except OSError as exc:
         raise ProfileError(f"profiles {path}: cannot read: {exc}") from None
 
 
+def _judged(path: Path) -> str:
+    """The file a profile path reaches, after judging each step by storepath's rule: every
+    directory above (as written and as resolved) yours or root's and not writable by others
+    unless sticky, and each symbolic link on the way as the link itself (yours or root's: in
+    a sticky directory another user's link would choose which of your files is read)."""
+    import stat
+
+    from .storepath import check_ancestors
+
+    p, uid = str(path), os.getuid()
+    for _ in range(40):
+        try:
+            check_ancestors(p, "the profile", TRUST_HINT)
+        except JobenvError as exc:
+            raise ProfileError(exc.message) from None
+        st = os.lstat(p)
+        if not stat.S_ISLNK(st.st_mode):
+            return p
+        if st.st_uid not in (uid, 0):
+            raise ProfileError(f"profile {path}: {p} is a symbolic link owned by uid {st.st_uid}; refusing it")
+        p = os.path.join(os.path.dirname(p), os.readlink(p))
+    raise ProfileError(f"profile {path}: too many levels of symbolic links")
+
+
 def _read(path: Path, own: bool) -> str:
     """A profile's text: a regular file of at most MAX_BYTES (never a FIFO or /dev/zero) and,
-    outside jobenv's own directory, one that only you or root can write: a profile chooses
-    the commands `launch` runs, so another user's file would run their command as you."""
+    outside jobenv's own directory, one reached through _judged that only you or root can
+    write: a profile chooses the commands `launch` runs, so another user's file (or their
+    choice of your files) would run their command as you."""
     import stat
 
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
+        flags = os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0)
+        fd = os.open(path, flags) if own else os.open(_judged(path), flags | os.O_NOFOLLOW)
         with os.fdopen(fd, "rb") as f:
             st = os.fstat(f.fileno())
             if not stat.S_ISREG(st.st_mode):
@@ -275,11 +206,13 @@ def _read(path: Path, own: bool) -> str:
 
 
 def load_all(env: Mapping[str, str]) -> Dict[str, Profile]:
-    """All profiles by name; later search paths override earlier ones."""
+    """All profiles by name; later search paths override earlier ones.  jobenv's own
+    directory is part of the installed code and trusted as that code is."""
     out: Dict[str, Profile] = {}
     for base in search_paths(env):
-        for f in _files(base):
-            prof = parse(_read(f, own=base == package_dir()), str(f))
+        own = base == package_dir()
+        for f in _files(base, own):
+            prof = parse(_read(f, own), str(f))
             out[prof.name] = prof
     return out
 

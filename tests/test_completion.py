@@ -115,6 +115,19 @@ def test_dynamic_completers_never_fail_on_a_bad_store(tmp_path, monkeypatch):
     assert "polaris" in [c.value for c in complete_profiles(None, None, "pol")]  # type: ignore[arg-type]
 
 
+def test_profile_completion_of_an_alias_bomb_is_empty_and_fast(tmp_path):
+    """TAB after --profile loads every profile: a 423-byte alias bomb among them made it
+    spin for most of a minute and end in an uncaught MemoryError; now: no candidates."""
+    from test_profiles import _limited, bomb
+
+    (tmp_path / "bomb.yaml").write_text(bomb())
+    code = "from jobenv.completion import complete_profiles\nprint(complete_profiles(None, None, ''))\n"
+    env = {"PYTHONPATH": str(REPO), "PATH": "/usr/bin:/bin", "HOME": str(tmp_path), "JOBENV_PROFILES": str(tmp_path)}
+    p = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=60,
+                       preexec_fn=_limited)
+    assert (p.returncode, p.stdout, p.stderr) == (0, "[]\n", ""), (p.returncode, p.stderr[-300:])
+
+
 def test_every_job_and_profile_parameter_completes():
     for name, cmd in cli.commands.items():
         for p in cmd.params:

@@ -2,13 +2,16 @@
 from __future__ import annotations
 
 import os
+import resource
+import subprocess
+import sys
 
 import pytest
 
 import machines
 from conftest import base_env, jobenv
 from jobenv import profiles
-from jobenv.errors import BadInput
+from jobenv.errors import BadInput, JobenvError
 
 POLARIS_HOSTS = ["x3006c0s13b0n0.hsn.cm.polaris.alcf.anl.gov", "x3006c0s19b0n0.hsn.cm.polaris.alcf.anl.gov"]
 
@@ -66,6 +69,13 @@ BAD = [
     ("name: mine\nscheduler: local\ngpus_per_host: 99999999999999999999\nlaunchers: [{argv: [a]}]\n", "from 0 to"),
     ("a: " + "[" * 5000 + "]" * 5000 + "\n", "nested too deeply"),
     ("description: '" + "x" * (2 << 20) + "'\n", "larger than"),
+    # an alias, even a harmless one, is refused where it stands (see bomb() below)
+    ("name: mine\nscheduler: local\nlaunchers: [{argv: &a [a]}, {argv: *a}]\n", "line 3: YAML error: aliases"),
+    ("name: mine\nscheduler: local\ngpus_per_host: " + "9" * 5000 + "\nlaunchers: [{argv: [a]}]\n", "too long"),
+    ("name: mine\nscheduler: local\ngpu_bind: {1: a, b: c}\nlaunchers: [{argv: [a]}]\n", "unknown key"),
+    # an untrusted value is named by its type, never printed whole
+    ("name: mine\nscheduler: local\nlaunchers: [{argv: [[" + "a," * 100 + "]]}]\n", "strings or numbers, not a list"),
+    ("name: mine\nscheduler: local\n? " + "x" * 5000 + "\n: 1\nlaunchers: [{argv: [a]}]\n", "'xxxxx"),
 ]
 
 
@@ -102,3 +112,97 @@ def test_another_users_profile_is_refused(tmp_path, home, other_user, shared_tmp
     assert p.returncode == 5 and "chmod go-w" in p.stderr, p.stderr
     mine.chmod(0o644)
     assert jobenv(["profiles"], base_env(home, {"JOBENV_PROFILES": str(mine)})).returncode == 0
+
+
+def bomb(levels: int = 9) -> str:
+    """Billion laughs: 423 bytes whose first argv entry stands for 9**9 items."""
+    text = "name: bomb\nscheduler: pbs\nlaunchers:\n  - argv:\n    - [&a0 [x,x,x,x,x,x,x,x,x]"
+    for i in range(1, levels):
+        text += f", &a{i} [" + ",".join([f"*a{i - 1}"] * 9) + "]"
+    return text + "]\n"
+
+
+def wide() -> str:
+    """One flat list of 40,000 words, then 35,000 conditional argv entries sharing it (just
+    under MAX_BYTES): validation would walk 1.4e9 items, with no memory to run out of."""
+    return ("name: wide\nscheduler: pbs\nvars: {w: x}\nlaunchers:\n  - argv:\n    - {when: w, args: &b ["
+            + "x," * 40_000 + "]}\n" + "    - {when: w, args: *b}\n" * 35_000)
+
+
+def _limited() -> None:
+    resource.setrlimit(resource.RLIMIT_AS, (1 << 30, 1 << 30))
+    resource.setrlimit(resource.RLIMIT_CPU, (10, 10))
+
+
+@pytest.mark.parametrize("text", [bomb(), wide()], ids=["deep", "wide"])
+def test_profile_alias_bomb_is_one_line(tmp_path, home, text):
+    """A small profile of aliases must cost what its size does: before aliases were refused,
+    the deep one's error message repr()ed 9**9 items before cutting them to 200 characters
+    (49 s, 2.4 GB, then a MemoryError traceback) and the wide one ran for minutes."""
+    assert len(text) < profiles.MAX_BYTES
+    d = tmp_path / "profs"
+    d.mkdir()
+    (d / "bomb.yaml").write_text(text)
+    env = base_env(home, {"JOBENV_PROFILES": str(d)})
+    p = subprocess.run([sys.executable, "-m", "jobenv", "profiles"], env=env, capture_output=True, text=True,
+                       preexec_fn=_limited, timeout=60)
+    assert p.returncode == 5 and p.stderr.count("\n") == 1 and "Traceback" not in p.stderr, (p.returncode,
+                                                                                             p.stderr[-300:])
+    assert "aliases (*name) are not allowed" in p.stderr, p.stderr
+
+
+def test_shipped_profiles_use_no_aliases():
+    """The same loader reads jobenv's own profiles: they must not need an alias either."""
+    assert len(profiles.load_all({"HOME": "/nonexistent", "XDG_CONFIG_HOME": "/nonexistent"})) >= 10
+
+
+# --- which files are trusted as profiles ---------------------------------------------------
+
+def test_profile_directory_another_user_owns_is_refused(tmp_path, other_user, shared_tmp):
+    """Another user who owns a JOBENV_PROFILES directory would decide which of your (or
+    root's) files are read as profiles, under which names and in which override order
+    (here: a link to a file of yours), and could remove them at any time."""
+    mine = tmp_path / "site-override.yaml"  # a file of the user's, anywhere (they need not read it)
+    mine.write_text("name: chosen\nscheduler: pbs\nlaunchers:\n  - argv: [mpiexec, -n, '{nranks}']\n")
+    theirs = shared_tmp / "profiles"
+    other_user.sh(f"mkdir '{theirs}' && ln -s '{mine}' '{theirs}/zz.yaml'")
+    with pytest.raises(JobenvError, match=f"above the profile .* is owned by uid {other_user.uid}"):
+        found = profiles.load_all({"HOME": "/nonexistent", "XDG_CONFIG_HOME": "/nonexistent",
+                                   "JOBENV_PROFILES": str(theirs)})
+        assert "chosen" not in found
+
+
+def test_another_users_link_to_your_profile_is_refused(tmp_path, home, other_user, shared_tmp):
+    """A link is judged as the link: in sticky /tmp another user's link at the path you
+    named would choose which of your files is read (the file it reaches is yours)."""
+    mine = tmp_path / "mine.yaml"
+    mine.write_text(GOOD)
+    other_user.sh(f"ln -s '{mine}' '{shared_tmp}/p.yaml'")
+    p = jobenv(["profiles"], base_env(home, {"JOBENV_PROFILES": f"{shared_tmp}/p.yaml"}))
+    assert p.returncode == 5 and f"symbolic link owned by uid {other_user.uid}; refusing it" in p.stderr, p.stderr
+    (tmp_path / "d").mkdir()  # each link on the way counts: yours -> theirs -> your file
+    (tmp_path / "d" / "via.yaml").symlink_to(f"{shared_tmp}/p.yaml")
+    p = jobenv(["profiles"], base_env(home, {"JOBENV_PROFILES": str(tmp_path / "d")}))
+    assert p.returncode == 5 and f"{shared_tmp}/p.yaml is a symbolic link owned by uid" in p.stderr, p.stderr
+
+
+def test_sticky_profile_directory_is_refused(tmp_path, home, shared_tmp):
+    """A directory that others may add entries to is not a profile directory, sticky or not:
+    only your own file in it, and still refused (another user could add one at any time)."""
+    (shared_tmp / "mine.yaml").write_text(GOOD)
+    p = jobenv(["profiles"], base_env(home, {"JOBENV_PROFILES": str(shared_tmp)}))
+    assert p.returncode == 5 and "writable by others" in p.stderr and "refusing it" in p.stderr, p.stderr
+    assert len(p.stderr.splitlines()) == 1, p.stderr
+
+
+def test_your_own_links_to_profiles_still_work(tmp_path, home):
+    """Dotfile managers link ~/.config/jobenv/profiles (or each file) elsewhere: links of
+    your own, to files of your own, are followed."""
+    dot = tmp_path / "dotfiles"
+    (dot / "profiles").mkdir(parents=True)
+    (dot / "real.yaml").write_text(GOOD)
+    (dot / "profiles" / "mine.yaml").symlink_to("../real.yaml")
+    (home / ".config" / "jobenv").mkdir(parents=True)
+    (home / ".config" / "jobenv" / "profiles").symlink_to(dot / "profiles")
+    p = jobenv(["profiles"], base_env(home, {}))
+    assert p.returncode == 0 and "mine" in p.stdout, p.stdout + p.stderr
