@@ -180,3 +180,20 @@ def test_restored_shell_runs_the_staged_python_first(tmp_path, home):
                        capture_output=True, text=True, env=fresh, cwd=tmp_path)
     assert p.returncode == 0, p.stderr
     assert p.stdout.split() == [f"{copy}/bin/python3", str(copy)], p.stdout + p.stderr
+
+
+def test_stage_directory_reached_through_another_users_link_is_refused(tmp_path, home, other_user, shared_tmp):
+    """JOBENV_STAGE_DIR=/tmp/L/stg where another user owns the link /tmp/L (to a directory
+    of yours, for now): they may repoint it between any two steps of the worker, so the
+    stage fails naming it and nothing is made or changed behind it."""
+    venv = make_venv(tmp_path / "myenv")
+    private = tmp_path / "private"
+    private.mkdir(mode=0o700)
+    link = shared_tmp / "L"
+    other_user.sh(f"ln -s '{private}' '{link}'")
+    env = base_env(home, {"JOBENV_HOSTNAME": "workstation7", "JOBENV_STAGE_DIR": f"{link}/stg"})
+    jobenv(["save", "--quiet"], env, check=True)
+    p = jobenv(["stage", "--env", str(venv)], env)
+    assert p.returncode == 1 and p.stderr.count("\n") == 1, p.stdout + p.stderr
+    assert f"{link}, above the stage directory {link}/stg, is a symbolic link owned by uid {other_user.uid}" in p.stderr
+    assert "staged" not in record(env) and os.listdir(private) == []
