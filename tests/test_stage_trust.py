@@ -197,3 +197,34 @@ def test_stage_directory_reached_through_another_users_link_is_refused(tmp_path,
     assert p.returncode == 1 and p.stderr.count("\n") == 1, p.stdout + p.stderr
     assert f"{link}, above the stage directory {link}/stg, is a symbolic link owned by uid {other_user.uid}" in p.stderr
     assert "staged" not in record(env) and os.listdir(private) == []
+
+
+@pytest.mark.parametrize("var,value", [("JOBENV_STAGE_DIR", "stagedir"), ("TMPDIR", "scratch"),
+                                       ("JOBENV_STAGE_DIR", "./x/../y")])
+def test_relative_stage_dir_is_one_line_not_a_spinning_worker(tmp_path, home, var, value):
+    """A relative JOBENV_STAGE_DIR or TMPDIR would name a different directory in every
+    process's cwd, and a record must name the copy from anywhere: one line, nothing staged
+    (it once sent the worker walking dirname('') == '' until --timeout)."""
+    venv = make_venv(tmp_path / "myenv")
+    cwd = tmp_path / "proj"
+    cwd.mkdir()
+    env = base_env(home, {"JOBENV_HOSTNAME": "ws7", var: value})
+    jobenv(["save", "--quiet"], env, check=True)
+    p = jobenv(["stage", "--env", str(venv), "--timeout", "15"], env, cwd=cwd)
+    assert "no report" not in p.stderr, p.stderr  # the worker was killed by the timeout
+    staged = record(env).get("staged") or {}
+    assert all(os.path.isabs(e["prefix"]) for e in staged.values()), staged
+    assert p.returncode == 5 and p.stderr.count("\n") == 1, p.stderr
+    assert f"{var}={value!r} is not an absolute path" in p.stderr, p.stderr
+    assert os.listdir(cwd) == [] and not staged
+
+
+def test_a_worker_whose_own_environment_names_a_relative_stage_dir_says_so(tmp_path, monkeypatch):
+    """Each host's worker reads its own environment (TMPDIR is often per node): it reports
+    the one line itself rather than trusting the submitting host's check."""
+    monkeypatch.setenv("TMPDIR", "rel")
+    monkeypatch.delenv("JOBENV_STAGE_DIR", raising=False)
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(worker.Failure, match="TMPDIR='rel' is not an absolute path"):
+        worker.clean({"clean": True, "to": None, "name": "env-1"}, HOST)
+    assert os.listdir(tmp_path) == []
