@@ -145,6 +145,39 @@ def test_rank_shim_refuses_an_unsafe_copy(tmp_path, other_user, harm):
     assert restore.check_copy(str(copy), "k" * 64)[0] != "ok"
 
 
+def test_rank_shim_does_not_run_a_program_from_the_copy_it_is_checking(tmp_path):
+    """A rank's PATH already has the staged copy's bin first (the restored shell put it
+    there); the check that the copy is writable by nobody else must not look its own tool
+    up on that PATH: a group member who can write the copy (the case the check exists for)
+    would supply a `find` that runs as you and prints nothing, so the copy passes too."""
+    rec = staged_rec(tmp_path)
+    root = tmp_path / os.uname().nodename
+    copy = root / "env-1"
+    (copy / "bin").mkdir(parents=True)
+    root.chmod(0o700)
+    (copy / ".jobenv-stage.json").write_text('{"key": "' + "k" * 64 + '", "kind": "venv"}')
+    copy.chmod(0o775)  # group-writable: must be refused
+    mark = tmp_path / "ran"
+    (copy / "bin" / "find").write_text(f"#!/bin/sh\ntouch '{mark}'\n")
+    (copy / "bin" / "find").chmod(0o755)
+    p = shim(rec, 'echo "$PATH|$VIRTUAL_ENV"', f"{copy}/bin:/usr/bin:/bin")
+    assert not mark.exists(), "rankenv.sh ran find from the unchecked copy"
+    assert p.stdout.strip() == "/usr/bin:/bin|", (p.stdout, p.stderr)
+    assert p.stderr.count("\n") == 1 and f"writable by others: {copy}" in p.stderr, p.stderr
+
+
+def test_rank_shim_finds_its_tool_on_any_path(tmp_path):
+    """A rank whose PATH has no `find` (a container, a minimal PATH) still checks the copy
+    and runs it: no "find: not found" taken for a copy writable by others."""
+    rec = staged_rec(tmp_path)
+    copy = tmp_path / os.uname().nodename / "env-1"
+    (copy / "bin").mkdir(parents=True)
+    copy.parent.chmod(0o700)
+    (copy / ".jobenv-stage.json").write_text('{"key": "' + "k" * 64 + '", "kind": "venv"}')
+    p = shim(rec, 'echo "$PATH|$VIRTUAL_ENV"', str(tmp_path / "nothing-here"))
+    assert (p.stdout.strip(), p.stderr) == (f"{copy}/bin:{tmp_path}/nothing-here|{copy}", ""), (p.stdout, p.stderr)
+
+
 def test_rank_shim_is_silent_where_there_is_no_copy(tmp_path):
     p = shim(staged_rec(tmp_path), 'echo "$PATH|$VIRTUAL_ENV"')
     assert (p.stdout.strip(), p.stderr) == ("/usr/bin:/bin|", "")
