@@ -5,8 +5,9 @@ the way ssh checks `~/.ssh`: the store directories themselves must be real direc
 owned by the user and writable by nobody else, and every directory above them must be
 owned by the user or root and not writable by others unless sticky (like /tmp): otherwise
 another user could rename the store away and put their own in its place between our
-check and our write.  Both the path as written and its resolved form are checked, so a
-symlinked /home (common on HPC sites) is judged by the directories it really crosses.
+check and our write.  A symbolic link on the way (a symlinked /home is common on HPC
+sites) must be the user's or root's too, since its owner may repoint it at any time, and
+then the directories it leads to are judged in turn, link by link, as the kernel crosses them.
 """
 from __future__ import annotations
 
@@ -18,7 +19,7 @@ from .errors import BadRecord, JobenvError
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from typing import Iterator, List, Mapping, Optional
+    from typing import List, Mapping, Optional, Tuple
 
 WRITABLE_HINT = "set JOBENV_HOME to a writable directory"
 
@@ -34,22 +35,60 @@ def jobs_dir(env: Optional[Mapping[str, str]] = None) -> str:
     return os.path.join(home(env), "jobs")
 
 
-def _parents(path: str) -> Iterator[str]:
-    p = os.path.dirname(path)
-    while True:
-        yield p
-        up = os.path.dirname(p)
-        if up == p:
-            return
-        p = up
+MAX_LINKS = 40  # symbolic links followed on one path, as the kernel allows (then ELOOP)
+
+
+def _walk(path: str) -> Tuple[List[Tuple[str, Optional[os.stat_result]]], bool]:
+    """Every directory entry the kernel crosses to reach `path`'s directory, in order, each
+    with its lstat (None: missing or unreadable, and the walk stops there), and whether too
+    many links stopped it.  A symbolic link is listed itself, then each component of what
+    it points to, in turn, so a chain of links is judged link by link.  Each name listed
+    runs through real directories only (a link met on the way is replaced by its target),
+    so an lstat of it, now or in getjobenv's `stat` later, sees that one entry."""
+    todo = os.path.abspath(path).split("/")[1:-1]
+    cur, out, links = "/", [("/", _lstat("/"))], 0
+    while todo:
+        name = todo.pop(0)
+        if name in ("", "."):
+            continue
+        if name == "..":
+            cur = os.path.dirname(cur)
+            continue
+        entry = os.path.join(cur, name)
+        st = _lstat(entry)
+        out.append((entry, st))
+        if st is None:
+            break
+        if not stat.S_ISLNK(st.st_mode):
+            cur = entry
+            continue
+        links += 1
+        if links > MAX_LINKS:
+            return out, True
+        try:
+            target = os.readlink(entry)
+        except OSError:  # removed since the lstat: nothing further to judge (nor to reach)
+            break
+        todo[:0] = target.split("/")
+        if target.startswith("/"):
+            cur = "/"
+    return out, False
+
+
+def _lstat(p: str) -> Optional[os.stat_result]:
+    try:
+        return os.lstat(p)
+    except OSError:
+        return None
 
 
 def ancestors(path: str) -> List[str]:
-    """Every directory above `path`, as written and as resolved, each once: the ones
-    check_ancestors judges (and getjobenv's cached proof re-checks: jobenv.getcache)."""
+    """Every entry check_ancestors judges above `path` (links and what they lead to), each
+    once: getjobenv's cached proof re-checks their lstat (jobenv.getcache)."""
     out: List[str] = []
-    for chain in (_parents(path), _parents(os.path.realpath(path))):
-        out += [p for p in chain if p not in out]
+    for p, _ in _walk(path)[0]:
+        if p not in out:
+            out.append(p)
     return out
 
 
@@ -57,19 +96,24 @@ OWN_HINT = "set JOBENV_HOME to a directory of your own"
 
 
 def check_ancestors(path: str, what: str = "the store", hint: str = OWN_HINT) -> None:
-    """Every existing directory above `path` (as written and as resolved): owned by you or
-    root, and not writable by group/others unless sticky.  A sticky directory (/tmp) is
-    safe to cross: only an entry's owner (or root) may rename or remove it there."""
+    """Every entry crossed to reach `path` (each component as written; for a symbolic link,
+    the link and then each component of what it points to): owned by you or root, and a
+    directory not writable by group/others unless sticky.  A sticky directory (/tmp) is
+    safe to cross: only an entry's owner (or root) may rename or remove it there; so a
+    link another user owns there is refused (ssh's rule), whatever it points to now: they
+    may point it elsewhere at any time."""
     uid = os.getuid()
-    for p in ancestors(path):
-        try:
-            st = os.stat(p)
-        except FileNotFoundError:
+    entries, looped = _walk(path)
+    if looped:
+        raise BadRecord(f"too many levels of symbolic links above {what} {path}; {hint}")
+    for p, st in entries:
+        if st is None:
             continue
         if st.st_uid not in (0, uid):
-            raise BadRecord(f"{p}, above {what} {path}, is owned by uid {st.st_uid}: another user "
+            kind = "a symbolic link owned" if stat.S_ISLNK(st.st_mode) else "owned"
+            raise BadRecord(f"{p}, above {what} {path}, is {kind} by uid {st.st_uid}: another user "
                             f"could replace {what}; {hint}")
-        if st.st_mode & 0o022 and not st.st_mode & stat.S_ISVTX:
+        if st.st_mode & 0o022 and not st.st_mode & stat.S_ISVTX and not stat.S_ISLNK(st.st_mode):
             raise BadRecord(f"{p}, above {what} {path}, is writable by others and not sticky "
                             f"(mode {stat.S_IMODE(st.st_mode):o}): another user could replace {what}; "
                             f"fix with: chmod go-w {p}, or {hint}")
@@ -102,10 +146,11 @@ def own_dir(path: str, what: str = "store directory", hint: str = OWN_HINT, writ
     """Make `path` a directory of the user's own, by the rules above: check what is above
     it, create each missing level 0700, and refuse any level that another user owns or
     could write to, or that is a link (ssh's rule for ~/.ssh)."""
+    path = os.path.abspath(path)
     check_ancestors(path, f"the {what}", hint)
     missing = []
     p = path
-    while not os.path.lexists(p):
+    while p != "/" and not os.path.lexists(p):
         missing.append(p)
         p = os.path.dirname(p)
     for p in reversed(missing):

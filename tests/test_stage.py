@@ -91,6 +91,7 @@ def test_stage_copies_relocates_and_records(tmp_path, job):
     p = stage(job, "--env", str(venv), "--to", str(target), "--clean")
     assert p.returncode == 0 and "removed" in p.stdout, p.stderr
     assert not copy.exists() and "staged" not in record(job)
+    assert os.stat(target).st_mode & 0o777 == 0o700  # kept: nobody else can create the copy's path
     assert not list((Path(job["JOBENV_HOME"]) / "stage").glob("*.tar"))
     r2 = record_mod.from_dict(rec)
     assert restore.restore_items(r2, job, "workstation7")[2]  # a warning: copy missing

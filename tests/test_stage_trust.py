@@ -145,6 +145,39 @@ def test_rank_shim_refuses_an_unsafe_copy(tmp_path, other_user, harm):
     assert restore.check_copy(str(copy), "k" * 64)[0] != "ok"
 
 
+def test_rank_shim_does_not_run_a_program_from_the_copy_it_is_checking(tmp_path):
+    """A rank's PATH already has the staged copy's bin first (the restored shell put it
+    there); the check that the copy is writable by nobody else must not look its own tool
+    up on that PATH: a group member who can write the copy (the case the check exists for)
+    would supply a `find` that runs as you and prints nothing, so the copy passes too."""
+    rec = staged_rec(tmp_path)
+    root = tmp_path / os.uname().nodename
+    copy = root / "env-1"
+    (copy / "bin").mkdir(parents=True)
+    root.chmod(0o700)
+    (copy / ".jobenv-stage.json").write_text('{"key": "' + "k" * 64 + '", "kind": "venv"}')
+    copy.chmod(0o775)  # group-writable: must be refused
+    mark = tmp_path / "ran"
+    (copy / "bin" / "find").write_text(f"#!/bin/sh\ntouch '{mark}'\n")
+    (copy / "bin" / "find").chmod(0o755)
+    p = shim(rec, 'echo "$PATH|$VIRTUAL_ENV"', f"{copy}/bin:/usr/bin:/bin")
+    assert not mark.exists(), "rankenv.sh ran find from the unchecked copy"
+    assert p.stdout.strip() == "/usr/bin:/bin|", (p.stdout, p.stderr)
+    assert p.stderr.count("\n") == 1 and f"writable by others: {copy}" in p.stderr, p.stderr
+
+
+def test_rank_shim_finds_its_tool_on_any_path(tmp_path):
+    """A rank whose PATH has no `find` (a container, a minimal PATH) still checks the copy
+    and runs it: no "find: not found" taken for a copy writable by others."""
+    rec = staged_rec(tmp_path)
+    copy = tmp_path / os.uname().nodename / "env-1"
+    (copy / "bin").mkdir(parents=True)
+    copy.parent.chmod(0o700)
+    (copy / ".jobenv-stage.json").write_text('{"key": "' + "k" * 64 + '", "kind": "venv"}')
+    p = shim(rec, 'echo "$PATH|$VIRTUAL_ENV"', str(tmp_path / "nothing-here"))
+    assert (p.stdout.strip(), p.stderr) == (f"{copy}/bin:{tmp_path}/nothing-here|{copy}", ""), (p.stdout, p.stderr)
+
+
 def test_rank_shim_is_silent_where_there_is_no_copy(tmp_path):
     p = shim(staged_rec(tmp_path), 'echo "$PATH|$VIRTUAL_ENV"')
     assert (p.stdout.strip(), p.stderr) == ("/usr/bin:/bin|", "")
@@ -180,3 +213,51 @@ def test_restored_shell_runs_the_staged_python_first(tmp_path, home):
                        capture_output=True, text=True, env=fresh, cwd=tmp_path)
     assert p.returncode == 0, p.stderr
     assert p.stdout.split() == [f"{copy}/bin/python3", str(copy)], p.stdout + p.stderr
+
+
+def test_stage_directory_reached_through_another_users_link_is_refused(tmp_path, home, other_user, shared_tmp):
+    """JOBENV_STAGE_DIR=/tmp/L/stg where another user owns the link /tmp/L (to a directory
+    of yours, for now): they may repoint it between any two steps of the worker, so the
+    stage fails naming it and nothing is made or changed behind it."""
+    venv = make_venv(tmp_path / "myenv")
+    private = tmp_path / "private"
+    private.mkdir(mode=0o700)
+    link = shared_tmp / "L"
+    other_user.sh(f"ln -s '{private}' '{link}'")
+    env = base_env(home, {"JOBENV_HOSTNAME": "workstation7", "JOBENV_STAGE_DIR": f"{link}/stg"})
+    jobenv(["save", "--quiet"], env, check=True)
+    p = jobenv(["stage", "--env", str(venv)], env)
+    assert p.returncode == 1 and p.stderr.count("\n") == 1, p.stdout + p.stderr
+    assert f"{link}, above the stage directory {link}/stg, is a symbolic link owned by uid {other_user.uid}" in p.stderr
+    assert "staged" not in record(env) and os.listdir(private) == []
+
+
+@pytest.mark.parametrize("var,value", [("JOBENV_STAGE_DIR", "stagedir"), ("TMPDIR", "scratch"),
+                                       ("JOBENV_STAGE_DIR", "./x/../y")])
+def test_relative_stage_dir_is_one_line_not_a_spinning_worker(tmp_path, home, var, value):
+    """A relative JOBENV_STAGE_DIR or TMPDIR would name a different directory in every
+    process's cwd, and a record must name the copy from anywhere: one line, nothing staged
+    (it once sent the worker walking dirname('') == '' until --timeout)."""
+    venv = make_venv(tmp_path / "myenv")
+    cwd = tmp_path / "proj"
+    cwd.mkdir()
+    env = base_env(home, {"JOBENV_HOSTNAME": "ws7", var: value})
+    jobenv(["save", "--quiet"], env, check=True)
+    p = jobenv(["stage", "--env", str(venv), "--timeout", "15"], env, cwd=cwd)
+    assert "no report" not in p.stderr, p.stderr  # the worker was killed by the timeout
+    staged = record(env).get("staged") or {}
+    assert all(os.path.isabs(e["prefix"]) for e in staged.values()), staged
+    assert p.returncode == 5 and p.stderr.count("\n") == 1, p.stderr
+    assert f"{var}={value!r} is not an absolute path" in p.stderr, p.stderr
+    assert os.listdir(cwd) == [] and not staged
+
+
+def test_a_worker_whose_own_environment_names_a_relative_stage_dir_says_so(tmp_path, monkeypatch):
+    """Each host's worker reads its own environment (TMPDIR is often per node): it reports
+    the one line itself rather than trusting the submitting host's check."""
+    monkeypatch.setenv("TMPDIR", "rel")
+    monkeypatch.delenv("JOBENV_STAGE_DIR", raising=False)
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(worker.Failure, match="TMPDIR='rel' is not an absolute path"):
+        worker.clean({"clean": True, "to": None, "name": "env-1"}, HOST)
+    assert os.listdir(tmp_path) == []

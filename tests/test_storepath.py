@@ -3,14 +3,19 @@ from __future__ import annotations
 
 import json
 import os
+import resource
 import subprocess
 import sys
+import time
+from pathlib import Path
 
 import pytest
 
 import machines
-from conftest import base_env, jobenv
+from conftest import REPO, base_env, jobenv
 from fsutil import remount_ro, tmpfs
+from jobenv import getcache, storepath
+from jobenv.errors import JobenvError
 
 
 def test_relative_jobenv_home_is_made_absolute(tmp_path, home):
@@ -70,3 +75,88 @@ def test_read_only_home_says_what_to_do(tmp_path, home):
         p = jobenv(["save", "--quiet"], env)
         assert p.returncode == 1 and p.stderr.count("\n") == 1
         assert "set JOBENV_HOME to a writable directory" in p.stderr, p.stderr
+
+
+def test_ancestor_that_is_another_users_symlink_is_refused(other_user, shared_tmp):
+    """A link another user owns in a sticky directory (`ln -s /tmp /tmp/x`) is theirs to
+    replace at any moment, whatever it points to now: judging its target is not enough."""
+    link = shared_tmp / "victim-stage"
+    other_user.sh(f"ln -s '{shared_tmp}' '{link}'")
+    with pytest.raises(JobenvError, match=f"{link}.*symbolic link owned by uid {other_user.uid}"):
+        storepath.check_ancestors(str(link / "jobenv" / "copy"), "the stage directory")
+
+
+def test_a_link_of_yours_to_another_users_link_is_refused(tmp_path, other_user, shared_tmp):
+    """Each link on the way is judged, then what it points to, in turn: the resolved path
+    alone never names the other user's link in the middle of a chain."""
+    private = tmp_path / "private"
+    private.mkdir(mode=0o700)
+    mine = shared_tmp / "mine"
+    mine.symlink_to(private)  # a link of your own to a directory of your own: fine
+    storepath.check_ancestors(str(mine / ".jobenv" / "jobs"))
+    assert str(mine) in storepath.ancestors(str(mine / ".jobenv" / "jobs"))
+    theirs = shared_tmp / "theirs"
+    other_user.sh(f"ln -s '{private}' '{theirs}'")
+    mine.unlink()
+    mine.symlink_to("theirs")  # relative: resolved from the link's own directory
+    chain = storepath.ancestors(str(mine / ".jobenv" / "jobs"))
+    assert str(mine) in chain and str(theirs) in chain and str(private) in chain
+    with pytest.raises(JobenvError, match=f"{theirs}.*owned by uid {other_user.uid}"):
+        storepath.check_ancestors(str(mine / ".jobenv" / "jobs"))
+
+
+def test_a_link_loop_above_the_store_is_one_line(tmp_path, home):
+    (tmp_path / "a").symlink_to("b")
+    (tmp_path / "b").symlink_to("a")
+    env = {**base_env(home, machines.pbs_mpiprocs4(tmp_path)), "JOBENV_HOME": str(tmp_path / "a" / "store")}
+    p = jobenv(["save", "--quiet"], env)
+    assert p.returncode == 6 and p.stderr.count("\n") == 1 and "symbolic links" in p.stderr, p.stderr
+
+
+def _wrapper(bindir: Path) -> None:
+    bindir.mkdir(exist_ok=True)
+    w = bindir / "jobenv"
+    w.write_text(f"#!/bin/sh\nexec {sys.executable} -m jobenv \"$@\"\n")
+    w.chmod(0o755)
+
+
+def test_store_reached_through_another_users_symlink_runs_nothing_of_theirs(tmp_path, home, other_user, shared_tmp):
+    """JOBENV_HOME=/tmp/<name>/.jobenv where another user planted /tmp/<name> as a link to a
+    directory of yours: save and get refuse it (exit 6), so the restored PATH never starts
+    with a directory reached through their link, which they could repoint once you use it."""
+    bindir = tmp_path / "bin"
+    _wrapper(bindir)
+    target = tmp_path / "private"
+    target.mkdir(mode=0o700)
+    link = shared_tmp / "scratch"
+    other_user.sh(f"ln -s {target} {link}")
+    env = {"HOME": str(home), "JOBENV_HOME": f"{link}/.jobenv", "PYTHONPATH": str(REPO),
+           "PATH": f"{bindir}:/usr/bin:/bin", "LANG": "C.UTF-8", "JOBENV_HOSTNAME": "n1"}
+    saved = jobenv(["save", "--quiet"], env)
+    assert saved.returncode == 6 and saved.stderr.count("\n") == 1 and str(link) in saved.stderr, saved.stderr
+    if saved.returncode == 0:  # (the hole: the store was accepted; arm the cached fast path too)
+        os.mkdir(f"{link}/.jobenv/cache", 0o700)
+        time.sleep(getcache.RACY + 0.3)
+    marker = tmp_path / "PWNED"
+    evil = shared_tmp / "evil"
+    payload = f"#!/bin/sh\ntouch {marker}\n"
+    swap = (f"mkdir -p {evil}/.jobenv/bin && printf '%s' '{payload}' > {evil}/.jobenv/bin/whoami && "
+            f"chmod 755 {evil}/.jobenv/bin/whoami && ln -s {evil} {link}.new && mv -T {link}.new {link}")
+    script = (f"source {REPO}/shell/jobenv.sh; getjobenv >/dev/null 2>&1; echo rc=$?; "
+              f"setpriv --reuid={other_user.uid} --regid={other_user.gid} --clear-groups -- /bin/sh -c \"$SWAP\"; "
+              f"whoami >/dev/null 2>&1; true")
+    p = subprocess.run(["env", "-i", *[f"{k}={v}" for k, v in {**env, "SWAP": swap}.items()],
+                        "bash", "--norc", "--noprofile", "-c", script], capture_output=True, text=True, timeout=120)
+    assert not marker.exists(), ("their whoami ran as you after getjobenv", p.stdout, p.stderr)
+    assert p.stdout.strip() == "rc=6", p.stdout
+
+
+def test_own_dir_of_a_relative_path_returns(tmp_path):
+    """A relative path is taken from the cwd (dirname('') is '': a walk up must end at '/')."""
+    code = ("from jobenv.storepath import own_dir\ntry:\n    own_dir('rel-x/y')\nexcept Exception as e:\n"
+            "    print(type(e).__name__)\n")
+    p = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, env={"PYTHONPATH": str(REPO), "PATH": "/usr/bin:/bin"},
+                       capture_output=True, text=True, timeout=60,
+                       preexec_fn=lambda: resource.setrlimit(resource.RLIMIT_CPU, (5, 5)))
+    assert p.returncode == 0 and p.stdout == "", (p.returncode, p.stdout, p.stderr)  # SIGXCPU after 5 s of spinning
+    assert (tmp_path / "rel-x" / "y").is_dir()

@@ -9,7 +9,9 @@
 # re-creates in their place is theirs, so the copy below it fails the ownership test.
 # Anything else: a warning (none where there is no copy at all), the copy leaves PATH and
 # VIRTUAL_ENV / CONDA_PREFIX, and the rank runs from the shared environment.
-# POSIX sh, once per rank: builtins only, plus one `find` for the two modes.
+# POSIX sh, once per rank: builtins only, plus one `find` for the two modes, looked up on
+# the system's default PATH (`command -p`), never on the rank's: its first entry may be
+# the very copy under check, and whoever can write that copy could supply the `find`.
 p=$1 k=$2
 shift 2
 case $p in
@@ -36,7 +38,7 @@ else
     { IFS= read -r s || :; } < "$p/.jobenv-stage.json" 2>/dev/null
     case $s in
     "{\"key\": \"$k\","*)
-        bad=$(find "$d" "$p" -prune \( -perm -020 -o -perm -002 \) -print 2>&1) || bad=${bad:-find failed}
+        bad=$(command -p find "$d" "$p" -prune \( -perm -020 -o -perm -002 \) -print 2>&1) || bad=${bad:-find failed}
         [ -z "$bad" ] || why="writable by others: $bad" ;;
     *) why="it is not the recorded copy" ;;
     esac

@@ -27,7 +27,7 @@ import tarfile
 import time
 from typing import Any, Dict, List
 
-from ..errors import JobenvError
+from ..errors import BadInput, JobenvError
 from ..storepath import own_dir
 from . import manifest, relocate
 from .manifest import BASE_DIR, STAMP
@@ -47,11 +47,29 @@ def emit(obj: Dict[str, Any]) -> None:
 
 
 def default_root(environ) -> str:
-    """Node-local temporary storage, per user: JOBENV_STAGE_DIR, else $TMPDIR, else /tmp."""
+    """Node-local temporary storage, per user: JOBENV_STAGE_DIR, else $TMPDIR, else /tmp.
+    A relative one is refused (BadInput): it would name a different directory in every
+    process's cwd, and the record must name the copy from anywhere."""
     if environ.get("JOBENV_STAGE_DIR"):
-        return environ["JOBENV_STAGE_DIR"]
-    user = environ.get("USER") or environ.get("LOGNAME") or str(os.getuid())
-    return os.path.join(environ.get("TMPDIR") or "/tmp", f"jobenv-{user}")
+        var, value = "JOBENV_STAGE_DIR", environ["JOBENV_STAGE_DIR"]
+        root = value
+    else:
+        user = environ.get("USER") or environ.get("LOGNAME") or str(os.getuid())
+        var, value = "TMPDIR", environ.get("TMPDIR") or "/tmp"
+        root = os.path.join(value, f"jobenv-{user}")
+    if not os.path.isabs(root):
+        raise BadInput(f"{var}={value!r} is not an absolute path; give the stage directory as one "
+                       "(JOBENV_STAGE_DIR or --to DIR)")
+    return root
+
+
+def stage_root(spec: Dict[str, Any], host: str) -> str:
+    """This host's stage directory: --to (absolute, %h expanded), else default_root of this
+    host's own environment (TMPDIR is often set per node)."""
+    try:
+        return expand(spec["to"], host) if spec.get("to") else default_root(os.environ)
+    except JobenvError as exc:
+        raise Failure(exc.message) from None
 
 
 def expand(template: str, host: str) -> str:
@@ -161,7 +179,7 @@ def _private_root(root: str) -> None:
 
 
 def stage(spec: Dict[str, Any], host: str, meta: Dict[str, Any]) -> Dict[str, Any]:
-    root = expand(spec["to"], host) if spec.get("to") else default_root(os.environ)
+    root = stage_root(spec, host)
     copy = os.path.join(root, spec["name"])
     key = meta["key"]
     _private_root(root)
@@ -234,7 +252,7 @@ def _alive(pid: int) -> bool:
 
 
 def clean(spec: Dict[str, Any], host: str) -> Dict[str, Any]:
-    root = expand(spec["to"], host) if spec.get("to") else default_root(os.environ)
+    root = stage_root(spec, host)
     copy = os.path.join(root, spec["name"])
     removed = False
     try:
