@@ -19,6 +19,7 @@ import click
 
 from . import doctor_probes as probes
 from .cli_common import Seconds
+from .launch import families
 
 
 class Check(NamedTuple):
@@ -28,19 +29,29 @@ class Check(NamedTuple):
     fix: str = ""
 
 
+# MPI libraries that are no launcher's: Cray MPICH (launched by PALS or srun), and MPICH's own
+# version string (its launcher's banner says HYDRA).  Name, what the text holds, the ABI.
+_LIBRARIES = (("Cray MPICH", "cray mpich", "mpich"), ("MPICH", "mpich", "mpich"))
+
+
 def mpi_flavor(text: str) -> Optional[str]:
-    """Which MPI a `--version` banner or MPI_Get_library_version string names."""
+    """Which MPI a `--version` banner or MPI_Get_library_version string names: a launcher
+    family's (jobenv.launch.families) or an MPI library's."""
     t = text.lower()
-    for needle, name in (("open mpi", "Open MPI"), ("openrte", "Open MPI"), ("intel(r) mpi", "Intel MPI"),
-                         ("mvapich", "MVAPICH"), ("cray mpich", "Cray MPICH"), ("pals", "Cray PALS"),
-                         ("hydra", "MPICH"), ("mpich", "MPICH"), ("slurm", "Slurm srun")):
-        if needle in t:
-            return name
-    return None
+    if _LIBRARIES[0][1] in t:
+        return _LIBRARIES[0][0]
+    row = families.from_banner(text)
+    if row is not None:
+        return row.flavor
+    return next((name for name, needle, _ in _LIBRARIES if needle in t), None)
 
 
-FAMILY = {"Open MPI": "openmpi", "MPICH": "mpich", "Intel MPI": "mpich", "MVAPICH": "mpich",
-          "Cray MPICH": "mpich", "Cray PALS": "mpich"}  # PMI-compatible launchers and libraries
+def _abi(flavor: Optional[str]) -> Optional[str]:
+    """The MPI ABI a launcher or library of this flavor speaks: mpich, openmpi, any or none."""
+    row = next((r for r in families.FAMILIES if r.flavor == flavor), None)
+    if row is not None:
+        return row.mpi
+    return next((abi for name, _, abi in _LIBRARIES if name == flavor), None)
 
 
 def judge_mpi4py(launcher: Optional[str], library: Optional[str], lib_text: str) -> Check:
@@ -48,9 +59,9 @@ def judge_mpi4py(launcher: Optional[str], library: Optional[str], lib_text: str)
     first = " ".join(lib_text.strip().splitlines()[0].split()) if lib_text.strip() else "unknown"
     if library is None:
         return Check("mpi4py", "warn", f"cannot tell which MPI mpi4py uses ({first})")
-    if launcher is None or launcher == "Slurm srun" or FAMILY.get(launcher) is None:
+    if _abi(launcher) not in ("mpich", "openmpi"):  # srun and flux run serve either
         return Check("mpi4py", "ok", f"built against {library} ({first})")
-    if FAMILY.get(launcher) != FAMILY.get(library):
+    if _abi(launcher) != _abi(library):
         return Check("mpi4py", "fail", f"built against {library}, but the launcher is {launcher}: every rank "
                      "would start as rank 0 of 1",
                      f"rebuild mpi4py against the launcher's MPI: MPICC=$(which mpicc) pip install --no-binary "
@@ -87,18 +98,24 @@ def judge_gpus(recorded: int, seen: Optional[int], where: str) -> Check:
                  f"save again here (`jobenv save --gpus-per-host {seen}`), or check {where}")
 
 
+def launcher_family(exe: str, banner: str) -> Optional[families.Family]:
+    """Which launcher family `exe` is: its --version banner tells PALS from Hydra; else its
+    name or where it is installed (/opt/cray/pals/...)."""
+    return families.from_banner(banner) or families.known(exe, exe)
+
+
 def judge_launcher(exe: str, banner: str) -> Check:
     """Which launcher `exe` is, from its --version banner (or its path: /opt/cray/pals/...)."""
     base = os.path.basename(exe)
-    if base in ("torchrun", "python", "python3"):
+    row = launcher_family(exe, banner)
+    if base in ("python", "python3") or row is not None and row.mpi == "none":
         return Check("launcher", "ok", f"{exe}: {base} (no MPI)")
-    flavor = mpi_flavor(banner) or mpi_flavor(exe) or ("Slurm srun" if base == "srun" else None)
     lines = [ln.strip() for ln in banner.splitlines() if ln.strip()]
     first = next((ln for ln in lines if "version" in ln.lower()), lines[0] if lines else "no --version output")
     first = " ".join(first.split())
-    if flavor is None:
+    if row is None:
         return Check("launcher", "warn", f"{exe}: unknown MPI ({first[:80]})", "check that this is the launcher you meant")
-    return Check("launcher", "ok", f"{exe}: {flavor} ({first[:80]})")
+    return Check("launcher", "ok", f"{exe}: {row.flavor} ({first[:80]})")
 
 
 def judge_imports(results: Dict[str, Tuple[Optional[dict], str]], flavor: Optional[str], gpus: int) -> List[Check]:
@@ -127,11 +144,7 @@ def judge_imports(results: Dict[str, Tuple[Optional[dict], str]], flavor: Option
 
 def check_deep(jobid: str, env: Mapping[str, str], timeout: float) -> Check:
     """A two-rank all-reduce through `jobenv launch`: the whole path, for real."""
-    from .cli import cli
-
-    launch = cli.commands.get("launch") if isinstance(cli, click.Group) else None
-    sized = any("-n" in p.opts and not getattr(p, "is_flag", False) for p in (launch.params if launch else []))
-    rc, tail = probes.run_deep(probes.deep_argv(jobid, sized), env, timeout)
+    rc, tail = probes.run_deep(probes.deep_argv(jobid), env, timeout)
     if rc == 0:
         return Check("selftest", "ok", "two-rank all-reduce through `jobenv launch` passed")
     return Check("selftest", "fail", f"two-rank selftest {'timed out' if rc is None else f'exited {rc}'}: {tail}",
@@ -186,26 +199,33 @@ def check_pythonpath(env: Mapping[str, str]) -> List[Check]:
 
 def check_rendezvous(rec, env: Mapping[str, str], host: str, resolve: Callable[[str], Optional[str]]) -> List[Check]:
     """MASTER_ADDR (else the record's first host) resolves; MASTER_PORT, if set, is free there."""
-    from .hostlist import host_index
-
     addr = env.get("MASTER_ADDR") or ("127.0.0.1" if rec.nhosts == 1 else rec.hosts[0])
     err = resolve(addr)
     if err:
         return [Check("rendezvous", "fail", f"cannot resolve {addr}: {err}",
                       "set MASTER_ADDR to an address of the first host that every host can reach")]
-    out = [Check("rendezvous", "ok", f"{addr} resolves")]
-    port = env.get("MASTER_PORT")
-    if not port:
-        out.append(Check("port", "ok", "derived per launch from the job id (MASTER_PORT unset)"))
-    elif not port.isdigit() or not 0 < int(port) < 65535:
-        out.append(Check("port", "fail", f"MASTER_PORT={port!r} is not a port number", "unset MASTER_PORT"))
-    elif addr in ("127.0.0.1", "localhost") or host_index([addr], host) is not None:
-        busy = [p for p in (int(port), int(port) + 1) if probes.port_busy(addr, p)]
-        out.append(Check("port", "fail", f"port {busy[0]} on {addr} is in use", "set MASTER_PORT to a free port")
-                   if busy else Check("port", "ok", f"{port} and {int(port) + 1} are free on {addr}"))
-    else:
-        out.append(Check("port", "ok", f"MASTER_PORT={port} (checked only on {addr})"))
-    return out
+    return [Check("rendezvous", "ok", f"{addr} resolves"), check_port(env.get("MASTER_PORT", ""), addr, host)]
+
+
+def check_port(text: str, addr: str, host: str) -> Check:
+    """MASTER_PORT by the runtime's own rule (runtime.info.port_number); on this host, it and the
+    check-in's port beside it are free."""
+    from .hostlist import host_index
+    from .runtime.checkin import port_beside
+    from .runtime.info import DetectError, port_number
+
+    if not text:
+        return Check("port", "ok", "derived per launch from the job id (MASTER_PORT unset)")
+    try:
+        port = port_number(text)
+    except DetectError as exc:
+        return Check("port", "fail", exc.message, "unset MASTER_PORT, or set it to a free port")
+    if addr not in ("127.0.0.1", "localhost") and host_index([addr], host) is None:
+        return Check("port", "ok", f"MASTER_PORT={port} (checked only on {addr})")
+    busy = [p for p in (port, port_beside(port)) if probes.port_busy(addr, p)]
+    if busy:
+        return Check("port", "fail", f"port {busy[0]} on {addr} is in use", "set MASTER_PORT to a free port")
+    return Check("port", "ok", f"{port} and {port_beside(port)} are free on {addr}")
 
 
 def check_staged(rec, host: str) -> Check:
@@ -266,8 +286,10 @@ def collect(env: Mapping[str, str], job: Optional[str], deep: bool, timeout: flo
             checks.append(Check("launcher", "fail", f"{rec.launch[0] if rec.launch else '(none)'} is not on PATH",
                                 "load the MPI module or activate the environment that provides it"))
         else:
-            checks.append(judge_launcher(exe, probes.launcher_banner(exe, env)))
-            flavor = mpi_flavor(checks[-1].detail)
+            banner = probes.launcher_banner(exe, env)
+            checks.append(judge_launcher(exe, banner))
+            row = launcher_family(exe, banner)
+            flavor = row.flavor if row is not None else None
         checks += judge_imports(probes.finish_imports(started), flavor, rec.gpus_per_host)
         seen, where = probes.gpus_here(env)
         checks.append(judge_gpus(rec.gpus_per_host, seen, where))

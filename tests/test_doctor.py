@@ -195,3 +195,37 @@ def test_relative_pythonpath_entry_warns(local_env):
     assert c["pythonpath"]["status"] == "warn" and "''" in c["pythonpath"]["detail"], c["pythonpath"]
     rc, c = doctor(local_env)
     assert c["pythonpath"]["status"] == "ok"
+
+
+@pytest.mark.parametrize("text", ["1", "29500", "65535", "65536", "0", "\u00b2", "08080", " 80", "1_0", "123456"])
+def test_port_rule_is_the_runtimes(text):
+    """doctor refuses exactly the MASTER_PORT values detect() refuses, one line, no traceback."""
+    from jobenv.doctor import check_port
+    from jobenv.runtime.discovery import master_port
+    from jobenv.runtime.info import DetectError
+
+    try:
+        master_port({"MASTER_PORT": text}, 2, "1")
+        accepted = True
+    except DetectError:
+        accepted = False
+    c = check_port(text, "10.255.255.1", "node1")  # another host: nothing is bound
+    assert (c.status == "ok") == accepted, (text, c)
+
+
+@pytest.mark.parametrize("port,status", [("65535", "ok"), ("\u00b2", "fail")])
+def test_doctor_reads_master_port_as_the_runtime_does(local_env, port, status):
+    rc, c = doctor({**local_env, "MASTER_PORT": port})
+    assert c["port"]["status"] == status, c["port"]
+    assert status == "fail" or "65535 and 65534 are free" in c["port"]["detail"]
+
+
+def test_doctor_does_not_import_the_cli():
+    """The CLI imports doctor for its command; doctor reading the CLI back made a circle."""
+    import ast
+
+    import jobenv.doctor
+
+    tree = ast.parse(open(jobenv.doctor.__file__, encoding="utf-8").read())
+    names = {(n.level, n.module) for n in ast.walk(tree) if isinstance(n, ast.ImportFrom)}
+    assert (1, "cli") not in names and (0, "jobenv.cli") not in names
