@@ -75,7 +75,8 @@ FAMILIES: Tuple[Family, ...] = (
            banner=(r"^mpiexec version \d", r"\[global_options\] \[command_options\]", r"\bpals\b"),
            mpi="mpich", env_row="pals", nranks=("-n", "--np"), ppn=("-ppn", "--ppn"),
            hostfile=("--hostfile",), hosts=("--hosts",), subset="hostfile",
-           label=("-l",), label_pattern=r"(?:\[(\d+)\] |\s*(\d+): )"),
+           # `--label` as ALCF job scripts pass it; its prefix read both ways (Hydra's, srun's)
+           label=("--label",), label_pattern=r"(?:\[(\d+)\] |\s*(\d+): )"),
     Family("intelmpi", "Intel MPI mpiexec.hydra", "Intel MPI", path_marks=("/intel/oneapi/mpi/", "/impi/"),
            siblings=("impi_info",), banner=(r"intel\(r\) mpi",), mpi="mpich", env_row="mpich",
            nranks=("-n", "-np"), ppn=("-ppn", "-perhost"), hostfile=("--hostfile", "-f", "-hostfile"),
@@ -102,6 +103,8 @@ FAMILIES: Tuple[Family, ...] = (
     Family("jsrun", "IBM jsrun (LSF)", "IBM jsrun", programs=("jsrun",), banner=(r"\bjsrun\b",), mpi="openmpi",
            env_row="jsrun", nranks=("-n", "--nrs"), ppn=("-r", "--rs_per_host"), subset="",
            label=("--stdio_mode", "prepended"), label_pattern=r"\s*(\d+): "),
+    # flux's job shell serves simple PMI-1 and sets PMI_FD, PMI_RANK and PMI_SIZE in each task
+    # (flux-core src/shell/pmi): its ranks match the "mpich" row of runtime/launchers.py.
     Family("flux", "flux run", "Flux", programs=("flux",), banner=(r"libflux-core",), mpi="any",
            env_row="mpich", words=2, nranks=("-n", "--ntasks"), ppn=("--tasks-per-node",),
            nhosts=("-N", "--nodes"), hosts=("--requires=host:",), subset="flag",
