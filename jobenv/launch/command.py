@@ -102,13 +102,11 @@ def plan_attempt(rec, req: sizing.Request, opts: Options, hostfile: str, environ
         template, variables = _profile_template(rec, environ)
         argv, text = sizing.render_sized(template, size, rec.gpus_per_host, rec.jobid, variables, hostfile, fam)
     argv[0] = prog
-    if fam == "openmpi" and os.path.dirname(prog) in _SYSTEM_BINS:
-        # Open MPI run by absolute path acts as --prefix and puts its bin directory first on
-        # the ranks' PATH: /usr/bin would shadow the job's venv python3.  A system directory
-        # is on every node's PATH anyway, so the prefix buys nothing there.
-        argv.insert(1, "--noprefix")
+    row = families.get(fam)
+    if os.path.dirname(prog) in _SYSTEM_BINS:  # on every node's PATH anyway: no prefix from it
+        families.insert(argv, row, list(row.system_bin))
     if opts.label:
-        argv += families.get(fam).label
+        argv += row.label
     argv += opts.launcher_args
     return Attempt(argv, text, size, fam), warnings
 

@@ -34,7 +34,7 @@ class Family:
 
     __slots__ = ("name", "title", "flavor", "programs", "banner", "path_marks", "siblings", "mpi", "env_row",
                  "words", "nranks", "ppn", "nhosts", "hostfile", "hosts", "exclude", "subset", "label",
-                 "label_pattern", "step_flag", "cancel")
+                 "label_pattern", "step_flag", "cancel", "system_bin")
 
     def __init__(self, name: str, title: str, flavor: str, *, programs: Tuple[str, ...] = (),
                  banner: Tuple[str, ...] = (), path_marks: Tuple[str, ...] = (), siblings: Tuple[str, ...] = (),
@@ -42,7 +42,7 @@ class Family:
                  ppn: Tuple[str, ...] = (), nhosts: Tuple[str, ...] = (), hostfile: Tuple[str, ...] = (),
                  hosts: Tuple[str, ...] = (), exclude: Tuple[str, ...] = (), subset: str = "",
                  label: Tuple[str, ...] = (), label_pattern: str = r"(?!)", step_flag: str = "",
-                 cancel: str = "") -> None:
+                 cancel: str = "", system_bin: Tuple[str, ...] = ()) -> None:
         self.name, self.title, self.flavor = name, title, flavor  # flavor: the name doctor prints
         self.programs = programs  # program names only this family uses
         self.banner = banner  # regexes (case-insensitive, multi-line) for its `--version` text
@@ -61,6 +61,7 @@ class Family:
         self.step_flag = step_flag  # names the launch, so that it can be cancelled by name
         self.cancel = cancel  # how a named launch is cancelled: "slurm-step", "flux-pkill" or "" (its
         # ranks all end with the launcher's process group)
+        self.system_bin = system_bin  # flags when it is run by absolute path from /usr/bin, /bin
 
     def __repr__(self) -> str:
         return f"Family({self.name!r})"
@@ -90,7 +91,10 @@ FAMILIES: Tuple[Family, ...] = (
            path_marks=("openmpi", "/orterun", "/prterun"), siblings=("ompi_info",),
            banner=(r"open mpi", r"openrte"), mpi="openmpi", env_row="openmpi",
            nranks=("-n", "-np"), ppn=("-N", "--npernode"), hostfile=("--hostfile",), hosts=("--host",),
-           subset="hostfile", label=("--tag-output",), label_pattern=r"\[\d+,(\d+)\]<std(?:out|err)>: ?"),
+           subset="hostfile", label=("--tag-output",), label_pattern=r"\[\d+,(\d+)\]<std(?:out|err)>: ?",
+           # run by absolute path it acts as --prefix and puts its bin directory first on the
+           # ranks' PATH: /usr/bin would shadow the job's venv python3
+           system_bin=("--noprefix",)),
     Family("mpich", "MPICH Hydra mpiexec", "MPICH", programs=("mpiexec.hydra", "mpirun.mpich", "mpiexec.mpich"),
            path_marks=("hydra",), siblings=("hydra_pmi_proxy", "mpichversion"), banner=(r"hydra",),
            mpi="mpich", env_row="mpich", nranks=("-n", "-np"), ppn=("-ppn",),
