@@ -31,6 +31,8 @@ def test_family_of_real_launchers(tmp_path):
     assert family("mpirun", installed(tmp_path, "mpich", "mpirun", "hydra_pmi_proxy")) == "mpich"
     assert family("mpiexec", installed(tmp_path, "ompi", "mpiexec", "ompi_info")) == "openmpi"
     assert family("mpiexec", "/opt/cray/pals/1.2/bin/mpiexec") == "pals"
+    # a Debian /usr/bin holds both MPIs' programs: Hydra's proxy speaks before ompi_info
+    assert family("mpiexec", installed(tmp_path, "both", "mpiexec", "ompi_info", "hydra_pmi_proxy")) == "mpich"
     assert family("mpiexec", os.path.join(os.path.dirname(sys.executable), "mpiexec")) == "mpich"  # the wheel's
     if os.path.exists("/usr/bin/mpirun.openmpi"):  # Debian: ompi_info and MPICH's programs share /usr/bin
         assert family("mpirun", "/usr/bin/mpirun.openmpi") == "openmpi"

@@ -57,7 +57,7 @@ class Family:
         # how a launch on fewer hosts than the job names them: "hostfile" (a sub-hostfile after
         # hostfile[0]), "flag" (hosts[0] + the hostlist), "here" (runs on this host only), "" (cannot)
         self.subset = subset
-        self.label, self.label_pattern = label, label_pattern  # --label flags; group 1 is the rank
+        self.label, self.label_pattern = label, label_pattern  # --label flags; the group that matched is the rank
         self.step_flag = step_flag  # names the launch, so that it can be cancelled by name
         self.cancel = cancel  # how a named launch is cancelled: "slurm-step", "flux-pkill" or "" (its
         # ranks all end with the launcher's process group)
@@ -86,6 +86,11 @@ FAMILIES: Tuple[Family, ...] = (
            banner=(r"mvapich",), mpi="mpich", env_row="mvapich2", nranks=("-n", "-np"), ppn=("-ppn",),
            hostfile=("--hostfile", "-f"), hosts=("-hosts",), subset="hostfile", label=("-l",),
            label_pattern=_MPI_LABEL),
+    Family("mpich", "MPICH Hydra mpiexec", "MPICH", programs=("mpiexec.hydra", "mpirun.mpich", "mpiexec.mpich"),
+           path_marks=("hydra",), siblings=("hydra_pmi_proxy", "mpichversion"), banner=(r"hydra",),
+           mpi="mpich", env_row="mpich", nranks=("-n", "-np"), ppn=("-ppn",),
+           hostfile=("--hostfile", "-f"), hosts=("-hosts",), subset="hostfile", label=("-l",),
+           label_pattern=_MPI_LABEL),
     Family("openmpi", "Open MPI mpirun", "Open MPI", programs=("orterun", "prterun", "mpirun.openmpi",
                                                                 "mpiexec.openmpi"),
            path_marks=("openmpi", "/orterun", "/prterun"), siblings=("ompi_info",),
@@ -95,11 +100,6 @@ FAMILIES: Tuple[Family, ...] = (
            # run by absolute path it acts as --prefix and puts its bin directory first on the
            # ranks' PATH: /usr/bin would shadow the job's venv python3
            system_bin=("--noprefix",)),
-    Family("mpich", "MPICH Hydra mpiexec", "MPICH", programs=("mpiexec.hydra", "mpirun.mpich", "mpiexec.mpich"),
-           path_marks=("hydra",), siblings=("hydra_pmi_proxy", "mpichversion"), banner=(r"hydra",),
-           mpi="mpich", env_row="mpich", nranks=("-n", "-np"), ppn=("-ppn",),
-           hostfile=("--hostfile", "-f"), hosts=("-hosts",), subset="hostfile", label=("-l",),
-           label_pattern=_MPI_LABEL),
     Family("srun", "Slurm srun", "Slurm srun", programs=("srun",), banner=(r"^slurm \d",), mpi="any",
            env_row="srun", nranks=("-n", "--ntasks"), ppn=("--ntasks-per-node",), nhosts=("-N", "--nodes"),
            hosts=("--nodelist=", "-w"), exclude=("--exclude=", "-x"), subset="flag",
