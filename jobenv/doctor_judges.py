@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import os
 import sys
-from typing import Dict, List, NamedTuple, Optional, Tuple
+from typing import Any, Dict, List, NamedTuple, Optional, Tuple
 
 from .launch import families
 
@@ -60,7 +60,7 @@ def judge_mpi4py(launcher: Optional[str], library: Optional[str], lib_text: str)
     return Check("mpi4py", "ok", f"built against {library}, matching the launcher ({first})")
 
 
-def judge_torch(info: dict, gpus: int) -> Check:
+def judge_torch(info: Dict[str, Any], gpus: int) -> Check:
     """torch's backends against the job's GPUs (nccl for CUDA, xccl for XPU, gloo for CPU)."""
     have = [b for b in ("nccl", "xccl", "gloo", "mpi") if info.get(b)]
     detail = f"torch {info.get('version')}, backends: {', '.join(have) or 'none'}"
@@ -109,7 +109,7 @@ def judge_launcher(exe: str, banner: str) -> Check:
     return Check("launcher", "ok", f"{exe}: {row.flavor} ({first[:80]})")
 
 
-def judge_imports(results: Dict[str, Tuple[Optional[dict], str]], flavor: Optional[str], gpus: int) -> List[Check]:
+def judge_imports(results: Dict[str, Tuple[Optional[Dict[str, Any]], str]], flavor: Optional[str], gpus: int) -> List[Check]:
     """One line per framework: torch and mpi4py always, the others when installed."""
     out = []
     for name, (info, err) in results.items():
