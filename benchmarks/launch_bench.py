@@ -3,7 +3,7 @@
     python benchmarks/launch_bench.py [--runs 15] [--ddp-runs 5] [--nproc 2]
 
 1. Start-up overhead of `jobenv launch` before the launcher runs: `launch true` through the
-   `launch` program with a launcher that is `env` (it just execs its arguments), against
+   `launch` program with a launcher that is a script printing the time it started, against
    `env true` run directly.  The difference is what jobenv adds per launch.
 2. A plain DDP script (init_process_group("gloo"), no jobenv import): time from starting
    the command to the end of the first all-reduce (the slowest rank), under `launch` with
@@ -109,10 +109,12 @@ def main() -> None:
     args = ap.parse_args()
     root = Path(tempfile.mkdtemp(prefix="jobenv-launch-bench-"))
 
-    # 1. start-up overhead: the "launcher" is a script that stamps the time it started
+    # 1. start-up overhead: the "launcher" is a script that stamps the time it started, named
+    # mpiexec so that launch knows its family (an unknown launcher is an error)
     home = root / "h1"
     (home / ".config/jobenv/profiles").mkdir(parents=True)
-    stamp = root / "stamp"
+    (root / "stamp").mkdir()
+    stamp = root / "stamp" / "mpiexec"
     stamp.write_text('#!/bin/sh\nexec date +%s.%N\n')
     stamp.chmod(0o755)
     (home / ".config/jobenv/profiles/stamp.yaml").write_text(

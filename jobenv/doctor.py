@@ -4,134 +4,28 @@ Most hangs reported in this field are an mpi4py built against another MPI than t
 launcher, a torch without the expected backend, a GPU count that does not match the
 record, or an unreachable rendezvous address.  Each check is data, Check(name, status,
 detail, fix), computed by a function of its inputs; probes that run programs (launcher
---version, imports of torch, mpi4py, ...) run in bounded subprocesses, all at once, and
-their text is judged by pure functions (`mpi_flavor`, `judge_mpi4py`, ...).  Rendering
-as text or JSON comes last.  Exit 1 if any check fails.
+--version, imports of torch, mpi4py, ...) run in bounded subprocesses, all at once
+(jobenv.doctor_probes), and their text is judged by pure functions (jobenv.doctor_judges:
+`mpi_flavor`, `judge_mpi4py`, ...).  Rendering as text or JSON comes last.  Exit 1 if any
+check fails.
 """
 from __future__ import annotations
 
 import json
 import os
 import sys
-from typing import Callable, Dict, List, Mapping, NamedTuple, Optional, Tuple
+from typing import Callable, Dict, List, Mapping, Optional
 
 import click
 
 from . import doctor_probes as probes
 from .cli_common import Seconds
-
-
-class Check(NamedTuple):
-    name: str
-    status: str  # ok | warn | fail
-    detail: str
-    fix: str = ""
-
-
-def mpi_flavor(text: str) -> Optional[str]:
-    """Which MPI a `--version` banner or MPI_Get_library_version string names."""
-    t = text.lower()
-    for needle, name in (("open mpi", "Open MPI"), ("openrte", "Open MPI"), ("intel(r) mpi", "Intel MPI"),
-                         ("mvapich", "MVAPICH"), ("cray mpich", "Cray MPICH"), ("pals", "Cray PALS"),
-                         ("hydra", "MPICH"), ("mpich", "MPICH"), ("slurm", "Slurm srun")):
-        if needle in t:
-            return name
-    return None
-
-
-FAMILY = {"Open MPI": "openmpi", "MPICH": "mpich", "Intel MPI": "mpich", "MVAPICH": "mpich",
-          "Cray MPICH": "mpich", "Cray PALS": "mpich"}  # PMI-compatible launchers and libraries
-
-
-def judge_mpi4py(launcher: Optional[str], library: Optional[str], lib_text: str) -> Check:
-    """mpi4py's MPI library against the launcher's: a mismatch makes every rank rank 0."""
-    first = " ".join(lib_text.strip().splitlines()[0].split()) if lib_text.strip() else "unknown"
-    if library is None:
-        return Check("mpi4py", "warn", f"cannot tell which MPI mpi4py uses ({first})")
-    if launcher is None or launcher == "Slurm srun" or FAMILY.get(launcher) is None:
-        return Check("mpi4py", "ok", f"built against {library} ({first})")
-    if FAMILY.get(launcher) != FAMILY.get(library):
-        return Check("mpi4py", "fail", f"built against {library}, but the launcher is {launcher}: every rank "
-                     "would start as rank 0 of 1",
-                     f"rebuild mpi4py against the launcher's MPI: MPICC=$(which mpicc) pip install --no-binary "
-                     f"mpi4py --force-reinstall mpi4py, or launch with {library}'s mpiexec")
-    return Check("mpi4py", "ok", f"built against {library}, matching the launcher ({first})")
-
-
-def judge_torch(info: dict, gpus: int) -> Check:
-    """torch's backends against the job's GPUs (nccl for CUDA, xccl for XPU, gloo for CPU)."""
-    have = [b for b in ("nccl", "xccl", "gloo", "mpi") if info.get(b)]
-    detail = f"torch {info.get('version')}, backends: {', '.join(have) or 'none'}"
-    if info.get("cuda") or info.get("xpu"):
-        detail += f"; {info.get('devices')} {'CUDA' if info.get('cuda') else 'XPU'} device(s)"
-    if not info.get("distributed"):
-        return Check("torch", "fail", detail + "; torch.distributed is not available", "install a torch build with distributed support")
-    if gpus and not (info.get("cuda") or info.get("xpu")):
-        return Check("torch", "fail", detail + f"; the job has {gpus} GPU(s) per host but this torch sees none",
-                     "install the CUDA or XPU build of torch (pip index of your site), or run on a compute node")
-    if info.get("cuda") and not info.get("nccl"):
-        return Check("torch", "warn", detail + "; CUDA without nccl: collectives fall back to gloo", "install a torch with nccl")
-    return Check("torch", "ok", detail)
-
-
-def judge_gpus(recorded: int, seen: Optional[int], where: str) -> Check:
-    if seen is None:
-        if recorded:
-            return Check("gpus", "warn", f"record says {recorded} per host; no GPU tool answers on this host",
-                         "run `jobenv doctor` on a compute node of the job")
-        return Check("gpus", "ok", "record says 0 per host; none found here")
-    if seen == recorded:
-        return Check("gpus", "ok", f"{seen} visible here ({where}), as recorded")
-    return Check("gpus", "fail" if seen < recorded else "warn",
-                 f"record says {recorded} per host, this host shows {seen} ({where})",
-                 f"save again here (`jobenv save --gpus-per-host {seen}`), or check {where}")
-
-
-def judge_launcher(exe: str, banner: str) -> Check:
-    """Which launcher `exe` is, from its --version banner (or its path: /opt/cray/pals/...)."""
-    base = os.path.basename(exe)
-    if base in ("torchrun", "python", "python3"):
-        return Check("launcher", "ok", f"{exe}: {base} (no MPI)")
-    flavor = mpi_flavor(banner) or mpi_flavor(exe) or ("Slurm srun" if base == "srun" else None)
-    lines = [ln.strip() for ln in banner.splitlines() if ln.strip()]
-    first = next((ln for ln in lines if "version" in ln.lower()), lines[0] if lines else "no --version output")
-    first = " ".join(first.split())
-    if flavor is None:
-        return Check("launcher", "warn", f"{exe}: unknown MPI ({first[:80]})", "check that this is the launcher you meant")
-    return Check("launcher", "ok", f"{exe}: {flavor} ({first[:80]})")
-
-
-def judge_imports(results: Dict[str, Tuple[Optional[dict], str]], flavor: Optional[str], gpus: int) -> List[Check]:
-    """One line per framework: torch and mpi4py always, the others when installed."""
-    out = []
-    for name, (info, err) in results.items():
-        if info is None and not err:
-            if name in ("torch", "mpi4py"):
-                out.append(Check(name, "warn" if name == "torch" else "ok", "not installed",
-                                 "pip install torch (the selftest and setup_torch need it)" if name == "torch" else ""))
-            continue
-        if info is None:
-            out.append(Check(name, "fail", f"installed but `import {name}` fails: {err}",
-                             f"reinstall {name} in {sys.prefix}"))
-        elif name == "torch":
-            out.append(judge_torch(info, gpus))
-        elif name == "mpi4py":
-            lib = str(info.get("library", ""))
-            out.append(judge_mpi4py(flavor, mpi_flavor(lib), lib))
-        else:
-            extra = ", ".join(k[:-6] for k, v in info.items() if k.endswith("_built") and v)
-            note = " (installed; --deep imports it)" if info.get("imported") is False else ""
-            out.append(Check(name, "ok", f"{name} {info.get('version')}{note}" + (f" (built with {extra})" if extra else "")))
-    return out
+from .doctor_judges import Check, judge_gpus, judge_imports, judge_launcher, launcher_family
 
 
 def check_deep(jobid: str, env: Mapping[str, str], timeout: float) -> Check:
     """A two-rank all-reduce through `jobenv launch`: the whole path, for real."""
-    from .cli import cli
-
-    launch = cli.commands.get("launch") if isinstance(cli, click.Group) else None
-    sized = any("-n" in p.opts and not getattr(p, "is_flag", False) for p in (launch.params if launch else []))
-    rc, tail = probes.run_deep(probes.deep_argv(jobid, sized), env, timeout)
+    rc, tail = probes.run_deep(probes.deep_argv(jobid), env, timeout)
     if rc == 0:
         return Check("selftest", "ok", "two-rank all-reduce through `jobenv launch` passed")
     return Check("selftest", "fail", f"two-rank selftest {'timed out' if rc is None else f'exited {rc}'}: {tail}",
@@ -186,26 +80,33 @@ def check_pythonpath(env: Mapping[str, str]) -> List[Check]:
 
 def check_rendezvous(rec, env: Mapping[str, str], host: str, resolve: Callable[[str], Optional[str]]) -> List[Check]:
     """MASTER_ADDR (else the record's first host) resolves; MASTER_PORT, if set, is free there."""
-    from .hostlist import host_index
-
     addr = env.get("MASTER_ADDR") or ("127.0.0.1" if rec.nhosts == 1 else rec.hosts[0])
     err = resolve(addr)
     if err:
         return [Check("rendezvous", "fail", f"cannot resolve {addr}: {err}",
                       "set MASTER_ADDR to an address of the first host that every host can reach")]
-    out = [Check("rendezvous", "ok", f"{addr} resolves")]
-    port = env.get("MASTER_PORT")
-    if not port:
-        out.append(Check("port", "ok", "derived per launch from the job id (MASTER_PORT unset)"))
-    elif not port.isdigit() or not 0 < int(port) < 65535:
-        out.append(Check("port", "fail", f"MASTER_PORT={port!r} is not a port number", "unset MASTER_PORT"))
-    elif addr in ("127.0.0.1", "localhost") or host_index([addr], host) is not None:
-        busy = [p for p in (int(port), int(port) + 1) if probes.port_busy(addr, p)]
-        out.append(Check("port", "fail", f"port {busy[0]} on {addr} is in use", "set MASTER_PORT to a free port")
-                   if busy else Check("port", "ok", f"{port} and {int(port) + 1} are free on {addr}"))
-    else:
-        out.append(Check("port", "ok", f"MASTER_PORT={port} (checked only on {addr})"))
-    return out
+    return [Check("rendezvous", "ok", f"{addr} resolves"), check_port(env.get("MASTER_PORT", ""), addr, host)]
+
+
+def check_port(text: str, addr: str, host: str) -> Check:
+    """MASTER_PORT by the runtime's own rule (runtime.info.port_number); on this host, it and the
+    check-in's port beside it are free."""
+    from .hostlist import host_index
+    from .runtime.checkin import port_beside
+    from .runtime.info import DetectError, port_number
+
+    if not text:
+        return Check("port", "ok", "derived per launch from the job id (MASTER_PORT unset)")
+    try:
+        port = port_number(text)
+    except DetectError as exc:
+        return Check("port", "fail", exc.message, "unset MASTER_PORT, or set it to a free port")
+    if addr not in ("127.0.0.1", "localhost") and host_index([addr], host) is None:
+        return Check("port", "ok", f"MASTER_PORT={port} (checked only on {addr})")
+    busy = [p for p in (port, port_beside(port)) if probes.port_busy(addr, p)]
+    if busy:
+        return Check("port", "fail", f"port {busy[0]} on {addr} is in use", "set MASTER_PORT to a free port")
+    return Check("port", "ok", f"{port} and {port_beside(port)} are free on {addr}")
 
 
 def check_staged(rec, host: str) -> Check:
@@ -266,8 +167,10 @@ def collect(env: Mapping[str, str], job: Optional[str], deep: bool, timeout: flo
             checks.append(Check("launcher", "fail", f"{rec.launch[0] if rec.launch else '(none)'} is not on PATH",
                                 "load the MPI module or activate the environment that provides it"))
         else:
-            checks.append(judge_launcher(exe, probes.launcher_banner(exe, env)))
-            flavor = mpi_flavor(checks[-1].detail)
+            banner = probes.launcher_banner(exe, env)
+            checks.append(judge_launcher(exe, banner))
+            row = launcher_family(exe, banner)
+            flavor = row.flavor if row is not None else None
         checks += judge_imports(probes.finish_imports(started), flavor, rec.gpus_per_host)
         seen, where = probes.gpus_here(env)
         checks.append(judge_gpus(rec.gpus_per_host, seen, where))

@@ -164,10 +164,9 @@ def port_busy(addr: str, port: int) -> bool:
     return False
 
 
-def deep_argv(jobid: str, sized: bool) -> List[str]:
-    """`jobenv launch` of a two-rank selftest (sizing only where `launch` has -n N)."""
-    size = ["-n", "2"] if sized else []
-    return [*module_argv(sys.executable, "jobenv"), "launch", "--job", jobid, *size, "--",
+def deep_argv(jobid: str) -> List[str]:
+    """`jobenv launch -n 2` of a two-rank selftest."""
+    return [*module_argv(sys.executable, "jobenv"), "launch", "--job", jobid, "-n", "2", "--",
             *module_argv(sys.executable, "jobenv.selftest"), "--steps", "2", "--timeout", "60"]
 
 

@@ -17,47 +17,10 @@ import pytest
 
 import machines
 from conftest import base_env, jobenv
-from jobenv.doctor import (Check, judge_gpus, judge_launcher, judge_mpi4py, judge_torch, mpi_flavor, render_json,
-                           render_text)
+from jobenv.doctor import render_json, render_text
+from jobenv.doctor_judges import Check, judge_launcher, judge_mpi4py
 
 VENV_BIN = os.path.dirname(sys.executable)
-
-
-@pytest.mark.parametrize("text,flavor", [
-    ("HYDRA build details:\n    Version:                                 5.0.2", "MPICH"),
-    ("mpirun (Open MPI) 4.1.4\n\nReport bugs to http://www.open-mpi.org/community/help/", "Open MPI"),
-    ("Open MPI v4.1.4, package: Debian OpenMPI, ident: 4.1.4, repo rev: v4.1.4, May 26, 2022", "Open MPI"),
-    ("Intel(R) MPI Library for Linux* OS, Version 2021.10 Build 20230619 (id: c2e19c2f3e)", "Intel MPI"),
-    ("MPI VERSION    : CRAY MPICH version 8.1.28.2 (ANL base 3.4a2)", "Cray MPICH"),
-    ("MPICH Version:      4.1.2\nMPICH Release date: Wed Jun  7 15:22:45 CDT 2023", "MPICH"),
-    ("MVAPICH2 Version      :\t2.3.7", "MVAPICH"),
-    ("slurm 22.05.8", "Slurm srun"),
-    ("", None), ("usage: foo [-h]", None),
-])
-def test_mpi_flavor(text, flavor):
-    assert mpi_flavor(text) == flavor
-
-
-@pytest.mark.parametrize("launcher,library,status", [
-    ("Open MPI", "MPICH", "fail"), ("MPICH", "Open MPI", "fail"), ("Cray PALS", "Open MPI", "fail"),
-    ("MPICH", "MPICH", "ok"), ("Cray PALS", "Cray MPICH", "ok"), ("MPICH", "Intel MPI", "ok"),
-    ("Slurm srun", "Open MPI", "ok"), (None, "MPICH", "ok"), ("MPICH", None, "warn"),
-])
-def test_judge_mpi4py(launcher, library, status):
-    c = judge_mpi4py(launcher, library, f"{library} Version: 1.0")
-    assert c.status == status and (c.fix != "") == (status == "fail")
-
-
-def test_judge_gpus_and_torch():
-    assert judge_gpus(4, 0, "CUDA_VISIBLE_DEVICES").status == "fail"
-    assert judge_gpus(4, None, "").status == "warn"
-    assert judge_gpus(0, None, "").status == "ok" and judge_gpus(4, 4, "nvidia-smi").status == "ok"
-    cpu = {"version": "2.13.0+cpu", "distributed": True, "gloo": True}
-    assert judge_torch(cpu, 0).status == "ok" and "gloo" in judge_torch(cpu, 0).detail
-    assert judge_torch(cpu, 4).status == "fail"
-    assert judge_torch({**cpu, "cuda": True, "devices": 4}, 4).status == "warn"  # CUDA without nccl
-    assert judge_torch({**cpu, "cuda": True, "nccl": True, "devices": 4}, 4).status == "ok"
-    assert judge_torch({**cpu, "distributed": False}, 0).status == "fail"
 
 
 def test_render():
@@ -195,3 +158,37 @@ def test_relative_pythonpath_entry_warns(local_env):
     assert c["pythonpath"]["status"] == "warn" and "''" in c["pythonpath"]["detail"], c["pythonpath"]
     rc, c = doctor(local_env)
     assert c["pythonpath"]["status"] == "ok"
+
+
+@pytest.mark.parametrize("text", ["1", "29500", "65535", "65536", "0", "\u00b2", "08080", " 80", "1_0", "123456"])
+def test_port_rule_is_the_runtimes(text):
+    """doctor refuses exactly the MASTER_PORT values detect() refuses, one line, no traceback."""
+    from jobenv.doctor import check_port
+    from jobenv.runtime.discovery import master_port
+    from jobenv.runtime.info import DetectError
+
+    try:
+        master_port({"MASTER_PORT": text}, 2, "1")
+        accepted = True
+    except DetectError:
+        accepted = False
+    c = check_port(text, "10.255.255.1", "node1")  # another host: nothing is bound
+    assert (c.status == "ok") == accepted, (text, c)
+
+
+@pytest.mark.parametrize("port,status", [("65535", "ok"), ("\u00b2", "fail")])
+def test_doctor_reads_master_port_as_the_runtime_does(local_env, port, status):
+    rc, c = doctor({**local_env, "MASTER_PORT": port})
+    assert c["port"]["status"] == status, c["port"]
+    assert status == "fail" or "65535 and 65534 are free" in c["port"]["detail"]
+
+
+def test_doctor_does_not_import_the_cli():
+    """The CLI imports doctor for its command; doctor reading the CLI back made a circle."""
+    import ast
+
+    import jobenv.doctor
+
+    tree = ast.parse(open(jobenv.doctor.__file__, encoding="utf-8").read())
+    names = {(n.level, n.module) for n in ast.walk(tree) if isinstance(n, ast.ImportFrom)}
+    assert (1, "cli") not in names and (0, "jobenv.cli") not in names

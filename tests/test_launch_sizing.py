@@ -114,21 +114,6 @@ def test_block_placement_names_hosts_of_ranks():
     assert [size.host_of(r) for r in (0, 1, 2, 5, 6)] == ["node1", "node1", "node2", "node3", None]
 
 
-def test_family_of_real_launchers(tmp_path):
-    assert sizing.family("srun") == "srun" and sizing.family("torchrun") == "torchrun"
-    hydra = tmp_path / "mpich" / "mpirun"
-    hydra.parent.mkdir()
-    hydra.write_text("")
-    (hydra.parent / "hydra_pmi_proxy").write_text("")
-    assert sizing.family("mpirun", str(hydra)) == "mpich"
-    ompi = tmp_path / "ompi" / "mpiexec"
-    ompi.parent.mkdir()
-    ompi.write_text("")
-    (ompi.parent / "ompi_info").write_text("")
-    assert sizing.family("mpiexec", str(ompi)) == "openmpi"
-    assert sizing.family("mpiexec", "/opt/cray/pals/1.2/bin/mpiexec") == "mpich"
-
-
 def test_per_host_plan_uses_the_records_profile_and_launcher():
     from jobenv.launch.command import per_host_plan
     from jobenv.record import from_dict

@@ -86,6 +86,23 @@ def test_gpu_bind_follows_the_profile(tmp_path):
     assert p.returncode == 5 and "declares no gpu_bind" in p.stderr
 
 
+def test_an_unknown_launcher_is_one_error_line_not_mpichs_flags(tmp_path):
+    """A profile whose launcher no family row names: exit 5, one line, nothing run."""
+    home = tmp_path / "home"
+    d = home / ".config" / "jobenv" / "profiles"
+    d.mkdir(parents=True)
+    (d / "cray.yaml").write_text("name: cray\nscheduler: local\nlaunchers:\n  - argv: [aprun, -n, '{nranks}']\n")
+    bindir = tools(tmp_path / "bin")
+    (bindir / "aprun").write_text(f"#!/bin/sh\necho ran > {tmp_path}/ran\n")
+    (bindir / "aprun").chmod(0o755)
+    env = fresh_env(home, f"{bindir}:/usr/bin:/bin")
+    save(env, "--profile", "cray")
+    for args in ("", "-n 1 "):
+        p = shell(env, f"jobenv launch {args}-- true")
+        assert p.returncode == 5 and p.stderr.startswith("jobenv: error: launcher 'aprun' is not one jobenv knows")
+        assert p.stderr.count("\n") == 1 and not (tmp_path / "ran").exists(), p.stderr
+
+
 def test_timeout_names_the_rank_that_never_finished(job):
     t = time.monotonic()
     p = shell(job, "jobenv launch --timeout 6 -- sh -c 'if [ $RANK = 1 ]; then sleep 300; fi; echo done-$RANK'")

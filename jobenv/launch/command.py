@@ -12,11 +12,11 @@ from functools import partial
 
 from .. import store
 from ..errors import BadInput, JobenvError, one_line, report_error
-from . import ranks, report, sizing, supervise
+from . import families, ranks, report, sizing, supervise
 
 TYPE_CHECKING = False  # `import typing`/`dataclasses` cost ~50 ms: `launch` starts on every run
 if TYPE_CHECKING:
-    from typing import Callable, List, Mapping, Optional, Tuple
+    from typing import Callable, Dict, List, Mapping, Optional, Tuple
 
 
 class Options:
@@ -95,20 +95,18 @@ def plan_attempt(rec, req: sizing.Request, opts: Options, hostfile: str, environ
         if (which or _which)(prog, environ) is None:
             raise JobenvError(f"cannot run {prog!r}: {warn.split(';')[0]} and it is not on PATH", 127)
         warnings.append(warn)
-    fam = sizing.family(rec.launch[0], prog if os.path.isabs(prog) else (which or _which)(prog, environ))
+    fam = families.family(rec.launch[0], prog if os.path.isabs(prog) else (which or _which)(prog, environ))
     if size.whole:
         argv, text = list(rec.launch), None
     else:
         template, variables = _profile_template(rec, environ)
         argv, text = sizing.render_sized(template, size, rec.gpus_per_host, rec.jobid, variables, hostfile, fam)
     argv[0] = prog
-    if fam == "openmpi" and os.path.dirname(prog) in _SYSTEM_BINS:
-        # Open MPI run by absolute path acts as --prefix and puts its bin directory first on
-        # the ranks' PATH: /usr/bin would shadow the job's venv python3.  A system directory
-        # is on every node's PATH anyway, so the prefix buys nothing there.
-        argv.insert(1, "--noprefix")
+    row = families.get(fam)
+    if os.path.dirname(prog) in _SYSTEM_BINS:  # on every node's PATH anyway: no prefix from it
+        families.insert(argv, row, list(row.system_bin))
     if opts.label:
-        argv += sizing.LABEL_FLAGS[fam]
+        argv += row.label
     argv += opts.launcher_args
     return Attempt(argv, text, size, fam), warnings
 
@@ -122,7 +120,7 @@ def per_host_plan(rec, environ: Mapping[str, str], hosts: List[str], hostfile: s
 
     template, variables = _profile_template(rec, environ)
     prog, _ = software.launcher_path(rec, rec.launch[0])
-    fam = sizing.family(rec.launch[0], prog if os.path.isabs(prog) else _which(prog, environ))
+    fam = families.family(rec.launch[0], prog if os.path.isabs(prog) else _which(prog, environ))
     argv, text = sizing.per_host(rec.hosts, template, hosts, rec.jobid, variables, hostfile, fam)
     argv[0] = prog
     return argv, text
@@ -144,57 +142,34 @@ def _say(msg: str) -> None:
 def run(rec, command: List[str], opts: Options, base_env: Mapping[str, str], dry_run: bool = False) -> int:
     """Launch `command` (with retries) in `base_env`, the restore plan's environment; the exit
     code of the last attempt."""
-    environ = base_env
-    runs = os.path.join(store.home(dict(environ)), "runs", store.key_for(rec.scheduler, rec.jobid))
-    wrapper = rank_wrapper_argv() + stage_prefix(rec)
-    gpu_bind = gpu_bind_mode(rec, environ) if opts.gpu_bind else ""
+    runs = os.path.join(store.home(dict(base_env)), "runs", store.key_for(rec.scheduler, rec.jobid))
+    argv = rank_wrapper_argv() + stage_prefix(rec) + command
+    gpu_bind = gpu_bind_mode(rec, base_env) if opts.gpu_bind else ""
     req = opts.request
+    if dry_run:
+        plan, _ = plan_attempt(rec, req, opts, os.path.join(runs, "<run>", "hostfile"), base_env)
+        from ..shell import join
+
+        print(join(plan.launcher + argv))
+        return 0
     rc = 1
     for attempt in range(opts.retries + 1):
-        if dry_run:
-            plan, _ = plan_attempt(rec, req, opts, os.path.join(runs, "<run>", "hostfile"), base_env)
-            from ..shell import join
-
-            print(join(plan.launcher + wrapper + command))
-            return 0
         run_dir = ranks.make_run_dir(runs, f"a{attempt}")
         # the wrapper sends a rank's output there instead of the launcher's
         log_dir = ranks.prepare_log_dir(opts.log_dir) if opts.log_dir else None
-        hostfile = os.path.join(run_dir, "hostfile")
-        plan, warnings = plan_attempt(rec, req, opts, hostfile, base_env)
+        plan, warnings = plan_attempt(rec, req, opts, os.path.join(run_dir, "hostfile"), base_env)
         for w in warnings:
             _say(f"warning: {w}")
-        env = dict(base_env)
-        env.update(JOBENV_RUN_DIR=run_dir, JOBENV_LAUNCH_TIME=f"{time.time():.6f}", JOBENV_GPU_BIND=gpu_bind)
-        if log_dir:
-            env["JOBENV_LOG_DIR"] = log_dir
-        if plan.size.subset:  # the wrapper's node rank and MASTER_ADDR follow this launch's hosts
-            ranks.write_private(hostfile, sizing.hostfile_text(plan.size))
-            env["JOBENV_HOSTFILE"] = hostfile
-        elif plan.hostfile_text is not None:
-            ranks.write_private(hostfile, plan.hostfile_text)
-        if not plan.size.whole:
-            env.update(NHOSTS=str(len(plan.size.hosts)), NRANKS_PER_HOST=str(plan.size.ppn),
-                       NRANKS=str(plan.size.nranks))
-        launcher = list(plan.launcher)
-        on_expire: Optional[Callable[[], None]] = None
-        if plan.family == "srun" and (opts.limits.timeout or opts.limits.idle_timeout):
-            step = f"jobenv-{os.path.basename(run_dir)}"
-            launcher[1:1] = [f"--job-name={step}"]
-            on_expire = partial(supervise.scancel_step, env, step)
         snapshot: List[ranks.RunState] = []
-        out = supervise.run(launcher + wrapper + command, env, opts.limits, log_dir, on_expire,
-                            partial(_snapshot, snapshot, run_dir))
-        if out.dropped:
-            _say(f"warning: {out.dropped} bytes of output dropped: our output was not read fast enough "
-                 "(--log-dir DIR keeps every byte)")
+        out = _supervised(plan, argv, opts, _attempt_env(plan, base_env, run_dir, log_dir, gpu_bind),
+                          log_dir, partial(_snapshot, snapshot, run_dir))
         rc = out.returncode
         if rc == 0 and not out.expired:
             return 0
         if out.signalled is not None:
             return rc  # the user (or timeout(1)) stopped it: no summary, no retry
         lines, bad_host = report.summarize(out, run_dir, log_dir, plan.size, opts, plan.family,
-                                    snapshot[0] if snapshot else None)
+                                           snapshot[0] if snapshot else None)
         for line in lines:
             _say(line)
         if attempt < opts.retries:
@@ -202,6 +177,43 @@ def run(rec, command: List[str], opts: Options, base_env: Mapping[str, str], dry
                 req = _without(rec, req, bad_host, len(plan.size.hosts))
             _say(f"retrying ({attempt + 2} of {opts.retries + 1})")
     return rc
+
+
+def _attempt_env(plan: Attempt, base_env: Mapping[str, str], run_dir: str, log_dir: Optional[str],
+                 gpu_bind: str) -> Dict[str, str]:
+    """The launcher's environment for one attempt; writes the attempt's hostfile when it has one."""
+    hostfile = os.path.join(run_dir, "hostfile")
+    env = dict(base_env)
+    env.update(JOBENV_RUN_DIR=run_dir, JOBENV_LAUNCH_TIME=f"{time.time():.6f}", JOBENV_GPU_BIND=gpu_bind)
+    if log_dir:
+        env["JOBENV_LOG_DIR"] = log_dir
+    if plan.size.subset:  # the wrapper's node rank and MASTER_ADDR follow this launch's hosts
+        ranks.write_private(hostfile, sizing.hostfile_text(plan.size))
+        env["JOBENV_HOSTFILE"] = hostfile
+    elif plan.hostfile_text is not None:
+        ranks.write_private(hostfile, plan.hostfile_text)
+    if not plan.size.whole:
+        env.update(NHOSTS=str(len(plan.size.hosts)), NRANKS_PER_HOST=str(plan.size.ppn),
+                   NRANKS=str(plan.size.nranks))
+    return env
+
+
+def _supervised(plan: Attempt, argv: List[str], opts: Options, env: Dict[str, str], log_dir: Optional[str],
+                before_kill: Callable[[], None]) -> supervise.Outcome:
+    """Run one attempt under supervision.  With a time limit, a launcher whose ranks on other
+    hosts outlive its process group (srun, flux run) is given a name to be cancelled by."""
+    launcher = list(plan.launcher)
+    on_expire: Optional[Callable[[], None]] = None
+    row = families.get(plan.family)
+    if row.cancel and (opts.limits.timeout or opts.limits.idle_timeout):
+        step = f"jobenv-{os.path.basename(env['JOBENV_RUN_DIR'])}"
+        families.insert(launcher, row, [row.step_flag + step])
+        on_expire = partial(supervise.cancel_step, row.cancel, env, step)
+    out = supervise.run(launcher + argv, env, opts.limits, log_dir, on_expire, before_kill)
+    if out.dropped:
+        _say(f"warning: {out.dropped} bytes of output dropped: our output was not read fast enough "
+             "(--log-dir DIR keeps every byte)")
+    return out
 
 
 def _snapshot(into: List[ranks.RunState], run_dir: str) -> None:

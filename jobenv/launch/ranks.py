@@ -136,22 +136,13 @@ def normalize(text: str) -> str:
     return text
 
 
-# What the launchers' own --label flags put before a line: the rank is group 1.
-LABEL_PATTERNS = {"srun": r"\s*(\d+): ", "mpich": r"\[(\d+)\] ", "openmpi": r"\[\d+,(\d+)\]<std(?:out|err)>: ?",
-                  "torchrun": r"\[default(\d+)\]:"}
-
-
 def lines_of(lines: List[str], family: str, rank: int) -> List[str]:
-    """The lines of `rank` in labelled launcher output (empty when it carries no labels)."""
-    import re
+    """The lines of `rank` in output labelled by `family`'s --label flag (families.py); empty
+    when the output carries no labels or the family is not known."""
+    from .families import BY_NAME, label_rank
 
-    pat = re.compile(LABEL_PATTERNS.get(family, r"(?!)"))
-    out = []
-    for line in lines:
-        m = pat.match(line)
-        if m and int(m.group(1)) == rank:
-            out.append(line)
-    return out
+    row = BY_NAME.get(family)
+    return [line for line in lines if row is not None and label_rank(row, line) == rank]
 
 
 def describe_exit(text: str) -> str:

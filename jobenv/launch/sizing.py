@@ -6,14 +6,15 @@ sub-hostfile.  `jobenv launch` writes that file (privately, atomically) and runs
 `jobenv stage` asks for `per_host()`: one process on each of some hosts.
 
 Rendering reuses the profile's own template with new numbers, so site flags (`--cpu-bind`,
-`--gpus-per-node`, ...) stay as the profile wrote them.  Launchers without a hostfile
-placeholder get one added (MPI) or `--nodelist` (srun).
+`--gpus-per-node`, ...) stay as the profile wrote them.  How a launch on fewer hosts
+than the job is told which (a sub-hostfile, `--nodelist`, `--requires=host:`) is the
+launcher family's row in `families.py`.
 """
 from __future__ import annotations
 
 from ..errors import BadInput
 from ..hostlist import compress, expand, host_index
-from . import context, render
+from . import context, families, render
 
 TYPE_CHECKING = False  # `import typing`/`dataclasses` cost ~50 ms: `launch` starts on every run
 if TYPE_CHECKING:
@@ -107,32 +108,6 @@ def choose(job_hosts: Sequence[str], ranks_per_host: int, req: Request, jobid: s
     return Size(hosts=hosts, ppn=ppn, nranks=n, whole=whole and not subset, subset=subset)
 
 
-def family(argv0: str, resolved: Optional[str] = None) -> str:
-    """'srun', 'torchrun', 'openmpi' or 'mpich' (Hydra, Intel MPI, Cray PALS: same flags here)."""
-    import os
-
-    base = os.path.basename(argv0)
-    if base == "srun":
-        return "srun"
-    if base == "torchrun":
-        return "torchrun"
-    real = os.path.realpath(resolved) if resolved else ""
-    rbase, rdir = os.path.basename(real), os.path.dirname(real)
-    if rbase in ("orterun", "prterun") or "openmpi" in rbase:
-        return "openmpi"
-    if "hydra" in rbase or "pals" in real or rdir and (os.path.exists(os.path.join(rdir, "hydra_pmi_proxy"))
-                                                     or os.path.exists(os.path.join(rdir, "mpichversion"))):
-        return "mpich"
-    if rdir and os.path.exists(os.path.join(rdir, "ompi_info")):
-        return "openmpi"
-    return "openmpi" if base == "mpirun" else "mpich"
-
-
-# Launcher flags that prefix every output line with its rank (--label).
-LABEL_FLAGS = {"srun": ["--label"], "mpich": ["-l"], "openmpi": ["--tag-output"],
-               "torchrun": ["--tee", "3"]}
-
-
 def hostfile_text(size: Size) -> str:
     """One line per host, as the job's own hostfile (PALS, Hydra and Open MPI all read it)."""
     return "".join(h + "\n" for h in size.hosts)
@@ -146,19 +121,23 @@ def render_sized(template: List[Any], size: Size, gpus_per_host: int, jobid: str
     uses_hostfile = any("{hostfile}" in str(a) for item in template
                         for a in (item["args"] if isinstance(item, dict) else [item]))
     argv = render(template, ctx)
-    if fam == "srun":
+    row = families.get(fam)
+    if row.subset == "hostfile":
+        if uses_hostfile:
+            return argv, hostfile_text(size)
         if size.subset:
-            argv[1:1] = [f"--nodelist={compress(size.hosts)}"]
+            families.insert(argv, row, [row.hostfile[0], hostfile])
+            return argv, hostfile_text(size)
         return argv, None
-    if fam == "torchrun":
+    if row.subset == "here":
         if len(size.hosts) > 1:
-            raise BadInput("a torchrun profile launches on one host; use --nhosts 1 or an MPI/srun profile")
+            raise BadInput(f"a {row.name} profile launches on one host; use --nhosts 1 or an MPI/srun profile")
         return argv, None
-    if uses_hostfile:
-        return argv, hostfile_text(size)
     if size.subset:
-        argv[1:1] = ["--hostfile", hostfile]
-        return argv, hostfile_text(size)
+        if row.subset != "flag":
+            raise BadInput(f"{row.title} cannot be told which hosts of the job to use: launch on all of them "
+                           "(no --hosts, --exclude or --nhosts, and -n that needs every host)")
+        families.insert(argv, row, [row.hosts[0] + compress(size.hosts)])
     return argv, None
 
 
@@ -179,6 +158,3 @@ def template_for(profile_launchers: List[Dict[str, Any]], recorded_argv0: str) -
             return list(cand["argv"])
     return list(profile_launchers[0]["argv"])
 
-
-def parse_hosts(text: str) -> List[str]:
-    return expand(text)

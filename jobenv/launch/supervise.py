@@ -3,8 +3,9 @@
 The launcher runs in its own session (so it is one process group we can kill whole, and
 a terminal's job control cannot stop it); SIGINT, SIGTERM and SIGHUP sent to `jobenv
 launch` (Ctrl-C, `timeout`, a closing terminal) are forwarded to it.  On --timeout or
---idle-timeout the group gets SIGTERM, then SIGKILL after a grace period; under srun the
-step is also cancelled with scancel, since tasks on other nodes are not in our group.
+--idle-timeout the group gets SIGTERM, then SIGKILL after a grace period; under srun or flux run
+the launch is also cancelled by name (scancel, flux pkill: the launcher family's `cancel`), since
+tasks on other nodes are not in our group.
 
 If `jobenv launch` itself dies, of anything (SIGKILL from the OOM killer, Ctrl-\\, a
 stray SIGUSR1), the launcher gets SIGTERM from the kernel and a watchdog ends what is left
@@ -29,7 +30,7 @@ from . import output, reaper
 
 TYPE_CHECKING = False  # `import typing`/`dataclasses` cost ~50 ms: `launch` starts on every run
 if TYPE_CHECKING:
-    from typing import Callable, Deque, Dict, List, Mapping, Optional, Tuple
+    from typing import Any, Callable, Deque, Dict, List, Mapping, Optional, Tuple
 
 GRACE_S = 5.0
 TIMEOUT_EXIT = 124  # as timeout(1)
@@ -114,27 +115,69 @@ def _start(argv: List[str], env: Mapping[str, str]) -> subprocess.Popen:
         raise JobenvError(f"cannot run {argv[0]!r}: {exc.strerror} (is it on PATH?)", 127) from None
 
 
+class _Watch:
+    """The clocks of one attempt: when it started, when output was last seen, which limit ran
+    out, and when the SIGTERMed group gets SIGKILL."""
+
+    def __init__(self, limits: Limits, log_dir: Optional[str], pgid: int, mark: bytes,
+                 on_expire: Optional[Callable[[], None]], before_kill: Optional[Callable[[], None]]) -> None:
+        self.limits, self.log_dir, self.pgid, self.mark = limits, log_dir, pgid, mark
+        self.on_expire, self.before_kill = on_expire, before_kill
+        self.start = self.last_output = time.monotonic()
+        self.expired: Optional[str] = None
+        self.kill_at: Optional[float] = None
+
+    def wait(self) -> float:
+        """How long the next select may block: until the --timeout runs out, at most 1 s."""
+        if self.limits.timeout is None or self.expired is not None:
+            return 1.0
+        return min(1.0, max(0.0, self.start + self.limits.timeout - time.monotonic()))
+
+    def tick(self) -> None:
+        """Enforce the limits: SIGTERM (and cancel) when one runs out, SIGKILL after the grace."""
+        now = time.monotonic()
+        if self.expired is None:
+            self.expired, self.last_output = _expiry(self.limits, self.start, now, self.last_output, self.log_dir)
+            if self.expired:
+                if self.before_kill:  # what the ranks had done when time ran out, before we kill them
+                    self.before_kill()
+                reaper.kill_group(self.pgid, signal.SIGTERM)
+                reaper.signal_marked(self.mark, signal.SIGTERM)  # what left the group (setsid)
+                if self.on_expire:
+                    self.on_expire()
+                self.kill_at = now + GRACE_S
+        if self.kill_at is not None and now >= self.kill_at:
+            reaper.kill_group(self.pgid, signal.SIGKILL)
+            reaper.signal_marked(self.mark, signal.SIGKILL)
+            self.kill_at = None
+
+
+def _forward_signals(pgid: int, forwarded: Dict[str, int]) -> Dict[signal.Signals, Any]:
+    """SIGINT, SIGTERM and SIGHUP to us go to the launcher's group; the old handlers, to restore."""
+    def forward(signum, _frame):
+        forwarded["sig"] = signum
+        reaper.kill_group(pgid, signum)
+
+    old: Dict[signal.Signals, Any] = {}
+    for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+        if signal.getsignal(sig) is not signal.SIG_IGN:  # nohup: keep ignoring SIGHUP
+            old[sig] = signal.signal(sig, forward)
+    return old
+
+
 def run(argv: List[str], env: Mapping[str, str], limits: Limits, log_dir: Optional[str] = None,
         on_expire: Optional[Callable[[], None]] = None, before_kill: Optional[Callable[[], None]] = None,
         keep_lines: int = 20,
         stdout_fd: int = 1, stderr_fd: int = 2) -> Outcome:
     """Start argv, copy its output, enforce the limits; JobenvError if it cannot start."""
-    start = time.monotonic()
     output.ensure_std_fds()
     proc = _start(argv, env)
     pgid = proc.pid
     mark = reaper.marker(env.get("JOBENV_RUN_DIR", ""))
     watchdog = reaper.Watchdog(pgid, mark, on_expire) if env.get("JOBENV_RUN_DIR") else None
+    watch = _Watch(limits, log_dir, pgid, mark, on_expire, before_kill)
     forwarded: Dict[str, int] = {}
-
-    def forward(signum, _frame):
-        forwarded["sig"] = signum
-        reaper.kill_group(pgid, signum)
-
-    old = {}
-    for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
-        if signal.getsignal(sig) is not signal.SIG_IGN:  # nohup: keep ignoring SIGHUP
-            old[sig] = signal.signal(sig, forward)
+    old = _forward_signals(pgid, forwarded)
     last: Deque[bytes] = deque(maxlen=keep_lines)
     partial = {proc.stdout.fileno(): b"", proc.stderr.fileno(): b""}  # type: ignore[union-attr]
     sinks = {stdout_fd: output.Sink(stdout_fd), stderr_fd: output.Sink(stderr_fd)}
@@ -143,61 +186,49 @@ def run(argv: List[str], env: Mapping[str, str], limits: Limits, log_dir: Option
     for fd in partial:
         os.set_blocking(fd, False)
         sel.register(fd, selectors.EVENT_READ)
-    last_output = start
-    expired: Optional[str] = None
-    kill_at: Optional[float] = None
     try:
         while partial:
-            now = time.monotonic()
-            wait = 1.0
-            if limits.timeout is not None and expired is None:
-                wait = min(wait, max(0.0, start + limits.timeout - now))
-            for key, _ in sel.select(timeout=wait):
+            for key, _ in sel.select(timeout=watch.wait()):
                 if _pump(int(key.fd), sel, partial, last, out_for, keep_lines):
-                    last_output = time.monotonic()
-            now = time.monotonic()
-            if expired is None:
-                expired, last_output = _expiry(limits, start, now, last_output, log_dir)
-                if expired:
-                    if before_kill:  # what the ranks had done when time ran out, before we kill them
-                        before_kill()
-                    reaper.kill_group(pgid, signal.SIGTERM)
-                    reaper.signal_marked(mark, signal.SIGTERM)  # what left the group (setsid)
-                    if on_expire:
-                        on_expire()
-                    kill_at = now + GRACE_S
-            if kill_at is not None and now >= kill_at:
-                reaper.kill_group(pgid, signal.SIGKILL)
-                reaper.signal_marked(mark, signal.SIGKILL)
-                kill_at = None
+                    watch.last_output = time.monotonic()
+            watch.tick()
     finally:
         sel.close()
         rc = proc.wait()
-        if expired or forwarded:  # stragglers that closed their output or left the group
-            reaper.end_launch(pgid, mark, grace=0.0 if expired else GRACE_S)
+        if watch.expired or forwarded:  # stragglers that closed their output or left the group
+            reaper.end_launch(pgid, mark, grace=0.0 if watch.expired else GRACE_S)
         if watchdog is not None:
             watchdog.done()
         for sink in sinks.values():
             sink.drain(lambda: bool(forwarded))
         for sig, handler in old.items():
             signal.signal(sig, handler)
-    code = TIMEOUT_EXIT if expired else (128 - rc if rc < 0 else rc)
-    return Outcome(returncode=code, expired=expired, signalled=forwarded.get("sig"),
-                   last_lines=list(last), seconds=time.monotonic() - start,
+    code = TIMEOUT_EXIT if watch.expired else (128 - rc if rc < 0 else rc)
+    return Outcome(returncode=code, expired=watch.expired, signalled=forwarded.get("sig"),
+                   last_lines=list(last), seconds=time.monotonic() - watch.start,
                    dropped=sum(s.dropped for s in sinks.values()))
 
 
-def scancel_step(env: Mapping[str, str], step_name: str) -> None:
-    """Cancel the Slurm step(s) named `step_name` in this job (tasks on other nodes)."""
+def cancel_step(how: str, env: Mapping[str, str], name: str) -> None:
+    """Cancel the launch named `name` in this job, whose tasks on other nodes are not in our
+    process group: `how` is the launcher family's `cancel` (jobenv.launch.families)."""
+    try:
+        if how == "slurm-step":
+            _scancel_step(env, name)
+        elif how == "flux-pkill":
+            subprocess.run(["flux", "pkill", name], env=dict(env), capture_output=True, timeout=20)
+    except (OSError, subprocess.SubprocessError):
+        pass
+
+
+def _scancel_step(env: Mapping[str, str], step_name: str) -> None:
+    """Cancel the Slurm step(s) named `step_name` in this job (scancel --name names jobs, not steps)."""
     jobid = env.get("SLURM_JOB_ID")
     if not jobid:
         return
-    try:
-        out = subprocess.run(["squeue", "-h", "-s", "-j", jobid, "-o", "%i %j"], env=dict(env),
-                             capture_output=True, text=True, timeout=20).stdout
-        for line in out.splitlines():
-            step, _, name = line.partition(" ")
-            if name.strip() == step_name:
-                subprocess.run(["scancel", step], env=dict(env), capture_output=True, timeout=20)
-    except (OSError, subprocess.SubprocessError):
-        pass
+    out = subprocess.run(["squeue", "-h", "-s", "-j", jobid, "-o", "%i %j"], env=dict(env),
+                         capture_output=True, text=True, timeout=20).stdout
+    for line in out.splitlines():
+        step, _, name = line.partition(" ")
+        if name.strip() == step_name:
+            subprocess.run(["scancel", step], env=dict(env), capture_output=True, timeout=20)

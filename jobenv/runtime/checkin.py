@@ -17,6 +17,8 @@ import threading
 import time
 from typing import Dict, List, Set
 
+from .info import MAX_PORT
+
 
 class CheckinError(RuntimeError):
     pass
@@ -24,7 +26,12 @@ class CheckinError(RuntimeError):
 
 def checkin_port(info) -> int:
     """The check-in listens next to the backend's rendezvous port (MASTER_PORT is the backend's)."""
-    return info.master_port + 1 if info.master_port < 65535 else info.master_port - 1
+    return port_beside(info.master_port)
+
+
+def port_beside(port: int) -> int:
+    """The port next to `port` (below it at the top of the range); doctor checks it is free too."""
+    return port + 1 if port < MAX_PORT else port - 1
 
 
 def expected_host(rank: int, info) -> str:

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import os
 
-from .info import DetectError, DistInfo
+from .info import DetectError, DistInfo, port_number
 from .launchers import (CHECK, JOBID_VARS, LAUNCHERS, LOCAL, LSIZE, MAX_DIGITS, NAME, NODE, PORT_SEED_VARS,
                         RANK, REQUIRES, SIZE, SLURM_NOT_A_STEP)
 
@@ -257,9 +257,7 @@ def port_seed(env: Mapping[str, str], jobid: Optional[str]) -> str:
 def master_port(env: Mapping[str, str], size: int, jobid: Optional[str]) -> int:
     text = env.get("MASTER_PORT")
     if text:
-        if not (len(text) <= 5 and text.isascii() and text.isdigit() and 1 <= int(text) <= 65535):
-            raise DetectError(f"MASTER_PORT={text!r} is not a port number (1-65535)")
-        return int(text)
+        return port_number(text)
     return derived_port(port_seed(env, jobid)) if size > 1 else DEFAULT_PORT
 
 

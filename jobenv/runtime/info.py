@@ -7,6 +7,7 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Optional, Tuple
 
+MAX_PORT = 65535
 _FIELDS = ("rank", "local_rank", "world_size", "local_world_size", "node_rank", "num_nodes",
            "master_addr", "master_port", "launcher", "jobid", "hosts")
 
@@ -16,6 +17,15 @@ class DetectError(BadInput, RuntimeError):
 
     A BadInput (exit 5 from the CLI and the per-rank wrapper); still a RuntimeError for
     callers that caught it as one."""
+
+
+def port_number(text: str) -> int:
+    """MASTER_PORT as detect() and `jobenv doctor` read it (the per-rank wrapper, rankwrap.sh.in,
+    spells the same rule in sh): 1 to 5 ASCII digits, 1..65535.  str.isdigit() alone would take
+    '²', which int() then refuses."""
+    if not (0 < len(text) <= 5 and text.isascii() and text.isdigit() and 1 <= int(text) <= MAX_PORT):
+        raise DetectError(f"MASTER_PORT={text!r} is not a port number (1-{MAX_PORT})")
+    return int(text)
 
 
 def _short(value) -> str:
@@ -45,8 +55,8 @@ def _check(rank, local_rank, world_size, local_world_size, node_rank, num_nodes,
                                f"(local size {local_world_size})")
     if node_rank < 0 or num_nodes < 1:
         raise _error(launcher, f"node rank {node_rank} of {num_nodes} nodes is impossible")
-    if master_port is not None and not (type(master_port) is int and 1 <= master_port <= 65535):
-        raise _error(launcher, f"DistInfo: master_port={_short(master_port)} is not a port number (1-65535)")
+    if master_port is not None and not (type(master_port) is int and 1 <= master_port <= MAX_PORT):
+        raise _error(launcher, f"DistInfo: master_port={_short(master_port)} is not a port number (1-{MAX_PORT})")
     for name, value in (("master_addr", master_addr), ("jobid", jobid), ("launcher", launcher)):
         if not (type(value) is str and value) and (value is not None or name == "launcher"):
             raise _error(launcher, f"DistInfo: {name}={_short(value)} is not a non-empty string")

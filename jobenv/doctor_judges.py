@@ -1,0 +1,133 @@
+"""The judges of `jobenv doctor`: pure functions from what a probe saw (a banner, a library
+version string, an import's report, a GPU count) to a Check(name, status, detail, fix).
+
+Which launcher a banner names and which MPI it speaks come from the launcher-family table
+(jobenv.launch.families); the MPI libraries that are no launcher's are named here.
+"""
+from __future__ import annotations
+
+import os
+import sys
+from typing import Any, Dict, List, NamedTuple, Optional, Tuple
+
+from .launch import families
+
+
+class Check(NamedTuple):
+    name: str
+    status: str  # ok | warn | fail
+    detail: str
+    fix: str = ""
+
+
+# MPI libraries that are no launcher's: Cray MPICH (launched by PALS or srun), and MPICH's own
+# version string (its launcher's banner says HYDRA).  Name, what the text holds, the ABI.
+_LIBRARIES = (("Cray MPICH", "cray mpich", "mpich"), ("MPICH", "mpich", "mpich"))
+
+
+def mpi_flavor(text: str) -> Optional[str]:
+    """Which MPI a `--version` banner or MPI_Get_library_version string names: a launcher
+    family's (jobenv.launch.families) or an MPI library's."""
+    t = text.lower()
+    if _LIBRARIES[0][1] in t:
+        return _LIBRARIES[0][0]
+    row = families.from_banner(text)
+    if row is not None:
+        return row.flavor
+    return next((name for name, needle, _ in _LIBRARIES if needle in t), None)
+
+
+def _abi(flavor: Optional[str]) -> Optional[str]:
+    """The MPI ABI a launcher or library of this flavor speaks: mpich, openmpi, any or none."""
+    row = next((r for r in families.FAMILIES if r.flavor == flavor), None)
+    if row is not None:
+        return row.mpi
+    return next((abi for name, _, abi in _LIBRARIES if name == flavor), None)
+
+
+def judge_mpi4py(launcher: Optional[str], library: Optional[str], lib_text: str) -> Check:
+    """mpi4py's MPI library against the launcher's: a mismatch makes every rank rank 0."""
+    first = " ".join(lib_text.strip().splitlines()[0].split()) if lib_text.strip() else "unknown"
+    if library is None:
+        return Check("mpi4py", "warn", f"cannot tell which MPI mpi4py uses ({first})")
+    if _abi(launcher) not in ("mpich", "openmpi"):  # srun and flux run serve either
+        return Check("mpi4py", "ok", f"built against {library} ({first})")
+    if _abi(launcher) != _abi(library):
+        return Check("mpi4py", "fail", f"built against {library}, but the launcher is {launcher}: every rank "
+                     "would start as rank 0 of 1",
+                     f"rebuild mpi4py against the launcher's MPI: MPICC=$(which mpicc) pip install --no-binary "
+                     f"mpi4py --force-reinstall mpi4py, or launch with {library}'s mpiexec")
+    return Check("mpi4py", "ok", f"built against {library}, matching the launcher ({first})")
+
+
+def judge_torch(info: Dict[str, Any], gpus: int) -> Check:
+    """torch's backends against the job's GPUs (nccl for CUDA, xccl for XPU, gloo for CPU)."""
+    have = [b for b in ("nccl", "xccl", "gloo", "mpi") if info.get(b)]
+    detail = f"torch {info.get('version')}, backends: {', '.join(have) or 'none'}"
+    if info.get("cuda") or info.get("xpu"):
+        detail += f"; {info.get('devices')} {'CUDA' if info.get('cuda') else 'XPU'} device(s)"
+    if not info.get("distributed"):
+        return Check("torch", "fail", detail + "; torch.distributed is not available", "install a torch build with distributed support")
+    if gpus and not (info.get("cuda") or info.get("xpu")):
+        return Check("torch", "fail", detail + f"; the job has {gpus} GPU(s) per host but this torch sees none",
+                     "install the CUDA or XPU build of torch (pip index of your site), or run on a compute node")
+    if info.get("cuda") and not info.get("nccl"):
+        return Check("torch", "warn", detail + "; CUDA without nccl: collectives fall back to gloo", "install a torch with nccl")
+    return Check("torch", "ok", detail)
+
+
+def judge_gpus(recorded: int, seen: Optional[int], where: str) -> Check:
+    if seen is None:
+        if recorded:
+            return Check("gpus", "warn", f"record says {recorded} per host; no GPU tool answers on this host",
+                         "run `jobenv doctor` on a compute node of the job")
+        return Check("gpus", "ok", "record says 0 per host; none found here")
+    if seen == recorded:
+        return Check("gpus", "ok", f"{seen} visible here ({where}), as recorded")
+    return Check("gpus", "fail" if seen < recorded else "warn",
+                 f"record says {recorded} per host, this host shows {seen} ({where})",
+                 f"save again here (`jobenv save --gpus-per-host {seen}`), or check {where}")
+
+
+def launcher_family(exe: str, banner: str) -> Optional[families.Family]:
+    """Which launcher family `exe` is: its --version banner tells PALS from Hydra; else its
+    name or where it is installed (/opt/cray/pals/...)."""
+    return families.from_banner(banner) or families.known(exe, exe)
+
+
+def judge_launcher(exe: str, banner: str) -> Check:
+    """Which launcher `exe` is, from its --version banner (or its path: /opt/cray/pals/...)."""
+    base = os.path.basename(exe)
+    row = launcher_family(exe, banner)
+    if base in ("python", "python3") or row is not None and row.mpi == "none":
+        return Check("launcher", "ok", f"{exe}: {base} (no MPI)")
+    lines = [ln.strip() for ln in banner.splitlines() if ln.strip()]
+    first = next((ln for ln in lines if "version" in ln.lower()), lines[0] if lines else "no --version output")
+    first = " ".join(first.split())
+    if row is None:
+        return Check("launcher", "warn", f"{exe}: unknown MPI ({first[:80]})", "check that this is the launcher you meant")
+    return Check("launcher", "ok", f"{exe}: {row.flavor} ({first[:80]})")
+
+
+def judge_imports(results: Dict[str, Tuple[Optional[Dict[str, Any]], str]], flavor: Optional[str], gpus: int) -> List[Check]:
+    """One line per framework: torch and mpi4py always, the others when installed."""
+    out = []
+    for name, (info, err) in results.items():
+        if info is None and not err:
+            if name in ("torch", "mpi4py"):
+                out.append(Check(name, "warn" if name == "torch" else "ok", "not installed",
+                                 "pip install torch (the selftest and setup_torch need it)" if name == "torch" else ""))
+            continue
+        if info is None:
+            out.append(Check(name, "fail", f"installed but `import {name}` fails: {err}",
+                             f"reinstall {name} in {sys.prefix}"))
+        elif name == "torch":
+            out.append(judge_torch(info, gpus))
+        elif name == "mpi4py":
+            lib = str(info.get("library", ""))
+            out.append(judge_mpi4py(flavor, mpi_flavor(lib), lib))
+        else:
+            extra = ", ".join(k[:-6] for k, v in info.items() if k.endswith("_built") and v)
+            note = " (installed; --deep imports it)" if info.get("imported") is False else ""
+            out.append(Check(name, "ok", f"{name} {info.get('version')}{note}" + (f" (built with {extra})" if extra else "")))
+    return out

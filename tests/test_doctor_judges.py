@@ -1,0 +1,63 @@
+"""`jobenv doctor`'s judges: pure functions of recorded banners, library strings and probe reports."""
+from __future__ import annotations
+
+import pytest
+
+from jobenv.doctor_judges import judge_gpus, judge_launcher, judge_mpi4py, judge_torch, mpi_flavor
+
+
+@pytest.mark.parametrize("text,flavor", [
+    ("HYDRA build details:\n    Version:                                 5.0.2", "MPICH"),
+    ("mpirun (Open MPI) 4.1.4\n\nReport bugs to http://www.open-mpi.org/community/help/", "Open MPI"),
+    ("Open MPI v4.1.4, package: Debian OpenMPI, ident: 4.1.4, repo rev: v4.1.4, May 26, 2022", "Open MPI"),
+    ("Intel(R) MPI Library for Linux* OS, Version 2021.10 Build 20230619 (id: c2e19c2f3e)", "Intel MPI"),
+    ("MPI VERSION    : CRAY MPICH version 8.1.28.2 (ANL base 3.4a2)", "Cray MPICH"),
+    ("MPICH Version:      4.1.2\nMPICH Release date: Wed Jun  7 15:22:45 CDT 2023", "MPICH"),
+    ("MVAPICH2 Version      :\t2.3.7", "MVAPICH"),
+    ("slurm 22.05.8", "Slurm srun"),
+    ("", None), ("usage: foo [-h]", None),
+])
+def test_mpi_flavor(text, flavor):
+    assert mpi_flavor(text) == flavor
+
+
+@pytest.mark.parametrize("launcher,library,status", [
+    ("Open MPI", "MPICH", "fail"), ("MPICH", "Open MPI", "fail"), ("Cray PALS", "Open MPI", "fail"),
+    ("MPICH", "MPICH", "ok"), ("Cray PALS", "Cray MPICH", "ok"), ("MPICH", "Intel MPI", "ok"),
+    ("Slurm srun", "Open MPI", "ok"), (None, "MPICH", "ok"), ("MPICH", None, "warn"),
+])
+def test_judge_mpi4py(launcher, library, status):
+    c = judge_mpi4py(launcher, library, f"{library} Version: 1.0")
+    assert c.status == status and (c.fix != "") == (status == "fail")
+
+
+def test_judge_gpus_and_torch():
+    assert judge_gpus(4, 0, "CUDA_VISIBLE_DEVICES").status == "fail"
+    assert judge_gpus(4, None, "").status == "warn"
+    assert judge_gpus(0, None, "").status == "ok" and judge_gpus(4, 4, "nvidia-smi").status == "ok"
+    cpu = {"version": "2.13.0+cpu", "distributed": True, "gloo": True}
+    assert judge_torch(cpu, 0).status == "ok" and "gloo" in judge_torch(cpu, 0).detail
+    assert judge_torch(cpu, 4).status == "fail"
+    assert judge_torch({**cpu, "cuda": True, "devices": 4}, 4).status == "warn"  # CUDA without nccl
+    assert judge_torch({**cpu, "cuda": True, "nccl": True, "devices": 4}, 4).status == "ok"
+    assert judge_torch({**cpu, "distributed": False}, 0).status == "fail"
+
+
+@pytest.mark.parametrize("exe,banner,flavor", [
+    ("/opt/cray/pals/1.7/bin/mpiexec", "mpiexec version 1.7.1 revision 5b4c2f0 built Jun 12 2024", "Cray PALS"),
+    ("/usr/bin/mpiexec", "mpiexec version 1.7.1 revision 5b4c2f0 built Jun 12 2024", "Cray PALS"),  # banner alone
+    ("/opt/cray/pals/1.7/bin/mpiexec", "", "Cray PALS"),  # path alone
+    ("/usr/bin/mpiexec", "HYDRA build details:\n    Version:  4.1.2", "MPICH"),
+    ("/usr/tce/bin/flux", "commands:    \t\t0.59.0\nlibflux-core:\t\t0.59.0", "Flux"),
+    ("/opt/ibm/jsm/bin/jsrun", "", "IBM jsrun"),
+])
+def test_judge_launcher_tells_pals_from_hydra(exe, banner, flavor):
+    c = judge_launcher(exe, banner)
+    assert c.status == "ok" and f"{exe}: {flavor} " in c.detail, c
+
+
+@pytest.mark.parametrize("launcher,library,status", [
+    ("IBM jsrun", "MPICH", "fail"), ("IBM jsrun", "Open MPI", "ok"), ("Flux", "MPICH", "ok"), ("Flux", "Open MPI", "ok"),
+])
+def test_judge_mpi4py_by_the_familys_mpi(launcher, library, status):
+    assert judge_mpi4py(launcher, library, f"{library} Version: 1.0").status == status
