@@ -120,8 +120,8 @@ _jobenv_cached() {
     # the verdict holds from `since` (a clock stepped back voids it) until `until`
     [ "${#l2}" -eq 10 ] && [ "${#l3}" -le 12 ] && [ "${#l4}" -le 12 ] && [ "$l3" -le "$EPOCHSECONDS" ] \
         && [ "$EPOCHSECONDS" -lt "$l4" ] || return 1
-    # `-` is the open snippet itself
-    out="$(command stat -c '%F|%u|%a|%d|%i|%h|%s|%Y|%Z' -- "$@" "$d/cache" \
+    # LC_ALL=C: %F in English, as the proof records it; `-` is the open snippet itself
+    out="$(LC_ALL=C LANGUAGE= command stat -c '%F|%u|%a|%d|%i|%h|%s|%Y|%Z' -- "$@" "$d/cache" \
         "$d" "$d/jobs" "$d/jobs/$l5" - <&9 2>/dev/null)" || return 1
     up="$up${c#'# cache '}$nl"
     set -- "$@" "$d/cache"

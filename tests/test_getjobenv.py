@@ -361,6 +361,18 @@ def test_fast_path_sources_the_snippet_it_proved(tmp_path, home, other_user):
             os.chown(evil, other_user.uid, other_user.gid)
 
 
+def test_fast_path_holds_in_a_translated_locale(tmp_path, home):
+    """GNU stat translates `%F` (LANGUAGE=de: 'Verzeichnis'); the proof records the English
+    words, so the shell runs its `stat` in the C locale and the fast path holds."""
+    if not Path("/usr/share/locale/de/LC_MESSAGES/coreutils.mo").exists():
+        pytest.skip("coreutils has no German catalogue here")
+    env = _primed_with_broken_jobenv(tmp_path, home)
+    for shell_name in SHELLS:
+        assert _run(shell_name, env, tmp_path, "getjobenv")[0].startswith("rc=0 JOBENV_JOBID=100 ")
+        r = _run(shell_name, {**env, "LANGUAGE": "de", "LC_ALL": "C.UTF-8"}, tmp_path, "getjobenv")[0]
+        assert r.startswith("rc=0 JOBENV_JOBID=100 "), (shell_name, r)
+
+
 def test_the_fast_path_gate_names_the_plan_s_variables():
     """shell/jobenv.sh lists a job's marks and the site variables by hand: they are the Python ones."""
     import re
