@@ -22,6 +22,10 @@
 # of a scheduler (the snippet was computed for such a shell, and the restore plan is the
 # same for all of them); every other case runs `jobenv get`.
 
+# An alias of one of these names (say, an old `alias getjobenv='source <(jobenv get)'`)
+# would be expanded inside the definitions below and break them.
+unalias savejobenv getjobenv _jobenv_get _jobenv_where _jobenv_cached >/dev/null 2>&1 || true
+
 savejobenv() {
     [ -z "${ZSH_VERSION-}" ] || emulate -L zsh
     command "${JOBENV_EXE:-jobenv}" save "$@"
