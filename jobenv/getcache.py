@@ -15,9 +15,10 @@ exact conditions under which it still holds, so the verdict is reused only while
   liveness verdict was reached and when it expires (a minute at most; a shell whose
   clock reads before the first holds it void), the shell's LOADEDMODULES (the one
   variable of a shell in no job that the plan reads: the modules warning), and the type,
-  owner, mode, device and inode of every directory above the store that `get` judges
-  (storepath.ancestors).  getjobenv sources it only while one `stat` call prints the
-  same; otherwise it asks `jobenv get`, which rewrites it.
+  owner, mode, device and inode of the cache directory (as cache_dir judged it) and of
+  every directory above the store that `get` judges (storepath.ancestors).  getjobenv
+  opens it once and sources it only while one `stat` call (of those paths and of the open
+  snippet) prints the same; otherwise it asks `jobenv get`, which rewrites it.
 A file is written only when every time stamp it relies on is at least RACY seconds old,
 so a change within the same clock tick cannot go unnoticed (git's "racy" rule).
 """
@@ -39,7 +40,7 @@ RACY = 2.0
 VERDICT_TTL = 60.0
 _SAFE = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789._-")
 MAX_ABOVE = 64  # directories above the store that a proof lists (deeper: no cache)
-MAGIC = "# jobenv restore cache 3 (written by `jobenv get` after its checks; do not edit)"
+MAGIC = "# jobenv restore cache 4 (written by `jobenv get` after its checks; do not edit)"
 
 
 def jobs_dir(env: Any) -> str:
@@ -210,12 +211,23 @@ def proof(env: Mapping[str, str], record_path: str, until: float) -> Optional[Li
     until = min(until, now + VERDICT_TTL)
     modules = env.get("LOADEDMODULES", "")
     up = _above(jobs)
-    if "\n" in modules or "\r" in modules or up is None:
+    cache = _cache_sig(env)
+    if "\n" in modules or "\r" in modules or up is None or cache is None:
         return None
     # `since`: a shell whose clock reads earlier (stepped back) holds the verdict void.
     return [MAGIC, "# size %010d", f"# since {int(now)}", f"# until {int(until)}", f"# record {rel}",
-            *(f"# stat {sig(p)}" for p in paths), "# modules " + modules.replace("%", "%%"),
+            *(f"# stat {sig(p)}" for p in paths), f"# cache {cache}", "# modules " + modules.replace("%", "%%"),
             *up, "# end"]
+
+
+def _cache_sig(env: Mapping[str, str]) -> Optional[str]:
+    """`above` of the cache directory, taken around cache_dir's check of it (so what the
+    proof holds passed it: another user who could write there could swap the snippet), or
+    None: no cache."""
+    s = above(os.path.join(store_home(env), "cache"))
+    if cache_dir(env) is None or above(os.path.join(store_home(env), "cache")) != s:
+        return None
+    return s
 
 
 def _above(jobs: str) -> Optional[List[str]]:

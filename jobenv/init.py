@@ -37,6 +37,9 @@ _SH_HEAD = """\
 #   faster:   jobenv init {shell} > ~/.jobenv/init.{shell}   then   . ~/.jobenv/init.{shell}
 # JOBENV_EXE pins the jobenv that wrote this, so a shell without its venv activated finds it.
 if [ -z "${{JOBENV_EXE-}}" ] && [ -x {exe} ]; then JOBENV_EXE={exe}; fi
+# An alias of a name defined here would be expanded inside its definition and break it
+# (shell/jobenv.sh clears its own names likewise).
+unalias _jobenv_lazy_complete _jobenv_compdef_hook _jobenv_auto >/dev/null 2>&1 || true
 """
 
 _BASH_COMPLETION = """\

@@ -9,15 +9,22 @@
 # and only while the proof in that snippet's header still holds: one `stat` prints exactly
 # the lines recorded there for the store directory, the jobs directory and the record
 # (same type, owner, mode, device, inode, links, size and times: nothing was saved,
-# removed, edited, chmod-ed or replaced by a link since) and for every directory above
-# the store that `jobenv get` judged (same type, owner, mode, device and inode: none was
-# made writable by others or swapped), the snippet is a regular file of ours, mode 600,
-# one link, of the recorded size, its liveness verdict was reached no later than this
-# shell's clock reads and has not expired, and this shell's LOADEDMODULES is the one it
-# was computed for (the modules warning).
+# removed, edited, chmod-ed or replaced by a link since), for the cache directory and
+# every directory above the store that `jobenv get` judged (same type, owner, mode, device
+# and inode: none was made writable by others or swapped), the snippet is a regular file
+# of ours, mode 600, one link, of the recorded size, its liveness verdict was reached no
+# later than this shell's clock reads and has not expired, and this shell's LOADEDMODULES
+# is the one it was computed for (the modules warning).
+# The snippet is opened once: its header is read, its `stat` taken and its text sourced
+# through that one descriptor (/proc/self/fd/9 reopens the same file, whatever its name
+# holds by then), so what was proven is what runs.
 # That fast path serves shells with no arguments, no scheduler job's marks, no site variable
 # of a scheduler (the snippet was computed for such a shell, and the restore plan is the
 # same for all of them); every other case runs `jobenv get`.
+
+# An alias of one of these names (say, an old `alias getjobenv='source <(jobenv get)'`)
+# would be expanded inside the definitions below and break them.
+unalias savejobenv getjobenv _jobenv_get _jobenv_where _jobenv_cached >/dev/null 2>&1 || true
 
 savejobenv() {
     [ -z "${ZSH_VERSION-}" ] || emulate -L zsh
@@ -37,11 +44,11 @@ getjobenv() {
 }
 
 _jobenv_get() {
-    if [ "$#" -eq 0 ] && _jobenv_cached; then
-        . "$_jobenv_f"
+    if [ "$#" -eq 0 ] && _jobenv_where; then
+        { if _jobenv_cached; then unset _jobenv_f; . /proc/self/fd/9; fi; } 9<"$_jobenv_f"
         set -- "$?"
-        unset _jobenv_f
-        return "$1"
+        [ -n "${_jobenv_f+x}" ] || return "$1"
+        set --  # not proven: `jobenv get` decides, with no arguments as asked
     fi
     unset _jobenv_f
     local _jobenv_snippet _jobenv_sh
@@ -51,14 +58,13 @@ _jobenv_get() {
     eval "$_jobenv_snippet"
 }
 
-# Succeeds, with _jobenv_f set, when the cached snippet may be sourced (see above).
-# bash and zsh only (the snippet is their dialect); other shells always ask `jobenv get`.
-_jobenv_cached() {
-    local d h f l l1 l2 l3 l4 l5 s1 s2 s3 m out want nl up got
-    up= got=
+# Succeeds, with _jobenv_f set to the snippet's path, when this shell may take the fast
+# path and a snippet is there to prove.  bash and zsh only (the snippet is their dialect);
+# other shells always ask `jobenv get`.
+_jobenv_where() {
+    local d h
     if [ -n "${ZSH_VERSION-}" ]; then
         emulate -L zsh
-        zmodload -F zsh/datetime p:EPOCHSECONDS 2>/dev/null || return 1
     elif [ -z "${BASH_VERSION-}" ]; then
         return 1
     fi
@@ -68,20 +74,32 @@ ${COBALT_JOBID-}${COBALT_NODEFILE-}" ] || return 1
     [ -z "${SLURM_CONF+x}${SLURM_TIME_FORMAT+x}${SLURM_CLUSTERS+x}${SLURM_CONFIG_DIR+x}${PBS_SERVER+x}\
 ${PBS_CONF_FILE+x}${PBS_EXEC+x}${PBS_HOME+x}${PBS_DEFAULT+x}${PBS_SERVER_NAME+x}${COBALT_CONFIG_FILES+x}" ] \
         || return 1
-    eval "nl=\$'\\n'"
-    [ -n "${EPOCHSECONDS-}" ] && [ -n "${EUID-}" ] || return 1
     d="${JOBENV_HOME:-${HOME:+$HOME/.jobenv}}"
     case "$d" in /*) ;; *) return 1 ;; esac
     h="${JOBENV_HOSTNAME-}"
     [ -n "$h" ] || IFS= read -r h </proc/sys/kernel/hostname 2>/dev/null || return 1
     case "$h" in '' | .* | *[!A-Za-z0-9._-]*) return 1 ;; esac
     [ "${#h}" -le 200 ] || return 1
-    f="${d%/}/cache/host-$h.sh"
-    [ -f "$f" ] && [ ! -h "$f" ] && [ -O "$f" ] || return 1
+    _jobenv_f="${d%/}/cache/host-$h.sh"
+    [ -f "$_jobenv_f" ] && [ ! -h "$_jobenv_f" ] && [ -O "$_jobenv_f" ]
+}
+
+# Succeeds when the snippet open on descriptor 9 (_jobenv_f's, see above) may be sourced.
+_jobenv_cached() {
+    local d l l1 l2 l3 l4 l5 s1 s2 s3 c m out want nl up got
+    up= got=
+    if [ -n "${ZSH_VERSION-}" ]; then
+        emulate -L zsh
+        zmodload -F zsh/datetime p:EPOCHSECONDS 2>/dev/null || return 1
+    fi
+    eval "nl=\$'\\n'"
+    [ -n "${EPOCHSECONDS-}" ] && [ -n "${EUID-}" ] || return 1
+    d="${_jobenv_f%/cache/*}"
     set --  # the directories above the store, from the `# above SIG|PATH` lines
     {
         IFS= read -r l1 && IFS= read -r l2 && IFS= read -r l3 && IFS= read -r l4 && IFS= read -r l5 \
-            && IFS= read -r s1 && IFS= read -r s2 && IFS= read -r s3 && IFS= read -r m || return 1
+            && IFS= read -r s1 && IFS= read -r s2 && IFS= read -r s3 && IFS= read -r c && IFS= read -r m \
+            || return 1
         while IFS= read -r l; do
             case "$l" in
                 '# end') break ;;
@@ -92,11 +110,11 @@ ${PBS_CONF_FILE+x}${PBS_EXEC+x}${PBS_HOME+x}${PBS_DEFAULT+x}${PBS_SERVER_NAME+x}
                 *) return 1 ;;
             esac
         done
-    } <"$f"
-    [ "$l1" = '# jobenv restore cache 3 (written by `jobenv get` after its checks; do not edit)' ] \
+    } <&9
+    [ "$l1" = '# jobenv restore cache 4 (written by `jobenv get` after its checks; do not edit)' ] \
         && [ "$l" = '# end' ] && [ "$m" = "# modules ${LOADEDMODULES-}" ] || return 1
-    case "$l2$l3$l4$l5$s1$s2$s3" in
-        '# size '*'# since '*'# until '*'# record '*'# stat '*'# stat '*'# stat '*) ;;
+    case "$l2$l3$l4$l5$s1$s2$s3$c" in
+        '# size '*'# since '*'# until '*'# record '*'# stat '*'# stat '*'# stat '*'# cache '*) ;;
         *) return 1 ;;
     esac
     l2="${l2#'# size '}" l3="${l3#'# since '}" l4="${l4#'# until '}" l5="${l5#'# record '}"
@@ -106,9 +124,12 @@ ${PBS_CONF_FILE+x}${PBS_EXEC+x}${PBS_HOME+x}${PBS_DEFAULT+x}${PBS_SERVER_NAME+x}
     # the verdict holds from `since` (a clock stepped back voids it) until `until`
     [ "${#l2}" -eq 10 ] && [ "${#l3}" -le 12 ] && [ "${#l4}" -le 12 ] && [ "$l3" -le "$EPOCHSECONDS" ] \
         && [ "$EPOCHSECONDS" -lt "$l4" ] || return 1
-    out="$(command stat -c '%F|%u|%a|%d|%i|%h|%s|%Y|%Z' -- "$@" "${d%/}" "${d%/}/jobs" "${d%/}/jobs/$l5" "$f" \
-        2>/dev/null)" || return 1
-    while [ "$#" -gt 0 ]; do  # a directory above: type, owner, mode, device, inode (not its times)
+    # LC_ALL=C: %F in English, as the proof records it; `-` is the open snippet itself
+    out="$(LC_ALL=C LANGUAGE= command stat -c '%F|%u|%a|%d|%i|%h|%s|%Y|%Z' -- "$@" "$d/cache" \
+        "$d" "$d/jobs" "$d/jobs/$l5" - <&9 2>/dev/null)" || return 1
+    up="$up${c#'# cache '}$nl"
+    set -- "$@" "$d/cache"
+    while [ "$#" -gt 0 ]; do  # a directory above, and cache/: type, owner, mode, device, inode (not its times)
         l="${out%%"$nl"*}" out="${out#*"$nl"}"
         got="$got${l%'|'*'|'*'|'*'|'*}$nl"
         shift
@@ -116,5 +137,5 @@ ${PBS_CONF_FILE+x}${PBS_EXEC+x}${PBS_HOME+x}${PBS_DEFAULT+x}${PBS_SERVER_NAME+x}
     [ "$got" = "$up" ] || return 1
     want="${s1#'# stat '}$nl${s2#'# stat '}$nl${s3#'# stat '}${nl}regular file|$EUID|600|"
     case "$out" in "$want"[0-9]*'|'[0-9]*"|1|$((10#$l2))|"[0-9]*'|'[0-9]*) ;; *) return 1 ;; esac
-    _jobenv_f="$f"
+    [ -r /proc/self/fd/9 ]  # what the caller sources (no /proc: `jobenv get`)
 }

@@ -317,6 +317,62 @@ def test_fast_path_above_a_store_with_odd_names(tmp_path):
         assert _run(shell_name, env, tmp_path, "getjobenv")[0].startswith("rc=99 ")
 
 
+def test_fast_path_refuses_a_cache_directory_others_can_write(tmp_path, home):
+    """Python never reads or writes a cache directory that group or others can write
+    (getcache.cache_dir): another user could swap the snippet in it.  The proof holds of
+    cache/ too, so a chmod 0777 of it sends the shell to `jobenv get` (here a broken one)."""
+    env = _primed_with_broken_jobenv(tmp_path, home)
+    for shell_name in SHELLS:
+        assert _run(shell_name, env, tmp_path, "getjobenv")[0].startswith("rc=0 JOBENV_JOBID=100 ")
+    os.chmod(Path(env["JOBENV_HOME"]) / "cache", 0o777)
+    for shell_name in SHELLS:
+        r = _run(shell_name, env, tmp_path, "getjobenv")[0]
+        assert r.startswith("rc=99 "), (shell_name, r)
+
+
+def test_fast_path_sources_the_snippet_it_proved(tmp_path, home, other_user):
+    """The snippet is swapped for another user's file the moment the proof's `stat` has
+    looked at it (a `stat` on PATH that renames it over the snippet after the real one ran:
+    the window an attacker who can write cache/ races for).  getjobenv sources the file it
+    proved, from the descriptor it opened, never the name again; and that descriptor is
+    closed afterwards (a user's own descriptor 9 is left as it was)."""
+    env = _primed_with_broken_jobenv(tmp_path, home)
+    evil = tmp_path / "evil.sh"
+    evil.write_text(f"touch {tmp_path / 'PWNED'}\n")
+    os.chown(evil, other_user.uid, other_user.gid)
+    swap = tmp_path / "bin" / "stat"
+    swap.write_text(f'#!/bin/sh\n/usr/bin/stat "$@"; rc=$?\n[ -e {evil} ] && mv {evil} {_snippet(env)}\nexit $rc\n')
+    swap.chmod(0o755)
+    fd9 = 'if { : <&9; } 2>/dev/null; then echo "fd9=$(cat <&9)"; else echo fd9=closed; fi'
+    for shell_name in SHELLS:
+        exe = need(shell_name)
+        flags = ["--norc", "--noprofile"] if shell_name == "bash" else ["-f"]
+        for mine in ("", "exec 9<<'X'\nmine\nX\n"):
+            script = f'{mine}source {REPO}/shell/jobenv.sh; getjobenv; echo "rc=$? {SHOW}"; {fd9}'
+            p = subprocess.run(["env", "-i", *[f"{k}={v}" for k, v in env.items()], exe, *flags, "-c", script],
+                               capture_output=True, text=True, cwd=tmp_path, timeout=120)
+            assert not (tmp_path / "PWNED").exists(), (shell_name, p.stdout, p.stderr)
+            out = p.stdout.splitlines()
+            assert out[0].startswith("rc=0 JOBENV_JOBID=100 ") and out[1] == ("fd9=mine" if mine else "fd9=closed"), \
+                (shell_name, p.stdout, p.stderr)
+            subprocess.run([sys.executable, "-m", "jobenv", "get"], env={**env, "PATH": "/usr/bin:/bin"},
+                           check=True, capture_output=True)  # the snippet again, for the next shell
+            evil.write_text(f"touch {tmp_path / 'PWNED'}\n")
+            os.chown(evil, other_user.uid, other_user.gid)
+
+
+def test_fast_path_holds_in_a_translated_locale(tmp_path, home):
+    """GNU stat translates `%F` (LANGUAGE=de: 'Verzeichnis'); the proof records the English
+    words, so the shell runs its `stat` in the C locale and the fast path holds."""
+    if not Path("/usr/share/locale/de/LC_MESSAGES/coreutils.mo").exists():
+        pytest.skip("coreutils has no German catalogue here")
+    env = _primed_with_broken_jobenv(tmp_path, home)
+    for shell_name in SHELLS:
+        assert _run(shell_name, env, tmp_path, "getjobenv")[0].startswith("rc=0 JOBENV_JOBID=100 ")
+        r = _run(shell_name, {**env, "LANGUAGE": "de", "LC_ALL": "C.UTF-8"}, tmp_path, "getjobenv")[0]
+        assert r.startswith("rc=0 JOBENV_JOBID=100 "), (shell_name, r)
+
+
 def test_the_fast_path_gate_names_the_plan_s_variables():
     """shell/jobenv.sh lists a job's marks and the site variables by hand: they are the Python ones."""
     import re
@@ -324,7 +380,7 @@ def test_the_fast_path_gate_names_the_plan_s_variables():
     from jobenv import plan, schedulers
 
     text = (REPO / "shell" / "jobenv.sh").read_text()
-    gate = text[text.index("# a job's marks: schedulers.JOB_MARKERS"):text.index("|| return 1\n    eval")]
+    gate = text[text.index("# a job's marks: schedulers.JOB_MARKERS"):text.index('|| return 1\n    d="')]
     ids = set(re.findall(r"\$\{(\w+)-\}", gate))
     site = set(re.findall(r"\$\{(\w+)\+x\}", gate))
     assert ids == {v for names in schedulers.JOB_MARKERS.values() for v in names}

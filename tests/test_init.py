@@ -200,3 +200,37 @@ def test_auto_saves_an_allocation_once_whatever_its_id(tmp_path, home, jobid):
     before = (rec.read_bytes(), rec.stat().st_mtime_ns)
     p = run("bash", f"{strict}. {f}; echo \"[$NRANKS]\"", env)
     assert p.stdout.endswith("[14]\n") and (rec.read_bytes(), rec.stat().st_mtime_ns) == before, p.stdout + p.stderr
+
+
+OLD_ALIASES = {  # what users wrote before `jobenv init` existed
+    "bash": "alias getjobenv='source <(jobenv get)'; alias savejobenv='jobenv save'",
+    "zsh": "alias getjobenv='source <(jobenv get)'; alias savejobenv='jobenv save'",
+    "dash": "alias getjobenv='eval \"$(jobenv get)\"'; alias savejobenv='jobenv save'",
+    "fish": "alias getjobenv 'jobenv get | source'; alias savejobenv 'jobenv save'",
+}
+
+
+@pytest.mark.parametrize("shell", ["bash", "zsh", "dash", "fish"])
+def test_init_after_an_old_getjobenv_alias(tmp_path, home, shell):
+    """An alias of a name the init code defines is expanded inside its definition (bash: a
+    syntax error, zsh: a parse error, and nothing after it defined); the init code clears
+    such aliases first, so it still defines getjobenv and restores the job, silently."""
+    exe = wrapper(tmp_path)
+    jobenv(["save", "--quiet"], base_env(home, machines.perlmutter(tmp_path)), check=True)
+    f = init_file(tmp_path, home, shell)
+    env = bare(home, f"{exe.parent}:/usr/bin:/bin", JOBENV_HOSTNAME="nid001235", JOBENV_EXE=str(exe))
+    p = run(shell, f"{OLD_ALIASES[shell]}\n. {f}\necho $NHOSTS $JOBENV_JOBID; type launch >/dev/null && echo LAUNCH\n"
+            "getjobenv && echo AGAIN", env)
+    quiet = run(shell, f"{OLD_ALIASES[shell]}\ntrue", env).stderr  # an interactive shell's own job-control notes
+    assert (p.returncode, p.stdout, p.stderr) == (0, "2 12345678\nLAUNCH\nAGAIN\n", quiet), (p.stdout, p.stderr)
+
+
+def test_init_clears_an_alias_of_every_name_it_defines(home):
+    """Every function the bash, zsh and sh init code defines is unaliased before its definition."""
+    import re
+
+    for dialect in ("bash", "zsh", "sh"):
+        text = jobenv(["init", dialect, "--auto"], base_env(home), check=True).stdout
+        for m in re.finditer(r"^ *(\w+)\(\) \{", text, re.M):
+            cleared = re.findall(r"^unalias ([\w ]+?) >/dev/null", text[:m.start()], re.M)
+            assert m.group(1) in " ".join(cleared).split(), (dialect, m.group(1))
