@@ -56,7 +56,8 @@ from __future__ import annotations
 
 import os
 
-from .runtime.launchers import (CHECK, JOBID_VARS, LAUNCHERS, LOCAL, LSIZE, MAX_DIGITS, NAME, NODE,
+from .runtime.discovery import JOBID_VARS
+from .runtime.launchers import (CHECK, LAUNCHERS, LOCAL, LSIZE, MAX_DIGITS, NAME, NODE,
                                 PORT_SEED_VARS, RANK, REQUIRES, SIZE, SLURM_NOT_A_STEP)
 
 TYPE_CHECKING = False

@@ -21,8 +21,9 @@ from __future__ import annotations
 
 import os
 
+from .. import schedulers
 from .info import DetectError, DistInfo
-from .launchers import (CHECK, JOBID_VARS, LAUNCHERS, LOCAL, LSIZE, MAX_DIGITS, NAME, NODE, PORT_SEED_VARS,
+from .launchers import (CHECK, LAUNCHERS, LOCAL, LSIZE, MAX_DIGITS, NAME, NODE, PORT_SEED_VARS,
                         RANK, REQUIRES, SIZE, SLURM_NOT_A_STEP)
 
 TYPE_CHECKING = False  # `import typing` costs milliseconds in every rank
@@ -31,6 +32,9 @@ if TYPE_CHECKING:
 
     Found = Tuple[str, int, int, Optional[int], Optional[int], Optional[int], str, str]
 
+# Where the job id comes from when the environment names it: a restored shell's JOBENV_JOBID,
+# then each scheduler's job-id variables (jobenv.schedulers, in detection order).
+JOBID_VARS = ("JOBENV_JOBID",) + schedulers.all_jobid_vars()
 LOOPBACK = "127.0.0.1"
 DEFAULT_PORT = 29500
 
@@ -143,6 +147,7 @@ def agree(found: List[Found]) -> Found:
 
 
 def job_id(env: Mapping[str, str], record: Optional[Any]) -> Optional[str]:
+    """The first of JOBID_VARS set (the wrapper's port seed reads the same list), else the record's."""
     for k in JOBID_VARS:
         if env.get(k):
             return env[k]
@@ -159,8 +164,7 @@ def record_path(env: Mapping[str, str]) -> Optional[str]:
         return None
     from .. import store
 
-    sched = env.get("JOBENV_SCHEDULER") or ("slurm" if env.get("SLURM_JOB_ID") else "pbs" if env.get("PBS_JOBID")
-                                             else "cobalt")
+    sched = env.get("JOBENV_SCHEDULER") or schedulers.job_scheduler(env)
     return store.paths_for(store.key_for(sched, jobid), dict(env))[0]
 
 
