@@ -64,9 +64,11 @@ _jobenv_cached() {
     fi
     # a job's marks: schedulers.JOB_MARKERS; site variables: plan.SITE_VARS (python -m jobenv.schedulers.render)
     [ -z "${FLUX_ENCLOSING_ID-}${FLUX_JOB_ID-}${PBS_JOBID-}${PBS_NODEFILE-}${SLURM_JOB_ID-}${SLURM_JOBID-}\
-${SLURM_JOB_NODELIST-}${SLURM_NODELIST-}${COBALT_JOBID-}${COBALT_NODEFILE-}" ] || return 1
+${SLURM_JOB_NODELIST-}${SLURM_NODELIST-}${LSB_JOBID-}${LSB_MCPU_HOSTS-}${LSB_DJOB_HOSTFILE-}${LSB_HOSTS-}\
+${COBALT_JOBID-}${COBALT_NODEFILE-}" ] || return 1
     [ -z "${PBS_SERVER+x}${PBS_CONF_FILE+x}${PBS_EXEC+x}${PBS_HOME+x}${PBS_DEFAULT+x}${PBS_SERVER_NAME+x}\
-${SLURM_CONF+x}${SLURM_TIME_FORMAT+x}${SLURM_CLUSTERS+x}${SLURM_CONFIG_DIR+x}${COBALT_CONFIG_FILES+x}" ] \
+${SLURM_CONF+x}${SLURM_TIME_FORMAT+x}${SLURM_CLUSTERS+x}${SLURM_CONFIG_DIR+x}${LSF_ENVDIR+x}${LSF_BINDIR+x}\
+${LSF_LIBDIR+x}${LSF_SERVERDIR+x}${LSF_VERSION+x}${COBALT_CONFIG_FILES+x}" ] \
         || return 1
     eval "nl=\$'\\n'"
     [ -n "${EPOCHSECONDS-}" ] && [ -n "${EUID-}" ] || return 1

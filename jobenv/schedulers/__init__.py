@@ -22,16 +22,16 @@ if TYPE_CHECKING:
     from .base import Capture, Scheduler
 
 # BEGIN tables: written by `python -m jobenv.schedulers.render`; edit the scheduler files instead
-NAMES = ("flux", "pbs", "slurm", "cobalt", "local")
-JOBID_VARS = {"flux": ("FLUX_ENCLOSING_ID", "FLUX_JOB_ID"), "pbs": ("PBS_JOBID",), "slurm": ("SLURM_JOB_ID", "SLURM_JOBID"), "cobalt": ("COBALT_JOBID",)}
-PREFIXES = {"flux": ("FLUX_",), "pbs": ("PBS_",), "slurm": ("SLURM_",), "cobalt": ("COBALT_",)}
-JOB_MARKERS = {"flux": ("FLUX_ENCLOSING_ID", "FLUX_JOB_ID"), "pbs": ("PBS_JOBID", "PBS_NODEFILE"), "slurm": ("SLURM_JOB_ID", "SLURM_JOBID", "SLURM_JOB_NODELIST", "SLURM_NODELIST"), "cobalt": ("COBALT_JOBID", "COBALT_NODEFILE")}
-DETECT = {"flux": (("FLUX_ENCLOSING_ID", "FLUX_JOB_ID"), ("FLUX_URI",)), "pbs": (("PBS_JOBID",), ("PBS_NODEFILE",)), "slurm": (("SLURM_JOB_ID", "SLURM_JOBID"), ()), "cobalt": (("COBALT_JOBID", "COBALT_NODEFILE"), ())}
-NODEFILE_VARS = {"pbs": "PBS_NODEFILE", "cobalt": "COBALT_NODEFILE"}
-SITE_VARS = frozenset(("PBS_SERVER", "PBS_CONF_FILE", "PBS_EXEC", "PBS_HOME", "PBS_DEFAULT", "PBS_SERVER_NAME", "SLURM_CONF", "SLURM_TIME_FORMAT", "SLURM_CLUSTERS", "SLURM_CONFIG_DIR", "COBALT_CONFIG_FILES"))
-QUERY_VARS = ("PBS_CONF_FILE", "PBS_SERVER", "SLURM_CONF")
+NAMES = ("flux", "pbs", "slurm", "lsf", "cobalt", "local")
+JOBID_VARS = {"flux": ("FLUX_ENCLOSING_ID", "FLUX_JOB_ID"), "pbs": ("PBS_JOBID",), "slurm": ("SLURM_JOB_ID", "SLURM_JOBID"), "lsf": ("LSB_JOBID",), "cobalt": ("COBALT_JOBID",)}
+PREFIXES = {"flux": ("FLUX_",), "pbs": ("PBS_",), "slurm": ("SLURM_",), "lsf": ("LSB_", "LSF_"), "cobalt": ("COBALT_",)}
+JOB_MARKERS = {"flux": ("FLUX_ENCLOSING_ID", "FLUX_JOB_ID"), "pbs": ("PBS_JOBID", "PBS_NODEFILE"), "slurm": ("SLURM_JOB_ID", "SLURM_JOBID", "SLURM_JOB_NODELIST", "SLURM_NODELIST"), "lsf": ("LSB_JOBID", "LSB_MCPU_HOSTS", "LSB_DJOB_HOSTFILE", "LSB_HOSTS"), "cobalt": ("COBALT_JOBID", "COBALT_NODEFILE")}
+DETECT = {"flux": (("FLUX_ENCLOSING_ID", "FLUX_JOB_ID"), ("FLUX_URI",)), "pbs": (("PBS_JOBID",), ("PBS_NODEFILE",)), "slurm": (("SLURM_JOB_ID", "SLURM_JOBID"), ()), "lsf": (("LSB_JOBID",), ()), "cobalt": (("COBALT_JOBID", "COBALT_NODEFILE"), ())}
+NODEFILE_VARS = {"pbs": "PBS_NODEFILE", "lsf": "LSB_DJOB_HOSTFILE", "cobalt": "COBALT_NODEFILE"}
+SITE_VARS = frozenset(("PBS_SERVER", "PBS_CONF_FILE", "PBS_EXEC", "PBS_HOME", "PBS_DEFAULT", "PBS_SERVER_NAME", "SLURM_CONF", "SLURM_TIME_FORMAT", "SLURM_CLUSTERS", "SLURM_CONFIG_DIR", "LSF_ENVDIR", "LSF_BINDIR", "LSF_LIBDIR", "LSF_SERVERDIR", "LSF_VERSION", "COBALT_CONFIG_FILES"))
+QUERY_VARS = ("PBS_CONF_FILE", "PBS_SERVER", "SLURM_CONF", "LSF_ENVDIR")
 SECRETS = frozenset(("PBS_JOBCOOKIE",))
-PROFILES = {"flux": "elcapitan", "pbs": "pbs", "slurm": "slurm", "cobalt": "cobalt", "local": "local"}
+PROFILES = {"flux": "elcapitan", "pbs": "pbs", "slurm": "slurm", "lsf": "lassen", "cobalt": "cobalt", "local": "local"}
 # END tables
 
 # Never persisted, whatever the scheduler: names that authenticate to the job's daemons.
