@@ -32,8 +32,7 @@ if TYPE_CHECKING:
 
     Found = Tuple[str, int, int, Optional[int], Optional[int], Optional[int], str, str]
 
-# Where the job id comes from when the environment names it: a restored shell's JOBENV_JOBID,
-# then each scheduler's job-id variables (jobenv.schedulers, in detection order).
+# A job id: a restored shell's JOBENV_JOBID, then each scheduler's (the wrapper reads it too).
 JOBID_VARS = ("JOBENV_JOBID",) + schedulers.all_jobid_vars()
 LOOPBACK = "127.0.0.1"
 DEFAULT_PORT = 29500
@@ -147,7 +146,6 @@ def agree(found: List[Found]) -> Found:
 
 
 def job_id(env: Mapping[str, str], record: Optional[Any]) -> Optional[str]:
-    """The first of JOBID_VARS set (the wrapper's port seed reads the same list), else the record's."""
     for k in JOBID_VARS:
         if env.get(k):
             return env[k]
