@@ -64,7 +64,7 @@ class Scheduler:
         self.capture, self.query, self.parse = capture, query, parse
 
 
-def query_states(argv: List[str], jobids: Sequence[str], parse: Parser, env: Optional[Mapping[str, str]],
+def run_parsed(argv: List[str], jobids: Sequence[str], parse: Parser, env: Optional[Mapping[str, str]],
                  timeout: float) -> Verdicts:
     """One bounded run of a scheduler CLI whose last arguments are `jobids`, parsed; no
     verdict at all when the CLI is absent or silent."""

@@ -6,7 +6,7 @@ processes, not nodes, so hosts come from the nodefile alone, in the scheduler's 
 from __future__ import annotations
 
 from ..errors import BadInput
-from .base import Capture, Scheduler, parse_nodefile, pick_env, query_states, read_text, table_rows
+from .base import Capture, Scheduler, parse_nodefile, pick_env, run_parsed, read_text, table_rows
 
 TYPE_CHECKING = False  # `import typing` costs ~5 ms per shell; type checkers still read the block below
 if TYPE_CHECKING:
@@ -65,7 +65,7 @@ def query(jobids: Sequence[str], env: Optional[Mapping[str, str]] = None,
           timeout: float = 5.0) -> Dict[str, Tuple[str, str]]:
     """One `qstat` for all `jobids`; jobs it does not answer for are left out."""
     jobids = [j for j in jobids if _query_safe(j)]
-    return query_states(["qstat", *jobids], jobids, parse_qstat, env, timeout)
+    return run_parsed(["qstat", *jobids], jobids, parse_qstat, env, timeout)
 
 
 SCHEDULER = Scheduler(

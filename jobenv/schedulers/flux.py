@@ -23,7 +23,7 @@ from a nested instance the question may have gone to the wrong one.
 from __future__ import annotations
 
 from ..errors import BadInput
-from .base import Capture, Scheduler, pick_env, query_states, run_query
+from .base import Capture, Scheduler, pick_env, run_parsed, run_query
 
 TYPE_CHECKING = False  # `import typing` costs ~5 ms per shell; type checkers still read the block below
 if TYPE_CHECKING:
@@ -107,7 +107,7 @@ def query(jobids: Sequence[str], env: Optional[Mapping[str, str]] = None,
     """One `flux --parent jobs` for all `jobids`; jobs it does not answer for are left out."""
     asked = [j for j in jobids if decimal(j) is not None]
     argv = ["flux", "--parent", "jobs", "-n", "-o", FORMAT, *[str(decimal(j)) for j in asked]]
-    return query_states(argv, asked, parse_jobs, env, timeout)
+    return run_parsed(argv, asked, parse_jobs, env, timeout)
 
 
 SCHEDULER = Scheduler(

@@ -16,7 +16,7 @@ purged job is `Job <ID> is not found`: ended.
 from __future__ import annotations
 
 from ..errors import BadInput
-from .base import Capture, Scheduler, parse_nodefile, pick_env, query_states, read_text
+from .base import Capture, Scheduler, parse_nodefile, pick_env, run_parsed, read_text
 
 TYPE_CHECKING = False  # `import typing` costs ~5 ms per shell; type checkers still read the block below
 if TYPE_CHECKING:
@@ -98,7 +98,7 @@ def query(jobids: Sequence[str], env: Optional[Mapping[str, str]] = None,
           timeout: float = 5.0) -> Dict[str, Tuple[str, str]]:
     """One `bjobs` for all `jobids`; jobs it does not answer for are left out."""
     jobids = [j for j in jobids if _query_safe(j)]
-    return query_states(["bjobs", "-a", "-noheader", "-o", "jobid stat", *jobids], jobids, parse_bjobs, env, timeout)
+    return run_parsed(["bjobs", "-a", "-noheader", "-o", "jobid stat", *jobids], jobids, parse_bjobs, env, timeout)
 
 
 SCHEDULER = Scheduler(

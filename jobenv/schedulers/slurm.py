@@ -11,7 +11,7 @@ import os
 
 from ..errors import BadInput
 from ..numbers import MAX_PER_HOST, is_uint, parse_uint
-from .base import Capture, Scheduler, pick_env, query_states
+from .base import Capture, Scheduler, pick_env, run_parsed
 
 TYPE_CHECKING = False  # `import typing` costs ~5 ms per shell; type checkers still read the block below
 if TYPE_CHECKING:
@@ -195,8 +195,8 @@ def query(jobids: Sequence[str], env: Optional[Mapping[str, str]] = None,
     jobids = [j for j in jobids if _query_safe(j)]
     if not jobids or (conf and not os.path.exists(conf)):
         return {}
-    return query_states(["squeue", "-h", "-t", "all", "-o", FORMAT, "-j", ",".join(jobids)], jobids,
-                        parse_squeue, env, timeout)
+    return run_parsed(["squeue", "-h", "-t", "all", "-o", FORMAT, "-j", ",".join(jobids)], jobids,
+                      parse_squeue, env, timeout)
 
 
 SCHEDULER = Scheduler(
