@@ -32,8 +32,10 @@ def test_every_scheduler_fact_table_is_derived_from_the_descriptors():
     assert liveness._QUERY_VARS == tuple(v for d in descs for v in d.query_vars)
     assert importer.SCHEDULER_PREFIXES == prefixes
     assert all(p in plan._LAUNCH_DENY_PREFIXES for p in prefixes)
-    assert discovery.JOBID_VARS == ("JOBENV_JOBID",) + jobids
-    assert "for _je_v in " + " ".join(discovery.JOBID_VARS) + "; do" in (REPO / "jobenv" / "rankwrap.sh").read_text()
+    assert schedulers.job_id_vars() == ("JOBENV_JOBID",) + jobids
+    assert discovery.job_id({"PBS_JOBID": "1.x", "SLURM_JOB_ID": "2"}, None) == "1.x"
+    assert discovery.job_id({"JOBENV_JOBID": "3", "SLURM_JOB_ID": "2"}, None) == "3"
+    assert "for _je_v in " + " ".join(schedulers.job_id_vars()) + "; do" in (REPO / "jobenv" / "rankwrap.sh").read_text()
     from jobenv.cli import save
     choices = next(p for p in save.params if p.name == "scheduler").type.choices  # type: ignore[attr-defined]
     assert tuple(choices) == tuple(d.name for d in descs)

@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import os
 
-from .. import schedulers
 from .info import DetectError, DistInfo
 from .launchers import (CHECK, LAUNCHERS, LOCAL, LSIZE, MAX_DIGITS, NAME, NODE, PORT_SEED_VARS,
                         RANK, REQUIRES, SIZE, SLURM_NOT_A_STEP)
@@ -32,8 +31,6 @@ if TYPE_CHECKING:
 
     Found = Tuple[str, int, int, Optional[int], Optional[int], Optional[int], str, str]
 
-# A job id: a restored shell's JOBENV_JOBID, then each scheduler's (the wrapper reads it too).
-JOBID_VARS = ("JOBENV_JOBID",) + schedulers.all_jobid_vars()
 LOOPBACK = "127.0.0.1"
 DEFAULT_PORT = 29500
 
@@ -146,7 +143,11 @@ def agree(found: List[Found]) -> Found:
 
 
 def job_id(env: Mapping[str, str], record: Optional[Any]) -> Optional[str]:
-    for k in JOBID_VARS:
+    if env.get("JOBENV_JOBID"):  # a restored shell's (every `jobenv launch`): no scheduler table loaded
+        return env["JOBENV_JOBID"]
+    from ..schedulers import job_id_vars
+
+    for k in job_id_vars():
         if env.get(k):
             return env[k]
     return record.jobid if record is not None else None
@@ -160,7 +161,7 @@ def record_path(env: Mapping[str, str]) -> Optional[str]:
     jobid = job_id(env, None)
     if not jobid:
         return None
-    from .. import store
+    from .. import schedulers, store
 
     sched = env.get("JOBENV_SCHEDULER") or schedulers.job_scheduler(env)
     return store.paths_for(store.key_for(sched, jobid), dict(env))[0]

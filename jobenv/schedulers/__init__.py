@@ -50,6 +50,12 @@ def all_jobid_vars() -> Tuple[str, ...]:
     return tuple(v for name in NAMES for v in JOBID_VARS.get(name, ()))
 
 
+def job_id_vars() -> Tuple[str, ...]:
+    """Where a rank finds its job id: a restored shell's JOBENV_JOBID, then every scheduler's
+    job-id variables (runtime.discovery.job_id and the wrapper's port seed read this list)."""
+    return ("JOBENV_JOBID",) + all_jobid_vars()
+
+
 def all_prefixes() -> Tuple[str, ...]:
     """Every scheduler's variable prefixes, in detection order."""
     return tuple(p for name in NAMES for p in PREFIXES.get(name, ()))
