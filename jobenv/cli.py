@@ -16,6 +16,7 @@ from . import __version__
 from .cli_common import INTERVAL, Count, Seconds, fail, report_saved, warn, write_out
 from .errors import EXIT_USAGE, JobenvError, one_line
 from .numbers import MAX_HOSTS, MAX_PER_HOST
+from .schedulers import NAMES as SCHEDULERS
 
 
 
@@ -43,7 +44,7 @@ def cli() -> None:
 
 @cli.command()
 @click.option("--profile", metavar="NAME", help="Machine profile (default: detected; see `jobenv profiles`).")
-@click.option("--scheduler", type=click.Choice(["pbs", "slurm", "cobalt", "local"]), help="Force a scheduler instead of detecting it.")
+@click.option("--scheduler", type=click.Choice(list(SCHEDULERS)), help="Force a scheduler instead of detecting it.")
 @click.option("--gpus-per-host", type=Count(0, MAX_PER_HOST), help="GPUs per host (default: JOBENV_GPUS_PER_HOST, gres, masks, profile, probes).")
 @click.option("--ranks-per-host", type=Count(1, MAX_PER_HOST), help="Ranks per host (default: one per GPU, else the scheduler's slots).")
 @click.option("--json", "as_json", is_flag=True, help="Print the record as JSON.")

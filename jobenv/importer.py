@@ -16,12 +16,13 @@ from __future__ import annotations
 import os
 
 from .errors import BadInput
+from .schedulers import JOBID_VARS, NODEFILE_VARS, all_prefixes
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Dict, Mapping
 
-SCHEDULER_PREFIXES = ("PBS_", "SLURM_", "COBALT_")
+SCHEDULER_PREFIXES = all_prefixes()
 EXTRA_NAMES = ("HOSTFILE", "NGPU_PER_HOST")  # written by ezpz-style tools beside the scheduler's
 MAX_BYTES = 4 << 20
 
@@ -68,19 +69,28 @@ def import_env(parsed: Mapping[str, str], base: Mapping[str, str]) -> Dict[str, 
     parsed = {k: v for k, v in parsed.items() if k.startswith(SCHEDULER_PREFIXES) or k in EXTRA_NAMES}
     env = {k: v for k, v in base.items() if not k.startswith(SCHEDULER_PREFIXES)}
     env.update((k, v) for k, v in parsed.items() if k.startswith(SCHEDULER_PREFIXES))
-    if "PBS_JOBID" in parsed and not os.path.exists(parsed.get("PBS_NODEFILE", "")):
-        # the nodefile vanished with the job; ezpz-style files also name a HOSTFILE copy
-        if parsed.get("HOSTFILE") and os.path.exists(parsed["HOSTFILE"]):
-            env["PBS_NODEFILE"] = parsed["HOSTFILE"]
-    if "COBALT_JOBID" in parsed and parsed.get("HOSTFILE") and not os.path.exists(parsed.get("COBALT_NODEFILE", "")):
-        env["COBALT_NODEFILE"] = parsed["HOSTFILE"]
+    env.update(_nodefile_fallback(parsed))
     if parsed.get("NGPU_PER_HOST") and "JOBENV_GPUS_PER_HOST" not in base:
         from .numbers import MAX_PER_HOST, parse_uint
 
         env["JOBENV_GPUS_PER_HOST"] = str(parse_uint(parsed["NGPU_PER_HOST"].strip(), "NGPU_PER_HOST", MAX_PER_HOST))
     if not any(k.startswith(SCHEDULER_PREFIXES) for k in parsed):
-        raise BadInput("no PBS_*, SLURM_* or COBALT_* variables in the file: nothing to import")
+        names = ", ".join(p + "*" for p in SCHEDULER_PREFIXES)
+        raise BadInput(f"no scheduler variables ({names}) in the file: nothing to import")
     return env
+
+
+def _nodefile_fallback(parsed: Mapping[str, str]) -> Dict[str, str]:
+    """The nodefile vanished with the job; ezpz-style files also name a HOSTFILE copy: it
+    stands in for the nodefile of the scheduler whose job id the file holds."""
+    hostfile = parsed.get("HOSTFILE", "")
+    if not hostfile or not os.path.exists(hostfile):
+        return {}
+    for name, var in NODEFILE_VARS.items():
+        ids = JOBID_VARS.get(name, ())
+        if any(v in parsed for v in ids) and not os.path.exists(parsed.get(var, "")):
+            return {var: hostfile}
+    return {}
 
 
 def read(path: str) -> str:

@@ -21,6 +21,7 @@ import os
 import sys
 
 from .errors import EXIT_NO_RECORD
+from .schedulers import all_jobid_vars
 
 TYPE_CHECKING = False  # `import typing` costs ~5 ms per login shell
 if TYPE_CHECKING:
@@ -80,7 +81,8 @@ else  # before compinit: register at the first prompt, once compinit has run
 fi
 """
 
-# Shared by bash, zsh and sh.  In a shell of an allocation the shell does not name the
+# Shared by bash, zsh and sh ({jobids}: every scheduler's job-id variables, from
+# jobenv.schedulers).  In a shell of an allocation the shell does not name the
 # job's record itself (store.key_for hashes ids such as PBS array subjobs' `123[4].srv`):
 # it asks `jobenv get`, which it runs anyway there, and saves only on its "no record of
 # this job" (errors.EXIT_NO_RECORD), so a save of the user's own is never overwritten.
@@ -90,7 +92,7 @@ _jobenv_auto() {
     {zsh_opts}case $- in *i*) ;; *) return 0 ;; esac
     local _jobenv_d _jobenv_h _jobenv_rc
     _jobenv_d="${JOBENV_HOME:-${HOME-}/.jobenv}/jobs"
-    if [ -n "${SLURM_JOB_ID-}${SLURM_JOBID-}${PBS_JOBID-}${COBALT_JOBID-}" ]; then  # an allocation's shell
+    if [ -n "{jobids}" ]; then  # an allocation's shell
         command -v "${JOBENV_EXE:-jobenv}" >/dev/null 2>&1 || return 0
         getjobenv >/dev/null 2>&1 && return 0 || _jobenv_rc=$?
         [ "$_jobenv_rc" = {no_record} ] || return 0
@@ -135,7 +137,7 @@ function _jobenv_auto
     status is-interactive; or return 0
     set -l d $HOME/.jobenv/jobs
     set -q JOBENV_HOME; and test -n "$JOBENV_HOME"; and set d $JOBENV_HOME/jobs
-    if test -n "$SLURM_JOB_ID$SLURM_JOBID$PBS_JOBID$COBALT_JOBID"  # an allocation's shell (see _SH_AUTO)
+    if test -n "{jobids}"  # an allocation's shell (see _SH_AUTO)
         command -q $JOBENV_EXE; or return 0
         __jobenv_auto_get; and return 0
         test $status -eq {no_record}; or return 0
@@ -227,7 +229,8 @@ def render(shell: str, functions_text: str, exe: str, auto: bool, version: str) 
     """The whole init script for `shell`: pure, so tests can feed it anything."""
     flag = "1" if auto else "0"
     if shell == "fish":
-        return _FISH.format(version=version, exe=fish_quote(exe), auto=flag, func=CLICK_FUNC, no_record=EXIT_NO_RECORD)
+        return _FISH.format(version=version, exe=fish_quote(exe), auto=flag, func=CLICK_FUNC, no_record=EXIT_NO_RECORD,
+                            jobids="".join("$" + v for v in all_jobid_vars()))
     rc = {"bash": "~/.bashrc", "zsh": "~/.zshrc", "sh": "~/.profile or $ENV"}[shell]
     parts = [_SH_HEAD.format(shell=shell, version=version, rc=rc, exe=sh_quote(exe)),
              functions_text.rstrip("\n") + "\n"]
@@ -239,7 +242,8 @@ def render(shell: str, functions_text: str, exe: str, auto: bool, version: str) 
     match = ((_HOSTMATCH_READ.replace("{readn}", READN[shell]) if shell in READN else _HOSTMATCH_SH)
              .replace("{glob_on}", GLOB_ON.get(shell, "")).replace("{glob_off}", GLOB_OFF.get(shell, "")))
     parts.append(_SH_AUTO.replace("{zsh_opts}", zsh_opts).replace("{auto}", flag).replace("{hostmatch}", match)
-                 .replace("{no_record}", str(EXIT_NO_RECORD)))
+                 .replace("{no_record}", str(EXIT_NO_RECORD))
+                 .replace("{jobids}", "".join("${%s-}" % v for v in all_jobid_vars())))
     return "".join(parts)
 
 

@@ -21,8 +21,9 @@ if TYPE_CHECKING:
 
     Verdict = Tuple[str, str]
 
-# Site configuration the scheduler CLI needs, taken from the record when this shell lacks it.
-_QUERY_VARS = ("SLURM_CONF", "PBS_CONF_FILE", "PBS_SERVER")
+# Site configuration the scheduler CLI needs, taken from the record when this shell lacks it
+# (each scheduler file's `query_vars`).
+_QUERY_VARS = schedulers.QUERY_VARS
 
 
 def _finite(x: object) -> bool:
@@ -82,7 +83,8 @@ def _site(rec: JobRecord, env: Mapping[str, str]) -> Dict[str, str]:
 
 def ask(rec: JobRecord, env: Mapping[str, str], timeout: float = 5.0) -> Verdict:
     """The scheduler's word (one bounded query), else what the heartbeat allows."""
-    return schedulers.job_state(rec.scheduler, rec.jobid, query_env(rec, env), timeout) or _fallback(rec)
+    found = schedulers.query_states(rec.scheduler, [rec.jobid], query_env(rec, env), timeout)
+    return found.get(rec.jobid) or _fallback(rec)
 
 
 def job_state(rec: JobRecord, env: Mapping[str, str], timeout: float = 5.0) -> Verdict:
@@ -104,7 +106,7 @@ def job_states(recs: Sequence[JobRecord], env: Mapping[str, str], timeout: float
             groups.setdefault(key, []).append(i)
     for idx in groups.values():
         ids = list(dict.fromkeys(recs[i].jobid for i in idx))
-        found = schedulers.job_states(recs[idx[0]].scheduler, ids, query_env(recs[idx[0]], env), timeout)
+        found = schedulers.query_states(recs[idx[0]].scheduler, ids, query_env(recs[idx[0]], env), timeout)
         for i in idx:
             out[i] = found.get(recs[i].jobid)
     return [v or _fallback(r) for v, r in zip(out, recs)]

@@ -18,7 +18,7 @@ or in every program started from it).
 from __future__ import annotations
 
 from .errors import JobEnded
-from .schedulers import JOB_MARKERS, JOBID_VARS, PREFIXES
+from .schedulers import JOB_MARKERS, JOBID_VARS, PREFIXES, SITE_VARS, all_prefixes, is_secret
 
 TYPE_CHECKING = False  # `import typing` costs ~5 ms per shell; type checkers still read the block below
 if TYPE_CHECKING:
@@ -26,15 +26,9 @@ if TYPE_CHECKING:
 
     from .record import JobRecord
 
-# Scheduler variables that describe the site, not a job: never cleared, and restored only
-# where the shell has none of its own (finding 7 of issue 8).
-SITE_VARS = frozenset((
-    "SLURM_CONF", "SLURM_TIME_FORMAT", "SLURM_CLUSTERS", "SLURM_CONFIG_DIR",
-    "PBS_SERVER", "PBS_CONF_FILE", "PBS_EXEC", "PBS_HOME", "PBS_DEFAULT", "PBS_SERVER_NAME",
-    "COBALT_CONFIG_FILES",
-))
-# Never restored from a record, whatever its scheduler: they authenticate to the job's daemons.
-_SECRET_WORDS = ("COOKIE", "SECRET", "TOKEN", "PASSW", "CREDENTIAL")
+# SITE_VARS (each scheduler file's `site_vars`: they describe the site, not a job) are never
+# cleared, and restored only where the shell has none of its own; is_secret (names that
+# authenticate to the job's daemons) are never restored: both from jobenv.schedulers.
 # Launch variables a record may never set: they make the shell, the loader or an
 # interpreter run code, or they are jobenv's own, or read-only in some shell.
 _LAUNCH_DENY = frozenset((
@@ -50,19 +44,15 @@ _LAUNCH_DENY = frozenset((
     "OPTIND", "OPTARG", "RANDOM", "SECONDS", "LINENO", "MODULEPATH", "LOADEDMODULES",
     "DIST_LAUNCH", "HOSTFILE", "NHOSTS", "NGPUS", "NGPU_PER_HOST", "NRANKS", "NRANKS_PER_HOST",
 ))
+# Every scheduler's prefixes too (SLURM without its underscore: also slurmd's SLURMD_*).
 _LAUNCH_DENY_PREFIXES = ("LD_", "DYLD_", "BASH", "ZSH", "FISH", "KSH", "PYTHON", "JOBENV_",
-                         "GIT_", "XDG_", "SSH_", "LC_", "SLURM", "PBS_", "COBALT_", "HIST")
+                         "GIT_", "XDG_", "SSH_", "LC_", "SLURM", "HIST") + all_prefixes()
 _UPPER = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_")
 
 
 def is_name(name: str) -> bool:
     """A shell variable name: ASCII letters, digits, underscore, not starting with a digit."""
     return name.isidentifier() and name.isascii()
-
-
-def is_secret(name: str) -> bool:
-    up = name.upper()
-    return up.endswith("_KEY") or any(w in up for w in _SECRET_WORDS)
 
 
 def job_var_ok(name: str, scheduler: str) -> bool:

@@ -37,6 +37,7 @@ from .errors import JobenvError
 from .numbers import MAX_PER_HOST
 from .profile_check import _PLACEHOLDER, MAX_BYTES, ProfileError  # noqa: F401 - _PLACEHOLDER: launch renders with it
 from .schedulers import NAMES as SCHEDULERS
+from .schedulers import PROFILES as DEFAULT_PROFILES
 
 # Values every launch template may use; profiles add their own through `vars`.
 CONTEXT_KEYS = ("nhosts", "nranks", "ppn", "ngpus", "gpus_per_host", "hostfile", "jobid")
@@ -227,8 +228,9 @@ def choose(profiles: Dict[str, Profile], scheduler: str, jobid: str, hosts: List
     for prof in profiles.values():
         if prof.scheduler == scheduler and not prof.generic and prof.matches(jobid, hosts, env):
             return prof
-    if scheduler in profiles:
-        return profiles[scheduler]
+    default = DEFAULT_PROFILES.get(scheduler, scheduler)  # the scheduler file's `profile`
+    if default in profiles:
+        return profiles[default]
     for prof in profiles.values():
         if prof.scheduler == scheduler and prof.generic:
             return prof

@@ -56,7 +56,8 @@ from __future__ import annotations
 
 import os
 
-from .runtime.launchers import (CHECK, JOBID_VARS, LAUNCHERS, LOCAL, LSIZE, MAX_DIGITS, NAME, NODE,
+from .schedulers import job_id_vars
+from .runtime.launchers import (CHECK, LAUNCHERS, LOCAL, LSIZE, MAX_DIGITS, NAME, NODE,
                                 PORT_SEED_VARS, RANK, REQUIRES, SIZE, SLURM_NOT_A_STEP)
 
 TYPE_CHECKING = False
@@ -149,7 +150,7 @@ def render() -> str:
         text = f.read().replace("@ROWS@", "\n".join(rows))
     text = text.replace("@ASCII@", _sh_quote(ascii_))
     text = text.replace("@SEEDS@", " ".join(PORT_SEED_VARS))
-    text = text.replace("@JOBIDS@", " ".join(JOBID_VARS))
+    text = text.replace("@JOBIDS@", " ".join(job_id_vars()))
     text = text.replace("@NOTSTEP@", "|".join(SLURM_NOT_A_STEP))
     text = text.replace("@DIGITS@", "?" * (MAX_DIGITS + 1))
     text = text.replace("@GPUVARS@", "|".join(GPU_VARS))

@@ -319,7 +319,7 @@ if [ "$_je_L" != torchrun ]; then
         fi
         if [ -z "$_je_seed" ]; then
             _je_j=
-            for _je_v in JOBENV_JOBID SLURM_JOB_ID PBS_JOBID COBALT_JOBID; do
+            for _je_v in JOBENV_JOBID FLUX_ENCLOSING_ID FLUX_JOB_ID PBS_JOBID SLURM_JOB_ID SLURM_JOBID LSB_JOBID COBALT_JOBID; do
                 eval "_je_j=\${$_je_v:-}"; [ -z "$_je_j" ] || break
             done
             _je_seed=${_je_j:-jobenv}@${JOBENV_LAUNCH_TIME:-}

@@ -88,7 +88,7 @@ def _ended(rec: JobRecord, host: str, env: Mapping[str, str], timeout: float = 1
     nodefile = rec.status.get("nodefile")
     if nodefile and host_index([rec.created_on], host) is not None and not os.path.exists(nodefile):
         return True, f"the scheduler's nodefile {nodefile} is gone"
-    state = schedulers.job_state(rec.scheduler, rec.jobid, query_env(rec, env), timeout)
+    state = schedulers.query_states(rec.scheduler, [rec.jobid], query_env(rec, env), timeout).get(rec.jobid)
     if state and state[0] == "ended":
         return True, state[1]
     return False, ""

@@ -68,11 +68,13 @@ _jobenv_where() {
     elif [ -z "${BASH_VERSION-}" ]; then
         return 1
     fi
-    # a job's marks: schedulers.JOB_MARKERS; site variables: plan.SITE_VARS (a test compares them)
-    [ -z "${PBS_JOBID-}${PBS_NODEFILE-}${SLURM_JOB_ID-}${SLURM_JOBID-}${SLURM_JOB_NODELIST-}${SLURM_NODELIST-}\
+    # a job's marks: schedulers.JOB_MARKERS; site variables: plan.SITE_VARS (python -m jobenv.schedulers.render)
+    [ -z "${FLUX_ENCLOSING_ID-}${FLUX_JOB_ID-}${PBS_JOBID-}${PBS_NODEFILE-}${SLURM_JOB_ID-}${SLURM_JOBID-}\
+${SLURM_JOB_NODELIST-}${SLURM_NODELIST-}${LSB_JOBID-}${LSB_MCPU_HOSTS-}${LSB_DJOB_HOSTFILE-}${LSB_HOSTS-}\
 ${COBALT_JOBID-}${COBALT_NODEFILE-}" ] || return 1
-    [ -z "${SLURM_CONF+x}${SLURM_TIME_FORMAT+x}${SLURM_CLUSTERS+x}${SLURM_CONFIG_DIR+x}${PBS_SERVER+x}\
-${PBS_CONF_FILE+x}${PBS_EXEC+x}${PBS_HOME+x}${PBS_DEFAULT+x}${PBS_SERVER_NAME+x}${COBALT_CONFIG_FILES+x}" ] \
+    [ -z "${PBS_SERVER+x}${PBS_CONF_FILE+x}${PBS_EXEC+x}${PBS_HOME+x}${PBS_DEFAULT+x}${PBS_SERVER_NAME+x}\
+${SLURM_CONF+x}${SLURM_TIME_FORMAT+x}${SLURM_CLUSTERS+x}${SLURM_CONFIG_DIR+x}${LSF_ENVDIR+x}${LSF_BINDIR+x}\
+${LSF_LIBDIR+x}${LSF_SERVERDIR+x}${LSF_VERSION+x}${COBALT_CONFIG_FILES+x}" ] \
         || return 1
     d="${JOBENV_HOME:-${HOME:+$HOME/.jobenv}}"
     case "$d" in /*) ;; *) return 1 ;; esac

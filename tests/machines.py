@@ -165,3 +165,47 @@ def thetagpu(root: Path) -> Dict[str, str]:
 
 def local(root: Path) -> Dict[str, str]:
     return {"JOBENV_HOSTNAME": "workstation7"}
+
+
+FLUX_STUB = """#!/bin/sh
+# `flux`, as far as jobenv asks it: `flux hostlist SOURCE` prints an RFC 29 hostlist
+# (flux-core doc/man1/flux-hostlist.rst); `flux --parent jobs -n -o FMT ID...` one
+# `{id.dec} {state} {result}` line per id (src/cmd/flux-jobs.py)
+echo "$*" >> "$(dirname "$0")/flux.log"
+case "$1 $2" in
+  "hostlist instance"|"hostlist local") echo '%s' ;;
+  "--parent jobs") shift 5; for id in "$@"; do echo "$id %s"; done ;;
+  *) echo "flux: unknown command $*" >&2; exit 1 ;;
+esac
+"""
+
+
+def elcapitan(root: Path, hosts: str = "elcap[1001-1002]", state: str = "RUN") -> Dict[str, str]:
+    """The shell of `flux alloc -N2` on El Capitan: the broker unset FLUX_JOB_ID and set
+    FLUX_URI (the new instance) and FLUX_ENCLOSING_ID (the allocation's F58 id in the system
+    instance); flux-core doc/man7/flux-environment.rst, INITIAL PROGRAM ENVIRONMENT.  A
+    stub `flux` in root/bin answers `flux hostlist` and `flux jobs` (put it first on PATH)."""
+    bindir = root / "bin"
+    bindir.mkdir(parents=True, exist_ok=True)
+    stub = bindir / "flux"
+    stub.write_text(FLUX_STUB % (hosts, state))
+    stub.chmod(0o755)
+    return {"FLUX_ENCLOSING_ID": "ƒ2oLkTLb", "FLUX_URI": "local:///var/tmp/flux-Gq8dWn/local-0",
+            "JOBENV_HOSTNAME": "elcap1001"}
+
+
+def lassen(root: Path, nodes: int = 2) -> Dict[str, str]:
+    """The shell of `bsub -nnodes 2 -Is bash` on Lassen: it runs on a launch node, which LSF
+    lists first with one slot; each compute host has 40 slots (IBM LSF 10.1, "Environment
+    variables set for job execution"; LSB_DJOB_HOSTFILE has one line per slot)."""
+    jobid = "3456789"
+    hosts = ["lassen710"] + [f"lassen{11 + i}" for i in range(nodes)]
+    slots = [1] + [40] * nodes
+    hostfile = _nodefile(root, f"home/alice/.lsbatch/{jobid}.hostfile",
+                         [h for h, n in zip(hosts, slots) for _ in range(n)])
+    return {"LSB_JOBID": jobid, "LSB_JOBNAME": "bash", "LSB_QUEUE": "pdebug", "LSB_DJOB_HOSTFILE": hostfile,
+            "LSB_MCPU_HOSTS": " ".join(f"{h} {n}" for h, n in zip(hosts, slots)),
+            "LSB_HOSTS": " ".join(h for h, n in zip(hosts, slots) for _ in range(n)),
+            "LSB_DJOB_NUMPROC": str(sum(slots)), "LSB_JOBRES_PID": "123456", "LSB_EXEC_CLUSTER": "lassen",
+            "LSF_ENVDIR": "/etc/lsf", "LSF_BINDIR": "/opt/ibm/spectrumcomputing/lsf/10.1/linux3.10-glibc2.17-ppc64le-csm/bin",
+            "JOBENV_HOSTNAME": "lassen710"}

@@ -24,7 +24,7 @@ def test_round_trip_and_contract():
 
 def test_from_dict_rejects_defects():
     good = sample().to_dict()
-    for key, bad in (("hosts", ["a b"]), ("launch", []), ("scheduler", "lsf"), ("gpus_per_host", -1),
+    for key, bad in (("hosts", ["a b"]), ("launch", []), ("scheduler", "sge"), ("gpus_per_host", -1),
                      ("env", {"A": 1}), ("jobid", 5), ("ranks_per_host", True)):
         with pytest.raises(BadRecord):
             from_dict({**good, key: bad}, "r")

@@ -22,7 +22,7 @@ from __future__ import annotations
 import os
 
 from .info import DetectError, DistInfo, port_number
-from .launchers import (CHECK, JOBID_VARS, LAUNCHERS, LOCAL, LSIZE, MAX_DIGITS, NAME, NODE, PORT_SEED_VARS,
+from .launchers import (CHECK, LAUNCHERS, LOCAL, LSIZE, MAX_DIGITS, NAME, NODE, PORT_SEED_VARS,
                         RANK, REQUIRES, SIZE, SLURM_NOT_A_STEP)
 
 TYPE_CHECKING = False  # `import typing` costs milliseconds in every rank
@@ -143,7 +143,11 @@ def agree(found: List[Found]) -> Found:
 
 
 def job_id(env: Mapping[str, str], record: Optional[Any]) -> Optional[str]:
-    for k in JOBID_VARS:
+    if env.get("JOBENV_JOBID"):  # a restored shell's (every `jobenv launch`): no scheduler table loaded
+        return env["JOBENV_JOBID"]
+    from ..schedulers import job_id_vars
+
+    for k in job_id_vars():
         if env.get(k):
             return env[k]
     return record.jobid if record is not None else None
@@ -157,10 +161,9 @@ def record_path(env: Mapping[str, str]) -> Optional[str]:
     jobid = job_id(env, None)
     if not jobid:
         return None
-    from .. import store
+    from .. import schedulers, store
 
-    sched = env.get("JOBENV_SCHEDULER") or ("slurm" if env.get("SLURM_JOB_ID") else "pbs" if env.get("PBS_JOBID")
-                                             else "cobalt")
+    sched = env.get("JOBENV_SCHEDULER") or schedulers.job_scheduler(env)
     return store.paths_for(store.key_for(sched, jobid), dict(env))[0]
 
 

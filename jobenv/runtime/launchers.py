@@ -59,8 +59,6 @@ LAUNCHERS: "Tuple[Row, ...]" = (
 # Seeds of the rendezvous port, most specific first: a per-launch id, so back-to-back
 # launches in one job use different ports (see jobenv.runtime.detect.port_seed).
 PORT_SEED_VARS = ("PALS_APID", "PMIX_NAMESPACE", "TORCHELASTIC_RUN_ID")
-# Where the job id comes from when the environment names it (a restored shell: JOBENV_JOBID).
-JOBID_VARS = ("JOBENV_JOBID", "SLURM_JOB_ID", "PBS_JOBID", "COBALT_JOBID")
 # Slurm step ids that are not a launch: the batch script and the extern step.
 SLURM_NOT_A_STEP = ("4294967294", "4294967295", "batch", "extern")
 # The largest rank, size or port number accepted (9 digits: also safe in sh arithmetic).

@@ -1,9 +1,13 @@
-"""Scheduler detection and capture: one module per scheduler, chosen from the environment.
+"""Schedulers: one file each (`jobenv/schedulers/<name>.py`, a `base.Scheduler`), and the
+tables of their facts that everything else reads.
 
-Detection looks only at each scheduler's own job variables, so launcher variables (PALS,
-PMI) and Slurm's PBS-compatibility PBS_JOBID never decide it.  When a shell carries
-variables of two schedulers (one set left over from another job), the one with live
-evidence wins: a PBS nodefile that still exists.
+The tables between the BEGIN/END lines below are written from the scheduler files by
+`python -m jobenv.schedulers.render` (tests/test_schedulers.py proves they are that
+rendering), so a shell in no job, which needs only the facts, loads no scheduler file
+(about 5 ms of every new shell).  Detection looks only at each scheduler's own job
+variables, so launcher variables (PALS, PMI) and Slurm's PBS-compatibility PBS_JOBID never
+decide it.  When a shell carries variables of two schedulers (one set left over from
+another job), the one with live evidence wins: a nodefile that still exists.
 """
 from __future__ import annotations
 
@@ -13,48 +17,89 @@ from ..errors import BadInput
 
 TYPE_CHECKING = False  # `import typing` costs ~5 ms per shell; type checkers still read the block below
 if TYPE_CHECKING:
-    from types import ModuleType
     from typing import Dict, Mapping, Optional, Sequence, Tuple
 
-    from .base import Capture
+    from .base import Capture, Scheduler
 
-NAMES = ("pbs", "slurm", "cobalt", "local")
-# Environment variable holding each scheduler's job id.
-JOBID_VARS = {"pbs": ("PBS_JOBID",), "slurm": ("SLURM_JOB_ID", "SLURM_JOBID"), "cobalt": ("COBALT_JOBID",)}
-# The prefix of each scheduler's variables (its module captures by it; a restore sets and clears by it).
-PREFIXES = {"pbs": ("PBS_",), "slurm": ("SLURM_",), "cobalt": ("COBALT_",)}
-# Variables that only a job of that scheduler sets (its id, its host list or nodefile; the
-# ones each module's detect() reads, and more): a shell where one is non-empty holds a job's
-# variables, so a restore of another job clears that scheduler's (jobenv.plan), and
-# getjobenv's cached snippet, computed for a shell in no job, is not for it (shell/jobenv.sh).
-JOB_MARKERS = {name: JOBID_VARS[name] + more for name, more in (
-    ("pbs", ("PBS_NODEFILE",)), ("slurm", ("SLURM_JOB_NODELIST", "SLURM_NODELIST")), ("cobalt", ("COBALT_NODEFILE",)))}
+# BEGIN tables: written by `python -m jobenv.schedulers.render`; edit the scheduler files instead
+NAMES = ("flux", "pbs", "slurm", "lsf", "cobalt", "local")
+JOBID_VARS = {"flux": ("FLUX_ENCLOSING_ID", "FLUX_JOB_ID"), "pbs": ("PBS_JOBID",), "slurm": ("SLURM_JOB_ID", "SLURM_JOBID"), "lsf": ("LSB_JOBID",), "cobalt": ("COBALT_JOBID",)}
+PREFIXES = {"flux": ("FLUX_",), "pbs": ("PBS_",), "slurm": ("SLURM_",), "lsf": ("LSB_", "LSF_"), "cobalt": ("COBALT_",)}
+JOB_MARKERS = {"flux": ("FLUX_ENCLOSING_ID", "FLUX_JOB_ID"), "pbs": ("PBS_JOBID", "PBS_NODEFILE"), "slurm": ("SLURM_JOB_ID", "SLURM_JOBID", "SLURM_JOB_NODELIST", "SLURM_NODELIST"), "lsf": ("LSB_JOBID", "LSB_MCPU_HOSTS", "LSB_DJOB_HOSTFILE", "LSB_HOSTS"), "cobalt": ("COBALT_JOBID", "COBALT_NODEFILE")}
+DETECT = {"flux": (("FLUX_ENCLOSING_ID", "FLUX_JOB_ID"), ("FLUX_URI",)), "pbs": (("PBS_JOBID",), ("PBS_NODEFILE",)), "slurm": (("SLURM_JOB_ID", "SLURM_JOBID"), ()), "lsf": (("LSB_JOBID",), ()), "cobalt": (("COBALT_JOBID", "COBALT_NODEFILE"), ())}
+NODEFILE_VARS = {"pbs": "PBS_NODEFILE", "lsf": "LSB_DJOB_HOSTFILE", "cobalt": "COBALT_NODEFILE"}
+SITE_VARS = frozenset(("PBS_SERVER", "PBS_CONF_FILE", "PBS_EXEC", "PBS_HOME", "PBS_DEFAULT", "PBS_SERVER_NAME", "SLURM_CONF", "SLURM_TIME_FORMAT", "SLURM_CLUSTERS", "SLURM_CONFIG_DIR", "LSF_ENVDIR", "LSF_BINDIR", "LSF_LIBDIR", "LSF_SERVERDIR", "LSF_VERSION", "COBALT_CONFIG_FILES"))
+QUERY_VARS = ("PBS_CONF_FILE", "PBS_SERVER", "SLURM_CONF", "LSF_ENVDIR")
+SECRETS = frozenset(("PBS_JOBCOOKIE",))
+PROFILES = {"flux": "elcapitan", "pbs": "pbs", "slurm": "slurm", "lsf": "lassen", "cobalt": "cobalt", "local": "local"}
+# END tables
+
+# Never persisted, whatever the scheduler: names that authenticate to the job's daemons.
+SECRET_WORDS = ("COOKIE", "SECRET", "TOKEN", "PASSW", "CREDENTIAL")
 
 
-def module(name: str) -> ModuleType:
-    """A scheduler's module, imported on first use: `jobenv get` in a shell in no job, with
-    its verdict cached, needs none of them (five imports, ~1.5 ms of every new shell)."""
+def is_secret(name: str) -> bool:
+    """A variable never saved nor restored: a scheduler's named secret, a name holding one
+    of SECRET_WORDS, or one ending in _KEY (any case)."""
+    up = name.upper()
+    return name in SECRETS or up.endswith("_KEY") or any(w in up for w in SECRET_WORDS)
+
+
+def all_jobid_vars() -> Tuple[str, ...]:
+    """Every scheduler's job-id variables, in detection order."""
+    return tuple(v for name in NAMES for v in JOBID_VARS.get(name, ()))
+
+
+def job_id_vars() -> Tuple[str, ...]:
+    """Where a rank finds its job id: a restored shell's JOBENV_JOBID, then every scheduler's
+    job-id variables (runtime.discovery.job_id and the wrapper's port seed read this list)."""
+    return ("JOBENV_JOBID",) + all_jobid_vars()
+
+
+def all_prefixes() -> Tuple[str, ...]:
+    """Every scheduler's variable prefixes, in detection order."""
+    return tuple(p for name in NAMES for p in PREFIXES.get(name, ()))
+
+
+def descriptor(name: str) -> Scheduler:
+    """A scheduler's file, imported on first use: `jobenv get` in a shell in no job, with
+    its verdict cached, needs only the tables above."""
     if name not in NAMES:
         raise KeyError(name)
-    return __import__(f"{__name__}.{name}", fromlist=["detect"])
+    scheduler: Scheduler = __import__(f"{__name__}.{name}", fromlist=["SCHEDULER"]).SCHEDULER
+    return scheduler
+
+
+def holds(env: Mapping[str, str], name: str) -> bool:
+    """Does this environment hold a job of scheduler `name` (its DETECT rule)?"""
+    if name not in DETECT:
+        return name == "local"
+    any_of, all_of = DETECT[name]
+    return any(env.get(v) for v in any_of) and all(env.get(v) for v in all_of)
 
 
 def detect(env: Mapping[str, str]) -> str:
-    """The scheduler this environment belongs to: pbs, slurm, cobalt or local."""
-    if not any(env.get(v) for names in JOB_MARKERS.values() for v in names):
-        return "local"  # what every detect() below would say, without importing them
-    found = [name for name in ("pbs", "slurm", "cobalt") if module(name).detect(env)]
-    if len(found) > 1 and "pbs" in found and not os.path.exists(env.get("PBS_NODEFILE", "")):
-        found.remove("pbs")
+    """The scheduler this environment belongs to: one of NAMES, `local` when none holds."""
+    found = [name for name in NAMES if name in DETECT and holds(env, name)]
+    if len(found) > 1:  # a left-over job's nodefile is gone
+        alive = [n for n in found if not env.get(NODEFILE_VARS.get(n, "")) or os.path.exists(env[NODEFILE_VARS[n]])]
+        found = alive or found
     return found[0] if found else "local"
+
+
+def job_scheduler(env: Mapping[str, str]) -> str:
+    """The scheduler of the job this environment names: detected, else (a rank's environment
+    may lack the nodefile detection asks for) the first whose job-id variable is set."""
+    name = detect(env)
+    if name == "local":
+        return next((n for n in NAMES if any(env.get(v) for v in JOBID_VARS.get(n, ()))), name)
+    return name
 
 
 def env_jobid(env: Mapping[str, str]) -> Optional[Tuple[str, str]]:
     """(scheduler, jobid) of the scheduler job this shell lives in, if any."""
     name = detect(env)
-    if name == "local":
-        return None
-    for var in JOBID_VARS[name]:
+    for var in JOBID_VARS.get(name, ()):
         if env.get(var):
             return name, env[var]
     return None
@@ -63,19 +108,14 @@ def env_jobid(env: Mapping[str, str]) -> Optional[Tuple[str, str]]:
 def capture(env: Mapping[str, str], scheduler: Optional[str] = None) -> Capture:
     name = scheduler or detect(env)
     if name not in NAMES:
-        raise BadInput(f"unknown scheduler {name!r} (pbs, slurm, cobalt, local)")
-    if name != "local" and not module(name).detect(env):
+        raise BadInput(f"unknown scheduler {name!r} ({', '.join(NAMES)})")
+    if not holds(env, name):
         raise BadInput(f"--scheduler {name}: this shell has no {name} job variables")
-    return module(name).capture(env)
+    return descriptor(name).capture(env)
 
 
-def job_state(scheduler: str, jobid: str, env: Optional[Mapping[str, str]] = None,
-              timeout: float = 5.0) -> Optional[Tuple[str, str]]:
-    """('live'|'ended', reason) from the scheduler's CLI, None when it cannot tell."""
-    return module(scheduler).job_state(jobid, env, timeout)
-
-
-def job_states(scheduler: str, jobids: Sequence[str], env: Optional[Mapping[str, str]] = None,
-               timeout: float = 5.0) -> Dict[str, Tuple[str, str]]:
-    """One query for many jobs of one scheduler; jobs it cannot tell about are left out."""
-    return module(scheduler).job_states(jobids, env, timeout)
+def query_states(scheduler: str, jobids: Sequence[str], env: Optional[Mapping[str, str]] = None,
+                 timeout: float = 5.0) -> Dict[str, Tuple[str, str]]:
+    """('live'|'ended', reason) per job from one bounded query of the scheduler's CLI; jobs it
+    cannot tell about are left out.  (liveness.job_state/job_states hold the whole rule.)"""
+    return descriptor(scheduler).query(jobids, env, timeout)

@@ -1,16 +1,79 @@
-"""What every scheduler module returns, and helpers they share."""
+"""The typed interface of a scheduler file (`Scheduler`), what its capture returns
+(`Capture`), and the helpers scheduler files share.
+
+A scheduler file (`jobenv/schedulers/<name>.py`) defines `SCHEDULER = Scheduler(...)`: its
+facts as data (job-id variables, prefixes, marks, site variables, secrets, nodefile,
+detection priority, generic profile) and its behaviour as functions (capture, the liveness
+query and its parser).  Everything else reads the facts through the tables in
+`jobenv/schedulers/__init__.py`, which `python -m jobenv.schedulers.render` writes from
+these descriptors (a test proves they are that rendering), so a shell in no job loads
+no scheduler file.
+"""
 from __future__ import annotations
 
 from ..errors import BadInput
+from . import is_secret
 
 TYPE_CHECKING = False  # `import typing` costs ~5 ms per shell; type checkers still read the block below
 if TYPE_CHECKING:
     from typing import Callable, Dict, List, Mapping, Optional, Sequence, Tuple
 
     Reader = Callable[[str], str]
+    Verdicts = Dict[str, Tuple[str, str]]
+    # (jobids, env, timeout) -> {jobid: ('live'|'ended', reason)}: one bounded scheduler query
+    Query = Callable[[Sequence[str], Optional[Mapping[str, str]], float], Verdicts]
+    # (scheduler output, its exit code, jobids asked) -> verdicts: pure, tested on recorded outputs
+    Parser = Callable[[str, int, Sequence[str]], Verdicts]
+    CaptureFn = Callable[[Mapping[str, str]], "Capture"]
 
-# Never persisted, whatever the scheduler: they authenticate to the job's daemons.
-SECRET_PATTERN = r"(COOKIE|SECRET|TOKEN|PASSW|CREDENTIAL|_KEY$)"
+
+class Scheduler:
+    """One scheduler's facts and behaviour: the one place a newcomer edits to add one.
+
+    Detection: the shell holds a job of this scheduler when one of `detect_any` is set and
+    all of `detect_all` are; `priority` orders the check (lower first) and, when two
+    schedulers' variables are both present, one whose `nodefile_var` names a file that no
+    longer exists loses (its variables are left over from an ended job).
+    `marks` (with the job-id and `detect_any` variables) are every variable only a job of
+    this scheduler sets: a shell holding one is in such a job, so a restore of another job
+    clears this scheduler's variables and the shell's cached no-job snippet is not for it; `site_vars` describe the site (never cleared, restored only where the
+    shell has none); `query_vars` are the site variables its CLI needs, taken from the
+    record where a shell lacks them; `secrets` are names never persisted beyond the common
+    rule (`schedulers.is_secret`).  `nodefile_var` is where its host list lives when it is a
+    file (`import` falls back to an ezpz-style HOSTFILE when that file is gone); `hosts`
+    says, for people, where the host list comes from.  `profile` is the shipped profile
+    used when no machine profile matches.  `query` asks the scheduler about jobs; `parse`
+    turns its output into verdicts.
+    """
+
+    __slots__ = ("name", "jobid_vars", "prefixes", "detect_any", "detect_all", "marks", "site_vars",
+                 "query_vars", "secrets", "nodefile_var", "hosts", "priority", "profile", "capture",
+                 "query", "parse")
+
+    def __init__(self, name: str, *, jobid_vars: Tuple[str, ...], prefixes: Tuple[str, ...],
+                 detect_any: Tuple[str, ...], detect_all: Tuple[str, ...] = (),
+                 marks: Tuple[str, ...] = (), site_vars: Tuple[str, ...] = (),
+                 query_vars: Tuple[str, ...] = (), secrets: Tuple[str, ...] = (),
+                 nodefile_var: str = "", hosts: str, priority: int, profile: str,
+                 capture: CaptureFn, query: Query, parse: Optional[Parser] = None) -> None:
+        self.name, self.jobid_vars, self.prefixes = name, jobid_vars, prefixes
+        self.detect_any, self.detect_all = detect_any, detect_all
+        self.marks = tuple(dict.fromkeys(jobid_vars + detect_any + marks))
+        self.site_vars, self.query_vars, self.secrets = site_vars, query_vars, secrets
+        self.nodefile_var, self.hosts, self.priority, self.profile = nodefile_var, hosts, priority, profile
+        self.capture, self.query, self.parse = capture, query, parse
+
+
+def run_parsed(argv: List[str], jobids: Sequence[str], parse: Parser, env: Optional[Mapping[str, str]],
+                 timeout: float) -> Verdicts:
+    """One bounded run of a scheduler CLI whose last arguments are `jobids`, parsed; no
+    verdict at all when the CLI is absent or silent."""
+    if not jobids:
+        return {}
+    res = run_query(argv, env, timeout)
+    if res is None:
+        return {}
+    return parse(res[1], res[0], jobids)
 
 
 class Capture:
@@ -41,14 +104,11 @@ def read_text(path: str) -> str:
 
 def pick_env(env: Mapping[str, str], prefixes: Sequence[str], drop: Sequence[str] = ()) -> Dict[str, str]:
     """The scheduler's job variables: by prefix, minus secrets and per-step/task ones."""
-    import re
-
-    secret = re.compile(SECRET_PATTERN, re.I)
     out = {}
     for k, v in env.items():
         if not k.startswith(tuple(prefixes)) or not (k.isidentifier() and k.isascii()):
             continue
-        if secret.search(k) or k in drop:
+        if is_secret(k) or k in drop:
             continue
         out[k] = v
     return dict(sorted(out.items()))

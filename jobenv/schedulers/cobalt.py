@@ -6,8 +6,7 @@ processes, not nodes, so hosts come from the nodefile alone, in the scheduler's 
 from __future__ import annotations
 
 from ..errors import BadInput
-from .base import Capture, parse_nodefile, pick_env, read_text, run_query, table_rows
-from . import PREFIXES as ALL_PREFIXES
+from .base import Capture, Scheduler, parse_nodefile, pick_env, run_parsed, read_text, table_rows
 
 TYPE_CHECKING = False  # `import typing` costs ~5 ms per shell; type checkers still read the block below
 if TYPE_CHECKING:
@@ -16,11 +15,7 @@ if TYPE_CHECKING:
     from .base import Reader
 
 NAME = "cobalt"
-PREFIXES = ALL_PREFIXES["cobalt"]
-
-
-def detect(env: Mapping[str, str]) -> bool:
-    return bool(env.get("COBALT_JOBID") or env.get("COBALT_NODEFILE"))
+PREFIXES = ("COBALT_",)
 
 
 def capture(env: Mapping[str, str], read: Reader = read_text) -> Capture:
@@ -66,17 +61,17 @@ def _query_safe(jobid: str) -> bool:
     return 0 < len(jobid) <= 20 and set(jobid) <= set("0123456789")
 
 
-def job_states(jobids: Sequence[str], env: Optional[Mapping[str, str]] = None,
-               timeout: float = 5.0) -> Dict[str, Tuple[str, str]]:
+def query(jobids: Sequence[str], env: Optional[Mapping[str, str]] = None,
+          timeout: float = 5.0) -> Dict[str, Tuple[str, str]]:
     """One `qstat` for all `jobids`; jobs it does not answer for are left out."""
     jobids = [j for j in jobids if _query_safe(j)]
-    if not jobids:
-        return {}
-    res = run_query(["qstat", *jobids], env, timeout)
-    if res is None:
-        return {}
-    return parse_qstat(res[1], res[0], jobids)
+    return run_parsed(["qstat", *jobids], jobids, parse_qstat, env, timeout)
 
 
-def job_state(jobid: str, env: Optional[Mapping[str, str]] = None, timeout: float = 5.0) -> Optional[Tuple[str, str]]:
-    return job_states([jobid], env, timeout).get(jobid)
+SCHEDULER = Scheduler(
+    NAME, jobid_vars=("COBALT_JOBID",), prefixes=PREFIXES,
+    # an interactive ssh may forward only the nodefile, which names the job (cobalt.<id>)
+    detect_any=("COBALT_JOBID", "COBALT_NODEFILE"), site_vars=("COBALT_CONFIG_FILES",),
+    nodefile_var="COBALT_NODEFILE", hosts="COBALT_NODEFILE (else /var/tmp/cobalt.<id>): one line per host",
+    priority=50, profile="cobalt", capture=capture, query=query, parse=parse_qstat,
+)

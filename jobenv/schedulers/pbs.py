@@ -6,8 +6,7 @@ PBS_NODEFILE, so both are required to call a job PBS.
 """
 from __future__ import annotations
 
-from .base import Capture, parse_nodefile, pick_env, read_text, run_query, table_rows
-from . import PREFIXES as ALL_PREFIXES
+from .base import Capture, Scheduler, parse_nodefile, pick_env, run_parsed, read_text, table_rows
 
 TYPE_CHECKING = False  # `import typing` costs ~5 ms per shell; type checkers still read the block below
 if TYPE_CHECKING:
@@ -16,12 +15,9 @@ if TYPE_CHECKING:
     from .base import Reader
 
 NAME = "pbs"
-PREFIXES = ALL_PREFIXES["pbs"]
+PREFIXES = ("PBS_",)
+# Per-task variables and the job's cookie: meaningless (or secret) in another shell.
 DROP = ("PBS_JOBCOOKIE", "PBS_TASKNUM", "PBS_NODENUM", "PBS_MOMPORT")
-
-
-def detect(env: Mapping[str, str]) -> bool:
-    return bool(env.get("PBS_JOBID")) and bool(env.get("PBS_NODEFILE"))
 
 
 def capture(env: Mapping[str, str], read: Reader = read_text) -> Capture:
@@ -121,21 +117,25 @@ def _query_safe(jobid: str) -> bool:
     return 0 < len(jobid) <= 255 and jobid[0] in "0123456789" and set(jobid) <= _PBS_ID_CHARS
 
 
-def job_states(jobids: Sequence[str], env: Optional[Mapping[str, str]] = None,
-               timeout: float = 5.0) -> Dict[str, Tuple[str, str]]:
+def parse_qstat(out: str, rc: int, jobids: Sequence[str]) -> Dict[str, Tuple[str, str]]:
+    """Verdicts from `qstat -x -f -F json`, or from its text form where a PBS without
+    `-F json` answered with usage text."""
+    return (parse_json if "{" in out else parse_full_text)(out, rc, jobids)
+
+
+def query(jobids: Sequence[str], env: Optional[Mapping[str, str]] = None,
+          timeout: float = 5.0) -> Dict[str, Tuple[str, str]]:
     """One `qstat -x -f -F json` for all `jobids`; jobs it does not answer for are left out."""
     jobids = [j for j in jobids if _query_safe(j)]
-    if not jobids:
-        return {}
-    res = run_query(["qstat", "-x", "-f", "-F", "json", *jobids], env, timeout)
-    if res is None:
-        return {}
-    rc, out = res
-    if "{" in out:
-        return parse_json(out, rc, jobids)
-    return parse_full_text(out, rc, jobids)  # a PBS without -F json answers with usage text
+    return run_parsed(["qstat", "-x", "-f", "-F", "json", *jobids], jobids, parse_qstat, env, timeout)
 
 
-def job_state(jobid: str, env: Optional[Mapping[str, str]] = None, timeout: float = 5.0) -> Optional[Tuple[str, str]]:
-    """('live'|'ended', reason) from qstat, or None where qstat is absent or silent."""
-    return job_states([jobid], env, timeout).get(jobid)
+SCHEDULER = Scheduler(
+    NAME, jobid_vars=("PBS_JOBID",), prefixes=PREFIXES,
+    # Slurm's PBS-compatibility plugin sets PBS_JOBID but never PBS_NODEFILE
+    detect_any=("PBS_JOBID",), detect_all=("PBS_NODEFILE",), marks=("PBS_NODEFILE",),
+    site_vars=("PBS_SERVER", "PBS_CONF_FILE", "PBS_EXEC", "PBS_HOME", "PBS_DEFAULT", "PBS_SERVER_NAME"),
+    query_vars=("PBS_CONF_FILE", "PBS_SERVER"), secrets=("PBS_JOBCOOKIE",),
+    nodefile_var="PBS_NODEFILE", hosts="PBS_NODEFILE: one line per MPI slot, FQDNs, first-seen order",
+    priority=20, profile="pbs", capture=capture, query=query, parse=parse_qstat,
+)

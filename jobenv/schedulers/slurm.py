@@ -11,15 +11,14 @@ import os
 
 from ..errors import BadInput
 from ..numbers import MAX_PER_HOST, is_uint, parse_uint
-from .base import Capture, pick_env, run_query
-from . import PREFIXES as ALL_PREFIXES
+from .base import Capture, Scheduler, pick_env, run_parsed
 
 TYPE_CHECKING = False  # `import typing` costs ~5 ms per shell; type checkers still read the block below
 if TYPE_CHECKING:
     from typing import Dict, List, Mapping, Optional, Sequence, Tuple
 
 NAME = "slurm"
-PREFIXES = ALL_PREFIXES["slurm"]
+PREFIXES = ("SLURM_",)
 # Per-task and per-step variables: meaningless (or harmful) in another shell.
 TASK_VARS = (
     "SLURM_PROCID", "SLURM_LOCALID", "SLURM_NODEID", "SLURM_TASK_PID", "SLURM_GTIDS",
@@ -36,10 +35,6 @@ TASK_VARS = (
 # Describe the current step when inside one, the job otherwise.
 STEP_TWINS = ("SLURM_NODELIST", "SLURM_NNODES", "SLURM_NTASKS", "SLURM_NPROCS",
               "SLURM_TASKS_PER_NODE", "SLURM_JOB_CPUS_PER_NODE_STEP")
-
-
-def detect(env: Mapping[str, str]) -> bool:
-    return bool(env.get("SLURM_JOB_ID") or env.get("SLURM_JOBID"))
 
 
 def in_step(env: Mapping[str, str]) -> bool:
@@ -189,8 +184,8 @@ def _query_safe(jobid: str) -> bool:
     return 0 < len(jobid) <= 40 and jobid[0] in "0123456789" and set(jobid) <= set("0123456789_+")
 
 
-def job_states(jobids: Sequence[str], env: Optional[Mapping[str, str]] = None,
-               timeout: float = 5.0) -> Dict[str, Tuple[str, str]]:
+def query(jobids: Sequence[str], env: Optional[Mapping[str, str]] = None,
+          timeout: float = 5.0) -> Dict[str, Tuple[str, str]]:
     """One squeue for all `jobids`; jobs it does not answer for are left out.
 
     squeue retries for 60 s when SLURM_CONF names a missing file (a record restored on
@@ -200,12 +195,15 @@ def job_states(jobids: Sequence[str], env: Optional[Mapping[str, str]] = None,
     jobids = [j for j in jobids if _query_safe(j)]
     if not jobids or (conf and not os.path.exists(conf)):
         return {}
-    res = run_query(["squeue", "-h", "-t", "all", "-o", FORMAT, "-j", ",".join(jobids)], env, timeout)
-    if res is None:
-        return {}
-    return parse_squeue(res[1], res[0], jobids)
+    return run_parsed(["squeue", "-h", "-t", "all", "-o", FORMAT, "-j", ",".join(jobids)], jobids,
+                      parse_squeue, env, timeout)
 
 
-def job_state(jobid: str, env: Optional[Mapping[str, str]] = None, timeout: float = 5.0) -> Optional[Tuple[str, str]]:
-    """('live'|'ended', reason) from squeue, or None where squeue is absent or silent."""
-    return job_states([jobid], env, timeout).get(jobid)
+SCHEDULER = Scheduler(
+    NAME, jobid_vars=("SLURM_JOB_ID", "SLURM_JOBID"), prefixes=PREFIXES,
+    detect_any=("SLURM_JOB_ID", "SLURM_JOBID"), marks=("SLURM_JOB_NODELIST", "SLURM_NODELIST"),
+    site_vars=("SLURM_CONF", "SLURM_TIME_FORMAT", "SLURM_CLUSTERS", "SLURM_CONFIG_DIR"),
+    query_vars=("SLURM_CONF",),
+    hosts="SLURM_JOB_NODELIST (a hostlist expression; het jobs: the union of SLURM_JOB_NODELIST_HET_GROUP_<n>)",
+    priority=30, profile="slurm", capture=capture, query=query, parse=parse_squeue,
+)

@@ -1,0 +1,77 @@
+"""The scheduler files are the one source of their facts: every table the rest of jobenv
+reads (Python, the generated shell gate, the per-rank wrapper, init's gates, the CLI's
+choices) is derived from the descriptors, and detection follows their rules."""
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from jobenv import importer, init, liveness, plan, profiles, schedulers
+from jobenv.runtime import discovery
+from jobenv.schedulers import base, render
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+def test_tables_and_shell_gate_are_the_rendering_of_the_scheduler_files():
+    assert render.main(["--check"]) == 0, "run: python -m jobenv.schedulers.render"
+    descs = render.descriptors()
+    for key, value in render.tables(descs).items():
+        assert getattr(schedulers, key) == value, key
+    assert [d.name for d in descs][-1] == "local"  # no variables of its own: detected last
+
+
+def test_every_scheduler_fact_table_is_derived_from_the_descriptors():
+    descs = render.descriptors()
+    jobids = tuple(v for d in descs for v in d.jobid_vars)
+    prefixes = tuple(p for d in descs for p in d.prefixes)
+    assert plan.SITE_VARS is schedulers.SITE_VARS
+    assert plan.is_secret is schedulers.is_secret and base.is_secret is schedulers.is_secret
+    assert liveness._QUERY_VARS == tuple(v for d in descs for v in d.query_vars)
+    assert importer.SCHEDULER_PREFIXES == prefixes
+    assert all(p in plan._LAUNCH_DENY_PREFIXES for p in prefixes)
+    assert schedulers.job_id_vars() == ("JOBENV_JOBID",) + jobids
+    assert discovery.job_id({"PBS_JOBID": "1.x", "SLURM_JOB_ID": "2"}, None) == "1.x"
+    assert discovery.job_id({"JOBENV_JOBID": "3", "SLURM_JOB_ID": "2"}, None) == "3"
+    assert "for _je_v in " + " ".join(schedulers.job_id_vars()) + "; do" in (REPO / "jobenv" / "rankwrap.sh").read_text()
+    from jobenv.cli import save
+    choices = next(p for p in save.params if p.name == "scheduler").type.choices  # type: ignore[attr-defined]
+    assert tuple(choices) == tuple(d.name for d in descs)
+    for shell in init.SHELLS:
+        text = init.render(shell, "", "/bin/jobenv", True, "0")
+        gate = "".join(("$" if shell == "fish" else "${") + v + ("" if shell == "fish" else "-}") for v in jobids)
+        assert f'-n "{gate}"' in text, shell
+
+
+def test_each_scheduler_s_default_profile_is_shipped_for_it():
+    shipped = profiles.load_all({"HOME": "/nonexistent", "JOBENV_PROFILES": ""})
+    for d in render.descriptors():
+        assert shipped[d.profile].scheduler == d.name
+
+
+@pytest.mark.parametrize("desc", render.descriptors(), ids=lambda d: d.name)
+def test_a_shell_holding_a_scheduler_s_variables_is_detected_as_it(desc, tmp_path):
+    nodefile = tmp_path / "nodefile"
+    nodefile.write_text("h1\n")
+    env = {v: str(nodefile) for v in desc.detect_any[:1] + desc.detect_all}
+    assert schedulers.detect(env) == desc.name
+    if desc.name != "local":
+        assert not schedulers.holds({v: "1" for v in desc.detect_all}, desc.name)
+
+
+def test_a_left_over_job_whose_nodefile_is_gone_loses_a_tie(tmp_path):
+    gone = str(tmp_path / "gone")
+    env = {"PBS_JOBID": "1.srv", "PBS_NODEFILE": gone, "SLURM_JOB_ID": "7"}
+    assert schedulers.detect(env) == "slurm"
+    open(gone, "w").close()
+    assert schedulers.detect(env) == "pbs"
+    os.unlink(gone)
+    assert schedulers.detect({"PBS_JOBID": "1.srv", "PBS_NODEFILE": gone}) == "pbs"  # alone: still its job
+
+
+def test_secrets_are_one_rule_for_capture_and_restore():
+    env = {"PBS_JOBCOOKIE": "c", "SLURM_TOKEN": "t", "SLURM_api_key": "k", "SLURM_JOB_ID": "1"}
+    assert base.pick_env(env, ("PBS_", "SLURM_")) == {"SLURM_JOB_ID": "1"}
+    assert [k for k in env if plan.job_var_ok(k, "slurm") or plan.job_var_ok(k, "pbs")] == ["SLURM_JOB_ID"]
