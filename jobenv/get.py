@@ -1,6 +1,6 @@
 """`jobenv get`: choose this shell's job, judge whether it is alive, build the plan, render it.
 
-This path runs in every new shell, so it imports neither click, rich, yaml, filelock, re
+This path runs in every new shell, so it imports neither click, rich, yaml, re
 nor typing, reads one record rather than all of them (getcache's per-host index), and
 forks no scheduler command while a recent verdict or a fresh watcher heartbeat holds.
 """

@@ -81,3 +81,29 @@ def test_get_in_a_shell_in_no_job_imports_no_scheduler_module(tmp_path, home):
     p = subprocess.run([sys.executable, "-c", "import sys\n" + code], env=env, capture_output=True, text=True,
                        timeout=60)
     assert p.returncode == 0 and p.stdout.strip() == "", p.stdout + p.stderr
+
+
+def test_every_declared_dependency_is_imported():
+    """A dependency in pyproject.toml that no module imports is weight without a use (the
+    README's Dependencies paragraph says which module needs each)."""
+    import os
+    import re
+    import tomllib
+
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    with open(os.path.join(root, "pyproject.toml"), "rb") as f:
+        declared = tomllib.load(f)["project"]["dependencies"]
+    module_of = {"pyyaml": "yaml"}
+    source = ""
+    for d, _, files in os.walk(os.path.join(root, "jobenv")):
+        for name in files:
+            if name.endswith(".py"):
+                with open(os.path.join(d, name), encoding="utf-8") as f:
+                    source += f.read()
+    unused = []
+    for spec in declared:
+        dist = re.match(r"[A-Za-z0-9_.-]+", spec).group(0).lower()
+        mod = module_of.get(dist, dist.replace("-", "_"))
+        if not re.search(rf"^\s*(import|from) {re.escape(mod)}\b", source, re.M):
+            unused.append(dist)
+    assert unused == []
