@@ -146,8 +146,7 @@ def check_store(env: Mapping[str, str]) -> List[Check]:
     if not os.path.isdir(d):
         return [Check("store", "warn", f"{d} does not exist yet", "run `jobenv save` inside your allocation")]
     try:
-        store.check_safe(os.path.dirname(d), is_dir=True)
-        store.check_safe(d, is_dir=True)
+        store.open_store(dict(env))
         for name in sorted(os.listdir(d)):
             if name.endswith((".json", ".env", ".hosts")):
                 store.check_safe(os.path.join(d, name), is_dir=False)

@@ -43,13 +43,6 @@ def good_records(env: Mapping[str, str], warn) -> List[Tuple[str, JobRecord]]:
     return out
 
 
-def check_store(env: Mapping[str, str]) -> None:
-    """The store's directories must be ours alone (BadRecord otherwise)."""
-    jobs = getcache.jobs_dir(env)
-    store.check_safe(os.path.dirname(jobs), is_dir=True)
-    store.check_safe(jobs, is_dir=True)
-
-
 def find_job(env: Mapping[str, str], jobid: str, warn=None) -> Tuple[str, JobRecord]:
     """A record by id, by jobenv.lookup's rule (exact id, its file, the PBS short form;
     ambiguity is an error).  The common case, one file named for the id, is found with a
@@ -57,7 +50,7 @@ def find_job(env: Mapping[str, str], jobid: str, warn=None) -> Tuple[str, JobRec
     from .lookup import check_jobid, find
 
     check_jobid(jobid)
-    check_store(env)
+    store.open_store(dict(env))
     hits = [p for p in (store.paths_for(store.key_for(s, jobid), dict(env))[0] for s in schedulers.NAMES)
             if os.path.lexists(p)]
     if len(hits) == 1:
@@ -76,7 +69,7 @@ def select(env: Mapping[str, str], jobid: Optional[str], hostname: Optional[str]
     if jobid is not None:
         path, rec = find_job(env, jobid)
         return path, rec, f"job {jobid} asked for by --job", []
-    check_store(env)
+    store.open_store(dict(env))
     live = schedulers.env_jobid(env)
     if live:
         sched, jid = live

@@ -29,7 +29,7 @@ import os
 from .atomic import JobLock, clean_temps, fsync_dir, write_atomic
 from .errors import BadInput, BadRecord
 from .record import JobRecord, from_json
-from .storepath import check_ancestors, check_safe, check_store, ensure_dirs, home, jobs_dir, write_error
+from .storepath import check_safe, ensure_dirs, home, jobs_dir, open_jobs, open_store, write_error
 
 TYPE_CHECKING = False  # `import typing` costs ~5 ms per shell; type checkers still read the block below
 if TYPE_CHECKING:
@@ -37,8 +37,8 @@ if TYPE_CHECKING:
 
     Loaded = Tuple[str, Union[JobRecord, BadRecord]]
 
-__all__ = ["home", "jobs_dir", "check_safe", "ensure_dirs", "key_for", "paths_for", "hostfile_path",
-           "job_lock", "write_job", "update_status", "load", "load_env", "iter_records", "remove",
+__all__ = ["home", "jobs_dir", "check_safe", "ensure_dirs", "open_store", "key_for", "paths_for",
+           "hostfile_path", "job_lock", "write_job", "update_status", "load", "load_env", "iter_records", "remove",
            "write_atomic", "clean_temps"]
 
 _KEY_CHARS = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789._-")
@@ -187,22 +187,9 @@ def update_status(json_path: str, changes: dict, env: Optional[Mapping[str, str]
     return rec
 
 
-_checked_dirs: set = set()
-
-
-def _check_dir_once(d: str) -> None:
-    """The store's directories and everything above them, once per process: every reader
-    (the cached paths of `get` included) goes through load(), so none can skip this."""
-    if d not in _checked_dirs:
-        check_ancestors(d)
-        check_safe(os.path.dirname(d), is_dir=True)
-        check_safe(d, is_dir=True)
-        _checked_dirs.add(d)
-
-
 def load(path: str) -> JobRecord:
     """Read one record; BadRecord names the file on any defect (or on an unsafe store)."""
-    _check_dir_once(os.path.dirname(os.path.abspath(path)))
+    open_jobs(os.path.dirname(os.path.abspath(path)))  # once per process: none can skip it
     check_safe(path, is_dir=False)
     return from_json(_read(path).decode("utf-8", "surrogateescape"), path)
 
@@ -248,7 +235,7 @@ def load_env(json_path: str, tries: int = 5) -> Tuple[JobRecord, str]:
 def iter_records(env: Optional[Mapping[str, str]] = None) -> Iterator[Loaded]:
     """Every record, most recently saved first (a record's mtime is its saved time; readers
     that need exact order sort by `created_at`); defective ones come back as BadRecord."""
-    d = check_store(env)
+    d = open_store(env)
     try:
         entries = [e for e in os.scandir(d) if e.name.endswith(".json") and not e.name.startswith(".")]
     except FileNotFoundError:

@@ -173,10 +173,7 @@ def load_record(path: str):
     from ..errors import JobenvError
 
     try:
-        jobs = os.path.dirname(os.path.abspath(path))
-        for d in (os.path.dirname(jobs), jobs):
-            store.check_safe(d, is_dir=True)
-        return store.load(path)
+        return store.load(path)  # opens the store (storepath.open_jobs) first
     except JobenvError as exc:
         raise DetectError(f"cannot use the job's record: {exc}") from None
 
