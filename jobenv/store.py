@@ -33,19 +33,18 @@ from .storepath import check_safe, ensure_dirs, home, jobs_dir, open_jobs, open_
 
 TYPE_CHECKING = False  # `import typing` costs ~5 ms per shell; type checkers still read the block below
 if TYPE_CHECKING:
-    from typing import Iterator, List, Mapping, Optional, Tuple, Union
+    from typing import Callable, Iterator, List, Mapping, Optional, Tuple, Union
 
     Loaded = Tuple[str, Union[JobRecord, BadRecord]]
 
 __all__ = ["home", "jobs_dir", "check_safe", "ensure_dirs", "open_store", "key_for", "paths_for",
-           "hostfile_path", "job_lock", "write_job", "update_status", "load", "load_env", "iter_records", "remove",
+           "hostfile_path", "job_lock", "write_job", "update", "update_status", "load", "load_env", "iter_records", "remove",
            "write_atomic", "clean_temps"]
 
 _KEY_CHARS = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789._-")
 KEY_MAX = 150
 GRACE = 120.0  # seconds an unnamed companion file is kept for readers in flight
 MAX_RECORD_BYTES = 256 << 20
-_write_atomic = write_atomic  # the old private name, still used by jobenv.stage.cli
 
 
 def key_for(scheduler: str, jobid: str) -> str:
@@ -170,21 +169,30 @@ def _check_owner(json_path: str, record: JobRecord) -> None:
         raise BadInput(f"{json_path} holds job {old['jobid']!r}, not {record.jobid!r}: refusing to overwrite it")
 
 
-def update_status(json_path: str, changes: dict, env: Optional[Mapping[str, str]] = None,
-                  drop: tuple = ()) -> JobRecord:
-    """Merge `changes` into a record's status (and remove the keys in `drop`): re-read,
-    change, replace, under the job's lock, so a save in between is never overwritten.
-    The file keeps its saved time as mtime: heartbeats never reorder records."""
+def update(json_path: str, change: Callable[[JobRecord], None], env: Optional[Mapping[str, str]] = None
+           ) -> JobRecord:
+    """The one writer of a saved record: re-read it, `change` it in place, replace it, under
+    the job's lock, so a save in between is never overwritten.  The file keeps its saved
+    time as mtime (list, get's newest-record rule): an update never reorders records."""
     try:
         with job_lock(_stem(json_path) + ".lock", env):
             rec = load(json_path)
-            for k in drop:
-                rec.status.pop(k, None)
-            rec.status.update(changes)
+            change(rec)
             write_atomic(json_path, rec.to_json().encode("utf-8", "surrogateescape"), rec.created_at)
     except OSError as exc:
         raise write_error(exc, json_path) from None
     return rec
+
+
+def update_status(json_path: str, changes: dict, env: Optional[Mapping[str, str]] = None,
+                  drop: tuple = ()) -> JobRecord:
+    """Merge `changes` into a record's status and remove the keys in `drop` (update)."""
+    def change(rec: JobRecord) -> None:
+        for k in drop:
+            rec.status.pop(k, None)
+        rec.status.update(changes)
+
+    return update(json_path, change, env)
 
 
 def load(path: str) -> JobRecord:
