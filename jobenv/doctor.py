@@ -232,7 +232,8 @@ def collect(env: Mapping[str, str], job: Optional[str], deep: bool, timeout: flo
     """Every check, in a fixed order; slow probes run concurrently."""
     from . import schedulers
     from .errors import JobenvError
-    from .get import choose, job_state
+    from .get import which_job
+    from .liveness import job_state
     from .hostlist import host_index, this_host
 
     checks: List[Check] = []
@@ -243,7 +244,7 @@ def collect(env: Mapping[str, str], job: Optional[str], deep: bool, timeout: flo
     pyenv = dict(env)
     started = probes.start_imports(pyenv, timeout, heavy=deep)  # torch, mpi4py, ... import while the rest runs
     try:
-        path, rec = choose(env, job, lambda msg: None)
+        path, rec = which_job(env, job, lambda msg: None)
     except JobenvError as exc:
         checks.append(Check("record", "fail", exc.message.split("; ")[0], "run `jobenv save` inside your allocation"))
         rec = None

@@ -9,8 +9,7 @@ from __future__ import annotations
 import os
 import time
 
-from . import getcache, plan, schedulers, shell, store
-from . import liveness as liveness_rule
+from . import getcache, liveness, plan, schedulers, shell, store
 from .errors import BadRecord, JobenvError, NoRecord
 from .hostlist import host_index, this_host
 
@@ -102,7 +101,8 @@ def select(env: Mapping[str, str], jobid: Optional[str], hostname: Optional[str]
     return path, rec, why, warnings
 
 
-def choose(env: Mapping[str, str], jobid: Optional[str], warn, hostname: Optional[str] = None) -> Tuple[str, JobRecord]:
+def which_job(env: Mapping[str, str], jobid: Optional[str], warn, hostname: Optional[str] = None
+              ) -> Tuple[str, JobRecord]:
     """(path, record) as `select` chooses them, its warnings given to `warn`."""
     path, rec, _, warnings = select(env, jobid, hostname)
     for w in warnings:
@@ -110,31 +110,26 @@ def choose(env: Mapping[str, str], jobid: Optional[str], warn, hostname: Optiona
     return path, rec
 
 
-def liveness(rec: JobRecord, env: Mapping[str, str], now: Optional[float] = None, cache: bool = True,
-             timeout: float = LIVENESS_TIMEOUT) -> Tuple[str, str, float]:
-    """(live|ended|unknown, reason, trusted-until): jobenv.liveness's rule, with the
-    scheduler's word cached for a minute so most new shells fork no qstat/squeue."""
+def cached_state(rec: JobRecord, env: Mapping[str, str], now: Optional[float] = None,
+                 timeout: float = LIVENESS_TIMEOUT) -> Tuple[str, str, float]:
+    """(live|ended|unknown, reason, trusted-until): jobenv.liveness's rule (job_state), with
+    the scheduler's word cached for a minute so most new shells fork no qstat/squeue."""
     now = time.time() if now is None else now
-    known = liveness_rule.without_query(rec, now)
+    known = liveness.without_query(rec, now)
     if known is not None:
-        beat = liveness_rule.heartbeat(rec, now)
+        beat = liveness.heartbeat(rec, now)
         return known[0], known[1], (beat[2] if known[0] == "live" and beat else now + 86400)
     key = store.key_for(rec.scheduler, rec.jobid)
-    if cache and rec.scheduler != "local":
+    cache = rec.scheduler != "local"
+    if cache:
         hit = getcache.read_verdict(env, key, now)
         if hit:
             return hit
-    state, reason = liveness_rule.ask(rec, env, timeout)
-    until = now + (86400 if rec.scheduler == "local" else getcache.VERDICT_TTL)
-    if cache and rec.scheduler != "local":
+    state, reason = liveness.ask(rec, env, timeout)
+    until = now + (getcache.VERDICT_TTL if cache else 86400)
+    if cache:
         getcache.write_verdict(env, key, state, reason, until)
     return state, reason, until
-
-
-def job_state(rec: JobRecord, env: Mapping[str, str]) -> Tuple[str, str]:
-    """('live'|'ended'|'unknown', reason) without caches (show, list, watch, clean)."""
-    state, reason, _ = liveness(rec, env, cache=False, timeout=5.0)
-    return state, reason
 
 
 def _launch_program(env: Mapping[str, str]) -> list:
@@ -183,7 +178,7 @@ def restore_plan(env: Mapping[str, str], jobid: Optional[str] = None, allow_stal
     `python=False` (--no-python) leaves the job's Python environment and staged copy out."""
     host = hostname or this_host(env)
     path, rec, why, warnings = select(env, jobid, host)
-    state, reason, until = liveness(rec, env)
+    state, reason, until = cached_state(rec, env)
     p = plan.build(rec, path, env, why=why, state=(state, reason), store="owner, mode and schema checked",
                    allow_stale=allow_stale, jobenv_argv=shell.jobenv_argv(),
                    extra=_extra_items(rec, env, host, python) + _launch_program(env), warnings=warnings)

@@ -166,12 +166,13 @@ def _finish(rec, results, min_hosts: Optional[int]) -> None:
 def stage(job, env_path, to, dry_run, min_hosts, clean, base, timeout) -> None:
     """Copy the job's Python environment to node-local disk on every host."""
     from .. import store
-    from ..get import choose, job_state
+    from ..get import which_job
+    from ..liveness import job_state
     from . import hosts as hosts_mod
     from . import manifest, pack
     from .manifest import EnvError
 
-    path, rec = choose(os.environ, job, _warn)
+    path, rec = which_job(os.environ, job, _warn)
     state, reason = job_state(rec, os.environ)
     if state == "ended":
         raise JobEnded(f"job {rec.jobid} has ended ({reason}); nothing to stage to")
