@@ -39,7 +39,7 @@ def _pick(job: Optional[str]):
         from .lookup import find
 
         return find(os.environ, job)
-    from .get import which_job
+    from .lookup import which_job
 
     return which_job(os.environ, None, warn)
 

@@ -232,7 +232,7 @@ def collect(env: Mapping[str, str], job: Optional[str], deep: bool, timeout: flo
     """Every check, in a fixed order; slow probes run concurrently."""
     from . import schedulers
     from .errors import JobenvError
-    from .get import which_job
+    from .lookup import which_job
     from .liveness import job_state
     from .hostlist import host_index, this_host
 

@@ -166,7 +166,7 @@ def _finish(rec, results, min_hosts: Optional[int]) -> None:
 def stage(job, env_path, to, dry_run, min_hosts, clean, base, timeout) -> None:
     """Copy the job's Python environment to node-local disk on every host."""
     from .. import store
-    from ..get import which_job
+    from ..lookup import which_job
     from ..liveness import job_state
     from . import hosts as hosts_mod
     from . import manifest, pack
