@@ -49,10 +49,10 @@ def cached_state(rec: JobRecord, env: Mapping[str, str], now: Optional[float] = 
 def _launch_program(env: Mapping[str, str]) -> list:
     """$JOBENV_HOME/bin first on PATH when it holds the `launch` program (jobenv.launch.executable):
     `timeout 600 launch ...`, `nohup launch ...` and child scripts find it there."""
-    from .launch.executable import NAME, bin_dir
+    from .storepath import LAUNCH_PROGRAM, bin_dir
 
     d = bin_dir(env)
-    return [({}, [d], [])] if os.path.exists(os.path.join(d, NAME)) else []
+    return [({}, [d], [])] if os.path.exists(os.path.join(d, LAUNCH_PROGRAM)) else []
 
 
 def _extra_items(rec: JobRecord, env: Mapping[str, str], host: str, python: bool = True) -> list:

@@ -29,7 +29,7 @@ import os
 from .atomic import JobLock, clean_temps, fsync_dir, write_atomic
 from .errors import BadInput, BadRecord
 from .record import JobRecord, from_json
-from .storepath import check_safe, ensure_dirs, home, jobs_dir, open_jobs, open_store, write_error
+from .storepath import check_safe, ensure_dirs, home, jobs_dir, open_jobs, open_store, runs_dir, write_error
 
 TYPE_CHECKING = False  # `import typing` costs ~5 ms per shell; type checkers still read the block below
 if TYPE_CHECKING:
@@ -37,7 +37,7 @@ if TYPE_CHECKING:
 
     Loaded = Tuple[str, Union[JobRecord, BadRecord]]
 
-__all__ = ["home", "jobs_dir", "check_safe", "ensure_dirs", "open_store", "key_for", "paths_for",
+__all__ = ["home", "jobs_dir", "runs_dir", "check_safe", "ensure_dirs", "open_store", "key_for", "paths_for",
            "hostfile_path", "job_lock", "write_job", "update", "update_status", "load", "load_env", "iter_records", "remove",
            "write_atomic", "clean_temps"]
 

@@ -34,6 +34,20 @@ def jobs_dir(env: Optional[Mapping[str, str]] = None) -> str:
     return os.path.join(home(env), "jobs")
 
 
+def bin_dir(env: Optional[Mapping[str, str]] = None) -> str:
+    """Where `jobenv save` writes the `launch` program (jobenv.launch.executable); the
+    restore plan puts it first on PATH."""
+    return os.path.join(home(env), "bin")
+
+
+def runs_dir(key: str, env: Optional[Mapping[str, str]] = None) -> str:
+    """A job's launch runs (rank states, hostfiles), one directory per attempt below it."""
+    return os.path.join(home(env), "runs", key)
+
+
+LAUNCH_PROGRAM = "launch"  # the program's name in bin_dir
+
+
 def _parents(path: str) -> Iterator[str]:
     p = os.path.dirname(path)
     while True:

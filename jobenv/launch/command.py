@@ -145,7 +145,7 @@ def run(rec, command: List[str], opts: Options, base_env: Mapping[str, str], dry
     """Launch `command` (with retries) in `base_env`, the restore plan's environment; the exit
     code of the last attempt."""
     environ = base_env
-    runs = os.path.join(store.home(dict(environ)), "runs", store.key_for(rec.scheduler, rec.jobid))
+    runs = store.runs_dir(store.key_for(rec.scheduler, rec.jobid), dict(environ))
     wrapper = rank_wrapper_argv() + stage_prefix(rec)
     gpu_bind = gpu_bind_mode(rec, environ) if opts.gpu_bind else ""
     req = opts.request

@@ -12,18 +12,13 @@ from __future__ import annotations
 import os
 import sys
 
-from ..store import home
+from ..storepath import LAUNCH_PROGRAM, bin_dir
 
-TYPE_CHECKING = False  # bin_dir is on the `jobenv get` path (the restore plan): no typing import
+TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Mapping, Optional
 
-NAME = "launch"
-
-
-def bin_dir(environ: Mapping[str, str]) -> str:
-    """The directory holding `launch` (the restore plan prepends it to PATH)."""
-    return os.path.join(home(dict(environ)), "bin")
+NAME = LAUNCH_PROGRAM
 
 
 def program_text(python: str = sys.executable, package_parent: Optional[str] = None) -> str:
