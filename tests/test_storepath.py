@@ -70,3 +70,23 @@ def test_read_only_home_says_what_to_do(tmp_path, home):
         p = jobenv(["save", "--quiet"], env)
         assert p.returncode == 1 and p.stderr.count("\n") == 1
         assert "set JOBENV_HOME to a writable directory" in p.stderr, p.stderr
+
+
+def test_a_store_found_missing_is_judged_again_when_it_appears(tmp_path):
+    """The store is judged once per process, when opened; a missing one passes (nothing to
+    read) but is not remembered as safe: one made meanwhile, writable by others, is refused."""
+    from jobenv import store
+    from jobenv.errors import BadRecord
+
+    home = tmp_path / "store"
+    jobs = home / "jobs"
+    path = str(jobs / "local-x.json")
+    with pytest.raises(BadRecord):
+        store.load(path)  # gone: nothing there yet
+    jobs.mkdir(parents=True)
+    os.chmod(home, 0o700)
+    os.chmod(jobs, 0o777)
+    (jobs / "local-x.json").write_text("{}")
+    os.chmod(jobs / "local-x.json", 0o600)
+    with pytest.raises(BadRecord, match="writable by others"):
+        store.load(path)
