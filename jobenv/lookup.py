@@ -23,7 +23,7 @@ from .record import JobRecord
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from typing import List, Mapping, Optional, Tuple, Union
+    from typing import Callable, List, Mapping, Optional, Tuple, Union
 
     Entry = Tuple[str, Union[JobRecord, BadRecord], Optional[str], Optional[str]]
     Choice = Tuple[str, JobRecord, str, List[str]]
@@ -88,14 +88,14 @@ def find(env: Mapping[str, str], jobid: str, allow_bad: bool = False) -> Tuple[s
     raise NoRecord(f"no record for job {visible(jobid)!r} (known: {known}); {NO_RECORD_HINT}")
 
 
-def _newest_key(rec: JobRecord):
+def _newest_key(rec: JobRecord) -> Tuple[int, Union[float, str]]:
     c = rec.created_at
     return (1, float(c)) if isinstance(c, (int, float)) else (0, str(c))
 
 
-def good_records(env: Mapping[str, str], warn) -> List[Tuple[str, JobRecord]]:
+def good_records(env: Mapping[str, str], warn: Callable[[str], None]) -> List[Tuple[str, JobRecord]]:
     """Readable records, newest first; each defective one is reported, not fatal."""
-    out = []
+    out: List[Tuple[str, JobRecord]] = []
     for path, rec in store.iter_records(dict(env)):
         if isinstance(rec, BadRecord):
             warn(f"skipping {rec.message}")
@@ -105,7 +105,7 @@ def good_records(env: Mapping[str, str], warn) -> List[Tuple[str, JobRecord]]:
     return out
 
 
-def find_job(env: Mapping[str, str], jobid: str, warn=None) -> Tuple[str, JobRecord]:
+def find_job(env: Mapping[str, str], jobid: str) -> Tuple[str, JobRecord]:
     """A record by id, by jobenv.lookup's rule (exact id, its file, the PBS short form;
     ambiguity is an error).  The common case, one file named for the id, is found with a
     few stat calls instead of reading every record (this is the `get` path)."""
@@ -162,8 +162,8 @@ def select(env: Mapping[str, str], jobid: Optional[str], hostname: Optional[str]
     return path, rec, why, warnings
 
 
-def which_job(env: Mapping[str, str], jobid: Optional[str], warn, hostname: Optional[str] = None
-              ) -> Tuple[str, JobRecord]:
+def which_job(env: Mapping[str, str], jobid: Optional[str], warn: Callable[[str], None],
+              hostname: Optional[str] = None) -> Tuple[str, JobRecord]:
     """(path, record) as `select` chooses them, its warnings given to `warn`."""
     path, rec, _, warnings = select(env, jobid, hostname)
     for w in warnings:

@@ -18,7 +18,7 @@ from .errors import BadRecord, JobenvError
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from typing import Iterator, List, Mapping, Optional
+    from typing import Iterator, List, Mapping, Optional, Set
 
 WRITABLE_HINT = "set JOBENV_HOME to a writable directory"
 
@@ -133,7 +133,7 @@ def own_dir(path: str, what: str = "store directory", hint: str = OWN_HINT, writ
     check_safe(path, True, what, hint)
 
 
-_opened: set = set()
+_opened: Set[str] = set()
 
 
 def open_jobs(d: str) -> str:
