@@ -37,9 +37,9 @@ if TYPE_CHECKING:
 
     Loaded = Tuple[str, Union[JobRecord, BadRecord]]
 
-__all__ = ["home", "jobs_dir", "runs_dir", "check_safe", "ensure_dirs", "open_store", "key_for", "paths_for",
-           "hostfile_path", "job_lock", "write_job", "update", "update_status", "load", "load_env", "iter_records", "remove",
-           "write_atomic", "clean_temps"]
+__all__ = ["home", "jobs_dir", "runs_dir", "check_safe", "ensure_dirs", "open_store", "open_jobs", "key_for",
+           "paths_for", "hostfile_path", "job_lock", "write_job", "update", "update_status", "load", "load_env",
+           "iter_records", "remove", "write_atomic", "clean_temps"]
 
 _KEY_CHARS = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789._-")
 KEY_MAX = 150

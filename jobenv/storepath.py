@@ -136,13 +136,16 @@ def own_dir(path: str, what: str = "store directory", hint: str = OWN_HINT, writ
 _opened: Set[str] = set()
 
 
-def open_jobs(d: str) -> str:
+def open_jobs(d: str, again: bool = False) -> str:
     """The jobs directory `d`, checked by the rules above: it and the store's home above it
     yours alone, every directory above them safe.  This is the one place the store is
     judged: every reader (`get` and its cached paths, list/show/clean, doctor, the runtime)
     opens it through here (store.load, store.iter_records), so none can skip it.  Once per
     process for a store that exists; a missing one passes (callers handle absence) and is
-    judged again the next time, since another user could create it meanwhile."""
+    judged again the next time, since another user could create it meanwhile.  `again`:
+    judge it anew (the runtime's detect(), which a long-lived process may call many times)."""
+    if again:
+        _opened.discard(d)
     if d not in _opened:
         h = os.path.dirname(d)
         check_ancestors(h)

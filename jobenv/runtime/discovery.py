@@ -173,7 +173,8 @@ def load_record(path: str):
     from ..errors import JobenvError
 
     try:
-        return store.load(path)  # opens the store (storepath.open_jobs) first
+        store.open_jobs(os.path.dirname(os.path.abspath(path)), again=True)  # judged at every detect()
+        return store.load(path)
     except JobenvError as exc:
         raise DetectError(f"cannot use the job's record: {exc}") from None
 
