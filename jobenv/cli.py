@@ -113,6 +113,7 @@ def launch(job, allow_stale, dry_run, nranks, ppn, nhosts, hosts, exclude, launc
     """
     import shlex
 
+    from .fastlaunch import start
     from .launch import command as cmd
     from .launch.sizing import Request
     from .launch.supervise import Limits
@@ -125,7 +126,7 @@ def launch(job, allow_stale, dry_run, nranks, ppn, nhosts, hosts, exclude, launc
                        log_dir=os.path.abspath(log_dir) if log_dir else None,
                        limits=Limits(timeout, idle_timeout), retries=retries, exclude_failed=exclude_failed,
                        gpu_bind=gpu_bind, python=not no_python)
-    raise click.exceptions.Exit(cmd.start(job, allow_stale, list(command), opts, os.environ, warn, dry_run))
+    raise click.exceptions.Exit(start(job, allow_stale, list(command), opts, os.environ, warn, dry_run))
 
 
 @cli.command()

@@ -39,9 +39,9 @@ def _pick(job: Optional[str]):
         from .lookup import find
 
         return find(os.environ, job)
-    from .get import choose
+    from .lookup import which_job
 
-    return choose(os.environ, None, warn)
+    return which_job(os.environ, None, warn)
 
 
 def _list_rows():

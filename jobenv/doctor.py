@@ -40,8 +40,7 @@ def check_store(env: Mapping[str, str]) -> List[Check]:
     if not os.path.isdir(d):
         return [Check("store", "warn", f"{d} does not exist yet", "run `jobenv save` inside your allocation")]
     try:
-        store.check_safe(os.path.dirname(d), is_dir=True)
-        store.check_safe(d, is_dir=True)
+        store.open_store(dict(env))
         for name in sorted(os.listdir(d)):
             if name.endswith((".json", ".env", ".hosts")):
                 store.check_safe(os.path.join(d, name), is_dir=False)
@@ -134,7 +133,8 @@ def collect(env: Mapping[str, str], job: Optional[str], deep: bool, timeout: flo
     """Every check, in a fixed order; slow probes run concurrently."""
     from . import schedulers
     from .errors import JobenvError
-    from .get import choose, job_state
+    from .lookup import which_job
+    from .liveness import job_state
     from .hostlist import host_index, this_host
 
     checks: List[Check] = []
@@ -145,7 +145,7 @@ def collect(env: Mapping[str, str], job: Optional[str], deep: bool, timeout: flo
     pyenv = dict(env)
     started = probes.start_imports(pyenv, timeout, heavy=deep)  # torch, mpi4py, ... import while the rest runs
     try:
-        path, rec = choose(env, job, lambda msg: None)
+        path, rec = which_job(env, job, lambda msg: None)
     except JobenvError as exc:
         checks.append(Check("record", "fail", exc.message.split("; ")[0], "run `jobenv save` inside your allocation"))
         rec = None

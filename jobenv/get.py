@@ -1,6 +1,7 @@
-"""`jobenv get`: choose this shell's job, judge whether it is alive, build the plan, render it.
+"""`jobenv get`: this shell's job (jobenv.lookup), whether it is alive (jobenv.liveness, its
+verdict cached here), the plan, rendered.
 
-This path runs in every new shell, so it imports neither click, rich, yaml, filelock, re
+This path runs in every new shell, so it imports neither click, rich, yaml, re
 nor typing, reads one record rather than all of them (getcache's per-host index), and
 forks no scheduler command while a recent verdict or a fresh watcher heartbeat holds.
 """
@@ -9,148 +10,49 @@ from __future__ import annotations
 import os
 import time
 
-from . import getcache, plan, schedulers, shell, store
-from . import liveness as liveness_rule
-from .errors import BadRecord, JobenvError, NoRecord
-from .hostlist import host_index, this_host
+from . import getcache, liveness, plan, schedulers, shell, store
+from .errors import JobenvError
+from .hostlist import this_host
+from .lookup import select
 
 TYPE_CHECKING = False  # `import typing` costs ~5 ms per shell; type checkers still read the block below
 if TYPE_CHECKING:
-    from typing import Callable, List, Mapping, Optional, Tuple
+    from typing import Callable, Mapping, Optional, Tuple
 
     from .record import JobRecord
 
-    Choice = Tuple[str, JobRecord, str, List[str]]
-
-NO_RECORD_HINT = "run `jobenv save` inside your allocation first"
 LIVENESS_TIMEOUT = 2.0  # the whole scheduler query in `get`: a login must not stall on qstat
 
 
-def _newest_key(rec: JobRecord):
-    c = rec.created_at
-    return (1, float(c)) if isinstance(c, (int, float)) else (0, str(c))
-
-
-def good_records(env: Mapping[str, str], warn) -> List[Tuple[str, JobRecord]]:
-    """Readable records, newest first; each defective one is reported, not fatal."""
-    out = []
-    for path, rec in store.iter_records(dict(env)):
-        if isinstance(rec, BadRecord):
-            warn(f"skipping {rec.message}")
-        else:
-            out.append((path, rec))
-    out.sort(key=lambda pr: _newest_key(pr[1]), reverse=True)
-    return out
-
-
-def check_store(env: Mapping[str, str]) -> None:
-    """The store's directories must be ours alone (BadRecord otherwise)."""
-    jobs = getcache.jobs_dir(env)
-    store.check_safe(os.path.dirname(jobs), is_dir=True)
-    store.check_safe(jobs, is_dir=True)
-
-
-def find_job(env: Mapping[str, str], jobid: str, warn=None) -> Tuple[str, JobRecord]:
-    """A record by id, by jobenv.lookup's rule (exact id, its file, the PBS short form;
-    ambiguity is an error).  The common case, one file named for the id, is found with a
-    few stat calls instead of reading every record (this is the `get` path)."""
-    from .lookup import check_jobid, find
-
-    check_jobid(jobid)
-    check_store(env)
-    hits = [p for p in (store.paths_for(store.key_for(s, jobid), dict(env))[0] for s in schedulers.NAMES)
-            if os.path.lexists(p)]
-    if len(hits) == 1:
-        rec = store.load(hits[0])  # a defective record with that id: report its defect
-        if rec.jobid == jobid:
-            return hits[0], rec
-    path, item = find(env, jobid)
-    if isinstance(item, BadRecord):  # find raises a defective record itself; this keeps the type exact
-        raise item
-    return path, item
-
-
-def select(env: Mapping[str, str], jobid: Optional[str], hostname: Optional[str] = None) -> Choice:
-    """(path, record, why, warnings): --job; else the scheduler job this shell lives in, or
-    an error naming it; else the newest record on this host; else the newest of all."""
-    if jobid is not None:
-        path, rec = find_job(env, jobid)
-        return path, rec, f"job {jobid} asked for by --job", []
-    check_store(env)
-    live = schedulers.env_jobid(env)
-    if live:
-        sched, jid = live
-        path = store.paths_for(store.key_for(sched, jid), dict(env))[0]
-        if not os.path.lexists(path):
-            raise NoRecord(f"this shell is in {sched} job {jid}, which has no record: run `jobenv save` "
-                           "(or pass --job to restore another job here)")
-        return path, store.load(path), f"this shell is in job {jid}", []
-    hostname = hostname or this_host(env)
-    hit = getcache.read_index(env, hostname)
-    if hit:
-        try:
-            return hit[0], store.load(hit[0]), hit[1], hit[2]
-        except BadRecord:
-            pass  # changed in place since: look again
-    warnings: List[str] = []
-    recs = good_records(env, warnings.append)
-    if not recs:
-        raise NoRecord(f"no saved job in {getcache.jobs_dir(env)}; {NO_RECORD_HINT}")
-    here = [pr for pr in recs if host_index(pr[1].hosts, hostname) is not None]
-    if here:
-        path, rec = here[0]
-        why = f"newest record on this host ({hostname})"
-    else:
-        path, rec = recs[0]
-        why = "newest record"
-        warnings.append(f"this host ({hostname}) is not part of job {rec.jobid}; using the newest record "
-                        "(pass --job to choose another)")
-    getcache.write_index(env, hostname, path, why, warnings, time.time())
-    return path, rec, why, warnings
-
-
-def choose(env: Mapping[str, str], jobid: Optional[str], warn, hostname: Optional[str] = None) -> Tuple[str, JobRecord]:
-    """(path, record) as `select` chooses them, its warnings given to `warn`."""
-    path, rec, _, warnings = select(env, jobid, hostname)
-    for w in warnings:
-        warn(w)
-    return path, rec
-
-
-def liveness(rec: JobRecord, env: Mapping[str, str], now: Optional[float] = None, cache: bool = True,
-             timeout: float = LIVENESS_TIMEOUT) -> Tuple[str, str, float]:
-    """(live|ended|unknown, reason, trusted-until): jobenv.liveness's rule, with the
-    scheduler's word cached for a minute so most new shells fork no qstat/squeue."""
+def cached_state(rec: JobRecord, env: Mapping[str, str], now: Optional[float] = None,
+                 timeout: float = LIVENESS_TIMEOUT) -> Tuple[str, str, float]:
+    """(live|ended|unknown, reason, trusted-until): jobenv.liveness's rule (job_state), with
+    the scheduler's word cached for a minute so most new shells fork no qstat/squeue."""
     now = time.time() if now is None else now
-    known = liveness_rule.without_query(rec, now)
+    known = liveness.without_query(rec, now)
     if known is not None:
-        beat = liveness_rule.heartbeat(rec, now)
+        beat = liveness.heartbeat(rec, now)
         return known[0], known[1], (beat[2] if known[0] == "live" and beat else now + 86400)
     key = store.key_for(rec.scheduler, rec.jobid)
-    if cache and rec.scheduler != "local":
+    cache = rec.scheduler != "local"
+    if cache:
         hit = getcache.read_verdict(env, key, now)
         if hit:
             return hit
-    state, reason = liveness_rule.ask(rec, env, timeout)
-    until = now + (86400 if rec.scheduler == "local" else getcache.VERDICT_TTL)
-    if cache and rec.scheduler != "local":
+    state, reason = liveness.ask(rec, env, timeout)
+    until = now + (getcache.VERDICT_TTL if cache else 86400)
+    if cache:
         getcache.write_verdict(env, key, state, reason, until)
     return state, reason, until
-
-
-def job_state(rec: JobRecord, env: Mapping[str, str]) -> Tuple[str, str]:
-    """('live'|'ended'|'unknown', reason) without caches (show, list, watch, clean)."""
-    state, reason, _ = liveness(rec, env, cache=False, timeout=5.0)
-    return state, reason
 
 
 def _launch_program(env: Mapping[str, str]) -> list:
     """$JOBENV_HOME/bin first on PATH when it holds the `launch` program (jobenv.launch.executable):
     `timeout 600 launch ...`, `nohup launch ...` and child scripts find it there."""
-    from .launch.executable import NAME, bin_dir
+    from .storepath import LAUNCH_PROGRAM, bin_dir
 
     d = bin_dir(env)
-    return [({}, [d], [])] if os.path.exists(os.path.join(d, NAME)) else []
+    return [({}, [d], [])] if os.path.exists(os.path.join(d, LAUNCH_PROGRAM)) else []
 
 
 def _extra_items(rec: JobRecord, env: Mapping[str, str], host: str, python: bool = True) -> list:
@@ -190,7 +92,7 @@ def restore_plan(env: Mapping[str, str], jobid: Optional[str] = None, allow_stal
     `python=False` (--no-python) leaves the job's Python environment and staged copy out."""
     host = hostname or this_host(env)
     path, rec, why, warnings = select(env, jobid, host)
-    state, reason, until = liveness(rec, env)
+    state, reason, until = cached_state(rec, env)
     p = plan.build(rec, path, env, why=why, state=(state, reason), store="owner, mode and schema checked",
                    allow_stale=allow_stale, jobenv_argv=shell.jobenv_argv(),
                    extra=_extra_items(rec, env, host, python) + _launch_program(env), warnings=warnings)

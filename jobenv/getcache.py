@@ -137,7 +137,7 @@ def _read(path: str) -> Optional[object]:
 
 def _write(path: str, text: str) -> None:
     try:
-        store._write_atomic(path, text.encode("utf-8", "surrogateescape"))
+        store.write_atomic(path, text.encode("utf-8", "surrogateescape"))
     except OSError:
         pass  # a cache: a read-only or full store only makes the next shell slower
 

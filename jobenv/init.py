@@ -21,6 +21,7 @@ import os
 import sys
 
 from .errors import EXIT_NO_RECORD
+from .quoting import fish_quote, quote
 from .schedulers import all_jobid_vars
 
 TYPE_CHECKING = False  # `import typing` costs ~5 ms per login shell
@@ -199,15 +200,6 @@ GLOB_OFF = {"bash": "    case $_jobenv_o in *f*) set -f ;; esac; case $_jobenv_o
             "sh": "    case $_jobenv_o in *f*) set -f ;; esac\n"}
 
 
-def sh_quote(s: str) -> str:
-    """POSIX single quotes (bash, zsh, sh)."""
-    return "'" + s.replace("'", "'\\''") + "'"
-
-
-def fish_quote(s: str) -> str:
-    return "'" + s.replace("\\", "\\\\").replace("'", "\\'") + "'"
-
-
 def functions_path() -> str:
     """shell/jobenv.sh (savejobenv, getjobenv): package data when installed, else the clone's."""
     here = os.path.dirname(os.path.abspath(__file__))
@@ -232,7 +224,7 @@ def render(shell: str, functions_text: str, exe: str, auto: bool, version: str) 
         return _FISH.format(version=version, exe=fish_quote(exe), auto=flag, func=CLICK_FUNC, no_record=EXIT_NO_RECORD,
                             jobids="".join("$" + v for v in all_jobid_vars()))
     rc = {"bash": "~/.bashrc", "zsh": "~/.zshrc", "sh": "~/.profile or $ENV"}[shell]
-    parts = [_SH_HEAD.format(shell=shell, version=version, rc=rc, exe=sh_quote(exe)),
+    parts = [_SH_HEAD.format(shell=shell, version=version, rc=rc, exe=quote(exe)),
              functions_text.rstrip("\n") + "\n"]
     if shell == "bash":
         parts.append(_BASH_COMPLETION)

@@ -5,7 +5,7 @@ said so or the job's nodefile vanished), a fresh heartbeat from `jobenv watch` (
 no scheduler command is forked), then the scheduler's own CLI.  A heartbeat that stopped
 proves nothing: the watcher may have been killed, stopped or lost its node while the job
 runs on, so it gives "unknown", never "ended" (and `clean` removes only ended jobs).
-`get` adds a short-lived cache of the scheduler's word around `ask` (get.liveness).
+`get` adds a short-lived cache of the scheduler's word around `ask` (get.cached_state).
 """
 from __future__ import annotations
 

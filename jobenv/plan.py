@@ -18,6 +18,7 @@ or in every program started from it).
 from __future__ import annotations
 
 from .errors import JobEnded
+from .quoting import join_argv
 from .schedulers import JOB_MARKERS, JOBID_VARS, PREFIXES, SITE_VARS, all_prefixes, is_secret
 
 TYPE_CHECKING = False  # `import typing` costs ~5 ms per shell; type checkers still read the block below
@@ -101,16 +102,6 @@ def other_job_prefixes(record: JobRecord, environ: Mapping[str, str]) -> Tuple[s
 def in_same_job(record: JobRecord, environ: Mapping[str, str]) -> bool:
     """Is this shell inside the very job the record describes (its scheduler set our variables)?"""
     return any(environ.get(v) == record.jobid for v in JOBID_VARS.get(record.scheduler, ()))
-
-
-# Words left bare in DIST_LAUNCH, so that `$DIST_LAUNCH python3 x.py` (word splitting, as
-# ezpz users write it) keeps working; `=`, `:` and `~` are not here (zsh expands them).
-_BARE = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_@%+,./-")
-
-
-def join_argv(argv: Sequence[str]) -> str:
-    """One command line for `eval` in bash, zsh or sh (DIST_LAUNCH)."""
-    return " ".join(a if a and _BARE.issuperset(a) else "'" + a.replace("'", "'\\''") + "'" for a in argv)
 
 
 class Plan:

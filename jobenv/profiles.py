@@ -218,8 +218,8 @@ def load_all(env: Mapping[str, str]) -> Dict[str, Profile]:
     return out
 
 
-def choose(profiles: Dict[str, Profile], scheduler: str, jobid: str, hosts: List[str],
-           env: Mapping[str, str], name: Optional[str] = None) -> Profile:
+def for_job(profiles: Dict[str, Profile], scheduler: str, jobid: str, hosts: List[str],
+            env: Mapping[str, str], name: Optional[str] = None) -> Profile:
     """`name` when given; else the first specific profile that matches; else the generic one."""
     if name:
         if name not in profiles:

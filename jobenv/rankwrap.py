@@ -103,10 +103,6 @@ def gpu_bind_value(mode: str, local_rank: int) -> Tuple[str, str]:
     return var, f"{i // tiles}.{i % tiles}"
 
 
-def _sh_quote(s: str) -> str:
-    return "'" + s.replace("'", "'\"'\"'") + "'"
-
-
 def _first_set(names, dest: str, who: str) -> List[str]:
     """sh: parse the first of `names` that is set into $dest (empty when none is)."""
     out = [f"    {dest}="]
@@ -142,13 +138,15 @@ def _row(row) -> List[str]:
 
 def render() -> str:
     """The wrapper script, from the launcher table and the sh template rankwrap.sh.in."""
+    from .quoting import quote
+
     rows: List[str] = []
     for row in LAUNCHERS:
         rows += _row(row)
     ascii_ = "".join(chr(c) for c in range(32, 127))
     with open(script_path() + ".in", encoding="utf-8") as f:
         text = f.read().replace("@ROWS@", "\n".join(rows))
-    text = text.replace("@ASCII@", _sh_quote(ascii_))
+    text = text.replace("@ASCII@", quote(ascii_))
     text = text.replace("@SEEDS@", " ".join(PORT_SEED_VARS))
     text = text.replace("@JOBIDS@", " ".join(job_id_vars()))
     text = text.replace("@NOTSTEP@", "|".join(SLURM_NOT_A_STEP))

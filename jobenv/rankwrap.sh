@@ -324,7 +324,7 @@ if [ "$_je_L" != torchrun ]; then
             done
             _je_seed=${_je_j:-jobenv}@${JOBENV_LAUNCH_TIME:-}
         fi
-        _je_ascii=' !"#$%&'"'"'()*+,-./0123456789:;<=>?@ABCDEFGHIJKLMNOPQRSTUVWXYZ[\]^_`abcdefghijklmnopqrstuvwxyz{|}~'
+        _je_ascii=' !"#$%&'\''()*+,-./0123456789:;<=>?@ABCDEFGHIJKLMNOPQRSTUVWXYZ[\]^_`abcdefghijklmnopqrstuvwxyz{|}~'
         _je_hash=5381 _je_s2=$_je_seed
         while [ -n "$_je_s2" ]; do
             _je_rest=${_je_s2#?}; _je_c=${_je_s2%"$_je_rest"}; _je_s2=$_je_rest

@@ -56,7 +56,7 @@ def build(env: Mapping[str, str], opts: Options, probe=devices.probe,
     """Build the record (pure but for reading the nodefile and probing GPUs)."""
     cap = schedulers.capture(env, opts.scheduler)
     profs = profiles.load_all(env)
-    prof = profiles.choose(profs, cap.scheduler, cap.jobid, cap.hosts, env, opts.profile)
+    prof = profiles.for_job(profs, cap.scheduler, cap.jobid, cap.hosts, env, opts.profile)
     gpus, gpu_source = devices.gpus_per_host(
         env, opts.gpus_per_host, cap.gpus_hint, None if prof.generic else prof.gpus_per_host, probe)
     ppn, notes = ranks_per_host(gpus, cap.slots, cap.scheduler, opts.ranks_per_host, env)

@@ -15,7 +15,8 @@ output runs nothing but the plan and every shell reads every byte back exactly:
 from __future__ import annotations
 
 from .errors import one_line
-from .plan import Plan, join_argv
+from .plan import Plan
+from .quoting import fish_quote, join_argv, quote
 
 TYPE_CHECKING = False  # `import typing` costs ~5 ms per shell; type checkers still read the block below
 if TYPE_CHECKING:
@@ -32,11 +33,6 @@ _NL_SH = '"$_jobenv_nl"'
 _NL_BASH = "$'\\n'"
 
 
-def quote(s: str) -> str:
-    """POSIX single-quote one word (always quoted: no character is 'safe' in every shell)."""
-    return "'" + s.replace("'", "'\\''") + "'"
-
-
 def _quote_lines(s: str, newline: str) -> str:
     """Single-quoted runs, with each newline written as `newline` outside the quotes."""
     return newline.join(quote(p) if p else "" for p in s.split("\n")) or "''"
@@ -50,23 +46,6 @@ def quote_bash(s: str) -> str:
 def quote_sh(s: str) -> str:
     """For any POSIX sh; needs `_jobenv_nl` defined first when `s` holds a newline."""
     return _quote_lines(s, _NL_SH)
-
-
-def fish_quote(s: str) -> str:
-    """fish: printable ASCII single-quoted, every other byte as \\xHH (exact bytes back)."""
-    out: List[str] = []
-    run: List[str] = []
-    for ch in s:
-        if " " <= ch <= "~":
-            run.append("\\\\" if ch == "\\" else "\\'" if ch == "'" else ch)
-            continue
-        if run:
-            out.append("'" + "".join(run) + "'")
-            run = []
-        out.extend(f"\\x{b:02x}" for b in ch.encode("utf-8", "surrogateescape"))
-    if run or not out:
-        out.append("'" + "".join(run) + "'")
-    return "".join(out)
 
 
 def join(argv: Sequence[str]) -> str:

@@ -29,23 +29,22 @@ import os
 from .atomic import JobLock, clean_temps, fsync_dir, write_atomic
 from .errors import BadInput, BadRecord
 from .record import JobRecord, from_json
-from .storepath import check_ancestors, check_safe, check_store, ensure_dirs, home, jobs_dir, write_error
+from .storepath import check_safe, ensure_dirs, home, jobs_dir, open_jobs, open_store, runs_dir, write_error
 
 TYPE_CHECKING = False  # `import typing` costs ~5 ms per shell; type checkers still read the block below
 if TYPE_CHECKING:
-    from typing import Iterator, List, Mapping, Optional, Tuple, Union
+    from typing import Callable, Iterator, List, Mapping, Optional, Tuple, Union
 
     Loaded = Tuple[str, Union[JobRecord, BadRecord]]
 
-__all__ = ["home", "jobs_dir", "check_safe", "ensure_dirs", "key_for", "paths_for", "hostfile_path",
-           "job_lock", "write_job", "update_status", "load", "load_env", "iter_records", "remove",
-           "write_atomic", "clean_temps"]
+__all__ = ["home", "jobs_dir", "runs_dir", "check_safe", "ensure_dirs", "open_store", "open_jobs", "key_for",
+           "paths_for", "hostfile_path", "job_lock", "write_job", "update", "update_status", "load", "load_env",
+           "iter_records", "remove", "write_atomic", "clean_temps"]
 
 _KEY_CHARS = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789._-")
 KEY_MAX = 150
 GRACE = 120.0  # seconds an unnamed companion file is kept for readers in flight
 MAX_RECORD_BYTES = 256 << 20
-_write_atomic = write_atomic  # the old private name, still used by jobenv.stage.cli
 
 
 def key_for(scheduler: str, jobid: str) -> str:
@@ -170,39 +169,35 @@ def _check_owner(json_path: str, record: JobRecord) -> None:
         raise BadInput(f"{json_path} holds job {old['jobid']!r}, not {record.jobid!r}: refusing to overwrite it")
 
 
-def update_status(json_path: str, changes: dict, env: Optional[Mapping[str, str]] = None,
-                  drop: tuple = ()) -> JobRecord:
-    """Merge `changes` into a record's status (and remove the keys in `drop`): re-read,
-    change, replace, under the job's lock, so a save in between is never overwritten.
-    The file keeps its saved time as mtime: heartbeats never reorder records."""
+def update(json_path: str, change: Callable[[JobRecord], None], env: Optional[Mapping[str, str]] = None
+           ) -> JobRecord:
+    """The one writer of a saved record: re-read it, `change` it in place, replace it, under
+    the job's lock, so a save in between is never overwritten.  The file keeps its saved
+    time as mtime (list, get's newest-record rule): an update never reorders records."""
     try:
         with job_lock(_stem(json_path) + ".lock", env):
             rec = load(json_path)
-            for k in drop:
-                rec.status.pop(k, None)
-            rec.status.update(changes)
+            change(rec)
             write_atomic(json_path, rec.to_json().encode("utf-8", "surrogateescape"), rec.created_at)
     except OSError as exc:
         raise write_error(exc, json_path) from None
     return rec
 
 
-_checked_dirs: set = set()
+def update_status(json_path: str, changes: dict, env: Optional[Mapping[str, str]] = None,
+                  drop: tuple = ()) -> JobRecord:
+    """Merge `changes` into a record's status and remove the keys in `drop` (update)."""
+    def change(rec: JobRecord) -> None:
+        for k in drop:
+            rec.status.pop(k, None)
+        rec.status.update(changes)
 
-
-def _check_dir_once(d: str) -> None:
-    """The store's directories and everything above them, once per process: every reader
-    (the cached paths of `get` included) goes through load(), so none can skip this."""
-    if d not in _checked_dirs:
-        check_ancestors(d)
-        check_safe(os.path.dirname(d), is_dir=True)
-        check_safe(d, is_dir=True)
-        _checked_dirs.add(d)
+    return update(json_path, change, env)
 
 
 def load(path: str) -> JobRecord:
     """Read one record; BadRecord names the file on any defect (or on an unsafe store)."""
-    _check_dir_once(os.path.dirname(os.path.abspath(path)))
+    open_jobs(os.path.dirname(os.path.abspath(path)))  # once per process: none can skip it
     check_safe(path, is_dir=False)
     return from_json(_read(path).decode("utf-8", "surrogateescape"), path)
 
@@ -248,7 +243,7 @@ def load_env(json_path: str, tries: int = 5) -> Tuple[JobRecord, str]:
 def iter_records(env: Optional[Mapping[str, str]] = None) -> Iterator[Loaded]:
     """Every record, most recently saved first (a record's mtime is its saved time; readers
     that need exact order sort by `created_at`); defective ones come back as BadRecord."""
-    d = check_store(env)
+    d = open_store(env)
     try:
         entries = [e for e in os.scandir(d) if e.name.endswith(".json") and not e.name.startswith(".")]
     except FileNotFoundError:

@@ -19,7 +19,7 @@ from .errors import BadRecord, JobenvError
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from typing import List, Mapping, Optional, Tuple
+    from typing import List, Mapping, Optional, Set, Tuple
 
 WRITABLE_HINT = "set JOBENV_HOME to a writable directory"
 
@@ -33,6 +33,20 @@ def home(env: Optional[Mapping[str, str]] = None) -> str:
 
 def jobs_dir(env: Optional[Mapping[str, str]] = None) -> str:
     return os.path.join(home(env), "jobs")
+
+
+def bin_dir(env: Optional[Mapping[str, str]] = None) -> str:
+    """Where `jobenv save` writes the `launch` program (jobenv.launch.executable); the
+    restore plan puts it first on PATH."""
+    return os.path.join(home(env), "bin")
+
+
+def runs_dir(key: str, env: Optional[Mapping[str, str]] = None) -> str:
+    """A job's launch runs (rank states, hostfiles), one directory per attempt below it."""
+    return os.path.join(home(env), "runs", key)
+
+
+LAUNCH_PROGRAM = "launch"  # the program's name in bin_dir
 
 
 MAX_LINKS = 40  # symbolic links followed on one path, as the kernel allows (then ELOOP)
@@ -164,14 +178,32 @@ def own_dir(path: str, what: str = "store directory", hint: str = OWN_HINT, writ
     check_safe(path, True, what, hint)
 
 
-def check_store(env: Optional[Mapping[str, str]] = None) -> str:
-    """Check an existing store for reading; returns the jobs directory."""
-    d = jobs_dir(env)
-    h = os.path.dirname(d)
-    check_ancestors(h)
-    check_safe(h, is_dir=True)
-    check_safe(d, is_dir=True)
+_opened: Set[str] = set()
+
+
+def open_jobs(d: str, again: bool = False) -> str:
+    """The jobs directory `d`, checked by the rules above: it and the store's home above it
+    yours alone, every directory above them safe.  This is the one place the store is
+    judged: every reader (`get` and its cached paths, list/show/clean, doctor, the runtime)
+    opens it through here (store.load, store.iter_records), so none can skip it.  Once per
+    process for a store that exists; a missing one passes (callers handle absence) and is
+    judged again the next time, since another user could create it meanwhile.  `again`:
+    judge it anew (the runtime's detect(), which a long-lived process may call many times)."""
+    if again:
+        _opened.discard(d)
+    if d not in _opened:
+        h = os.path.dirname(d)
+        check_ancestors(h)
+        check_safe(h, is_dir=True)
+        check_safe(d, is_dir=True)
+        if os.path.isdir(d):
+            _opened.add(d)
     return d
+
+
+def open_store(env: Optional[Mapping[str, str]] = None) -> str:
+    """Open the store of `env` for reading (open_jobs); returns the jobs directory."""
+    return open_jobs(jobs_dir(env))
 
 
 def write_error(exc: OSError, what: str, hint: str = WRITABLE_HINT) -> JobenvError:
@@ -189,4 +221,5 @@ def ensure_dirs(env: Optional[Mapping[str, str]] = None) -> str:
     d = jobs_dir(env)
     own_dir(os.path.dirname(d))
     own_dir(d)
+    _opened.add(d)  # own_dir judged both by open_jobs's rules
     return d

@@ -81,3 +81,67 @@ def test_get_in_a_shell_in_no_job_imports_no_scheduler_module(tmp_path, home):
     p = subprocess.run([sys.executable, "-c", "import sys\n" + code], env=env, capture_output=True, text=True,
                        timeout=60)
     assert p.returncode == 0 and p.stdout.strip() == "", p.stdout + p.stderr
+
+
+def test_every_declared_dependency_is_imported():
+    """A dependency in pyproject.toml that no module imports is weight without a use (the
+    README's Dependencies paragraph says which module needs each)."""
+    import os
+    import re
+    import tomllib
+
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    with open(os.path.join(root, "pyproject.toml"), "rb") as f:
+        declared = tomllib.load(f)["project"]["dependencies"]
+    module_of = {"pyyaml": "yaml"}
+    source = ""
+    for d, _, files in os.walk(os.path.join(root, "jobenv")):
+        for name in files:
+            if name.endswith(".py"):
+                with open(os.path.join(d, name), encoding="utf-8") as f:
+                    source += f.read()
+    unused = []
+    for spec in declared:
+        dist = re.match(r"[A-Za-z0-9_.-]+", spec).group(0).lower()
+        mod = module_of.get(dist, dist.replace("-", "_"))
+        if not re.search(rf"^\s*(import|from) {re.escape(mod)}\b", source, re.M):
+            unused.append(dist)
+    assert unused == []
+
+
+def _imports(path: str) -> set:
+    """The jobenv modules a file imports (at the top or inside a function), absolute names."""
+    import ast
+    import os
+
+    pkg = "jobenv." + os.path.relpath(os.path.dirname(path), os.path.dirname(jobenv_pkg())).replace(os.sep, ".")
+    pkg = pkg.replace("jobenv.jobenv", "jobenv")
+    out = set()
+    for node in ast.walk(ast.parse(open(path, encoding="utf-8").read())):
+        if isinstance(node, ast.ImportFrom):
+            base = pkg.rsplit(".", node.level - 1)[0] if node.level else ""
+            mod = ".".join(p for p in (base, node.module or "") if p)
+            out |= {mod} | {f"{mod}.{a.name}" for a in node.names}
+        elif isinstance(node, ast.Import):
+            out |= {a.name for a in node.names}
+    return out
+
+
+def jobenv_pkg() -> str:
+    import os
+
+    return os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "jobenv")
+
+
+def test_launch_and_get_call_nothing_above_them():
+    """The flows (which job, then the plan, then the launch, with the staged copy) are
+    composed above the parts (jobenv.fastlaunch, the CLI): launch never imports get, lookup
+    or stage, and get never imports launch, so no part calls back up into another."""
+    import glob
+    import os
+
+    above_launch = ("jobenv.get", "jobenv.lookup", "jobenv.stage", "jobenv.fastlaunch", "jobenv.cli")
+    bad = [f"{os.path.basename(p)}: {m}" for p in glob.glob(os.path.join(jobenv_pkg(), "launch", "*.py"))
+           for m in _imports(p) if m.startswith(above_launch)]
+    bad += [f"get.py: {m}" for m in _imports(os.path.join(jobenv_pkg(), "get.py")) if m.startswith("jobenv.launch")]
+    assert bad == []

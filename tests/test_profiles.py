@@ -32,13 +32,13 @@ def shipped():
     ("local", "vm", ["vm"], {}, "local"),
 ])
 def test_choose(shipped, scheduler, jobid, hosts, env, expect):
-    assert profiles.choose(shipped, scheduler, jobid, hosts, env).name == expect
+    assert profiles.for_job(shipped, scheduler, jobid, hosts, env).name == expect
 
 
 def test_choose_by_name_and_unknown(shipped):
-    assert profiles.choose(shipped, "slurm", "1", ["n1"], {}, "polaris").name == "polaris"
+    assert profiles.for_job(shipped, "slurm", "1", ["n1"], {}, "polaris").name == "polaris"
     with pytest.raises(BadInput, match="unknown profile 'nope'"):
-        profiles.choose(shipped, "slurm", "1", ["n1"], {}, "nope")
+        profiles.for_job(shipped, "slurm", "1", ["n1"], {}, "nope")
 
 
 def test_user_profile_overrides_and_matches_first(tmp_path):
@@ -46,13 +46,13 @@ def test_user_profile_overrides_and_matches_first(tmp_path):
         "name: mycluster\nscheduler: pbs\nmatch: {hosts: '^cn\\d+'}\ngpus_per_host: 2\n"
         "launchers:\n  - argv: [mpiexec, -n, '{nranks}']\n")
     profs = profiles.load_all({"HOME": "/nonexistent", "JOBENV_PROFILES": str(tmp_path)})
-    assert profiles.choose(profs, "pbs", "5.srv", ["cn001"], {}).name == "mycluster"
-    assert profiles.choose(profs, "pbs", "5.srv", ["gpu01"], {}).name == "pbs"
+    assert profiles.for_job(profs, "pbs", "5.srv", ["cn001"], {}).name == "mycluster"
+    assert profiles.for_job(profs, "pbs", "5.srv", ["gpu01"], {}).name == "pbs"
 
 
 def test_no_profile_for_scheduler():
     with pytest.raises(BadInput, match="no profile for scheduler"):
-        profiles.choose({}, "slurm", "1", ["n1"], {})
+        profiles.for_job({}, "slurm", "1", ["n1"], {})
 
 
 GOOD = "name: mine\nscheduler: local\nlaunchers:\n  - argv: [mpiexec, -n, '{nranks}']\n"

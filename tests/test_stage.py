@@ -240,3 +240,17 @@ def test_template_and_rank_shim(tmp_path):
     assert out == f"{copy}/bin:/usr/bin:/bin|{copy}"
     rec.staged["n2"]["manifest"] = "other"
     assert restore.rank_prefix(rec) == []  # two keys: no one template to check against
+
+
+def test_recording_a_copy_keeps_the_saved_time(tmp_path, job, monkeypatch):
+    """stage writes its `staged` field through the store's one record writer, which keeps
+    the record's saved time as its mtime: `get` picks the newest record by it."""
+    from jobenv import store
+    from jobenv.stage.cli import update_record
+
+    monkeypatch.setenv("JOBENV_HOME", job["JOBENV_HOME"])
+    (path, rec), = [(p, r) for p, r in store.iter_records(job) if not isinstance(r, Exception)]
+    entry = {"prefix": str(tmp_path / "copy"), "manifest": "0" * 64, "verified_at": 1.0}
+    update_record(path, {rec.hosts[0]: entry})
+    assert os.stat(path).st_mtime == rec.created_at
+    assert store.load(path).staged == {rec.hosts[0]: entry}

@@ -160,3 +160,22 @@ def test_own_dir_of_a_relative_path_returns(tmp_path):
                        preexec_fn=lambda: resource.setrlimit(resource.RLIMIT_CPU, (5, 5)))
     assert p.returncode == 0 and p.stdout == "", (p.returncode, p.stdout, p.stderr)  # SIGXCPU after 5 s of spinning
     assert (tmp_path / "rel-x" / "y").is_dir()
+
+def test_a_store_found_missing_is_judged_again_when_it_appears(tmp_path):
+    """The store is judged once per process, when opened; a missing one passes (nothing to
+    read) but is not remembered as safe: one made meanwhile, writable by others, is refused."""
+    from jobenv import store
+    from jobenv.errors import BadRecord
+
+    home = tmp_path / "store"
+    jobs = home / "jobs"
+    path = str(jobs / "local-x.json")
+    with pytest.raises(BadRecord):
+        store.load(path)  # gone: nothing there yet
+    jobs.mkdir(parents=True)
+    os.chmod(home, 0o700)
+    os.chmod(jobs, 0o777)
+    (jobs / "local-x.json").write_text("{}")
+    os.chmod(jobs / "local-x.json", 0o600)
+    with pytest.raises(BadRecord, match="writable by others"):
+        store.load(path)

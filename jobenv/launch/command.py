@@ -11,12 +11,12 @@ import time
 from functools import partial
 
 from .. import store
-from ..errors import BadInput, JobenvError, one_line, report_error
+from ..errors import BadInput, JobenvError, one_line
 from . import families, ranks, report, sizing, supervise
 
 TYPE_CHECKING = False  # `import typing`/`dataclasses` cost ~50 ms: `launch` starts on every run
 if TYPE_CHECKING:
-    from typing import Callable, Dict, List, Mapping, Optional, Tuple
+    from typing import Callable, Dict, List, Mapping, Optional, Sequence, Tuple
 
 
 class Options:
@@ -52,13 +52,6 @@ def gpu_bind_mode(rec, environ: Mapping[str, str]) -> str:
         raise BadInput(f"--gpu-bind: profile {rec.machine!r} declares no gpu_bind (add `gpu_bind: {{var: "
                        "CUDA_VISIBLE_DEVICES, map: identity}` to it)")
     return mode
-
-
-def stage_prefix(rec) -> List[str]:
-    """argv before the user's command that makes each rank use its host's staged copy."""
-    from ..stage import rank_prefix
-
-    return rank_prefix(rec)
 
 
 _SYSTEM_BINS = ("/usr/bin", "/bin", "/usr/local/bin")
@@ -139,11 +132,13 @@ def _say(msg: str) -> None:
     sys.stderr.flush()
 
 
-def run(rec, command: List[str], opts: Options, base_env: Mapping[str, str], dry_run: bool = False) -> int:
+def run(rec, command: List[str], opts: Options, base_env: Mapping[str, str], dry_run: bool = False,
+        rank_prefix: Sequence[str] = ()) -> int:
     """Launch `command` (with retries) in `base_env`, the restore plan's environment; the exit
-    code of the last attempt."""
-    runs = os.path.join(store.home(dict(base_env)), "runs", store.key_for(rec.scheduler, rec.jobid))
-    argv = rank_wrapper_argv() + stage_prefix(rec) + command
+    code of the last attempt.  `rank_prefix` goes between the per-rank wrapper and the command
+    (the staged copy's, which the caller takes from jobenv.stage)."""
+    runs = store.runs_dir(store.key_for(rec.scheduler, rec.jobid), dict(base_env))
+    argv = rank_wrapper_argv() + list(rank_prefix) + command
     gpu_bind = gpu_bind_mode(rec, base_env) if opts.gpu_bind else ""
     req = opts.request
     if dry_run:
@@ -220,36 +215,11 @@ def _snapshot(into: List[ranks.RunState], run_dir: str) -> None:
     into.append(ranks.read(run_dir))
 
 
-def start(job: Optional[str], allow_stale: bool, command: List[str], opts: Options,
-          environ: Mapping[str, str], warn, dry_run: bool = False) -> int:
-    """Choose the job, refuse an ended one, launch in the restore plan's environment (the
-    one `source <(jobenv get)` gives a shell): what `jobenv launch` and `launch` do."""
-    from .. import plan
-    from ..get import restore_plan
-
-    p, _, rec = restore_plan(environ, job, allow_stale, python=opts.python)
-    for w in p.warnings:
-        warn(w)
-    return run(rec, command, opts, plan.apply(p, environ), dry_run)
-
-
 def fast_main(argv: List[str]) -> Optional[int]:
-    """`launch ARGS` without click (~50 ms less per launch): only the two forms the `launch`
-    program uses, `launch [--job ID] -- ARGS`; None sends anything else to the full CLI."""
-    if argv[:1] != ["launch"]:
-        return None
-    job = None
-    rest = argv[1:]
-    if rest[:1] == ["--job"] and len(rest) >= 2:
-        job, rest = rest[1], rest[2:]
-    if rest[:1] != ["--"] or len(rest) < 2:
-        return None
-    try:
-        return start(job, False, rest[1:], Options(), os.environ, lambda m: _say(f"warning: {m}"))
-    except (JobenvError, OSError) as exc:
-        return report_error(exc)
-    except KeyboardInterrupt:
-        return 130
+    """Kept for `launch` programs written by an older `jobenv save`, which call it first:
+    None sends them to the full CLI (`jobenv launch`).  A save writes the new program
+    (jobenv.fastlaunch), which skips click."""
+    return None
 
 
 def _without(rec, req: sizing.Request, host: str, nhosts: int) -> sizing.Request:

@@ -12,18 +12,13 @@ from __future__ import annotations
 import os
 import sys
 
-from ..store import home
+from ..storepath import LAUNCH_PROGRAM, bin_dir
 
-TYPE_CHECKING = False  # bin_dir is on the `jobenv get` path (the restore plan): no typing import
+TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Mapping, Optional
 
-NAME = "launch"
-
-
-def bin_dir(environ: Mapping[str, str]) -> str:
-    """The directory holding `launch` (the restore plan prepends it to PATH)."""
-    return os.path.join(home(dict(environ)), "bin")
+NAME = LAUNCH_PROGRAM
 
 
 def program_text(python: str = sys.executable, package_parent: Optional[str] = None) -> str:
@@ -31,7 +26,7 @@ def program_text(python: str = sys.executable, package_parent: Optional[str] = N
     from ..shell import quote
 
     parent = package_parent or os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-    code = ("from jobenv.launch.command import fast_main as f; rc = f(sys.argv[1:]); "
+    code = ("from jobenv.fastlaunch import run as f; rc = f(sys.argv[1:]); "
             "from jobenv.__main__ import main; sys.exit(main(sys.argv[1:]) if rc is None else rc)")
     run = "exec " + " ".join(quote(a) for a in code_argv(python, code, pin=parent))
     return ("#!/bin/sh\n"

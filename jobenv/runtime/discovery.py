@@ -176,9 +176,7 @@ def load_record(path: str):
     from ..errors import JobenvError
 
     try:
-        jobs = os.path.dirname(os.path.abspath(path))
-        for d in (os.path.dirname(jobs), jobs):
-            store.check_safe(d, is_dir=True)
+        store.open_jobs(os.path.dirname(os.path.abspath(path)), again=True)  # judged at every detect()
         return store.load(path)
     except JobenvError as exc:
         raise DetectError(f"cannot use the job's record: {exc}") from None

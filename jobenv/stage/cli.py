@@ -15,6 +15,7 @@ import click
 from ..cli_common import Count, Seconds
 from ..errors import EXIT_ERROR, BadInput, JobenvError, JobEnded, one_line
 from ..numbers import MAX_HOSTS
+from ..record import JobRecord
 
 
 def _say(msg: str) -> None:
@@ -55,14 +56,14 @@ def update_record(path: str, staged: Dict[str, Optional[Dict[str, Any]]]) -> Non
     """Set (or, for None, drop) hosts' `staged` entries under the job's writer lock."""
     from .. import store
 
-    with store.job_lock(path[: -len(".json")] + ".lock"):
-        rec = store.load(path)
+    def change(rec: JobRecord) -> None:
         for host, entry in staged.items():
             if entry is None:
                 rec.staged.pop(host, None)
             else:
                 rec.staged[host] = entry
-        store._write_atomic(path, rec.to_json().encode("utf-8", "surrogateescape"))
+
+    store.update(path, change)
 
 
 class Progress:
@@ -165,12 +166,13 @@ def _finish(rec, results, min_hosts: Optional[int]) -> None:
 def stage(job, env_path, to, dry_run, min_hosts, clean, base, timeout) -> None:
     """Copy the job's Python environment to node-local disk on every host."""
     from .. import store
-    from ..get import choose, job_state
+    from ..lookup import which_job
+    from ..liveness import job_state
     from . import hosts as hosts_mod
     from . import manifest, pack
     from .manifest import EnvError
 
-    path, rec = choose(os.environ, job, _warn)
+    path, rec = which_job(os.environ, job, _warn)
     state, reason = job_state(rec, os.environ)
     if state == "ended":
         raise JobEnded(f"job {rec.jobid} has ended ({reason}); nothing to stage to")

@@ -36,7 +36,7 @@ def per_host_argv(rec: JobRecord, environ: Mapping[str, str], write: bool = True
     from ..launch.command import per_host_plan
     from ..launch.ranks import make_run_dir, write_private
 
-    runs = os.path.join(store.home(dict(environ)), "runs", store.key_for(rec.scheduler, rec.jobid))
+    runs = store.runs_dir(store.key_for(rec.scheduler, rec.jobid), dict(environ))
     hostfile = os.path.join(make_run_dir(runs, "stage") if write else os.path.join(runs, "<run>"), "hostfile")
     argv, text = per_host_plan(rec, environ, list(rec.hosts), hostfile)
     if text is not None and write:

@@ -19,7 +19,6 @@ SHARED_FS = frozenset({
     "fuse.ceph", "fuse.ceph-fuse", "cephfs", "panfs", "wekafs", "glusterfs", "fuse.glusterfs",
     "dvs", "orangefs", "pvfs2", "afs", "fuse.sshfs", "9p", "virtiofs", "fuse.squashfuse_ll",
 })
-STAMP = ".jobenv-stage.json"  # written last in a verified copy
 BASE_DIR = ".jobenv-base"  # where a staged base interpreter lives inside the copy
 
 

@@ -20,7 +20,7 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any, Dict, List, Optional, Tuple
 
-STAMP = ".jobenv-stage.json"  # same as manifest.STAMP (not imported: hashlib stays off this path)
+STAMP = ".jobenv-stage.json"  # written last in a verified copy (stage.worker); its presence marks one
 HINT = "stage to a directory of your own (--to DIR or JOBENV_STAGE_DIR)"
 
 

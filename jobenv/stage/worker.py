@@ -30,8 +30,8 @@ from typing import Any, Dict, List
 from ..errors import BadInput, JobenvError
 from ..storepath import own_dir
 from . import manifest, relocate
-from .manifest import BASE_DIR, STAMP
-from .restore import HINT, check_copy, check_root
+from .manifest import BASE_DIR
+from .restore import HINT, STAMP, check_copy, check_root
 
 MARK = "@@jobenv-stage@@ "
 CHUNK = 1 << 20

@@ -1,0 +1,54 @@
+"""The `launch` flow, and `launch ARGS` without click.
+
+`start` is what `jobenv launch` and the `launch` program do: which job (jobenv.lookup, by
+way of the restore plan), refuse an ended one, then run in the restore plan's environment
+(the one `source <(jobenv get)` gives a shell) with the job's staged copy before each
+rank's command (jobenv.stage).  It lives here, above get, stage and launch, so that none
+of those calls up into another.  `run` is the `launch` program's click-free parser (click
+costs ~50 ms per launch), like jobenv.fastget for `get`.
+"""
+from __future__ import annotations
+
+import os
+
+TYPE_CHECKING = False  # `import typing`/`dataclasses` cost ~50 ms: `launch` starts on every run
+if TYPE_CHECKING:
+    from typing import Callable, List, Mapping, Optional
+
+    from .launch.command import Options
+
+
+def start(job: Optional[str], allow_stale: bool, command: List[str], opts: Options,
+          environ: Mapping[str, str], warn: Callable[[str], None], dry_run: bool = False) -> int:
+    """Choose the job, refuse an ended one, launch: the exit code of the last attempt."""
+    from . import plan
+    from .get import restore_plan
+    from .launch.command import run
+    from .stage import rank_prefix
+
+    p, _, rec = restore_plan(environ, job, allow_stale, python=opts.python)
+    for w in p.warnings:
+        warn(w)
+    return run(rec, command, opts, plan.apply(p, environ), dry_run, rank_prefix(rec))
+
+
+def run(argv: List[str]) -> Optional[int]:
+    """Only the two forms the `launch` program uses, `launch [--job ID] -- ARGS`; None sends
+    anything else to the full CLI."""
+    if argv[:1] != ["launch"]:
+        return None
+    job = None
+    rest = argv[1:]
+    if rest[:1] == ["--job"] and len(rest) >= 2:
+        job, rest = rest[1], rest[2:]
+    if rest[:1] != ["--"] or len(rest) < 2:
+        return None
+    from .errors import JobenvError, report_error
+    from .launch.command import Options, _say
+
+    try:
+        return start(job, False, rest[1:], Options(), os.environ, lambda m: _say(f"warning: {m}"))
+    except (JobenvError, OSError) as exc:
+        return report_error(exc)
+    except KeyboardInterrupt:
+        return 130
