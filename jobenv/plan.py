@@ -18,7 +18,7 @@ or in every program started from it).
 from __future__ import annotations
 
 from .errors import JobEnded
-from .schedulers import JOB_MARKERS, JOBID_VARS, PREFIXES
+from .schedulers import JOB_MARKERS, JOBID_VARS, PREFIXES, PROGRAM_VARS
 
 TYPE_CHECKING = False  # `import typing` costs ~5 ms per shell; type checkers still read the block below
 if TYPE_CHECKING:
@@ -33,6 +33,11 @@ SITE_VARS = frozenset((
     "PBS_SERVER", "PBS_CONF_FILE", "PBS_EXEC", "PBS_HOME", "PBS_DEFAULT", "PBS_SERVER_NAME",
     "COBALT_CONFIG_FILES",
 ))
+# Never restored from a record (nor saved into one): they choose a program srun runs, its
+# tasks' directory or environment (schedulers.PROGRAM_VARS), and no scheduler sets them in a
+# job, so a record holds one only as a user's option or a foreign file's choice; a path in
+# one names, on another node, whatever another user may have put there.
+SHELL_ONLY = frozenset(n for names in PROGRAM_VARS.values() for n in names) - SITE_VARS
 # Never restored from a record, whatever its scheduler: they authenticate to the job's daemons.
 _SECRET_WORDS = ("COOKIE", "SECRET", "TOKEN", "PASSW", "CREDENTIAL")
 # Launch variables a record may never set: they make the shell, the loader or an
@@ -66,8 +71,10 @@ def is_secret(name: str) -> bool:
 
 
 def job_var_ok(name: str, scheduler: str) -> bool:
-    """May a record of `scheduler` restore `name`?  Its own prefixes, a valid name, no secret."""
-    return is_name(name) and name.startswith(PREFIXES.get(scheduler, ())) and not is_secret(name)
+    """May a record of `scheduler` restore `name`?  Its own prefixes, a valid name, no secret,
+    nothing that chooses a program (SHELL_ONLY)."""
+    return (is_name(name) and name.startswith(PREFIXES.get(scheduler, ())) and not is_secret(name)
+            and name not in SHELL_ONLY)
 
 
 def launch_var_ok(name: str) -> bool:

@@ -209,6 +209,20 @@ def test_nodefile_that_is_not_a_small_regular_file_is_one_line(tmp_path, home, v
     assert store_files(env) == {}
 
 
+def test_save_records_no_variable_that_chooses_what_srun_runs(tmp_path, home):
+    """srun reads SLURM_TASK_PROLOG, SLURM_EXPORT_ENV (`ALL,LD_PRELOAD=...`, which sbatch
+    itself sets from --export), SLURM_WORKING_DIR... as its options: a restore never sets
+    them (jobenv.plan.SHELL_ONLY), so a save does not record them (every restore would warn
+    about them); the site's SLURM_CONF is still recorded."""
+    def builder(root):
+        return {**machines.perlmutter(root), "SLURM_TASK_PROLOG": "/tmp/p.sh", "SLURM_EXPORT_ENV": "NONE",
+                "SLURM_WORKING_DIR": "/tmp/w", "SLURM_STDOUTMODE": "/tmp/o", "SLURM_CONF": "/nonexistent/slurm.conf"}
+
+    rec, _, _ = save(tmp_path, home, builder)
+    assert rec["env"]["SLURM_CONF"] == "/nonexistent/slurm.conf"
+    assert not {"SLURM_TASK_PROLOG", "SLURM_EXPORT_ENV", "SLURM_WORKING_DIR", "SLURM_STDOUTMODE"} & set(rec["env"])
+
+
 def test_nodefile_within_the_byte_limit_but_of_millions_of_lines_is_one_line_not_a_memory_error(tmp_path, home):
     """The byte limit (256 MiB) does not bound what is built from the bytes: splitlines() of
     64 MiB of newlines was a list of 67 million entries, and under a login node's `ulimit -v`

@@ -29,6 +29,21 @@ PREFIXES = {"pbs": ("PBS_",), "slurm": ("SLURM_",), "cobalt": ("COBALT_",)}
 # getjobenv's cached snippet, computed for a shell in no job, is not for it (shell/jobenv.sh).
 JOB_MARKERS = {name: JOBID_VARS[name] + more for name, more in (
     ("pbs", ("PBS_NODEFILE",)), ("slurm", ("SLURM_JOB_NODELIST", "SLURM_NODELIST")), ("cobalt", ("COBALT_NODEFILE",)))}
+# Variables that each scheduler's own commands read as the name of a program to run as the
+# user (srun's --prolog, --epilog, --task-prolog, --task-epilog), a configuration file or
+# directory (which names plugins and more programs: slurm.conf's SrunProlog and PluginDir,
+# pbs.conf's PBS_EXEC), the tasks' working directory, the files their stdio goes to, the
+# path --bcast writes the executable to, or srun's --export list (`ALL,LD_PRELOAD=...`):
+# whoever sets them chooses what runs.  `jobenv import` never takes them from a file; a
+# restore sets only the site configuration among them (plan.SITE_VARS, where the shell has
+# none), never the others: they come from the shell that runs srun (jobenv.plan).
+PROGRAM_VARS = {
+    "slurm": ("SLURM_CONF", "SLURM_CONFIG_DIR", "SLURM_PROLOG", "SLURM_EPILOG", "SLURM_TASK_PROLOG",
+              "SLURM_TASK_EPILOG", "SLURM_EXPORT_ENV", "SLURM_WORKING_DIR", "SLURM_REMOTE_CWD", "SLURM_BCAST",
+              "SLURM_STDINMODE", "SLURM_STDOUTMODE", "SLURM_STDERRMODE"),
+    "pbs": ("PBS_CONF_FILE", "PBS_EXEC", "PBS_HOME"),
+    "cobalt": ("COBALT_CONFIG_FILES",),
+}
 
 
 def module(name: str) -> ModuleType:

@@ -40,15 +40,18 @@ def read_text(path: str) -> str:
 
 
 def pick_env(env: Mapping[str, str], prefixes: Sequence[str], drop: Sequence[str] = ()) -> Dict[str, str]:
-    """The scheduler's job variables: by prefix, minus secrets and per-step/task ones."""
+    """The scheduler's job variables: by prefix, minus secrets, per-step/task ones and those
+    a restore never sets (plan.SHELL_ONLY: they choose programs)."""
     import re
+
+    from ..plan import SHELL_ONLY
 
     secret = re.compile(SECRET_PATTERN, re.I)
     out = {}
     for k, v in env.items():
         if not k.startswith(tuple(prefixes)) or not (k.isidentifier() and k.isascii()):
             continue
-        if secret.search(k) or k in drop:
+        if secret.search(k) or k in drop or k in SHELL_ONLY:
             continue
         out[k] = v
     return dict(sorted(out.items()))
