@@ -6,7 +6,8 @@ The file is parsed as data, never sourced: `$(...)`, backquotes and `;` stay tex
 the scheduler's variables, HOSTFILE and NGPU_PER_HOST are taken from it: jobenv's own
 settings (JOBENV_*, XDG_CONFIG_HOME, PATH...) come from this shell, never from a file that
 another tool or person wrote, since they choose the store, the profile and so the
-`launch` command.  Only a regular file of at most MAX_BYTES is read (a FIFO would hang,
+`launch` command; so do the scheduler variables that choose a program, a configuration
+file or the tasks' environment (schedulers.PROGRAM_VARS: SLURM_TASK_PROLOG, SLURM_CONF...).  Only a regular file of at most MAX_BYTES is read (a FIFO would hang,
 /dev/zero would exhaust memory), and the nodefile or HOSTFILE it names is read as
 `jobenv save` reads one (jobenv.readfile).  The variables then go through the same
 capture as `jobenv save`.
@@ -66,7 +67,11 @@ def parse(text: str, path: str = "env file") -> Dict[str, str]:
 def import_env(parsed: Mapping[str, str], base: Mapping[str, str]) -> Dict[str, str]:
     """The environment to capture from: this shell's settings (store, profiles, PATH)
     without any scheduler variables, plus the imported ones."""
-    parsed = {k: v for k, v in parsed.items() if k.startswith(SCHEDULER_PREFIXES) or k in EXTRA_NAMES}
+    from .schedulers import PROGRAM_VARS
+
+    chooser = {n for names in PROGRAM_VARS.values() for n in names}  # they choose what srun/qstat run
+    parsed = {k: v for k, v in parsed.items()
+              if (k.startswith(SCHEDULER_PREFIXES) or k in EXTRA_NAMES) and k not in chooser}
     env = {k: v for k, v in base.items() if not k.startswith(SCHEDULER_PREFIXES)}
     env.update((k, v) for k, v in parsed.items() if k.startswith(SCHEDULER_PREFIXES))
     env.update(_nodefile_fallback(parsed))

@@ -15,6 +15,8 @@ from .errors import BadInput
 # Documented in the README ("Limits"): more than any machine has, small enough to stay in memory.
 MAX_HOSTS = 1_000_000
 MAX_PER_HOST = 100_000  # ranks or GPUs per host
+# Lines of a nodefile (one per MPI slot): more than any machine has cores (Fugaku: 7.6 million).
+MAX_NODEFILE_LINES = 10_000_000
 MAX_SECONDS = 366 * 86400  # a duration: longer than any allocation, far below poll()'s ~24.8-day
 # (2**31 ms) C limit once a wait is split into steps no longer than that
 _DIGITS = frozenset("0123456789")

@@ -2,11 +2,14 @@
 an env file to import, JOBENV_HOSTFILE): the one way jobenv does it.
 
 Such a name may point anywhere: a FIFO (opening or reading it blocks for ever), a device
-(/dev/zero never ends), a directory, a file of gigabytes.  So the file is opened with
-O_NONBLOCK (a FIFO cannot block the open, and then fstat refuses it before any read),
-then the *open descriptor* is checked to be a regular file (never stat-then-open: the
-name could be swapped in between) and at most `limit` bytes are read; a file that is, or
-grows, larger is refused rather than cut.  Symbolic links are followed: a nodefile or a
+(/dev/zero never ends; merely opening a tape drive or /dev/watchdog acts), a directory, a
+file of gigabytes.  So the name is stat'ed first and anything but a regular file is
+refused before it is opened; then it is opened with O_NONBLOCK|O_NOCTTY (should a FIFO or
+a terminal be swapped in after the stat, the open neither blocks nor takes it as the
+controlling terminal) and the *open descriptor* is checked to be that same regular file
+(device and inode: the name could be swapped in between; a file replaced by rename, as a
+record is by a concurrent save, is simply checked again), and at most `limit` bytes are
+read; a file that is, or grows, larger is refused rather than cut.  Symbolic links are followed: a nodefile or a
 HOSTFILE copy is often reached through one, and the file is only read, as the user, as
 data that is validated line by line afterwards.  Every failure is one BadInput line.
 
@@ -19,6 +22,10 @@ import os
 import stat
 
 from .errors import BadInput
+
+TYPE_CHECKING = False  # `import typing` costs ~5 ms; type checkers still read the block below
+if TYPE_CHECKING:
+    from typing import Tuple
 
 # A nodefile or hostfile holds one host per line (a PBS nodefile one per MPI slot): room
 # for jobenv's limit of 1,000,000 hosts at the longest legal name (253 bytes + newline).
@@ -41,15 +48,33 @@ def _kind(mode: int) -> str:
     return next((name for test, name in _KINDS if test(mode)), "not a file")
 
 
+def _open_regular(path: str) -> Tuple[int, os.stat_result]:
+    """A descriptor open on the regular file `path`, and its fstat: the name is checked
+    before the open (a device is never opened) and the descriptor after it (the same file)."""
+    for _ in range(3):
+        named = os.stat(path)
+        if not stat.S_ISREG(named.st_mode):
+            raise NotRegular(f"is {_kind(named.st_mode)}, not a regular file")
+        fd = os.open(path, _OPEN_FLAGS)
+        try:
+            st = os.fstat(fd)
+        except OSError:
+            os.close(fd)
+            raise
+        if stat.S_ISREG(st.st_mode) and (st.st_dev, st.st_ino) == (named.st_dev, named.st_ino):
+            return fd, st
+        os.close(fd)
+        if not stat.S_ISREG(st.st_mode):
+            raise NotRegular(f"is {_kind(st.st_mode)}, not a regular file")
+    raise Refused("was replaced again and again while being opened")
+
+
 def read_bytes(path: str, limit: int) -> bytes:
     """The bytes of the regular file `path`, at most `limit` of them.  Raises NotRegular
     or Refused (too large) for anything else, and the OSError of open or read as it is
     (FileNotFoundError...)."""
-    fd = os.open(path, _OPEN_FLAGS)
+    fd, st = _open_regular(path)
     try:
-        st = os.fstat(fd)
-        if not stat.S_ISREG(st.st_mode):
-            raise NotRegular(f"is {_kind(st.st_mode)}, not a regular file")
         if st.st_size > limit:
             raise Refused(f"is {st.st_size:,} bytes, more than the {limit >> 20} MiB such a file may be")
         chunks, size = [], 0

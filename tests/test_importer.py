@@ -8,7 +8,8 @@ import pytest
 import fsutil
 from conftest import base_env, jobenv
 from jobenv.errors import BadInput
-from jobenv.importer import parse
+from jobenv.importer import import_env, parse
+from jobenv.schedulers import PROGRAM_VARS
 
 EZPZ_PBSENV = """\
 export PBS_JOBID=1777928.polaris-pbs-01.hsn.cm.polaris.alcf.anl.gov
@@ -128,3 +129,29 @@ def test_import_of_a_file_naming_a_hostile_nodefile_is_one_line(tmp_path, home, 
     assert p.returncode == 5 and len(lines) == 1 and lines[0].startswith("jobenv: error: "), p.stderr[:2000]
     assert len(p.stderr) < 1000 and "Traceback" not in p.stderr
 
+
+
+def test_imported_file_cannot_choose_what_srun_runs(tmp_path, home, other_user, shared_tmp):
+    """srun reads SLURM_PROLOG / SLURM_TASK_PROLOG / SLURM_EPILOG / SLURM_TASK_EPILOG as
+    --prolog, --task-prolog... (run as the user), and SLURM_CONF picks a slurm.conf whose
+    SrunProlog and PluginDir srun obeys.  A file another user wrote put them in the record
+    and `jobenv get` exported them into the victim's shell, so the next `launch` (srun)
+    ran the attacker's program: import never takes them."""
+    envfile = shared_tmp / "slurmenv"
+    other_user.sh(f"cat > {envfile} <<'X'\nexport SLURM_JOB_ID=555\nexport SLURM_JOB_NODELIST=n1\n"
+                  f"export SLURM_PROLOG={shared_tmp}/evil.sh\nexport SLURM_TASK_PROLOG={shared_tmp}/evil.sh\n"
+                  f"export SLURM_CONF={shared_tmp}/slurm.conf\nX\n")
+    env = base_env(home, {"JOBENV_HOSTNAME": "n1"})
+    jobenv(["import", str(envfile)], env, check=True)
+    snippet = jobenv(["get", "--job", "555", "--shell", "bash"], env, check=True).stdout
+    leaked = [v for v in ("SLURM_PROLOG", "SLURM_TASK_PROLOG", "SLURM_CONF") if f"\n{v}=" in "\n" + snippet]
+    assert not leaked, (leaked, snippet)
+
+
+def test_import_takes_no_variable_that_names_a_program_or_configuration():
+    """Every name of schedulers.PROGRAM_VARS (programs, configuration files and directories,
+    --export, the tasks' directory and stdio) is left out of what is captured."""
+    names = [n for ns in PROGRAM_VARS.values() for n in ns]
+    env = import_env({"SLURM_JOB_ID": "5", "SLURM_JOB_NODELIST": "n1", **{n: "/tmp/x" for n in names}},
+                     {"PATH": "/usr/bin", "SLURM_CONF": "/etc/slurm/slurm.conf"})
+    assert env == {"PATH": "/usr/bin", "SLURM_JOB_ID": "5", "SLURM_JOB_NODELIST": "n1"}

@@ -61,3 +61,54 @@ def test_the_limit_is_exact_and_the_kinds_are_told_apart(tmp_path):
 
 def test_hostfile_limit_holds_a_million_hosts_of_the_longest_name():
     assert MAX_HOSTFILE_BYTES >= 1_000_000 * (253 + 1)
+
+
+def test_a_device_is_refused_before_it_is_opened(tmp_path):
+    """Merely opening some devices acts (a tape drive rewinds, /dev/watchdog arms), so a
+    nodefile or HOSTFILE naming one is refused from its stat, never opened: a node with
+    /dev/null's numbers, read under strace, shows no openat of it."""
+    import shutil
+    import stat
+    import subprocess
+    import sys
+
+    from conftest import REPO
+
+    if not shutil.which("strace"):
+        pytest.skip("strace is not installed")
+    dev = tmp_path / "tape"
+    os.mknod(dev, stat.S_IFCHR | 0o600, os.makedev(1, 3))
+    trace = tmp_path / "trace"
+    code = ("from jobenv.readfile import read_regular\nfrom jobenv.errors import BadInput\n"
+            f"try:\n    read_regular({str(dev)!r}, 100, 'hostfile')\nexcept BadInput as e:\n    print(e)\n")
+    p = subprocess.run(["strace", "-f", "-qq", "-e", "trace=openat,open", "-o", str(trace), sys.executable, "-c", code],
+                       env={"PYTHONPATH": str(REPO), "PATH": "/usr/bin:/bin"}, capture_output=True, text=True, timeout=60)
+    assert "is a character device, not a regular file" in p.stdout, p.stdout + p.stderr
+    assert str(dev) not in trace.read_text()
+
+
+def test_a_name_replaced_between_the_stat_and_the_open_is_checked_again(tmp_path, monkeypatch):
+    """The descriptor must be the file the name's stat judged (device and inode): a file
+    replaced by rename in between (a concurrent save) is simply checked again; a name
+    that never holds still is refused."""
+    import jobenv.readfile as readfile
+
+    f = tmp_path / "f"
+    f.write_bytes(b"old\n")
+    real_stat, swaps = os.stat, []
+
+    def stat_then_swap(path, *a, **kw):
+        st = real_stat(path, *a, **kw)
+        if len(swaps) < limit:
+            new = tmp_path / f"new{len(swaps)}"
+            new.write_bytes(b"new%d\n" % len(swaps))
+            os.rename(new, f)
+            swaps.append(1)
+        return st
+
+    monkeypatch.setattr(readfile.os, "stat", stat_then_swap)
+    limit = 1
+    assert read_bytes(str(f), 100) == b"new0\n" and len(swaps) == 1
+    limit, swaps[:] = 10, []
+    with pytest.raises(Refused, match="replaced"):
+        read_bytes(str(f), 100)

@@ -148,6 +148,9 @@ def test_distinfo_is_immutable_value():
     ({"hosts": "n1,n2"}, "one string"),
     ({"hosts": b"n1"}, "one string"),
     ({"hosts": ["n1", 2]}, "hosts holds 2"),
+    ({"hosts": None}, "hosts=None is not a list of host names"),
+    ({"hosts": 5}, "hosts=5 is not a list"),
+    ({"hosts": 1.5}, "hosts=1.5 is not a list"),
     ({"rank": 2, "world_size": 2}, "rank 2 is outside 0..1"),
     ({"rank": -1}, "rank -1 is outside"),
     ({"world_size": 0}, "world size 0"),
@@ -173,6 +176,14 @@ def test_distinfo_constructor_refuses_what_detect_would(fields, why):
     with pytest.raises(DetectError, match=why):
         DistInfo(world_size=4, local_world_size=2).replace(**{"world_size": 1, "local_world_size": 1, **fields})
     assert DistInfo(hosts=["n1", "n2"]).hosts == ("n1", "n2") and DistInfo(hosts=iter(["n1"])).hosts == ("n1",)
+
+
+def test_distinfo_hosts_that_are_not_a_sequence_are_a_detect_error():
+    """hosts=None (Python's usual 'no value') or a number escaped as a bare TypeError from
+    tuple(), which callers catching DetectError (or BadInput, exit 5) do not catch."""
+    for hosts in (None, 5, 1.5):
+        with pytest.raises(DetectError):
+            DistInfo(hosts=hosts)
 
 
 @pytest.mark.parametrize("cuda,xpu,req,expect", [

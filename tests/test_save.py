@@ -209,6 +209,54 @@ def test_nodefile_that_is_not_a_small_regular_file_is_one_line(tmp_path, home, v
     assert store_files(env) == {}
 
 
+def test_save_records_no_variable_that_chooses_what_srun_runs(tmp_path, home):
+    """srun reads SLURM_TASK_PROLOG, SLURM_EXPORT_ENV (`ALL,LD_PRELOAD=...`, which sbatch
+    itself sets from --export), SLURM_WORKING_DIR... as its options: a restore never sets
+    them (jobenv.plan.SHELL_ONLY), so a save does not record them (every restore would warn
+    about them); the site's SLURM_CONF is still recorded."""
+    def builder(root):
+        return {**machines.perlmutter(root), "SLURM_TASK_PROLOG": "/tmp/p.sh", "SLURM_EXPORT_ENV": "NONE",
+                "SLURM_WORKING_DIR": "/tmp/w", "SLURM_STDOUTMODE": "/tmp/o", "SLURM_CONF": "/nonexistent/slurm.conf"}
+
+    rec, _, _ = save(tmp_path, home, builder)
+    assert rec["env"]["SLURM_CONF"] == "/nonexistent/slurm.conf"
+    assert not {"SLURM_TASK_PROLOG", "SLURM_EXPORT_ENV", "SLURM_WORKING_DIR", "SLURM_STDOUTMODE"} & set(rec["env"])
+
+
+def test_nodefile_within_the_byte_limit_but_of_millions_of_lines_is_one_line_not_a_memory_error(tmp_path, home):
+    """The byte limit (256 MiB) does not bound what is built from the bytes: splitlines() of
+    64 MiB of newlines was a list of 67 million entries, and under a login node's `ulimit -v`
+    (here 450 MB, where an ordinary save works) save died with a MemoryError traceback;
+    `a\\n` * 128 Mi took minutes.  One `jobenv: error:` line, exit 5, at once."""
+    import resource
+    import subprocess
+    import sys
+    import time
+
+    from conftest import REPO
+
+    env = {"HOME": str(home), "JOBENV_HOME": str(home / ".jobenv"), "PYTHONPATH": str(REPO),
+           "PATH": "/usr/bin:/bin", "LANG": "C.UTF-8", "PBS_JOBID": "77.srv", "PBS_NODEFILE": "/etc/hostname"}
+
+    def limit():
+        resource.setrlimit(resource.RLIMIT_AS, (450 << 20, 450 << 20))
+
+    def save(nodefile_env):
+        return subprocess.run([sys.executable, "-m", "jobenv", "save", "--quiet"], env={**env, **nodefile_env},
+                              capture_output=True, text=True, timeout=120, preexec_fn=limit)
+
+    ok = save({})
+    assert ok.returncode == 0, ok.stderr  # the limit leaves room for an ordinary save
+    for name, content in (("blank", b"\n" * (64 << 20)), ("one-host", b"a\n" * (32 << 20))):
+        nodefile = tmp_path / name
+        nodefile.write_bytes(content)
+        start = time.monotonic()
+        p = save({"PBS_JOBID": f"78{name}.srv", "PBS_NODEFILE": str(nodefile)})
+        assert p.returncode == 5 and "Traceback" not in p.stderr and len(p.stderr.splitlines()) == 1, p.stderr[-600:]
+        assert p.stderr.startswith("jobenv: error: ") and "lines, more than jobenv's limit" in p.stderr
+        assert time.monotonic() - start < 30, name
+
+
 def test_nodefile_with_more_slots_per_host_than_the_limit_is_refused(tmp_path, home):
     """100,001 slots on one host: one line, exit 5, nothing written (save wrote a record
     that every later read refused as corrupt)."""

@@ -98,8 +98,12 @@ class DistInfo:
                  hosts=()) -> None:
         if isinstance(hosts, (str, bytes)):  # tuple("n1,n2") would be the characters
             raise DetectError(f"DistInfo: hosts={_short(hosts)!r} is one string, not a list of host names")
+        try:
+            names = tuple(hosts)
+        except TypeError:  # None, a number: no names at all
+            raise DetectError(f"DistInfo: hosts={_short(hosts)} is not a list of host names") from None
         values = (rank, local_rank, world_size, local_world_size, node_rank, num_nodes,
-                  master_addr, master_port, launcher, jobid, tuple(hosts))
+                  master_addr, master_port, launcher, jobid, names)
         _check(*values)
         for name, value in zip(_FIELDS, values):
             object.__setattr__(self, name, value)

@@ -16,7 +16,7 @@ from . import is_secret
 
 TYPE_CHECKING = False  # `import typing` costs ~5 ms per shell; type checkers still read the block below
 if TYPE_CHECKING:
-    from typing import Callable, Dict, List, Mapping, Optional, Sequence, Tuple
+    from typing import Callable, Dict, Iterator, List, Mapping, Optional, Sequence, Tuple
 
     Reader = Callable[[str], str]
     Verdicts = Dict[str, Tuple[str, str]]
@@ -47,19 +47,21 @@ class Scheduler:
     """
 
     __slots__ = ("name", "jobid_vars", "prefixes", "detect_any", "detect_all", "marks", "site_vars",
-                 "query_vars", "secrets", "nodefile_var", "hosts", "priority", "profile", "capture",
+                 "query_vars", "secrets", "program_vars", "nodefile_var", "hosts", "priority", "profile", "capture",
                  "query", "parse")
 
     def __init__(self, name: str, *, jobid_vars: Tuple[str, ...], prefixes: Tuple[str, ...],
                  detect_any: Tuple[str, ...], detect_all: Tuple[str, ...] = (),
                  marks: Tuple[str, ...] = (), site_vars: Tuple[str, ...] = (),
                  query_vars: Tuple[str, ...] = (), secrets: Tuple[str, ...] = (),
+                 program_vars: Tuple[str, ...] = (),
                  nodefile_var: str = "", hosts: str, priority: int, profile: str,
                  capture: CaptureFn, query: Query, parse: Optional[Parser] = None) -> None:
         self.name, self.jobid_vars, self.prefixes = name, jobid_vars, prefixes
         self.detect_any, self.detect_all = detect_any, detect_all
         self.marks = tuple(dict.fromkeys(jobid_vars + detect_any + marks))
         self.site_vars, self.query_vars, self.secrets = site_vars, query_vars, secrets
+        self.program_vars = program_vars
         self.nodefile_var, self.hosts, self.priority, self.profile = nodefile_var, hosts, priority, profile
         self.capture, self.query, self.parse = capture, query, parse
 
@@ -103,38 +105,60 @@ def read_text(path: str) -> str:
 
 
 def pick_env(env: Mapping[str, str], prefixes: Sequence[str], drop: Sequence[str] = ()) -> Dict[str, str]:
-    """The scheduler's job variables: by prefix, minus secrets and per-step/task ones."""
+    """The scheduler's job variables: by prefix, minus secrets, per-step/task ones and those
+    a restore never sets (plan.SHELL_ONLY: they choose programs)."""
+    from ..plan import SHELL_ONLY
+
     out = {}
     for k, v in env.items():
         if not k.startswith(tuple(prefixes)) or not (k.isidentifier() and k.isascii()):
             continue
-        if is_secret(k) or k in drop:
+        if is_secret(k) or k in drop or k in SHELL_ONLY:
             continue
         out[k] = v
     return dict(sorted(out.items()))
 
 
-def parse_nodefile(text: str, path: str) -> Tuple[List[str], List[int]]:
-    """Hosts in first-seen order and slot counts per host from a one-line-per-slot file."""
-    from ..hostlist import check_host, unique
-    from ..numbers import MAX_PER_HOST, check_hosts
+def _lines(text: str) -> Iterator[str]:
+    """The lines of `text`, one at a time: splitlines() would build a list of all of them
+    at once (64 MiB of newlines is 67 million entries, 600 MB)."""
+    start, end = 0, len(text)
+    while start < end:
+        stop = text.find("\n", start)
+        stop = end if stop < 0 else stop
+        yield text[start:stop]
+        start = stop + 1
 
+
+def parse_nodefile(text: str, path: str) -> Tuple[List[str], List[int]]:
+    """Hosts in first-seen order and slot counts per host from a one-line-per-slot file.
+
+    Every limit is checked before the next line is read, and the line count before the
+    first one, so a hostile file of many millions of lines (blank or all one host) is one
+    error in a fraction of a second, never a MemoryError or minutes of work."""
+    from ..hostlist import check_host, unique
+    from ..numbers import MAX_NODEFILE_LINES, MAX_PER_HOST, check_hosts
+
+    nlines = text.count("\n") + (not text.endswith("\n"))
+    if nlines > MAX_NODEFILE_LINES:
+        raise BadInput(f"hostfile {path!r} has {nlines:,} lines, more than jobenv's limit of "
+                       f"{MAX_NODEFILE_LINES:,} (one line per MPI slot)")
     counts: Dict[str, int] = {}
-    for lineno, line in enumerate(text.splitlines(), 1):
+    for lineno, line in enumerate(_lines(text), 1):
         name = line.strip()
         if not name or name.startswith("#"):
             continue
-        check_host(name, f"host name on line {lineno} of {path}:")
-        if name not in counts:
-            counts[name] = 0
+        n = counts.get(name)
+        if n is None:
+            check_host(name, f"host name on line {lineno} of {path}:")
+            n = counts[name] = 0
             check_hosts(len(counts), f"hostfile {path!r}")
-        counts[name] += 1
+        elif n == MAX_PER_HOST:
+            raise BadInput(f"hostfile {path!r} lists {name} {n + 1:,} times, more than jobenv's limit "
+                           f"of {MAX_PER_HOST:,} ranks per host")
+        counts[name] = n + 1
     if not counts:
         raise BadInput(f"hostfile {path!r} is empty: no hosts to run on")
-    most = max(counts, key=counts.__getitem__)  # once, not per line: a nodefile may have millions
-    if counts[most] > MAX_PER_HOST:
-        raise BadInput(f"hostfile {path!r} lists {most} {counts[most]:,} times, more than jobenv's limit "
-                       f"of {MAX_PER_HOST:,} ranks per host")
     hosts = unique(counts)
     return hosts, [counts[h] for h in hosts]
 

@@ -72,6 +72,7 @@ SCHEDULER = Scheduler(
     NAME, jobid_vars=("COBALT_JOBID",), prefixes=PREFIXES,
     # an interactive ssh may forward only the nodefile, which names the job (cobalt.<id>)
     detect_any=("COBALT_JOBID", "COBALT_NODEFILE"), site_vars=("COBALT_CONFIG_FILES",),
+    program_vars=("COBALT_CONFIG_FILES",),
     nodefile_var="COBALT_NODEFILE", hosts="COBALT_NODEFILE (else /var/tmp/cobalt.<id>): one line per host",
     priority=50, profile="cobalt", capture=capture, query=query, parse=parse_qstat,
 )

@@ -114,6 +114,10 @@ SCHEDULER = Scheduler(
     NAME, jobid_vars=("FLUX_ENCLOSING_ID", "FLUX_JOB_ID"), prefixes=PREFIXES,
     # FLUX_URI alone is no job: a login shell may point it at any instance (`flux proxy`)
     detect_any=("FLUX_ENCLOSING_ID", "FLUX_JOB_ID"), detect_all=("FLUX_URI",),
+    # flux-environment(7): where the flux command finds subcommands, connector and broker
+    # plugins, the PMI library it hands to tasks, and rc scripts of the broker and job shell
+    program_vars=("FLUX_EXEC_PATH", "FLUX_CONNECTOR_PATH", "FLUX_MODULE_PATH", "FLUX_PMI_LIBRARY_PATH",
+                  "FLUX_RC_EXTRA", "FLUX_SHELL_RC_PATH"),
     hosts="`flux hostlist instance` (an allocation's shell), else `flux hostlist local`",
     # a Flux instance may run inside a Slurm or LSF allocation (`srun flux start`): the
     # innermost scheduler is the one whose launcher reaches the shell's hosts

@@ -106,6 +106,8 @@ SCHEDULER = Scheduler(
     marks=("LSB_MCPU_HOSTS", "LSB_DJOB_HOSTFILE", "LSB_HOSTS"),
     site_vars=("LSF_ENVDIR", "LSF_BINDIR", "LSF_LIBDIR", "LSF_SERVERDIR", "LSF_VERSION"),
     query_vars=("LSF_ENVDIR",), nodefile_var="LSB_DJOB_HOSTFILE",
+    # lsf.conf's directory and the directories bjobs/jsrun's daemons and libraries come from
+    program_vars=("LSF_ENVDIR", "LSF_BINDIR", "LSF_LIBDIR", "LSF_SERVERDIR"),
     hosts="LSB_MCPU_HOSTS (`host slots` pairs) or LSB_DJOB_HOSTFILE, minus the launch node listed first",
     priority=40, profile="lassen", capture=capture, query=query, parse=parse_bjobs,
 )

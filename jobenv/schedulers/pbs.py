@@ -136,6 +136,8 @@ SCHEDULER = Scheduler(
     detect_any=("PBS_JOBID",), detect_all=("PBS_NODEFILE",), marks=("PBS_NODEFILE",),
     site_vars=("PBS_SERVER", "PBS_CONF_FILE", "PBS_EXEC", "PBS_HOME", "PBS_DEFAULT", "PBS_SERVER_NAME"),
     query_vars=("PBS_CONF_FILE", "PBS_SERVER"), secrets=("PBS_JOBCOOKIE",),
+    # pbs.conf names PBS_EXEC, where qsub/qstat/pbsdsh come from
+    program_vars=("PBS_CONF_FILE", "PBS_EXEC", "PBS_HOME"),
     nodefile_var="PBS_NODEFILE", hosts="PBS_NODEFILE: one line per MPI slot, FQDNs, first-seen order",
     priority=20, profile="pbs", capture=capture, query=query, parse=parse_qstat,
 )

@@ -54,6 +54,7 @@ def tables(descs: Sequence[Scheduler]) -> Dict[str, object]:
         "SITE_VARS": frozenset(v for d in descs for v in d.site_vars),
         "QUERY_VARS": tuple(v for d in descs for v in d.query_vars),
         "SECRETS": frozenset(v for d in descs for v in d.secrets),
+        "PROGRAM_VARS": {d.name: d.program_vars for d in descs if d.program_vars},
         "PROFILES": {d.name: d.profile for d in descs},
     }
 

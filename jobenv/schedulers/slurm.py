@@ -204,6 +204,12 @@ SCHEDULER = Scheduler(
     detect_any=("SLURM_JOB_ID", "SLURM_JOBID"), marks=("SLURM_JOB_NODELIST", "SLURM_NODELIST"),
     site_vars=("SLURM_CONF", "SLURM_TIME_FORMAT", "SLURM_CLUSTERS", "SLURM_CONFIG_DIR"),
     query_vars=("SLURM_CONF",),
+    # srun(1)/sbatch(1) input variables: --prolog/--epilog/--task-prolog/--task-epilog
+    # programs, slurm.conf (SrunProlog, PluginDir), the tasks' directory and stdio files,
+    # the --bcast destination and the --export list (`ALL,LD_PRELOAD=...`)
+    program_vars=("SLURM_CONF", "SLURM_CONFIG_DIR", "SLURM_PROLOG", "SLURM_EPILOG", "SLURM_TASK_PROLOG",
+                  "SLURM_TASK_EPILOG", "SLURM_EXPORT_ENV", "SLURM_WORKING_DIR", "SLURM_REMOTE_CWD",
+                  "SLURM_BCAST", "SLURM_STDINMODE", "SLURM_STDOUTMODE", "SLURM_STDERRMODE"),
     hosts="SLURM_JOB_NODELIST (a hostlist expression; het jobs: the union of SLURM_JOB_NODELIST_HET_GROUP_<n>)",
     priority=30, profile="slurm", capture=capture, query=query, parse=parse_squeue,
 )
