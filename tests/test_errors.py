@@ -72,7 +72,7 @@ def test_profile_yaml_error_names_file_and_line(tmp_path, home, populated):
     one_line_error(jobenv(["save"], env), errors.EXIT_BAD_INPUT, str(bad), "line")
     bad.write_text("name: broken\nscheduler: pbs\nlaunchers:\n  - argv: [mpiexec, '{nope}']\n")
     one_line_error(jobenv(["profiles"], env), errors.EXIT_BAD_INPUT, f"{bad} line 3", "unknown placeholder {nope}")
-    bad.write_text("name: broken\nscheduler: lsf\nlaunchers: []\n")
+    bad.write_text("name: broken\nscheduler: sge\nlaunchers: []\n")
     one_line_error(jobenv(["save"], env), errors.EXIT_BAD_INPUT, f"{bad} line 2", "scheduler")
     assert store_files(env) == before
 
