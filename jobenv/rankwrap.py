@@ -76,6 +76,12 @@ def script_path() -> str:
     return os.path.join(os.path.dirname(os.path.abspath(__file__)), SCRIPT)
 
 
+# The protocol variables `jobenv launch` sets itself, for every attempt; one inherited from
+# the environment (a nested launch, a user's export) is dropped, never trusted: a log or
+# run directory reaches the wrapper only after the launch has checked it is the user's own.
+LAUNCH_SETS = ("JOBENV_RUN_DIR", "JOBENV_LOG_DIR", "JOBENV_HOSTFILE", "JOBENV_GPU_BIND", "JOBENV_LAUNCH_TIME")
+
+
 def wrapper_argv() -> List[str]:
     """What goes between the launcher's argv and the user's command."""
     return ["/bin/sh", script_path()]

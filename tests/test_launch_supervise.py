@@ -197,6 +197,17 @@ def test_log_dir_is_the_users_own_and_never_followed_through_a_link(job, other_u
     assert not (mine / "rank-0.log").is_symlink() and (mine / "rank-0.log").read_text() == "again-0\n"
 
 
+def test_an_inherited_log_dir_is_never_trusted(job, other_user, shared_tmp):
+    """JOBENV_LOG_DIR already in the environment (a nested launch, a user's export) reached
+    the wrapper unchecked, unlike --log-dir: every rank's output went into another user's
+    world-writable directory.  The launch sets the wrapper's protocol variables itself."""
+    theirs = shared_tmp / "logs"
+    other_user.sh(f"mkdir -m 777 {theirs}")
+    p = shell({**job, "JOBENV_LOG_DIR": str(theirs)}, "jobenv launch -- sh -c 'echo secret-$RANK'")
+    leaked = other_user.sh(f"ls {theirs}; cat {theirs}/rank-* 2>/dev/null", check=False).stdout
+    assert p.returncode == 0 and p.stdout.count("secret-") == 2 and leaked == "", (p.stdout, p.stderr, leaked)
+
+
 def _marked(token: str) -> list:
     """Pids whose environment holds JOBENV_TEST_TOKEN=token (a launch's every process)."""
     needle = f"\0JOBENV_TEST_TOKEN={token}\0".encode()
