@@ -363,3 +363,22 @@ def test_run_directories_are_made_only_under_the_users_own(job, other_user, shar
     p = shell(job, "jobenv launch -- sh -c 'echo ran'")
     assert "ran" not in p.stdout and list(theirs.iterdir()) == [], p.stdout + p.stderr
     assert p.returncode == 6 and f"uid {other_user.uid}" in p.stderr and p.stderr.count("\n") == 1, p.stderr
+
+
+@pytest.mark.parametrize("plant", [
+    'printf "0 h 1 2\\n" > "$JOBENV_RUN_DIR/rank-\u00b2.start"',
+    'mkfifo "$JOBENV_RUN_DIR/rank-9.exit"',
+], ids=["superscript-digit", "fifo"])
+def test_a_planted_record_name_neither_stops_the_timeout_nor_tracebacks(tokened, plant):
+    """A rank writes `rank-².start` ('²' is isdigit(), int() refuses it) or a FIFO named
+    like a record into JOBENV_RUN_DIR: the snapshot taken at --timeout raised (or blocked),
+    and supervise.run's `finally` waited for a launcher nobody had killed: --timeout 3
+    never fired; after a failure the summary was a traceback, exit 1."""
+    env, _ = tokened
+    plant = f"if [ $RANK = 0 ]; then {plant}; fi"
+    t = time.monotonic()
+    p = shell(env, f"timeout -s KILL 40 jobenv launch --timeout 3 -- sh -c '{plant}; sleep 60'")
+    took = time.monotonic() - t
+    assert p.returncode == 124 and took < 30, (p.returncode, f"{took:.0f} s", p.stderr[-2000:])
+    p = shell(env, f"timeout -s KILL 40 jobenv launch -- sh -c '{plant}; exit 3'")
+    assert p.returncode == 3 and "Traceback" not in p.stderr, p.stderr[-2000:]
