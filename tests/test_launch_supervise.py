@@ -382,3 +382,28 @@ def test_a_planted_record_name_neither_stops_the_timeout_nor_tracebacks(tokened,
     assert p.returncode == 124 and took < 30, (p.returncode, f"{took:.0f} s", p.stderr[-2000:])
     p = shell(env, f"timeout -s KILL 40 jobenv launch -- sh -c '{plant}; exit 3'")
     assert p.returncode == 3 and "Traceback" not in p.stderr, p.stderr[-2000:]
+
+
+def test_an_unread_stdout_does_not_hold_the_launch_past_its_timeout(tokened, tmp_path):
+    """`jobenv launch --timeout 3 ... | (sleep 20)`: the ranks end, but waiting for our
+    output to be written had no deadline, so the launch returned when the reader did.
+    Past the --timeout the rest is given up, and counted as dropped."""
+    import subprocess
+
+    env, _ = tokened
+    err = tmp_path / "err"
+    with open(err, "wb") as ef:
+        p = _popen_launch(env, "--timeout 3 -- sh -c 'head -c 4000000 /dev/zero'", cwd=tmp_path,
+                          stdout=subprocess.PIPE, stderr=ef)
+        t = time.monotonic()
+        try:
+            rc = p.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            rc = None
+        finally:
+            p.kill()
+            p.wait()
+            p.stdout.close()
+    took = time.monotonic() - t
+    assert rc is not None and took < 15, (rc, f"{took:.0f} s", err.read_text()[-1000:])
+    assert "bytes of output dropped" in err.read_text()

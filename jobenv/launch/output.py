@@ -92,9 +92,13 @@ class Sink:
 
     def drain(self, give_up: Callable[[], bool]) -> None:
         """Wait until everything queued is written (or cannot be), unless `give_up()` turns
-        true first (a forwarded signal: the user wants the launch over, not its output)."""
+        true first (a forwarded signal: the user wants the launch over, not its output; the
+        --timeout: a reader that never reads must not hold the launch past it)."""
         with self.cond:
             self.closing = True
             self.cond.notify()
         while self.thread.is_alive() and not give_up():
             self.thread.join(0.2)
+        with self.cond:
+            if self.thread.is_alive():  # given up: what is still queued is lost, and counted
+                self.dropped += self.queued

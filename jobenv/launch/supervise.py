@@ -133,6 +133,10 @@ class _Watch:
             return 1.0
         return min(1.0, max(0.0, self.start + self.limits.timeout - time.monotonic()))
 
+    def past_deadline(self) -> bool:
+        """Whether the --timeout has run out (the output still queued is then given up)."""
+        return self.limits.timeout is not None and time.monotonic() >= self.start + self.limits.timeout
+
     def tick(self) -> None:
         """Enforce the limits: SIGTERM (and cancel) when one runs out, SIGKILL after the grace."""
         now = time.monotonic()
@@ -200,7 +204,7 @@ def run(argv: List[str], env: Mapping[str, str], limits: Limits, log_dir: Option
         if watchdog is not None:
             watchdog.done()
         for sink in sinks.values():
-            sink.drain(lambda: bool(forwarded))
+            sink.drain(lambda: bool(forwarded) or watch.past_deadline())
         for sig, handler in old.items():
             signal.signal(sig, handler)
     code = TIMEOUT_EXIT if watch.expired else (128 - rc if rc < 0 else rc)
