@@ -407,3 +407,14 @@ def test_an_unread_stdout_does_not_hold_the_launch_past_its_timeout(tokened, tmp
     took = time.monotonic() - t
     assert rc is not None and took < 15, (rc, f"{took:.0f} s", err.read_text()[-1000:])
     assert "bytes of output dropped" in err.read_text()
+
+
+def test_a_directory_named_like_a_rank_log_is_one_error_line(job, tmp_path):
+    """A directory `rank-0.log` in the --log-dir: removing the previous attempt's logs
+    failed with `[Errno 21]` and exit 1; it is one line naming it, exit 5, before any rank."""
+    logs = tmp_path / "logs"
+    logs.mkdir(mode=0o700)
+    (logs / "rank-0.log").mkdir()
+    p = shell(job, f"jobenv launch --log-dir {logs} -- sh -c 'echo ran'")
+    assert p.returncode == 5 and p.stderr.count("\n") == 1 and "rank-0.log" in p.stderr, p.stderr
+    assert "Errno" not in p.stderr and not (logs / "rank-1.log").exists()

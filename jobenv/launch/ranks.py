@@ -71,7 +71,13 @@ def prepare_log_dir(path: str) -> str:
     with os.scandir(path) as it:
         stale = [e.name for e in it if rank_of(e.name, "rank-", ("log",)) is not None]
     for name in stale:
-        os.unlink(os.path.join(path, name))  # unlink never follows a link
+        try:
+            os.unlink(os.path.join(path, name))  # unlink never follows a link
+        except FileNotFoundError:
+            pass
+        except OSError as exc:  # a directory of that name: the rank could not write its log
+            raise BadInput(f"log directory {path!r}: cannot remove the previous {name}: {exc.strerror}; "
+                           f"remove it or {_LOG_HINT}") from None
     return path
 
 
