@@ -418,3 +418,16 @@ def test_a_directory_named_like_a_rank_log_is_one_error_line(job, tmp_path):
     p = shell(job, f"jobenv launch --log-dir {logs} -- sh -c 'echo ran'")
     assert p.returncode == 5 and p.stderr.count("\n") == 1 and "rank-0.log" in p.stderr, p.stderr
     assert "Errno" not in p.stderr and not (logs / "rank-1.log").exists()
+
+
+def test_a_reader_gone_ends_the_launch_as_sigpipe_ends_a_plain_launcher(tokened):
+    """`jobenv launch -- yes | head -1`: plain mpiexec dies of SIGPIPE and ends its ranks;
+    our writer swallowed the EPIPE and the launch ran for ever, writing for nobody."""
+    env, token = tokened
+    t = time.monotonic()
+    p = shell(env, "timeout -s KILL 30 jobenv launch -- sh -c 'yes out-$RANK' | head -1; "
+                   "echo \"rc=${PIPESTATUS[0]}\" >&2")
+    took = time.monotonic() - t
+    assert p.stdout.startswith("out-") and took < 20, (f"{took:.0f} s", p.stderr[-1000:])
+    assert p.stderr.split()[-1] == "rc=141", p.stderr[-1000:]
+    assert _until(lambda: not _marked(token), 10), "ranks outlived the launch"
