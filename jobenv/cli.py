@@ -172,19 +172,33 @@ def usage_error_line(exc: click.UsageError) -> str:
     return f"jobenv: error: {one_line(exc.format_message())} (see `{path} --help`)"
 
 
+def _tell(line: str) -> None:
+    """The error line on stderr when there is one: started with fd 2 closed (sys.stderr is
+    None) or on a full disk, the exit code is still the documented one, not a traceback's
+    1 or the 120 of a failed flush at exit (the unwritten line is dropped with the stream)."""
+    err = sys.stderr
+    if err is None:
+        return
+    try:
+        err.write(line + "\n")
+        err.flush()
+    except (OSError, ValueError):
+        sys.stderr = None  # nothing left to flush at exit
+
+
 def main(argv: Optional[List[str]] = None) -> int:
     """Run the CLI; every failure is one `jobenv: error:` line and a documented exit code."""
     try:
         rv = cli.main(args=argv, prog_name="jobenv", standalone_mode=False)
     except click.UsageError as exc:
-        sys.stderr.write(usage_error_line(exc) + "\n")
+        _tell(usage_error_line(exc))
         return EXIT_USAGE
     except click.exceptions.Exit as exc:
         return exc.exit_code
     except click.Abort:
-        sys.stderr.write("jobenv: error: aborted\n")
+        _tell("jobenv: error: aborted")
         return 130
     except click.ClickException as exc:
-        sys.stderr.write(f"jobenv: error: {one_line(exc.format_message())}\n")
+        _tell(f"jobenv: error: {one_line(exc.format_message())}")
         return exc.exit_code
     return rv if isinstance(rv, int) else 0

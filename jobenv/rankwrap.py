@@ -36,9 +36,12 @@ Environment protocol (set by `jobenv launch` on the launcher's environment):
                     <pid> is the wrapper's (signals sent to it reach the program);
                     <epoch> is seconds since 1970 (bash: $EPOCHREALTIME; else `date
                     +%s.%N`, one fork, only on this supervised path; empty if neither).
-                    `wait` gives 128+N for exit 128+N and for signal N alike; above 128
-                    the shell's job table (`jobs -l`: dash keeps it after `wait`, bash's
-                    CHLD trap saves it before) tells them apart, in rank-<RANK>.job;
+                    `wait` gives 128+N for exit 128+N, for signal N and for a trapped
+                    signal N that cut it short (a forwarded one; bash's CHLD trap in
+                    POSIX mode, i.e. bash as /bin/sh): above 128 with the program gone
+                    a second `wait` gives its status while the shell holds it, and the
+                    job table (`jobs -l`: dash and ash keep it after `wait`, bash's CHLD
+                    trap saves it before) says exit N or signal, in rank-<RANK>.job;
                     a shell whose table cannot be read gives exit:<code>.  No .exit
                     file: the rank never finished (killed with SIGKILL, host lost).
                     Every file the wrapper writes is new: a name that exists (a planted
@@ -72,6 +75,12 @@ GPU_MAPS = ("identity", "reverse", "tile")
 
 def script_path() -> str:
     return os.path.join(os.path.dirname(os.path.abspath(__file__)), SCRIPT)
+
+
+# The protocol variables `jobenv launch` sets itself, for every attempt; one inherited from
+# the environment (a nested launch, a user's export) is dropped, never trusted: a log or
+# run directory reaches the wrapper only after the launch has checked it is the user's own.
+LAUNCH_SETS = ("JOBENV_RUN_DIR", "JOBENV_LOG_DIR", "JOBENV_HOSTFILE", "JOBENV_GPU_BIND", "JOBENV_LAUNCH_TIME")
 
 
 def wrapper_argv() -> List[str]:

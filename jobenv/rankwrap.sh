@@ -398,28 +398,45 @@ else
     _je_pid=$!
 fi
 exec 3<&-
+# `wait` says 128+N for a signal N that cut it short (a forwarded one; bash's CHLD trap
+# in POSIX mode, /bin/sh on RHEL), for the program's death by signal N and for its exit
+# 128+N.  Cut short with the program still running: wait again.  Gone: the shell may
+# still hold its status (bash, dash and ash when the wait was cut short), so a second
+# wait says it (or 127, "not a child", when the first one was the program's own).
+_je_rc2=
 while :; do
     wait "$_je_pid"; _je_rc=$?
-    if [ "$_je_rc" -gt 128 ] && kill -0 "$_je_pid" 2>/dev/null; then continue; fi
+    [ "$_je_rc" -gt 128 ] || break
+    if kill -0 "$_je_pid" 2>/dev/null; then continue; fi
+    if [ -n "$_je_jf" ] && [ -z "${BASH_VERSION-}" ]; then jobs -l >| "$_je_jf"; fi
+    wait "$_je_pid" 2>/dev/null; _je_rc2=$?
     break
 done
 trap - CHLD
-_je_how=exit:$_je_rc
-if [ "$_je_rc" -gt 128 ] && [ -n "$_je_jf" ]; then
-    # `[1] + PID Done(147)` (dash), `[1]+ PID Exit 147   CMD` (bash), `... Terminated`:
-    # the number in the status is an exit; a status without it is the signal
-    [ -n "${BASH_VERSION-}" ] || jobs -l >| "$_je_jf"
+# the job table tells the three apart: `[1] + PID Done(147)` (dash, ash), `[1]+ PID Exit
+# 147   CMD` (bash), `... Done`: an exit, with its number; `... Terminated`: the signal
+_je_how=
+if [ -n "$_je_rc2" ] && [ -n "$_je_jf" ]; then
     _je_l=
     read -r _je_l < "$_je_jf" || :
     case $_je_l in
     *" $_je_pid "*)
-        _je_l=${_je_l#*" $_je_pid "}
-        case " ${_je_l%%"  "*} " in
-        *[!0-9]"$_je_rc"[!0-9]*|" Stopped"*|" Suspended"*) ;;
-        *) _je_how=signal:$((_je_rc - 128)) ;;
+        _je_l=${_je_l#*" $_je_pid "}; _je_l=${_je_l%%"  "*}; _je_n=${_je_l#Exit }
+        case $_je_l in "Done("*")") _je_n=${_je_l#"Done("}; _je_n=${_je_n%")"} ;; Done) _je_n=0 ;; esac
+        case $_je_n in
+        ''|*[!0-9]*|????*) case $_je_l in Stopped*|Suspended*) ;; *) _je_how=signal ;; esac ;;
+        *) _je_rc=$_je_n _je_how=exit:$_je_n ;;
         esac ;;
     esac
 fi
+case $_je_how:$_je_rc2 in
+exit:*|*:|*:127) ;;
+*) _je_rc=$_je_rc2 ;;
+esac
+case $_je_how in
+signal) [ "$_je_rc" -gt 128 ] && _je_how=signal:$((_je_rc - 128)) || _je_how=exit:$_je_rc ;;
+'') _je_how=exit:$_je_rc ;;
+esac
 if [ -n "${JOBENV_RUN_DIR:-}" ]; then
     _je_f=$JOBENV_RUN_DIR/rank-$_je_R.exit
     _je_new "$_je_f"

@@ -124,3 +124,15 @@ def test_rm_takes_job_option_like_every_command(tmp_path, home):
     p = jobenv(["rm", "-j", "12345678"], env)
     assert p.returncode == 0 and "removed job 12345678" in p.stdout, p.stderr
     assert jobenv(["show", "-j", "12345678"], env).returncode == 3
+
+
+@pytest.mark.parametrize("redirect", ["2>&-", "2>/dev/full"])
+def test_a_usage_error_with_stderr_closed_or_full_is_still_exit_2(tmp_path, redirect):
+    """`jobenv launch -n abc 2>&-`: the usage error's line went to sys.stderr, None when
+    started with fd 2 closed (AttributeError, exit 1); on a full disk the failed flush
+    made it 1 or 120.  The documented exit code is 2 whether the line can be written or not."""
+    home = tmp_path / "home"
+    home.mkdir()
+    p = subprocess.run(["sh", "-c", f'exec "{sys.executable}" -m jobenv launch -n abc -- true {redirect}'],
+                       env=base_env(home), capture_output=True, text=True, timeout=60)
+    assert p.returncode == 2, p

@@ -117,3 +117,30 @@ def test_launch_program_refuses_a_bin_dir_others_can_write(tmp_path):
     d.chmod(0o777)
     with pytest.raises(BadRecord, match="writable by others"):
         executable.install({"JOBENV_HOME": str(tmp_path / "h")}, "#!/bin/sh\n")
+
+
+def test_names_int_cannot_read_and_fifos_are_skipped_never_fatal(tmp_path):
+    """The run directory is shared with user code: `rank-².start` ('²' is isdigit(), int()
+    refuses it) raised ValueError, and a FIFO named `rank-9.exit` (or a rank's log) blocked
+    open() for ever, in the snapshot taken at --timeout and in the summary."""
+    write(tmp_path, "rank-0.start", "0 node1 100 10.0\n")
+    write(tmp_path, "rank-\u00b2.start", "0 h 1 2\n")
+    write(tmp_path, "rank-\u0663.exit", "0 h exit:0 2\n")  # Arabic-Indic three
+    os.mkfifo(tmp_path / "rank-9.exit")
+    os.mkfifo(tmp_path / "rank-1.log")
+    (tmp_path / "rank-2.log").mkdir()
+    done = {}
+
+    def body():
+        done["state"] = ranks.read(str(tmp_path))
+        done["tails"] = [ranks.tail(str(tmp_path / n)) for n in ("rank-1.log", "rank-2.log")]
+
+    import threading
+
+    t = threading.Thread(target=body, daemon=True)
+    t.start()
+    t.join(10)
+    assert not t.is_alive(), "blocked on a FIFO"
+    assert sorted(done["state"].ranks) == [0] and done["tails"] == [[], []]
+    assert ranks.rank_of("rank-12.log", "rank-", ("log",)) == 12
+    assert ranks.rank_of("rank-\u00b2.log", "rank-", ("log",)) is None

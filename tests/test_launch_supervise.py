@@ -197,6 +197,17 @@ def test_log_dir_is_the_users_own_and_never_followed_through_a_link(job, other_u
     assert not (mine / "rank-0.log").is_symlink() and (mine / "rank-0.log").read_text() == "again-0\n"
 
 
+def test_an_inherited_log_dir_is_never_trusted(job, other_user, shared_tmp):
+    """JOBENV_LOG_DIR already in the environment (a nested launch, a user's export) reached
+    the wrapper unchecked, unlike --log-dir: every rank's output went into another user's
+    world-writable directory.  The launch sets the wrapper's protocol variables itself."""
+    theirs = shared_tmp / "logs"
+    other_user.sh(f"mkdir -m 777 {theirs}")
+    p = shell({**job, "JOBENV_LOG_DIR": str(theirs)}, "jobenv launch -- sh -c 'echo secret-$RANK'")
+    leaked = other_user.sh(f"ls {theirs}; cat {theirs}/rank-* 2>/dev/null", check=False).stdout
+    assert p.returncode == 0 and p.stdout.count("secret-") == 2 and leaked == "", (p.stdout, p.stderr, leaked)
+
+
 def _marked(token: str) -> list:
     """Pids whose environment holds JOBENV_TEST_TOKEN=token (a launch's every process)."""
     needle = f"\0JOBENV_TEST_TOKEN={token}\0".encode()
@@ -352,3 +363,71 @@ def test_run_directories_are_made_only_under_the_users_own(job, other_user, shar
     p = shell(job, "jobenv launch -- sh -c 'echo ran'")
     assert "ran" not in p.stdout and list(theirs.iterdir()) == [], p.stdout + p.stderr
     assert p.returncode == 6 and f"uid {other_user.uid}" in p.stderr and p.stderr.count("\n") == 1, p.stderr
+
+
+@pytest.mark.parametrize("plant", [
+    'printf "0 h 1 2\\n" > "$JOBENV_RUN_DIR/rank-\u00b2.start"',
+    'mkfifo "$JOBENV_RUN_DIR/rank-9.exit"',
+], ids=["superscript-digit", "fifo"])
+def test_a_planted_record_name_neither_stops_the_timeout_nor_tracebacks(tokened, plant):
+    """A rank writes `rank-².start` ('²' is isdigit(), int() refuses it) or a FIFO named
+    like a record into JOBENV_RUN_DIR: the snapshot taken at --timeout raised (or blocked),
+    and supervise.run's `finally` waited for a launcher nobody had killed: --timeout 3
+    never fired; after a failure the summary was a traceback, exit 1."""
+    env, _ = tokened
+    plant = f"if [ $RANK = 0 ]; then {plant}; fi"
+    t = time.monotonic()
+    p = shell(env, f"timeout -s KILL 40 jobenv launch --timeout 3 -- sh -c '{plant}; sleep 60'")
+    took = time.monotonic() - t
+    assert p.returncode == 124 and took < 30, (p.returncode, f"{took:.0f} s", p.stderr[-2000:])
+    p = shell(env, f"timeout -s KILL 40 jobenv launch -- sh -c '{plant}; exit 3'")
+    assert p.returncode == 3 and "Traceback" not in p.stderr, p.stderr[-2000:]
+
+
+def test_an_unread_stdout_does_not_hold_the_launch_past_its_timeout(tokened, tmp_path):
+    """`jobenv launch --timeout 3 ... | (sleep 20)`: the ranks end, but waiting for our
+    output to be written had no deadline, so the launch returned when the reader did.
+    Past the --timeout the rest is given up, and counted as dropped."""
+    import subprocess
+
+    env, _ = tokened
+    err = tmp_path / "err"
+    with open(err, "wb") as ef:
+        p = _popen_launch(env, "--timeout 3 -- sh -c 'head -c 4000000 /dev/zero'", cwd=tmp_path,
+                          stdout=subprocess.PIPE, stderr=ef)
+        t = time.monotonic()
+        try:
+            rc = p.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            rc = None
+        finally:
+            p.kill()
+            p.wait()
+            p.stdout.close()
+    took = time.monotonic() - t
+    assert rc is not None and took < 15, (rc, f"{took:.0f} s", err.read_text()[-1000:])
+    assert "bytes of output dropped" in err.read_text()
+
+
+def test_a_directory_named_like_a_rank_log_is_one_error_line(job, tmp_path):
+    """A directory `rank-0.log` in the --log-dir: removing the previous attempt's logs
+    failed with `[Errno 21]` and exit 1; it is one line naming it, exit 5, before any rank."""
+    logs = tmp_path / "logs"
+    logs.mkdir(mode=0o700)
+    (logs / "rank-0.log").mkdir()
+    p = shell(job, f"jobenv launch --log-dir {logs} -- sh -c 'echo ran'")
+    assert p.returncode == 5 and p.stderr.count("\n") == 1 and "rank-0.log" in p.stderr, p.stderr
+    assert "Errno" not in p.stderr and not (logs / "rank-1.log").exists()
+
+
+def test_a_reader_gone_ends_the_launch_as_sigpipe_ends_a_plain_launcher(tokened):
+    """`jobenv launch -- yes | head -1`: plain mpiexec dies of SIGPIPE and ends its ranks;
+    our writer swallowed the EPIPE and the launch ran for ever, writing for nobody."""
+    env, token = tokened
+    t = time.monotonic()
+    p = shell(env, "timeout -s KILL 30 jobenv launch -- sh -c 'yes out-$RANK' | head -1; "
+                   "echo \"rc=${PIPESTATUS[0]}\" >&2")
+    took = time.monotonic() - t
+    assert p.stdout.startswith("out-") and took < 20, (f"{took:.0f} s", p.stderr[-1000:])
+    assert p.stderr.split()[-1] == "rc=141", p.stderr[-1000:]
+    assert _until(lambda: not _marked(token), 10), "ranks outlived the launch"

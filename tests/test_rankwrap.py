@@ -21,7 +21,14 @@ from jobenv.runtime.launchers import LAUNCHERS
 from test_runtime import HYDRA, OMPI4, PALS, SRUN, TABLE
 
 WRAPPER = rankwrap.script_path()
-SHELLS = [s for s in ("dash", "bash") if shutil.which(s)]
+# the shells /bin/sh is on HPC nodes, each started the way wrapper_argv() starts it: dash
+# (Debian, Ubuntu), bash under the name sh (RHEL, Rocky, SUSE: POSIX mode), busybox ash;
+# and bash as itself, for a user who runs the wrapper with bash
+_SH = {"dash": ("dash", "dash"), "bash": ("bash", "bash"), "bash-as-sh": ("bash", "/bin/sh"),
+       "busybox": ("busybox", "sh")}
+RUNS = {k: (path, argv0) for k, (exe, argv0) in _SH.items() if (path := shutil.which(exe))}
+SHELLS = [k for k in ("dash", "bash") if k in RUNS]
+POSIX_SHELLS = [k for k in ("dash", "bash-as-sh", "busybox") if k in RUNS]
 OUT = ("RANK", "LOCAL_RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE", "GROUP_RANK", "NODE_RANK", "MASTER_ADDR",
        "MASTER_PORT")
 PRINT = ["/bin/sh", "-c", 'printf "%s|" ' + " ".join(f'"${{{v}-unset}}"' for v in OUT)]
@@ -30,7 +37,8 @@ PRINT = ["/bin/sh", "-c", 'printf "%s|" ' + " ".join(f'"${{{v}-unset}}"' for v i
 def wrap(env, argv=PRINT, shell="dash", **kw):
     full = {"PATH": "/usr/bin:/bin", **env}
     kw.setdefault("timeout", 60)
-    return subprocess.run([shell, WRAPPER, *argv], env=full, capture_output=True, text=True, **kw)
+    exe, argv0 = RUNS[shell]
+    return subprocess.run([argv0, WRAPPER, *argv], executable=exe, env=full, capture_output=True, text=True, **kw)
 
 
 def expected(env, pids=None):
@@ -318,7 +326,7 @@ def test_supervised_wrapper_forwards_term_and_keeps_stdin(tmp_path):
     assert (run / "rank-3.exit").read_text().split()[2] == f"signal:{int(signal.SIGTERM)}"
 
 
-@pytest.mark.parametrize("shell", SHELLS)
+@pytest.mark.parametrize("shell", sorted(set(SHELLS + POSIX_SHELLS)))
 def test_exit_codes_above_128_are_exits_and_signals_are_signals(tmp_path, shell):
     """`wait` says 128+N for exit 128+N and for signal N alike: the record and the wrapper's
     own end follow what really happened, and an exit of 147..150 (128 + a stop signal) is
@@ -337,6 +345,65 @@ def test_exit_codes_above_128_are_exits_and_signals_are_signals(tmp_path, shell)
         except subprocess.TimeoutExpired:
             raise AssertionError(f"{script!r}: the wrapper never ended (stopped itself?)") from None
         assert (p.returncode, (run / "rank-3.exit").read_text().split()[2]) == (rc, how), (script, p.stderr)
+
+
+PY = "/usr/bin/python3" if os.path.exists("/usr/bin/python3") else sys.executable
+
+
+def test_the_wrapper_runs_under_the_shell_that_is_bin_sh():
+    """What the tests call bash-as-sh is how the launch starts the wrapper: as /bin/sh."""
+    assert rankwrap.wrapper_argv() == [RUNS["bash-as-sh"][1], WRAPPER]
+
+
+@pytest.mark.parametrize("shell", POSIX_SHELLS)
+@pytest.mark.parametrize("argv,want", [
+    (["/bin/true"], (0, "exit:0")),
+    (["/bin/sh", "-c", "exit 3"], (3, "exit:3")),
+    ([PY, "-c", "exit(143)"], (143, "exit:143")),
+    (["/bin/sh", "-c", "kill -TERM $$"], (-15, "signal:15")),
+], ids=["true", "exit3", "exit143", "sigterm"])
+def test_a_wait_cut_short_by_a_trap_is_never_the_programs_status(tmp_path, shell, argv, want):
+    """bash as /bin/sh (POSIX mode) lets a trapped SIGCHLD cut `wait` short with 128+17
+    after reaping the child: that was taken for the program's status (`signal:17`, exit
+    145), and a rank that succeeded failed the launch, two runs in three."""
+    got = []
+    for i in range(6):
+        run = tmp_path / f"r{i}"
+        run.mkdir()
+        p = wrap({"JOBENV_RUN_DIR": str(run)}, argv, shell=shell)
+        got.append((p.returncode, (run / "rank-0.exit").read_text().split()[2]))
+    assert got == [want] * 6, got
+
+
+@pytest.mark.parametrize("shell", POSIX_SHELLS)
+def test_a_program_that_exits_on_the_forwarded_sigterm_is_an_exit(tmp_path, shell):
+    """A program that catches the forwarded SIGTERM (checkpoint, exit 3): the signal cuts
+    `wait` short with 128+15 and the shell may reap the child inside it (`kill -0` then
+    finds nothing, the job table says Done(3)): that is exit 3, never signal 15."""
+    prog = ("import os,signal,sys,time\n"
+            "signal.signal(signal.SIGTERM, lambda *a: os._exit(3))\n"
+            "open(sys.argv[1], 'w').close()\n"
+            "time.sleep(30)\n")
+    exe, argv0 = RUNS[shell]
+    got = []
+    for i in range(8):
+        run, ready = tmp_path / f"run{i}", tmp_path / f"ready{i}"
+        run.mkdir()
+        env = {"PATH": "/usr/bin:/bin", "JOBENV_RUN_DIR": str(run)}
+        proc = subprocess.Popen([argv0, WRAPPER, PY, "-c", prog, str(ready)], executable=exe, env=env,
+                                stdin=subprocess.DEVNULL)
+        try:
+            deadline = time.monotonic() + 30
+            while not ready.exists() and time.monotonic() < deadline:
+                time.sleep(0.02)
+            time.sleep(0.2)
+            proc.send_signal(signal.SIGTERM)
+            rc = proc.wait(timeout=30)
+        finally:
+            proc.kill()
+            proc.wait()
+        got.append((rc, (run / "rank-0.exit").read_text().split()[2]))
+    assert got == [(3, "exit:3")] * 8, got
 
 
 @pytest.mark.parametrize("record", ["rank-3.start", "rank-3.exit", "log"])

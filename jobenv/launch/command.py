@@ -178,7 +178,9 @@ def _attempt_env(plan: Attempt, base_env: Mapping[str, str], run_dir: str, log_d
                  gpu_bind: str) -> Dict[str, str]:
     """The launcher's environment for one attempt; writes the attempt's hostfile when it has one."""
     hostfile = os.path.join(run_dir, "hostfile")
-    env = dict(base_env)
+    from ..rankwrap import LAUNCH_SETS
+
+    env = {k: v for k, v in base_env.items() if k not in LAUNCH_SETS}
     env.update(JOBENV_RUN_DIR=run_dir, JOBENV_LAUNCH_TIME=f"{time.time():.6f}", JOBENV_GPU_BIND=gpu_bind)
     if log_dir:
         env["JOBENV_LOG_DIR"] = log_dir

@@ -5,10 +5,13 @@ a writer thread with a queue.  A slow reader (a pager, a full pipe nobody drains
 terminal stopped with Ctrl-S) then holds up only that thread: the ranks, the clocks and
 the signal forwarding go on.  Past LIMIT bytes queued the rest is dropped and counted
 (--log-dir keeps every byte); an output that cannot be written at all (closed, a reader
-gone: EPIPE, EBADF, EIO) is dropped from then on, silently, as `cmd | head` expects.
+gone: EPIPE, EBADF, EIO) is dropped from then on, silently.  A reader gone (EPIPE) is
+also told to the supervisor (`on_epipe`), which ends the launch as `cmd | head` expects
+of a plain launcher (mpiexec dies of SIGPIPE): nobody reads what the ranks would print.
 """
 from __future__ import annotations
 
+import errno
 import os
 import threading
 import time
@@ -52,8 +55,8 @@ def _write_all(fd: int, data: bytes) -> Optional[OSError]:
 class Sink:
     """One output (fd) written by its own thread from a bounded queue."""
 
-    def __init__(self, fd: int) -> None:
-        self.fd = fd
+    def __init__(self, fd: int, on_epipe: Optional[Callable[[], None]] = None) -> None:
+        self.fd, self.on_epipe = fd, on_epipe
         self.queue: Deque[bytes] = deque()
         self.queued = 0
         self.dropped = 0  # bytes not written because the reader was too slow
@@ -89,12 +92,18 @@ class Sink:
                     self.failed = err
                     self.queue.clear()
                     self.queued = 0
+            if err is not None and err.errno == errno.EPIPE and self.on_epipe is not None:
+                self.on_epipe()
 
     def drain(self, give_up: Callable[[], bool]) -> None:
         """Wait until everything queued is written (or cannot be), unless `give_up()` turns
-        true first (a forwarded signal: the user wants the launch over, not its output)."""
+        true first (a forwarded signal: the user wants the launch over, not its output; the
+        --timeout: a reader that never reads must not hold the launch past it)."""
         with self.cond:
             self.closing = True
             self.cond.notify()
         while self.thread.is_alive() and not give_up():
             self.thread.join(0.2)
+        with self.cond:
+            if self.thread.is_alive():  # given up: what is still queued is lost, and counted
+                self.dropped += self.queued

@@ -14,7 +14,7 @@ from ..errors import one_line
 
 TYPE_CHECKING = False  # `import typing`/`dataclasses` cost ~50 ms: `launch` starts on every run
 if TYPE_CHECKING:
-    from typing import Callable, Dict, List, Optional
+    from typing import Callable, Dict, List, Optional, Tuple
 
 _SIGNALS = {1: "SIGHUP", 2: "SIGINT", 3: "SIGQUIT", 4: "SIGILL", 6: "SIGABRT", 7: "SIGBUS", 8: "SIGFPE",
             9: "SIGKILL", 11: "SIGSEGV", 13: "SIGPIPE", 14: "SIGALRM", 15: "SIGTERM"}
@@ -69,10 +69,15 @@ def prepare_log_dir(path: str) -> str:
     except BadRecord as exc:
         raise BadInput(str(exc)) from None
     with os.scandir(path) as it:
-        stale = [e.name for e in it if e.name.startswith("rank-") and e.name.endswith(".log")
-                 and e.name[5:-4].isdigit()]
+        stale = [e.name for e in it if rank_of(e.name, "rank-", ("log",)) is not None]
     for name in stale:
-        os.unlink(os.path.join(path, name))  # unlink never follows a link
+        try:
+            os.unlink(os.path.join(path, name))  # unlink never follows a link
+        except FileNotFoundError:
+            pass
+        except OSError as exc:  # a directory of that name: the rank could not write its log
+            raise BadInput(f"log directory {path!r}: cannot remove the previous {name}: {exc.strerror}; "
+                           f"remove it or {_LOG_HINT}") from None
     return path
 
 
@@ -85,10 +90,22 @@ def write_private(path: str, text: str) -> None:
     os.replace(tmp, path)
 
 
+def rank_of(name: str, prefix: str, kinds: Tuple[str, ...]) -> Optional[int]:
+    """R of a name `<prefix>R.<kind>` with R in ASCII digits (int() refuses '²', which
+    isdigit() accepts; the run directory is shared with user code), else None."""
+    stem, _, kind = name.rpartition(".")
+    num = stem[len(prefix):]
+    ok = kind in kinds and stem.startswith(prefix) and 0 < len(num) <= 9 and num.isascii() and num.isdigit()
+    return int(num) if ok else None
+
+
 def _fields(path: str) -> Optional[List[str]]:
+    """The words of a record: a regular file (a FIFO or device named like one would block
+    or never end), read by jobenv's one reader of planted names."""
+    from ..readfile import read_bytes
+
     try:
-        with open(path, "rb") as f:
-            words = f.read(4096).decode("utf-8", "replace").split()
+        words = read_bytes(path, 4096).decode("utf-8", "replace").split()
     except OSError:
         return None
     return words if len(words) >= 3 else None
@@ -109,13 +126,12 @@ def read(run_dir: str) -> RunState:
     except OSError:
         return state
     for name in names:
-        stem, _, kind = name.rpartition(".")
-        if kind not in ("start", "exit") or not stem.startswith("rank-") or not stem[5:].isdigit():
+        rank = rank_of(name, "rank-", ("start", "exit"))
+        words = None if rank is None else _fields(os.path.join(run_dir, name))
+        if rank is None or words is None:
             continue
-        words = _fields(os.path.join(run_dir, name))
-        if words is None:
-            continue
-        r = state.ranks.setdefault(int(stem[5:]), RankState(int(stem[5:])))
+        kind = name.rpartition(".")[2]
+        r = state.ranks.setdefault(rank, RankState(rank))
         r.host = r.host or words[1]
         when = _float(words[-1]) if len(words) >= 4 else None
         if kind == "start":
@@ -177,15 +193,24 @@ def unfinished(state: RunState, nranks: int, host_of: Callable[[int], Optional[s
 
 
 def tail(path: str, lines: int = 10, limit: int = 65536) -> List[str]:
-    """The last lines of a log, decoded leniently (ranks may print any bytes)."""
+    """The last lines of a log, decoded leniently (ranks may print any bytes); nothing
+    when it is not a regular file (opened non-blocking: a FIFO named like a log must not
+    block the summary)."""
+    import stat
+
     try:
-        with open(path, "rb") as f:
-            f.seek(0, os.SEEK_END)
-            size = f.tell()
-            f.seek(max(0, size - limit))
-            data = f.read()
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC)
     except OSError:
         return []
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            return []
+        data = os.pread(fd, limit, max(0, st.st_size - limit))
+    except OSError:
+        return []
+    finally:
+        os.close(fd)
     text = data.decode("utf-8", "replace").replace("\r", "")
     if not text.strip():
         return []

@@ -38,40 +38,57 @@ def marker(run_dir: str) -> bytes:
     return b"JOBENV_RUN_DIR=" + os.fsencode(run_dir) if run_dir else b""
 
 
+def _has_mark(name: str, needle: bytes, uid: int) -> bool:
+    """Whether /proc/<name> is this user's process with `needle` in its environment."""
+    try:
+        if os.stat(f"/proc/{name}").st_uid != uid:
+            return False
+        with open(f"/proc/{name}/environ", "rb") as f:
+            env = f.read()
+    except OSError:
+        return False
+    return needle in b"\0" + env + b"\0"
+
+
 def marked(mark: bytes) -> List[int]:
     """Pids of this user's processes (not us) whose environment holds `mark` exactly."""
     me, uid = os.getpid(), os.getuid()
-    out: List[int] = []
     if not mark:
-        return out
+        return []
     needle = b"\0" + mark + b"\0"
     try:
         names = os.listdir("/proc")
     except OSError:
-        return out
-    for name in names:
-        if not name.isdigit() or int(name) == me:
-            continue
-        try:
-            if os.stat(f"/proc/{name}").st_uid != uid:
-                continue
-            with open(f"/proc/{name}/environ", "rb") as f:
-                env = f.read()
-        except OSError:
-            continue
-        if needle in b"\0" + env + b"\0":
-            out.append(int(name))
-    return out
+        return []
+    return [int(n) for n in names if n.isdigit() and int(n) != me and _has_mark(n, needle, uid)]
 
 
 def signal_marked(mark: bytes, sig: int) -> int:
-    """Send `sig` to every marked process; how many there were."""
+    """Send `sig` to every marked process; how many there were.  A pid found by the scan
+    may have ended and been reused since: each is pinned with a pidfd (Linux 5.3, Python
+    3.9), checked again, and signalled through the pidfd, never by a number that could
+    now name another process of the user's."""
     pids = marked(mark)
+    needle, uid = b"\0" + mark + b"\0", os.getuid()
     for pid in pids:
         try:
-            os.kill(pid, sig)
+            fd = os.pidfd_open(pid)
+        except AttributeError:  # older Python: by pid, as the scan found it
+            fd = -1
+        except OSError:  # gone (ESRCH), or no pidfds in this kernel (ENOSYS)
+            fd = -1
+            if not _has_mark(str(pid), needle, uid):
+                continue
+        try:
+            if fd < 0:
+                os.kill(pid, sig)
+            elif _has_mark(str(pid), needle, uid):
+                signal.pidfd_send_signal(fd, sig)
         except OSError:
             pass
+        finally:
+            if fd >= 0:
+                os.close(fd)
     return len(pids)
 
 

@@ -133,6 +133,10 @@ class _Watch:
             return 1.0
         return min(1.0, max(0.0, self.start + self.limits.timeout - time.monotonic()))
 
+    def past_deadline(self) -> bool:
+        """Whether the --timeout has run out (the output still queued is then given up)."""
+        return self.limits.timeout is not None and time.monotonic() >= self.start + self.limits.timeout
+
     def tick(self) -> None:
         """Enforce the limits: SIGTERM (and cancel) when one runs out, SIGKILL after the grace."""
         now = time.monotonic()
@@ -180,7 +184,11 @@ def run(argv: List[str], env: Mapping[str, str], limits: Limits, log_dir: Option
     old = _forward_signals(pgid, forwarded)
     last: Deque[bytes] = deque(maxlen=keep_lines)
     partial = {proc.stdout.fileno(): b"", proc.stderr.fileno(): b""}  # type: ignore[union-attr]
-    sinks = {stdout_fd: output.Sink(stdout_fd), stderr_fd: output.Sink(stderr_fd)}
+    def reader_gone() -> None:  # EPIPE on our output: end the launch as SIGPIPE ends mpiexec
+        if not forwarded:
+            forwarded["sig"] = signal.SIGPIPE
+            reaper.kill_group(pgid, signal.SIGTERM)
+    sinks = {stdout_fd: output.Sink(stdout_fd, reader_gone), stderr_fd: output.Sink(stderr_fd, reader_gone)}
     out_for = {proc.stdout.fileno(): sinks[stdout_fd], proc.stderr.fileno(): sinks[stderr_fd]}  # type: ignore[union-attr]
     sel = selectors.DefaultSelector()
     for fd in partial:
@@ -200,10 +208,11 @@ def run(argv: List[str], env: Mapping[str, str], limits: Limits, log_dir: Option
         if watchdog is not None:
             watchdog.done()
         for sink in sinks.values():
-            sink.drain(lambda: bool(forwarded))
+            sink.drain(lambda: bool(forwarded) or watch.past_deadline())
         for sig, handler in old.items():
             signal.signal(sig, handler)
-    code = TIMEOUT_EXIT if watch.expired else (128 - rc if rc < 0 else rc)
+    code = TIMEOUT_EXIT if watch.expired else 128 + signal.SIGPIPE if forwarded.get("sig") == signal.SIGPIPE \
+        else (128 - rc if rc < 0 else rc)
     return Outcome(returncode=code, expired=watch.expired, signalled=forwarded.get("sig"),
                    last_lines=list(last), seconds=time.monotonic() - watch.start,
                    dropped=sum(s.dropped for s in sinks.values()))
