@@ -77,7 +77,8 @@ def probe(timeout: float = 15.0) -> Optional[Tuple[int, str]]:
 
 
 def gpus_per_host(env: Mapping[str, str], override: Optional[int], gres: Optional[int],
-                  profile_gpus: Optional[int], probe_fn=probe) -> Tuple[int, str]:
+                  profile_gpus: Optional[int],
+                  probe_fn: Callable[[], Optional[Tuple[int, str]]] = probe) -> Tuple[int, str]:
     """(count, where it came from)."""
     if override is not None:
         return override, "--gpus-per-host"

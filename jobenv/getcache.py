@@ -122,7 +122,7 @@ def _dumps(value: object) -> str:
     return "".join(out)
 
 
-def _read(path: str) -> Optional[object]:
+def _read(path: str) -> Any:
     from .fastjson import loads
 
     try:

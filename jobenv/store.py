@@ -33,7 +33,7 @@ from .storepath import check_safe, ensure_dirs, home, jobs_dir, open_jobs, open_
 
 TYPE_CHECKING = False  # `import typing` costs ~5 ms per shell; type checkers still read the block below
 if TYPE_CHECKING:
-    from typing import Callable, Iterator, List, Mapping, Optional, Tuple, Union
+    from typing import Any, Callable, Dict, Iterator, List, Mapping, Optional, Set, Tuple, Union
 
     Loaded = Tuple[str, Union[JobRecord, BadRecord]]
 
@@ -110,7 +110,7 @@ def _companions(d: str, key: str) -> List[str]:
     return out
 
 
-def _gc(d: str, key: str, keep: set, grace: float) -> None:
+def _gc(d: str, key: str, keep: Set[str], grace: float) -> None:
     import time
 
     now = time.time()
@@ -184,8 +184,8 @@ def update(json_path: str, change: Callable[[JobRecord], None], env: Optional[Ma
     return rec
 
 
-def update_status(json_path: str, changes: dict, env: Optional[Mapping[str, str]] = None,
-                  drop: tuple = ()) -> JobRecord:
+def update_status(json_path: str, changes: Dict[str, Any], env: Optional[Mapping[str, str]] = None,
+                  drop: Tuple[str, ...] = ()) -> JobRecord:
     """Merge `changes` into a record's status and remove the keys in `drop` (update)."""
     def change(rec: JobRecord) -> None:
         for k in drop:

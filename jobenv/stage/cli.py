@@ -8,7 +8,7 @@ from __future__ import annotations
 import os
 import sys
 import time
-from typing import Any, Dict, Optional
+from typing import Any, Dict, Mapping, Optional
 
 import click
 
@@ -30,12 +30,14 @@ def _mb(n: float) -> str:
     return f"{n / 1e6:,.1f} MB"
 
 
-def source_prefix(rec, environ) -> str:
+def source_prefix(rec: JobRecord, environ: Mapping[str, str]) -> str:
     """The recorded environment (software.python.prefix), else the active venv/conda env."""
     software = getattr(rec, "software", None) or {}
     py = software.get("python") if isinstance(software, dict) else None
-    if isinstance(py, dict) and isinstance(py.get("prefix"), str) and py.get("kind") in ("venv", "conda"):
-        return py["prefix"]
+    py = py if isinstance(py, dict) else {}
+    prefix = py.get("prefix")
+    if isinstance(prefix, str) and py.get("kind") in ("venv", "conda"):
+        return prefix
     for var in ("VIRTUAL_ENV", "CONDA_PREFIX"):
         if environ.get(var):
             return environ[var]
@@ -112,7 +114,8 @@ def describe(rep: Dict[str, Any]) -> str:
     return f"staged {rep.get('prefix')}: {_mb(rep.get('bytes', 0))} in {secs:.1f} s{rate}, verified"
 
 
-def _run_hosts(rec, rec_path, spec, python, timeout, progress) -> Dict[str, Dict[str, Any]]:
+def _run_hosts(rec: JobRecord, rec_path: str, spec: Dict[str, Any], python: str, timeout: float,
+               progress: Progress) -> Dict[str, Dict[str, Any]]:
     """Run the worker on every host; {record host: report} (missing hosts get an error report)."""
     from . import hosts as hosts_mod
 
@@ -142,7 +145,7 @@ def _run_hosts(rec, rec_path, spec, python, timeout, progress) -> Dict[str, Dict
     return out
 
 
-def _finish(rec, results, min_hosts: Optional[int]) -> None:
+def _finish(rec: JobRecord, results: Dict[str, Dict[str, Any]], min_hosts: Optional[int]) -> None:
     bad = [h for h in rec.hosts if not results[h].get("ok")]
     need = rec.nhosts if min_hosts is None else min(min_hosts, rec.nhosts)
     fatal = rec.nhosts - len(bad) < need
@@ -163,7 +166,8 @@ def _finish(rec, results, min_hosts: Optional[int]) -> None:
 @click.option("--base", type=click.Choice(["auto", "yes", "no"]), default="auto", show_default=True,
               help="Stage a venv's base interpreter too: auto = when it lives on a shared file system.")
 @click.option("--timeout", type=Seconds(1), default=3600, show_default=True, help="Seconds to wait for all hosts.")
-def stage(job, env_path, to, dry_run, min_hosts, clean, base, timeout) -> None:
+def stage(job: Optional[str], env_path: Optional[str], to: Optional[str], dry_run: bool, min_hosts: Optional[int],
+          clean: bool, base: str, timeout: float) -> None:
     """Copy the job's Python environment to node-local disk on every host."""
     from .. import store
     from ..lookup import which_job

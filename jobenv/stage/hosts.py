@@ -109,7 +109,7 @@ def run(argv: List[str], env: Dict[str, str], expect: int, timeout: float,
     return done, "; ".join(t.strip() for t in tail if t.strip()), rc
 
 
-def _kill(proc: subprocess.Popen) -> None:
+def _kill(proc: subprocess.Popen[Any]) -> None:
     try:
         os.killpg(proc.pid, signal.SIGTERM)
         proc.wait(timeout=5)

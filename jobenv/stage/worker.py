@@ -25,7 +25,7 @@ import stat
 import sys
 import tarfile
 import time
-from typing import Any, Dict, List
+from typing import Any, Dict, List, Mapping
 
 from ..errors import BadInput, JobenvError
 from ..storepath import own_dir
@@ -46,7 +46,7 @@ def emit(obj: Dict[str, Any]) -> None:
     sys.stdout.flush()
 
 
-def default_root(environ) -> str:
+def default_root(environ: Mapping[str, str]) -> str:
     """Node-local temporary storage, per user: JOBENV_STAGE_DIR, else $TMPDIR, else /tmp.
     A relative one is refused (BadInput): it would name a different directory in every
     process's cwd, and the record must name the copy from anywhere."""
