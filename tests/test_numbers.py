@@ -1,4 +1,4 @@
-"""Finding 9: ASCII digits only, documented limits checked before anything is expanded,
+"""ASCII digits only, documented limits checked before anything is expanded,
 and corrupt numbers in records that never traceback."""
 from __future__ import annotations
 

@@ -36,7 +36,7 @@ DATA = __import__("pathlib").Path(__file__).parent / "data"
 
 
 def test_v1_record_is_migrated_and_restored(tmp_path):
-    """Finding 15: a version-1 record (local time with offset) reads as version 2 (UTC epoch),
+    """A version-1 record (local time with offset) reads as version 2 (UTC epoch),
     `jobenv get` restores it, and the next write stores version 2."""
     import os
     import shutil

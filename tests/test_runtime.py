@@ -218,7 +218,7 @@ def test_missing_framework_gives_install_hint(monkeypatch):
         backends.require("deepspeed_not_here_xyz", "deepspeed")
 
 
-# ---------------------------------------------------------------- finding 10: nonsense is refused
+# ---------------------------------------------------------------- nonsense is refused
 
 @pytest.mark.parametrize("env,why", [
     ({**HYDRA, "MPI_LOCALRANKID": "2"}, "local rank 2 is outside 0..1"),

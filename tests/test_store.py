@@ -95,7 +95,7 @@ def _vary(env: dict, trial: int) -> dict:
 
 
 def test_sigkill_anywhere_in_save_leaves_one_whole_save(tmp_path, home):
-    """Finding 5: random SIGKILLs during saves that differ; after each one a reader gets the
+    """Random SIGKILLs during saves that differ; after each one a reader gets the
     record, env file and hostfile of one save, never a mix (and never nothing)."""
     env = base_env(home, machines.pbs_mpiprocs4(tmp_path))
     jobenv(["save", "--quiet"], _vary(env, 0), check=True)
@@ -116,7 +116,7 @@ def test_sigkill_anywhere_in_save_leaves_one_whole_save(tmp_path, home):
 
 
 def test_enospc_at_any_point_keeps_the_previous_save(tmp_path, home):
-    """Finding 5: a save that runs out of space (at the hostfile, the env file or the JSON)
+    """A save that runs out of space (at the hostfile, the env file or the JSON)
     fails with one line and leaves the previous save whole (NHOSTS=2 everywhere)."""
     from fsutil import tmpfs
 
@@ -144,7 +144,7 @@ def test_enospc_at_any_point_keeps_the_previous_save(tmp_path, home):
 
 
 def test_save_racing_rm_leaves_all_or_nothing(tmp_path, home):
-    """Finding 5: `save` and `rm` of one job at once: afterwards either no file of the job,
+    """`save` and `rm` of one job at once: afterwards either no file of the job,
     or a record with all its files (rm takes the job's lock)."""
     env = base_env(home, machines.pbs_mpiprocs4(tmp_path))
     d = home / ".jobenv" / "jobs"
@@ -196,7 +196,7 @@ def test_records_owned_by_another_user_are_refused(tmp_path, home):
 
 
 def test_clean_temps_judges_other_hosts_by_age_only(tmp_path):
-    """A save on node B must not delete node A's temp file in flight (finding 5): pids are
+    """A save on node B must not delete node A's temp file in flight: pids are
     only meaningful on their own host."""
     from jobenv import atomic
 

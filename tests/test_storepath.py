@@ -1,4 +1,4 @@
-"""Finding 13: where the store is and whether it is safe, checked like ssh checks ~/.ssh."""
+"""Where the store is and whether it is safe, checked like ssh checks ~/.ssh."""
 from __future__ import annotations
 
 import json

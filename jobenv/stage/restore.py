@@ -1,6 +1,6 @@
 """The staged copy in a restored shell and in every rank.
 
-`restore_items` feeds the restore plan (CONTRACTS item 2): on a host with a verified
+`restore_items` feeds the restore plan (plan.build's `extra` items): on a host with a verified
 copy, its `bin` goes first on PATH and VIRTUAL_ENV / CONDA_PREFIX name it.  It runs on
 the `jobenv get` path, in every new shell: one small file read, no heavy imports.
 `rank_prefix` is the argv `jobenv launch` puts before the user's command so that each
