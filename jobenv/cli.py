@@ -15,7 +15,7 @@ import click
 from . import __version__
 from .cli_common import INTERVAL, Count, Seconds, fail, report_saved, warn, write_out
 from .errors import EXIT_USAGE, JobenvError, one_line
-from .numbers import MAX_HOSTS, MAX_PER_HOST
+from .numparse import MAX_HOSTS, MAX_PER_HOST
 from .schedulers import NAMES as SCHEDULERS
 
 

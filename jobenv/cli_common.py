@@ -10,7 +10,7 @@ import click
 
 from .errors import JobenvError, one_line, report_error
 from .watch import MAX_INTERVAL, MIN_INTERVAL
-from .numbers import MAX_HOSTS, MAX_PER_HOST, MAX_SECONDS, parse_seconds, parse_uint
+from .numparse import MAX_HOSTS, MAX_PER_HOST, MAX_SECONDS, parse_seconds, parse_uint
 
 if TYPE_CHECKING:
     from .record import JobRecord
@@ -55,7 +55,7 @@ def saved_time(t: float) -> str:
 
 
 class Count(click.ParamType):  # type: ignore[type-arg]  # generic only in newer click
-    """A whole number option, through numbers.parse_uint (click's int() takes '1_0' and '١٢')."""
+    """A whole number option, through numparse.parse_uint (click's int() takes '1_0' and '١٢')."""
 
     name = "integer"
 
@@ -70,7 +70,7 @@ class Count(click.ParamType):  # type: ignore[type-arg]  # generic only in newer
 
 
 class Seconds(click.ParamType):  # type: ignore[type-arg]  # generic only in newer click
-    """A duration option, through numbers.parse_seconds (float() takes nan, inf and 1e300)."""
+    """A duration option, through numparse.parse_seconds (float() takes nan, inf and 1e300)."""
 
     name = "seconds"
 

@@ -13,7 +13,7 @@ import shutil
 import subprocess
 from typing import Callable, List, Mapping, Optional, Tuple
 
-from .numbers import MAX_PER_HOST, parse_uint
+from .numparse import MAX_PER_HOST, parse_uint
 
 MASKS = ("CUDA_VISIBLE_DEVICES", "ZE_AFFINITY_MASK", "ROCR_VISIBLE_DEVICES", "HIP_VISIBLE_DEVICES")
 

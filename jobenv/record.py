@@ -15,7 +15,7 @@ from __future__ import annotations
 from .errors import BadRecord
 from .fastjson import loads
 from .hostlist import is_valid_host
-from .numbers import MAX_HOSTS, MAX_PER_HOST, is_finite
+from .numparse import MAX_HOSTS, MAX_PER_HOST, is_finite
 from .schedulers import NAMES as SCHEDULERS
 
 TYPE_CHECKING = False  # `import typing` costs ~5 ms per shell; type checkers still read the block below

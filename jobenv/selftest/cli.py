@@ -8,7 +8,7 @@ import time
 from typing import Any, Callable, List, Optional, TypeVar
 
 from ..errors import BadInput
-from ..numbers import parse_seconds, parse_uint
+from ..numparse import parse_seconds, parse_uint
 from ..runtime import DetectError, detect
 from ..runtime.checkin import CheckinError
 from . import EXIT_FAILED, EXIT_OK, EXIT_SETUP, EXIT_TIMEOUT, T_INTERP
@@ -20,7 +20,7 @@ T = TypeVar("T")
 
 
 def _number(parse: Callable[..., T], **kw: Any) -> Callable[[str], T]:
-    """An argparse type from jobenv.numbers' parsers (their rules, argparse's error message)."""
+    """An argparse type from jobenv.numparse's parsers (their rules, argparse's error message)."""
     def convert(text: str) -> T:
         try:
             return parse(text, "the value", **kw)

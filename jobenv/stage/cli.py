@@ -14,7 +14,7 @@ import click
 
 from ..cli_common import Count, Seconds
 from ..errors import EXIT_ERROR, BadInput, JobenvError, JobEnded, one_line
-from ..numbers import MAX_HOSTS
+from ..numparse import MAX_HOSTS
 from ..record import JobRecord
 
 
