@@ -82,7 +82,7 @@ _JOBENV_SETTINGS = frozenset(("JOBENV_HOME", "JOBENV_HOSTNAME", "JOBENV_PROFILES
 
 def item_var_ok(name: str) -> bool:
     """May another concern's restore items (software, stage) set `name`?  As launch_env,
-    plus jobenv's own JOBENV_* variables that are not its settings (e.g. JOBENV_STAGED)."""
+    plus jobenv's own JOBENV_* variables that are not its settings."""
     if name.startswith("JOBENV_"):
         return _UPPER.issuperset(name) and name not in _JOBENV_SETTINGS
     return launch_var_ok(name)

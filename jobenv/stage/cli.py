@@ -122,7 +122,7 @@ def _run_hosts(rec: JobRecord, rec_path: str, spec: Dict[str, Any], python: str,
     argv = hosts_mod.per_host_argv(rec, os.environ) + hosts_mod.worker_argv(python, spec)
     env = hosts_mod.launcher_environ(rec, rec_path, os.environ)
     try:
-        done, tail, rc = hosts_mod.run(argv, env, rec.nhosts, timeout, progress.event)
+        done, tail, rc = hosts_mod.run(argv, env, timeout, progress.event)
     except OSError as exc:
         raise JobenvError(f"cannot run {argv[0]!r}: {exc.strerror}", 127) from None
     finally:

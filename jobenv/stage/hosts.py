@@ -61,7 +61,7 @@ def worker_argv(python: str, spec: Dict[str, Any]) -> List[str]:
     return [*code_argv(python, code, isolated=True), root, json.dumps(spec)]
 
 
-def run(argv: List[str], env: Dict[str, str], expect: int, timeout: float,
+def run(argv: List[str], env: Dict[str, str], timeout: float,
         on_event: Callable[[Report], None]) -> Tuple[List[Report], str, int]:
     """Start the launcher, feed each report line to `on_event`; (done reports, stderr tail, rc)."""
     proc = subprocess.Popen(argv, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,

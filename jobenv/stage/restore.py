@@ -93,11 +93,7 @@ def restore_items(record: JobRecord, environ: Mapping[str, str], host: str) -> T
     if status != "ok":
         return {}, [], [f"{why} on {name}; using the shared environment; run `jobenv stage`"]
     var = "CONDA_PREFIX" if stamp.get("kind") == "conda" else "VIRTUAL_ENV"
-    out = {var: prefix}
-    tmpl = template(record)
-    if tmpl:
-        out["JOBENV_STAGED"] = tmpl
-    return out, [os.path.join(prefix, "bin")], []
+    return {var: prefix}, [os.path.join(prefix, "bin")], []
 
 
 def rank_prefix(record: JobRecord) -> List[str]:
