@@ -85,10 +85,10 @@ def check_rendezvous(rec: JobRecord, env: Mapping[str, str], host: str, resolve:
     if err:
         return [Check("rendezvous", "fail", f"cannot resolve {addr}: {err}",
                       "set MASTER_ADDR to an address of the first host that every host can reach")]
-    return [Check("rendezvous", "ok", f"{addr} resolves"), check_port(env.get("MASTER_PORT", ""), addr, host)]
+    return [Check("rendezvous", "ok", f"{addr} resolves"), check_master_port(env.get("MASTER_PORT", ""), addr, host)]
 
 
-def check_port(text: str, addr: str, host: str) -> Check:
+def check_master_port(text: str, addr: str, host: str) -> Check:
     """MASTER_PORT by the runtime's own rule (runtime.info.port_number); on this host, it and the
     check-in's port beside it are free."""
     from .hostlist import host_index

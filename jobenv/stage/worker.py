@@ -64,15 +64,15 @@ def default_root(environ: Mapping[str, str]) -> str:
 
 
 def stage_root(spec: Dict[str, Any], host: str) -> str:
-    """This host's stage directory: --to (absolute, %h expanded), else default_root of this
-    host's own environment (TMPDIR is often set per node)."""
+    """This host's stage directory: --to (host_path), else default_root here (TMPDIR is per node)."""
     try:
-        return expand(spec["to"], host) if spec.get("to") else default_root(os.environ)
+        return host_path(spec["to"], host) if spec.get("to") else default_root(os.environ)
     except JobenvError as exc:
         raise Failure(exc.message) from None
 
 
-def expand(template: str, host: str) -> str:
+def host_path(template: str, host: str) -> str:
+    """A --to template for one host: `%h` is the host name."""
     return template.replace("%h", host)
 
 
