@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import os
 
-from .info import DetectError, DistInfo, port_number
+from .info import DetectError, DistInfo, first_number, number, optional_number, port_number
 from .launchers import (CHECK, LAUNCHERS, LOCAL, LSIZE, MAX_DIGITS, NAME, NODE, PORT_SEED_VARS,
                         RANK, REQUIRES, SIZE, SLURM_NOT_A_STEP)
 
@@ -36,28 +36,6 @@ if TYPE_CHECKING:
 
 LOOPBACK = "127.0.0.1"
 DEFAULT_PORT = 29500
-
-
-def number(env: Mapping[str, str], name: str, who: str) -> Optional[int]:
-    """A launcher's count: 1-9 ASCII digits (int() would take '1_0', '²' and ' 7')."""
-    val = env.get(name)
-    if val is None:
-        return None
-    if not (0 < len(val) <= MAX_DIGITS and val.isascii() and val.isdigit()):
-        raise DetectError(f"{who}: {name}={val!r} is not a number")
-    return int(val)
-
-
-def optional_number(env: Mapping[str, str], name: str) -> Optional[int]:
-    """A jobenv count (NHOSTS, NRANKS_PER_HOST): unset and empty both mean unknown."""
-    return number(env, name, name) if env.get(name) else None
-
-
-def first_number(env: Mapping[str, str], names: Sequence[str], who: str) -> Tuple[Optional[int], str]:
-    for n in names:
-        if n in env:
-            return number(env, n, who), n
-    return None, ""
 
 
 def ancestors(depth: int = 3) -> Tuple[int, ...]:

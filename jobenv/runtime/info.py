@@ -1,11 +1,13 @@
-"""Where a process sits in the job (DistInfo), and the error detection raises."""
+"""Where a process sits in the job (DistInfo), the error detection raises, and how the
+numbers it is made of are read from variables."""
 from __future__ import annotations
 
 from ..errors import BadInput
+from .launchers import MAX_DIGITS
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from typing import Any, Dict, Iterable, Optional, Tuple
+    from typing import Any, Dict, Iterable, Mapping, Optional, Sequence, Tuple
 
 MAX_PORT = 65535
 _FIELDS = ("rank", "local_rank", "world_size", "local_world_size", "node_rank", "num_nodes",
@@ -26,6 +28,28 @@ def port_number(text: str) -> int:
     if not (0 < len(text) <= 5 and text.isascii() and text.isdigit() and 1 <= int(text) <= MAX_PORT):
         raise DetectError(f"MASTER_PORT={text!r} is not a port number (1-{MAX_PORT})")
     return int(text)
+
+
+def number(env: Mapping[str, str], name: str, who: str) -> Optional[int]:
+    """A launcher's count: 1-9 ASCII digits (int() would take '1_0', '²' and ' 7')."""
+    val = env.get(name)
+    if val is None:
+        return None
+    if not (0 < len(val) <= MAX_DIGITS and val.isascii() and val.isdigit()):
+        raise DetectError(f"{who}: {name}={val!r} is not a number")
+    return int(val)
+
+
+def optional_number(env: Mapping[str, str], name: str) -> Optional[int]:
+    """A jobenv count (NHOSTS, NRANKS_PER_HOST): unset and empty both mean unknown."""
+    return number(env, name, name) if env.get(name) else None
+
+
+def first_number(env: Mapping[str, str], names: Sequence[str], who: str) -> Tuple[Optional[int], str]:
+    for n in names:
+        if n in env:
+            return number(env, n, who), n
+    return None, ""
 
 
 def _short(value: object) -> str:

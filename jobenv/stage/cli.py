@@ -8,7 +8,7 @@ from __future__ import annotations
 import os
 import sys
 import time
-from typing import Any, Dict, Mapping, Optional
+from typing import TYPE_CHECKING, Any, Dict, List, Mapping, Optional, Tuple
 
 import click
 
@@ -16,6 +16,9 @@ from ..cli_common import Count, Seconds
 from ..errors import EXIT_ERROR, BadInput, JobenvError, JobEnded, one_line
 from ..numparse import MAX_HOSTS
 from ..record import JobRecord
+
+if TYPE_CHECKING:
+    from .manifest import Entry, Env
 
 
 def _say(msg: str) -> None:
@@ -201,9 +204,7 @@ def stage(job: Optional[str], env_path: Optional[str], to: Optional[str], dry_ru
         _finish(rec, results, min_hosts)
         return
     if env.kind == "venv":
-        where_base = f"{env.base} ({env.base_fs or 'unknown fs'})"
-        _say(f"base interpreter {where_base}: " + ("staged too (shared file system)" if env.base_shared
-             else "not staged (node-local; --base yes to stage it)"))
+        _say_base(env)
     try:
         items = manifest.entries(env)
     except EnvError as exc:
@@ -212,23 +213,10 @@ def stage(job: Optional[str], env_path: Optional[str], to: Optional[str], dry_ru
     nfiles, nbytes = manifest.summary(items)
     _say(f"{env.kind} {env.prefix}: {nfiles:,} entries, {_mb(nbytes)}, manifest {key[:12]}")
     if dry_run:
-        exists = os.path.exists(os.path.join(sdir, key[:16] + ".json"))
-        _say(f"archive {os.path.join(sdir, key[:16] + '.tar')} ({'exists, reused' if exists else 'would be packed'})")
-        for h in rec.hosts[:8]:
-            _say(f"{h}: would stage to {os.path.join(where.replace('%h', h), name)}")
-        if rec.nhosts > 8:
-            _say(f"... and {rec.nhosts - 8} more hosts")
-        argv = hosts_mod.per_host_argv(rec, os.environ, write=False)
-        _say("via " + (" ".join(argv) if argv else "this host directly (local job)"))
+        _say_dry_run(rec, sdir, key, where, name)
         return
     t = time.time()
-    try:
-        archive, side, packed = pack.pack(env, items, key, sdir)
-    except EnvError as exc:
-        raise BadInput(str(exc)) from None
-    secs = time.time() - t
-    _say(f"packed {_mb(nbytes)} into {archive} in {secs:.1f} s ({_mb(nbytes / max(secs, 1e-6))}/s)" if packed
-         else f"archive {archive} is current (no packing)")
+    archive, side = _pack(env, items, key, sdir, nbytes)
     spec = {"archive": archive, "sidecar": side, "key": key, "to": to, "name": name}
     results = _run_hosts(rec, path, spec, hosts_mod.local_python(env.prefix), timeout,
                          Progress(rec.nhosts, nbytes, tty))
@@ -241,6 +229,44 @@ def stage(job: Optional[str], env_path: Optional[str], to: Optional[str], dry_ru
          f"({len(copied)} copied, {sum(1 for r in results.values() if r.get('unchanged'))} unchanged) "
          f"in {time.time() - t:.1f} s")
     _finish(rec, results, min_hosts)
+
+
+def _say_base(env: Env) -> None:
+    """Whether a venv's base interpreter goes along (--base auto: when it is on a shared file system)."""
+    where_base = f"{env.base} ({env.base_fs or 'unknown fs'})"
+    _say(f"base interpreter {where_base}: " + ("staged too (shared file system)" if env.base_shared
+         else "not staged (node-local; --base yes to stage it)"))
+
+
+def _say_dry_run(rec: JobRecord, sdir: str, key: str, where: str, name: str) -> None:
+    """What `stage --dry-run` would do: the archive, each host's copy (the first 8), the launcher."""
+    from . import hosts as hosts_mod
+    from .worker import host_path
+
+    exists = os.path.exists(os.path.join(sdir, key[:16] + ".json"))
+    _say(f"archive {os.path.join(sdir, key[:16] + '.tar')} ({'exists, reused' if exists else 'would be packed'})")
+    for h in rec.hosts[:8]:
+        _say(f"{h}: would stage to {os.path.join(host_path(where, h), name)}")
+    if rec.nhosts > 8:
+        _say(f"... and {rec.nhosts - 8} more hosts")
+    argv = hosts_mod.per_host_argv(rec, os.environ, write=False)
+    _say("via " + (" ".join(argv) if argv else "this host directly (local job)"))
+
+
+def _pack(env: Env, items: List[Entry], key: str, sdir: str, nbytes: int) -> Tuple[str, str]:
+    """Pack the environment into the shared stage directory (reused when current); (archive, sidecar)."""
+    from . import pack
+    from .manifest import EnvError
+
+    t = time.time()
+    try:
+        archive, side, packed = pack.pack(env, items, key, sdir)
+    except EnvError as exc:
+        raise BadInput(str(exc)) from None
+    secs = time.time() - t
+    _say(f"packed {_mb(nbytes)} into {archive} in {secs:.1f} s ({_mb(nbytes / max(secs, 1e-6))}/s)" if packed
+         else f"archive {archive} is current (no packing)")
+    return archive, side
 
 
 def manifest_root_hint() -> str:
