@@ -122,13 +122,13 @@ def test_unknown_liveness_restores_without_warning():
 
 
 def test_extra_items_plug_in_and_are_checked():
-    items = [({"VIRTUAL_ENV": "/v", "LD_PRELOAD": "/x", "JOBENV_STAGED": "/s/%h", "JOBENV_HOME": "/x"},
+    items = [({"VIRTUAL_ENV": "/v", "LD_PRELOAD": "/x", "JOBENV_OTHER": "/s/%h", "JOBENV_HOME": "/x"},
               ["/v/bin", "a:b", "", "rel/bin"], ["software: note"]),
              ({"STAGED_PREFIX": "/tmp/s"}, ["/tmp/s/bin", "/v/bin"], [])]
     environ = {"PATH": "/usr/bin", "SLURM_JOB_ID": "9", "SLURM_STEP_ID": "1"}
     p = build(rec(), environ, extra=items)
     assert p.set["VIRTUAL_ENV"] == "/v" and p.set["STAGED_PREFIX"] == "/tmp/s" and "LD_PRELOAD" not in p.set
-    assert p.set["JOBENV_STAGED"] == "/s/%h" and "JOBENV_HOME" not in p.set
+    assert p.set["JOBENV_OTHER"] == "/s/%h" and "JOBENV_HOME" not in p.set
     assert p.path_prepend == ["/tmp/s/bin", "/v/bin"]  # a later concern's PATH goes first
     assert "software: note" in p.warnings
     env = plan.apply(p, environ)
