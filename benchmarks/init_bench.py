@@ -2,7 +2,7 @@
 
     python benchmarks/init_bench.py [--runs 31]
 
-Targets (issue 10): `eval "$(jobenv init bash)"` adds at most 1.5x `python -c pass`; the
+Targets: `eval "$(jobenv init bash)"` adds at most 1.5x `python -c pass`; the
 static form (`jobenv init bash > ~/.jobenv/init.bash`, then `. ~/.jobenv/init.bash`) adds
 at most 5 ms.  Each figure is the median over --runs shells of the time around the
 eval/source alone (EPOCHREALTIME inside the shell, so shell start-up is not counted), with

@@ -7,12 +7,12 @@ __version__ = "0.1.0"
 
 _LAZY = {
     "detect": "runtime", "setup_torch": "runtime", "setup_horovod": "runtime",
-    "setup_tensorflow": "runtime", "setup_deepspeed": "runtime", "cleanup": "runtime",
+    "setup_tensorflow": "runtime", "tensorflow_strategy": "runtime", "setup_deepspeed": "runtime", "cleanup": "runtime",
     "export_env": "runtime", "DistInfo": "runtime",
 }
 
 
-def __getattr__(name):
+def __getattr__(name: str) -> object:
     mod = _LAZY.get(name)
     if mod is None:
         raise AttributeError(f"module 'jobenv' has no attribute {name!r}")
@@ -21,5 +21,5 @@ def __getattr__(name):
     return getattr(importlib.import_module(f"jobenv.{mod}"), name)
 
 
-def __dir__():
+def __dir__() -> list[str]:
     return sorted(list(globals()) + list(_LAZY))

@@ -19,7 +19,7 @@ from .errors import BadInput, JobenvError
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from typing import Mapping, Optional
+    from typing import Mapping, Optional, Tuple
 
 _SAFE = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-")
 
@@ -34,7 +34,7 @@ def tmp_name(path: str) -> str:
     return os.path.join(head, f".{name}~tmp~{host_tag()}~{os.getpid()}~{os.urandom(4).hex()}")
 
 
-def tmp_owner(name: str) -> Optional[tuple]:
+def tmp_owner(name: str) -> Optional[Tuple[str, int]]:
     """(host, pid) of a temp file name written by tmp_name, else None."""
     if not name.startswith("."):
         return None
@@ -110,7 +110,7 @@ def fsync_dir(d: str) -> None:
         os.close(fd)
 
 
-def lock_settings(env: Mapping[str, str]) -> tuple:
+def lock_settings(env: Mapping[str, str]) -> Tuple[bool, float]:
     """(soft, stale seconds) from JOBENV_LOCK and JOBENV_LOCK_STALE, checked."""
     soft = env.get("JOBENV_LOCK", "").lower() == "soft"
     raw = env.get("JOBENV_LOCK_STALE", "").strip()
@@ -183,7 +183,7 @@ class JobLock:
         self.fd = flock_current(self.path)
         return self.fd is not None
 
-    def __exit__(self, *exc) -> None:
+    def __exit__(self, *exc: object) -> None:
         if self.soft:
             try:
                 os.unlink(self.path)

@@ -8,14 +8,14 @@ from __future__ import annotations
 import json
 import os
 import sys
-from typing import List, Optional
+from typing import Any, List, Optional, Tuple
 
 import click
 
 from . import __version__
 from .cli_common import INTERVAL, Count, Seconds, fail, report_saved, warn, write_out
 from .errors import EXIT_USAGE, JobenvError, one_line
-from .numbers import MAX_HOSTS, MAX_PER_HOST
+from .numparse import MAX_HOSTS, MAX_PER_HOST
 from .schedulers import NAMES as SCHEDULERS
 
 
@@ -23,7 +23,7 @@ from .schedulers import NAMES as SCHEDULERS
 class Group(click.Group):
     """Turns JobenvError (and unreadable stores) into one-line errors."""
 
-    def invoke(self, ctx):
+    def invoke(self, ctx: click.Context) -> Any:
         try:
             return super().invoke(ctx)
         except (JobenvError, OSError) as exc:
@@ -52,7 +52,8 @@ def cli() -> None:
 @click.option("--watch", "watch_it", is_flag=True, help="Also start `jobenv watch` for this job.")
 @click.option("--interval", "--watch-interval", "watch_interval", type=INTERVAL, default=30.0,
               show_default=True, help="Heartbeat interval of --watch, in seconds, 0.1 to 86400 (as `jobenv watch --interval`).")
-def save(profile, scheduler, gpus_per_host, ranks_per_host, as_json, quiet, watch_it, watch_interval) -> None:
+def save(profile: Optional[str], scheduler: Optional[str], gpus_per_host: Optional[int], ranks_per_host: Optional[int],
+         as_json: bool, quiet: bool, watch_it: bool, watch_interval: float) -> None:
     """Capture this allocation into a record (run inside the job)."""
     from .save import Options
     from .save import save as do_save
@@ -71,7 +72,7 @@ def save(profile, scheduler, gpus_per_host, ranks_per_host, as_json, quiet, watc
               help="Shell dialect; sh is POSIX (dash, busybox). Default: the shell running jobenv, else $SHELL.")
 @click.option("--allow-stale", is_flag=True, help="Restore a job even if it has ended.")
 @click.option("--no-python", is_flag=True, help="Do not re-activate the job's saved Python environment (or staged copy).")
-def get(job, shell_name, allow_stale, no_python) -> None:
+def get(job: Optional[str], shell_name: Optional[str], allow_stale: bool, no_python: bool) -> None:
     """Print shell code restoring the job: source <(jobenv get)."""
     from .get import get as do_get
 
@@ -102,8 +103,10 @@ _SECONDS = Seconds(above=True)
 @click.option("--gpu-bind", is_flag=True, help="One GPU per local rank, as the profile's gpu_bind maps them.")
 @click.option("--no-python", "no_python", is_flag=True, help="Do not re-activate the job's saved Python environment.")
 @click.argument("command", nargs=-1, required=True, type=click.UNPROCESSED)
-def launch(job, allow_stale, dry_run, nranks, ppn, nhosts, hosts, exclude, launcher_args, label, log_dir,
-           timeout, idle_timeout, retries, exclude_failed, gpu_bind, no_python, command) -> None:
+def launch(job: Optional[str], allow_stale: bool, dry_run: bool, nranks: Optional[int], ppn: Optional[int],
+           nhosts: Optional[int], hosts: Optional[str], exclude: Optional[str], launcher_args: Tuple[str, ...],
+           label: bool, log_dir: Optional[str], timeout: Optional[float], idle_timeout: Optional[float], retries: int,
+           exclude_failed: bool, gpu_bind: bool, no_python: bool, command: Tuple[str, ...]) -> None:
     """Run COMMAND on every rank of the job: jobenv launch [OPTIONS] -- python3 train.py
 
     \b
@@ -131,7 +134,7 @@ def launch(job, allow_stale, dry_run, nranks, ppn, nhosts, hosts, exclude, launc
 
 @cli.command()
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
-def profiles(as_json) -> None:
+def profiles(as_json: bool) -> None:
     """List machine profiles (shipped, ~/.config/jobenv/profiles, JOBENV_PROFILES)."""
     from . import profiles as prof_mod
 

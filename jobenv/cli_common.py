@@ -4,13 +4,16 @@ from __future__ import annotations
 
 import sys
 import time
-from typing import List, Optional
+from typing import TYPE_CHECKING, List, Optional
 
 import click
 
 from .errors import JobenvError, one_line, report_error
 from .watch import MAX_INTERVAL, MIN_INTERVAL
-from .numbers import MAX_HOSTS, MAX_PER_HOST, MAX_SECONDS, parse_seconds, parse_uint
+from .numparse import MAX_HOSTS, MAX_PER_HOST, MAX_SECONDS, parse_seconds, parse_uint
+
+if TYPE_CHECKING:
+    from .record import JobRecord
 
 
 def warn(msg: str) -> None:
@@ -29,7 +32,7 @@ def write_out(text: str) -> None:
     sys.stdout.buffer.flush()
 
 
-def summary_rows(rec, path: str) -> List[List[str]]:
+def summary_rows(rec: JobRecord, path: str) -> List[List[str]]:
     from .hostlist import compress
     from .shell import join
 
@@ -51,30 +54,30 @@ def saved_time(t: float) -> str:
     return time.strftime("%Y-%m-%d %H:%M:%S %z", time.localtime(t))
 
 
-class Count(click.ParamType):
-    """A whole number option, through numbers.parse_uint (click's int() takes '1_0' and '١٢')."""
+class Count(click.ParamType):  # type: ignore[type-arg]  # generic only in newer click
+    """A whole number option, through numparse.parse_uint (click's int() takes '1_0' and '١٢')."""
 
     name = "integer"
 
     def __init__(self, minimum: int = 0, maximum: int = MAX_HOSTS * MAX_PER_HOST) -> None:
         self.minimum, self.maximum = minimum, maximum
 
-    def convert(self, value, param, ctx):
+    def convert(self, value: object, param: Optional[click.Parameter], ctx: Optional[click.Context]) -> int:
         try:
             return parse_uint(str(value), "the value", self.maximum, self.minimum)
         except JobenvError as exc:
             self.fail(exc.message, param, ctx)
 
 
-class Seconds(click.ParamType):
-    """A duration option, through numbers.parse_seconds (float() takes nan, inf and 1e300)."""
+class Seconds(click.ParamType):  # type: ignore[type-arg]  # generic only in newer click
+    """A duration option, through numparse.parse_seconds (float() takes nan, inf and 1e300)."""
 
     name = "seconds"
 
     def __init__(self, minimum: float = 0.0, maximum: float = MAX_SECONDS, above: bool = False) -> None:
         self.minimum, self.maximum, self.above = minimum, maximum, above
 
-    def convert(self, value, param, ctx):
+    def convert(self, value: object, param: Optional[click.Parameter], ctx: Optional[click.Context]) -> float:
         text = f"{value:.10g}" if isinstance(value, (int, float)) else str(value)  # a default
         try:
             return parse_seconds(text, "the value", self.minimum, self.maximum, self.above)
@@ -85,13 +88,13 @@ class Seconds(click.ParamType):
 INTERVAL = Seconds(MIN_INTERVAL, MAX_INTERVAL)
 
 
-def print_summary(rec, path: str, extra: Optional[List[List[str]]] = None) -> None:
+def print_summary(rec: JobRecord, path: str, extra: Optional[List[List[str]]] = None) -> None:
     from .output import print_table
 
     print_table(summary_rows(rec, path) + (extra or []))
 
 
-def report_saved(rec, path: str, as_json: bool, quiet: bool) -> None:
+def report_saved(rec: JobRecord, path: str, as_json: bool, quiet: bool) -> None:
     """What `save` and `import` print: warnings on stderr, then JSON, a summary, or nothing."""
     for w in rec.warnings:
         warn(w)

@@ -10,18 +10,20 @@ import os
 import re
 import sys
 import time
-from typing import Optional
+from typing import Any, Dict, List, Optional, Tuple
 
 import click
 
+from .record import JobRecord
+
 from .cli_common import INTERVAL, print_summary, report_saved, saved_time, warn, write_out
-from .errors import visible
+from .errors import BadRecord, visible
 
 
 @click.command()
 @click.option("--job", "-j", metavar="ID", help="Job id (default: as for `get`).")
 @click.option("--json", "as_json", is_flag=True, help="Print the record as JSON.")
-def show(job, as_json) -> None:
+def show(job: Optional[str], as_json: bool) -> None:
     """Show one record."""
     from .liveness import job_state
 
@@ -33,18 +35,21 @@ def show(job, as_json) -> None:
     print_summary(rec, str(path), [["state", f"{state} ({reason})"]] + [["warning", w] for w in rec.warnings])
 
 
-def _pick(job: Optional[str]):
+def _pick(job: Optional[str]) -> Tuple[str, JobRecord]:
     """--job ID (exact, file name, or unique short form), else `get`'s choice."""
     if job is not None:
         from .lookup import find
 
-        return find(os.environ, job)
+        path, rec = find(os.environ, job)
+        if isinstance(rec, BadRecord):  # find raises it already; this says so to the type checker
+            raise rec
+        return path, rec
     from .lookup import which_job
 
     return which_job(os.environ, None, warn)
 
 
-def _list_rows():
+def _list_rows() -> List[Dict[str, Any]]:
     """One row per record, newest saved first, defective ones last; liveness from one
     scheduler query per scheduler."""
     from .liveness import job_states
@@ -70,7 +75,7 @@ def _list_rows():
 
 @click.command("list")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
-def list_cmd(as_json) -> None:
+def list_cmd(as_json: bool) -> None:
     """List saved jobs with their state: live, ended, unknown (or corrupt)."""
     rows = _list_rows()
     if as_json:
@@ -90,7 +95,7 @@ def list_cmd(as_json) -> None:
 @click.command()
 @click.option("--job", "-j", "job_opt", metavar="ID", help="Job id (as for the other commands).")
 @click.argument("job", required=False, metavar="[ID]")
-def rm(job_opt, job) -> None:
+def rm(job_opt: Optional[str], job: Optional[str]) -> None:
     """Remove one job's record: jobenv rm -j ID (or jobenv rm ID); also a corrupt one, or
     one written by a newer jobenv."""
     from . import store
@@ -121,7 +126,7 @@ def parse_age(text: str) -> float:
 @click.option("--older-than", metavar="AGE", help="Only records saved longer ago than AGE (7d, 12h, 30m).")
 @click.option("--corrupt", is_flag=True, help="Also remove corrupt records and those of a newer jobenv.")
 @click.option("--dry-run", "-n", is_flag=True, help="Say what would go, remove nothing.")
-def clean(older_than, corrupt, dry_run) -> None:
+def clean(older_than: Optional[str], corrupt: bool, dry_run: bool) -> None:
     """Remove records of jobs that have ended."""
     from . import store
 
@@ -147,7 +152,7 @@ def clean(older_than, corrupt, dry_run) -> None:
 @click.option("--profile", metavar="NAME", help="Machine profile (default: detected).")
 @click.option("--json", "as_json", is_flag=True, help="Print the record as JSON.")
 @click.option("-q", "--quiet", is_flag=True, help="Print nothing.")
-def import_cmd(env_file, profile, as_json, quiet) -> None:
+def import_cmd(env_file: str, profile: Optional[str], as_json: bool, quiet: bool) -> None:
     """Turn ~/.pbsenv, ~/.cobaltenv or ~/.slurmenv written by other tools into a record."""
     from . import importer
     from .save import Options
@@ -167,7 +172,7 @@ def import_cmd(env_file, profile, as_json, quiet) -> None:
 @click.option("--interval", type=INTERVAL, default=30.0, show_default=True,
               help="Seconds between heartbeats (0.1 to 86400).")
 @click.option("--foreground", is_flag=True, help="Run in this process instead of a detached daemon.")
-def watch(job, interval, foreground) -> None:
+def watch(job: Optional[str], interval: float, foreground: bool) -> None:
     """Keep the job's record live: heartbeat, and mark it ended when the job ends."""
     from . import watch as watch_mod
 

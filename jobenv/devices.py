@@ -13,7 +13,7 @@ import shutil
 import subprocess
 from typing import Callable, List, Mapping, Optional, Tuple
 
-from .numbers import MAX_PER_HOST, parse_uint
+from .numparse import MAX_PER_HOST, parse_uint
 
 MASKS = ("CUDA_VISIBLE_DEVICES", "ZE_AFFINITY_MASK", "ROCR_VISIBLE_DEVICES", "HIP_VISIBLE_DEVICES")
 
@@ -77,7 +77,8 @@ def probe(timeout: float = 15.0) -> Optional[Tuple[int, str]]:
 
 
 def gpus_per_host(env: Mapping[str, str], override: Optional[int], gres: Optional[int],
-                  profile_gpus: Optional[int], probe_fn=probe) -> Tuple[int, str]:
+                  profile_gpus: Optional[int],
+                  probe_fn: Callable[[], Optional[Tuple[int, str]]] = probe) -> Tuple[int, str]:
     """(count, where it came from)."""
     if override is not None:
         return override, "--gpus-per-host"

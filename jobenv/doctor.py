@@ -21,6 +21,7 @@ import click
 from . import doctor_probes as probes
 from .cli_common import Seconds
 from .doctor_judges import Check, judge_gpus, judge_imports, judge_launcher, launcher_family
+from .record import JobRecord
 
 
 def check_deep(jobid: str, env: Mapping[str, str], timeout: float) -> Check:
@@ -77,17 +78,17 @@ def check_pythonpath(env: Mapping[str, str]) -> List[Check]:
             else Check("pythonpath", "ok", "PYTHONPATH holds absolute directories only")]
 
 
-def check_rendezvous(rec, env: Mapping[str, str], host: str, resolve: Callable[[str], Optional[str]]) -> List[Check]:
+def check_rendezvous(rec: JobRecord, env: Mapping[str, str], host: str, resolve: Callable[[str], Optional[str]]) -> List[Check]:
     """MASTER_ADDR (else the record's first host) resolves; MASTER_PORT, if set, is free there."""
     addr = env.get("MASTER_ADDR") or ("127.0.0.1" if rec.nhosts == 1 else rec.hosts[0])
     err = resolve(addr)
     if err:
         return [Check("rendezvous", "fail", f"cannot resolve {addr}: {err}",
                       "set MASTER_ADDR to an address of the first host that every host can reach")]
-    return [Check("rendezvous", "ok", f"{addr} resolves"), check_port(env.get("MASTER_PORT", ""), addr, host)]
+    return [Check("rendezvous", "ok", f"{addr} resolves"), check_master_port(env.get("MASTER_PORT", ""), addr, host)]
 
 
-def check_port(text: str, addr: str, host: str) -> Check:
+def check_master_port(text: str, addr: str, host: str) -> Check:
     """MASTER_PORT by the runtime's own rule (runtime.info.port_number); on this host, it and the
     check-in's port beside it are free."""
     from .hostlist import host_index
@@ -108,7 +109,7 @@ def check_port(text: str, addr: str, host: str) -> Check:
     return Check("port", "ok", f"{port} and {port_beside(port)} are free on {addr}")
 
 
-def check_staged(rec, host: str) -> Check:
+def check_staged(rec: JobRecord, host: str) -> Check:
     """Whether this host's staged copy (`jobenv stage`) still matches the environment."""
     from .stage import check
 
@@ -119,7 +120,7 @@ def check_staged(rec, host: str) -> Check:
                  if status in ("missing", "unsafe") else "run `jobenv stage` to copy the changed environment")
 
 
-def _recorded_launcher(rec, env: Mapping[str, str]) -> Optional[str]:
+def _recorded_launcher(rec: JobRecord, env: Mapping[str, str]) -> Optional[str]:
     """The launcher `jobenv launch` would run: the recorded absolute path, else PATH's."""
     from .software import launcher_path
 

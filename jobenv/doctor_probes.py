@@ -15,7 +15,7 @@ import subprocess
 import sys
 import threading
 import time
-from typing import Dict, List, Mapping, Optional, Tuple
+from typing import Any, Dict, List, Mapping, Optional, Tuple
 
 from .interpreter import code_argv, module_argv
 
@@ -51,7 +51,7 @@ IMPORTS: Dict[str, str] = {
 HEAVY = {"tensorflow": ("tensorflow", "tensorflow-cpu", "tensorflow-gpu", "intel-tensorflow", "tensorflow-macos"),
          "deepspeed": ("deepspeed",)}
 
-Started = Dict[str, Tuple[Optional[subprocess.Popen], float]]
+Started = Dict[str, Tuple[Optional[subprocess.Popen[str]], float]]
 
 
 def which(program: str, path: str) -> Optional[str]:
@@ -89,9 +89,9 @@ def start_imports(env: Mapping[str, str], timeout: float, heavy: bool) -> Starte
     return out
 
 
-def finish_imports(started: Started) -> Dict[str, Tuple[Optional[dict], str]]:
+def finish_imports(started: Started) -> Dict[str, Tuple[Optional[Dict[str, Any]], str]]:
     """name -> (info, error): info None with error '' means not installed."""
-    out: Dict[str, Tuple[Optional[dict], str]] = {}
+    out: Dict[str, Tuple[Optional[Dict[str, Any]], str]] = {}
     for name, (p, deadline) in started.items():
         if p is None:
             out[name] = (None, "")

@@ -19,7 +19,7 @@ OPTIONS: Dict[str, Optional[str]] = {
 SHELLS = ("bash", "zsh", "fish", "sh")  # sh: POSIX (dash, busybox ash)
 
 
-def parse(args: List[str]) -> Optional[dict]:
+def parse(args: List[str]) -> Optional[Dict[str, Any]]:
     """Parsed options, or None to defer to click."""
     out: Dict[str, Any] = {"job": None, "shell_name": None, "allow_stale": False, "no_python": False}
     i = 0

@@ -5,6 +5,10 @@ the interpreter's start-up in every new shell.  Records and the get cache are re
 """
 from __future__ import annotations
 
+TYPE_CHECKING = False  # read on the `jobenv get` path: no typing import
+if TYPE_CHECKING:
+    from typing import Any
+
 
 class _ScanContext:
     """What CPython's C JSON scanner reads from json.JSONDecoder."""
@@ -17,7 +21,7 @@ class _ScanContext:
     parse_constant = {"NaN": float("nan"), "Infinity": float("inf"), "-Infinity": float("-inf")}.__getitem__
 
 
-def loads(text: str):
+def loads(text: str) -> Any:
     """json.loads, without importing json.decoder when CPython's C scanner is there (see
     the module docstring).  The C scanner parses exactly as json.loads does; only its error
     messages are plainer.

@@ -17,7 +17,9 @@ from .lookup import select
 
 TYPE_CHECKING = False  # `import typing` costs ~5 ms per shell; type checkers still read the block below
 if TYPE_CHECKING:
-    from typing import Callable, Mapping, Optional, Tuple
+    from typing import Callable, Dict, List, Mapping, Optional, Tuple
+
+    Item = Tuple[Dict[str, str], List[str], List[str]]  # (set, path_prepend, warnings)
 
     from .record import JobRecord
 
@@ -46,7 +48,7 @@ def cached_state(rec: JobRecord, env: Mapping[str, str], now: Optional[float] = 
     return state, reason, until
 
 
-def _launch_program(env: Mapping[str, str]) -> list:
+def _launch_program(env: Mapping[str, str]) -> List[Item]:
     """$JOBENV_HOME/bin first on PATH when it holds the `launch` program (jobenv.launch.executable):
     `timeout 600 launch ...`, `nohup launch ...` and child scripts find it there."""
     from .storepath import LAUNCH_PROGRAM, bin_dir
@@ -55,14 +57,14 @@ def _launch_program(env: Mapping[str, str]) -> list:
     return [({}, [d], [])] if os.path.exists(os.path.join(d, LAUNCH_PROGRAM)) else []
 
 
-def _extra_items(rec: JobRecord, env: Mapping[str, str], host: str, python: bool = True) -> list:
+def _extra_items(rec: JobRecord, env: Mapping[str, str], host: str, python: bool = True) -> List[Item]:
     """(set, path_prepend, warnings) of the software and staged-files concerns, when present.
 
     A concern is asked only when the record carries its field (most do not: no import).
     Only modules of this very package count (a stray `jobenv` elsewhere on sys.path, such
     as another checkout's editable install, must not answer for it)."""
     here = os.path.dirname(os.path.abspath(__file__))
-    items = []
+    items: List[Item] = []
     for name, field in (("software", "software"), ("stage", "staged")):
         if not getattr(rec, field, None) or not python and name == "stage":
             continue
@@ -83,7 +85,7 @@ def _cacheable(env: Mapping[str, str], jobid: Optional[str]) -> bool:
     variable is kept over the record's.  The one other input, LOADEDMODULES (the modules
     warning), is in the snippet's header (getcache.proof)."""
     return (jobid is None and not any(env.get(v) for names in schedulers.JOB_MARKERS.values() for v in names)
-            and plan.SITE_VARS.isdisjoint(env))
+            and schedulers.SITE_VARS.isdisjoint(env))
 
 
 def restore_plan(env: Mapping[str, str], jobid: Optional[str] = None, allow_stale: bool = False,

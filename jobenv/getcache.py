@@ -16,7 +16,7 @@ exact conditions under which it still holds, so the verdict is reused only while
   clock reads before the first holds it void), the shell's LOADEDMODULES (the one
   variable of a shell in no job that the plan reads: the modules warning), and the type,
   owner, mode, device and inode of the cache directory (as cache_dir judged it) and of
-  every directory above the store that `get` judges (storepath.ancestors).  getjobenv
+  every directory above the store that `get` judges (storepath.dirs_above).  getjobenv
   opens it once and sources it only while one `stat` call (of those paths and of the open
   snippet) prints the same; otherwise it asks `jobenv get`, which rewrites it.
 A file is written only when every time stamp it relies on is at least RACY seconds old,
@@ -30,7 +30,7 @@ import time
 
 from . import store
 from .errors import BadRecord
-from .storepath import ancestors, check_ancestors
+from .storepath import check_ancestors, dirs_above
 
 TYPE_CHECKING = False  # `import typing` costs ~5 ms per shell; type checkers still read the block below
 if TYPE_CHECKING:
@@ -43,13 +43,8 @@ MAX_ABOVE = 64  # directories above the store that a proof lists (deeper: no cac
 MAGIC = "# jobenv restore cache 4 (written by `jobenv get` after its checks; do not edit)"
 
 
-def jobs_dir(env: Any) -> str:
-    """store.jobs_dir for any mapping (the store takes the environment as a dict)."""
-    return store.jobs_dir(env)
-
-
 def store_home(env: Mapping[str, str]) -> str:
-    return os.path.dirname(jobs_dir(env))
+    return os.path.dirname(store.jobs_dir(env))
 
 
 def cache_dir(env: Mapping[str, str], create: bool = False) -> Optional[str]:
@@ -122,7 +117,7 @@ def _dumps(value: object) -> str:
     return "".join(out)
 
 
-def _read(path: str) -> Optional[object]:
+def _read(path: str) -> Any:
     from .fastjson import loads
 
     try:
@@ -153,7 +148,7 @@ def read_index(env: Mapping[str, str], host: str) -> Optional[Tuple[str, str, Li
     data = _read(p) if p else None
     if not isinstance(data, list) or len(data) != 5 or data[0] != 1:
         return None
-    jobs = jobs_dir(env)
+    jobs = store.jobs_dir(env)
     if data[1] != sig(jobs):
         return None
     path, why, warnings = data[2], data[3], data[4]
@@ -164,7 +159,7 @@ def read_index(env: Mapping[str, str], host: str) -> Optional[Tuple[str, str, Li
 
 def write_index(env: Mapping[str, str], host: str, path: str, why: str, warnings: Sequence[str],
                 now: float) -> None:
-    jobs = jobs_dir(env)
+    jobs = store.jobs_dir(env)
     if not settled(jobs, now):
         return
     p = _index_path(env, host, create=True)
@@ -196,7 +191,7 @@ def snippet_path(env: Mapping[str, str], host: str, create: bool = False) -> Opt
 def proof(env: Mapping[str, str], record_path: str, until: float) -> Optional[List[str]]:
     """The header lines getjobenv checks, or None when the snippet must not be cached."""
     home = store_home(env)
-    jobs = jobs_dir(env)
+    jobs = store.jobs_dir(env)
     rel = os.path.relpath(record_path, jobs)
     if (not os.path.isabs(home) or rel.startswith("..") or not _SAFE.union("/").issuperset(rel)
             or not os.path.isabs(record_path)):
@@ -233,7 +228,7 @@ def _cache_sig(env: Mapping[str, str]) -> Optional[str]:
 def _above(jobs: str) -> Optional[List[str]]:
     """`# above SIG|PATH` for every directory storepath.check_ancestors judges, taken
     around a check of them (so what is recorded passed it), or None: no cache."""
-    dirs = ancestors(jobs)
+    dirs = dirs_above(jobs)
     if len(dirs) > MAX_ABOVE or any(c in p for p in dirs for c in "\n\r"):
         return None
     sigs = [above(p) for p in dirs]

@@ -11,11 +11,11 @@ from __future__ import annotations
 import os
 
 from .errors import BadInput
-from .numbers import MAX_HOSTS
+from .numparse import MAX_HOSTS
 
 TYPE_CHECKING = False  # `import typing` costs ~5 ms; records are validated on the `get` path
 if TYPE_CHECKING:
-    from typing import Iterable, Iterator, List, Optional, Sequence, Tuple
+    from typing import Iterable, Iterator, List, Mapping, Optional, Sequence, Tuple
 
 # RFC 1123 labels; underscores are tolerated because some sites use them.
 _LABEL_CHARS = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_-")
@@ -44,7 +44,7 @@ def is_valid_host(name: str) -> bool:
     return True
 
 
-def this_host(env=None) -> str:
+def this_host(env: Optional[Mapping[str, str]] = None) -> str:
     """This host's name as the scheduler lists it: JOBENV_HOSTNAME, else `hostname`."""
     env = os.environ if env is None else env
     return env.get("JOBENV_HOSTNAME") or os.uname().nodename
@@ -232,7 +232,7 @@ def parse_counts(text: str) -> List[int]:
     """Expand Slurm's per-node counts: `4(x2),2` -> [4, 4, 2]."""
     import re
 
-    from .numbers import MAX_PER_HOST
+    from .numparse import MAX_PER_HOST
 
     pairs = []
     total = 0

@@ -76,7 +76,7 @@ def import_env(parsed: Mapping[str, str], base: Mapping[str, str]) -> Dict[str, 
     env.update((k, v) for k, v in parsed.items() if k.startswith(SCHEDULER_PREFIXES))
     env.update(_nodefile_fallback(parsed))
     if parsed.get("NGPU_PER_HOST") and "JOBENV_GPUS_PER_HOST" not in base:
-        from .numbers import MAX_PER_HOST, parse_uint
+        from .numparse import MAX_PER_HOST, parse_uint
 
         env["JOBENV_GPUS_PER_HOST"] = str(parse_uint(parsed["NGPU_PER_HOST"].strip(), "NGPU_PER_HOST", MAX_PER_HOST))
     if not any(k.startswith(SCHEDULER_PREFIXES) for k in parsed):

@@ -26,7 +26,9 @@ from .schedulers import all_jobid_vars
 
 TYPE_CHECKING = False  # `import typing` costs ~5 ms per login shell
 if TYPE_CHECKING:
-    from typing import List, Optional
+    from typing import Any, Dict, List, Optional
+
+    import click
 
 SHELLS = ("bash", "zsh", "fish", "sh")
 # click's name for the completion function (ShellComplete.func_name; test_init checks it)
@@ -239,9 +241,9 @@ def render(shell: str, functions_text: str, exe: str, auto: bool, version: str) 
     return "".join(parts)
 
 
-def parse(args: List[str]) -> Optional[dict]:
+def parse(args: List[str]) -> Optional[Dict[str, Any]]:
     """`init SHELL [--auto]`; None hands the command line to click (help, errors)."""
-    out: dict = {"shell": None, "auto": False}
+    out: Dict[str, Any] = {"shell": None, "auto": False}
     for a in args:
         if a in OPTIONS:
             out[OPTIONS[a]] = True
@@ -276,7 +278,7 @@ def run(args: List[str]) -> Optional[int]:
     return 0
 
 
-def command():
+def command() -> click.Command:
     """The click command (help, completion, usage errors); normally the fast path answers."""
     import click
 

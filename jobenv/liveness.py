@@ -98,7 +98,7 @@ def job_states(recs: Sequence[JobRecord], env: Mapping[str, str], timeout: float
     scheduler (and per site configuration), each bounded by `timeout` seconds."""
     env = dict(env)  # os.environ decodes on every lookup: copy it once
     out: List[Optional[Verdict]] = [without_query(r) for r in recs]
-    groups: Dict[tuple, List[int]] = {}
+    groups: Dict[Tuple[Optional[str], ...], List[int]] = {}
     for i, r in enumerate(recs):
         if out[i] is None:
             site = _site(r, env)

@@ -148,7 +148,7 @@ def select(env: Mapping[str, str], jobid: Optional[str], hostname: Optional[str]
     warnings: List[str] = []
     recs = good_records(env, warnings.append)
     if not recs:
-        raise NoRecord(f"no saved job in {getcache.jobs_dir(env)}; {NO_RECORD_HINT}")
+        raise NoRecord(f"no saved job in {store.jobs_dir(env)}; {NO_RECORD_HINT}")
     here = [pr for pr in recs if host_index(pr[1].hosts, hostname) is not None]
     if here:
         path, rec = here[0]

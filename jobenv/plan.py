@@ -23,7 +23,7 @@ from .schedulers import JOB_MARKERS, JOBID_VARS, PREFIXES, PROGRAM_VARS, SITE_VA
 
 TYPE_CHECKING = False  # `import typing` costs ~5 ms per shell; type checkers still read the block below
 if TYPE_CHECKING:
-    from typing import Dict, Iterable, List, Mapping, Sequence, Tuple
+    from typing import Callable, Dict, Iterable, List, Mapping, Sequence, Tuple
 
     from .record import JobRecord
 
@@ -82,7 +82,7 @@ _JOBENV_SETTINGS = frozenset(("JOBENV_HOME", "JOBENV_HOSTNAME", "JOBENV_PROFILES
 
 def item_var_ok(name: str) -> bool:
     """May another concern's restore items (software, stage) set `name`?  As launch_env,
-    plus jobenv's own JOBENV_* variables that are not its settings (e.g. JOBENV_STAGED)."""
+    plus jobenv's own JOBENV_* variables that are not its settings."""
     if name.startswith("JOBENV_"):
         return _UPPER.issuperset(name) and name not in _JOBENV_SETTINGS
     return launch_var_ok(name)
@@ -148,6 +148,17 @@ def derived(record: JobRecord, record_path: str) -> Dict[str, str]:
     }
 
 
+def _allowed(values: Mapping[str, str], ok: Callable[[str], bool], refused: List[str]) -> Dict[str, str]:
+    """The variables `ok` lets a record set, in name order; the others' names go to `refused`."""
+    out: Dict[str, str] = {}
+    for k in sorted(values):
+        if ok(k):
+            out[k] = values[k]
+        else:
+            refused.append(k)
+    return out
+
+
 def build(record: JobRecord, record_path: str, environ: Mapping[str, str], *,
           why: str = "", state: Tuple[str, str] = ("unknown", "not checked"), store: str = "ok",
           allow_stale: bool = False, jobenv_argv: Sequence[str] = ("jobenv",),
@@ -170,18 +181,8 @@ def build(record: JobRecord, record_path: str, environ: Mapping[str, str], *,
         warn.append(f"job {record.jobid} has ended ({state[1]}); restoring it anyway (--allow-stale)")
     same = in_same_job(record, environ)
     refused: List[str] = []
-    job_env: Dict[str, str] = {}
-    for k in sorted(record.env):
-        if job_var_ok(k, record.scheduler):
-            job_env[k] = record.env[k]
-        else:
-            refused.append(k)
-    launch_env: Dict[str, str] = {}
-    for k in sorted(record.launch_env):
-        if launch_var_ok(k):
-            launch_env[k] = record.launch_env[k]
-        else:
-            refused.append(k)
+    job_env = _allowed(record.env, lambda k: job_var_ok(k, record.scheduler), refused)
+    launch_env = _allowed(record.launch_env, launch_var_ok, refused)
     keep: List[str] = []
     sets: Dict[str, str] = {}
     own = PREFIXES.get(record.scheduler, ())

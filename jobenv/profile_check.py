@@ -16,7 +16,7 @@ module to one concern.
 from __future__ import annotations
 
 import re
-from typing import Any, Callable, Dict, List, Optional
+from typing import Any, Callable, Dict, List, Optional, Set
 
 from .errors import BadInput, visible
 
@@ -50,7 +50,7 @@ def _loader() -> Any:
             if self.check_event(yaml.events.AliasEvent):
                 raise yaml.composer.ComposerError(
                     None, None, "aliases (*name) are not allowed in a profile: write the value out",
-                    self.peek_event().start_mark)
+                    self.peek_event().start_mark)  # type: ignore[no-untyped-call]
             return super().compose_node(parent, index)
 
     return NoAliasLoader
@@ -110,7 +110,7 @@ def match(spec: Any, fail: Fail) -> Dict[str, Any]:
     return spec
 
 
-def launchers(cands: Any, known: set, fail: Fail) -> List[Dict[str, Any]]:
+def launchers(cands: Any, known: Set[str], fail: Fail) -> List[Dict[str, Any]]:
     """Each candidate is {argv: [...], requires: program}; argv items are strings, numbers or
     {when: name, args: [...]}, and every placeholder names a known value."""
     if not isinstance(cands, list) or not cands:

@@ -34,7 +34,7 @@ from typing import Any, Dict, List, Mapping, Optional
 
 from . import profile_check as check
 from .errors import JobenvError
-from .numbers import MAX_PER_HOST
+from .numparse import MAX_PER_HOST
 from .profile_check import _PLACEHOLDER, MAX_BYTES, ProfileError  # noqa: F401 - _PLACEHOLDER: launch renders with it
 from .schedulers import NAMES as SCHEDULERS
 from .schedulers import PROFILES as DEFAULT_PROFILES

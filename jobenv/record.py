@@ -6,21 +6,20 @@ range, finite numbers, strings that encode back to the bytes they came from) so 
 corrupt, truncated, foreign or future record is reported by name instead of half-used,
 and never raises anything but BadRecord.
 
-Other modules may add optional top-level fields (`software`, `staged`): unknown fields
-round-trip untouched, and `register_optional_field` lets their owner validate them on
-load.
+Other modules own optional top-level fields (`software`, `staged`, each checked here on
+load); unknown fields round-trip untouched.
 """
 from __future__ import annotations
 
 from .errors import BadRecord
 from .fastjson import loads
 from .hostlist import is_valid_host
-from .numbers import MAX_HOSTS, MAX_PER_HOST, is_finite
+from .numparse import MAX_HOSTS, MAX_PER_HOST, is_finite
 from .schedulers import NAMES as SCHEDULERS
 
 TYPE_CHECKING = False  # `import typing` costs ~5 ms per shell; type checkers still read the block below
 if TYPE_CHECKING:
-    from typing import Any, Callable, Dict, List, Optional
+    from typing import Any, Dict, List, Optional
 
 SCHEMA_VERSION = 2
 STATES = ("live", "ended", "unknown")
@@ -28,18 +27,9 @@ MAX_EPOCH = 1e11  # year 5138: anything later is corruption
 _KNOWN = ("schema_version", "scheduler", "jobid", "jobname", "machine", "hosts", "nhosts",
           "gpus_per_host", "ngpus", "ranks_per_host", "nranks", "hostfile", "env_file", "launch",
           "launch_env", "env", "created_at", "created_on", "user", "warnings", "status", "staged", "software")
-_OPTIONAL: Dict[str, Callable[[Any], Optional[str]]] = {}
 _REQUIRED_TEXT = ("scheduler", "jobid", "machine", "created_on")
 _OPTIONAL_TEXT = ("hostfile", "jobname", "user")
 _STATUS_TEXT = ("reason", "gpus_from", "nodefile")
-
-
-def register_optional_field(name: str, validator: Callable[[Any], Optional[str]]) -> None:
-    """Let another module own an optional top-level field: `validator(value)` returns None
-    when the value is good, else what is wrong (the record is then reported corrupt)."""
-    if name in _KNOWN:
-        raise ValueError(f"{name!r} is a core record field")
-    _OPTIONAL[name] = validator
 
 
 class JobRecord:
@@ -106,10 +96,6 @@ class JobRecord:
             out["software"] = self.software
         out.update((k, v) for k, v in self.extra.items() if k not in out)
         return out
-
-    def to_json_dict(self) -> Dict[str, Any]:
-        """The same as to_dict (kept for callers: optional fields are in both)."""
-        return self.to_dict()
 
     def to_json(self) -> str:
         import json
@@ -244,11 +230,6 @@ def from_dict(data: Any, where: str = "record") -> JobRecord:
         raise _bad(where, "warnings must be a list of strings")
     status = _check_status(data.get("status", {}), where)
     extra = {k: v for k, v in data.items() if k not in _KNOWN}
-    for name, check in _OPTIONAL.items():
-        if name in extra:
-            problem = check(extra[name])
-            if problem:
-                raise _bad(where, f"field {name!r}: {problem}")
     return JobRecord(
         scheduler=data["scheduler"], jobid=data["jobid"], machine=data["machine"],
         hosts=list(hosts), gpus_per_host=data["gpus_per_host"],

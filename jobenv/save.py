@@ -9,7 +9,7 @@ import getpass
 import os
 import time
 from dataclasses import dataclass
-from typing import Dict, List, Mapping, Optional, Tuple
+from typing import Callable, Dict, List, Mapping, Optional, Tuple
 
 from . import devices, launch, profiles, schedulers, shell, software, store
 from .errors import BadInput
@@ -51,7 +51,8 @@ def ranks_per_host(gpus: int, slots: Optional[List[int]], scheduler: str,
     return 1, notes
 
 
-def build(env: Mapping[str, str], opts: Options, probe=devices.probe,
+def build(env: Mapping[str, str], opts: Options,
+          probe: Callable[[], Optional[Tuple[int, str]]] = devices.probe,
           hostname: Optional[str] = None) -> Tuple[JobRecord, Dict[str, str]]:
     """Build the record (pure but for reading the nodefile and probing GPUs)."""
     cap = schedulers.capture(env, opts.scheduler)

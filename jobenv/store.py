@@ -33,12 +33,12 @@ from .storepath import check_safe, ensure_dirs, home, jobs_dir, open_jobs, open_
 
 TYPE_CHECKING = False  # `import typing` costs ~5 ms per shell; type checkers still read the block below
 if TYPE_CHECKING:
-    from typing import Callable, Iterator, List, Mapping, Optional, Tuple, Union
+    from typing import Any, Callable, Dict, Iterator, List, Mapping, Optional, Set, Tuple, Union
 
     Loaded = Tuple[str, Union[JobRecord, BadRecord]]
 
 __all__ = ["home", "jobs_dir", "runs_dir", "check_safe", "ensure_dirs", "open_store", "open_jobs", "key_for",
-           "paths_for", "hostfile_path", "job_lock", "write_job", "update", "update_status", "load", "load_env",
+           "paths_for", "hostfile_path", "job_lock", "write_job", "update", "update_status", "load",
            "iter_records", "remove", "write_atomic", "clean_temps"]
 
 _KEY_CHARS = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789._-")
@@ -70,7 +70,7 @@ def key_for(scheduler: str, jobid: str) -> str:
 
 def paths_for(key: str, env: Optional[Mapping[str, str]] = None) -> Tuple[str, str, str]:
     """(record JSON, version-1 env file, version-1 hostfile) of a key.  Only the JSON path is
-    fixed now: a version-2 record names its env file and hostfile (`load_env`, `hostfile`)."""
+    fixed now: a version-2 record names its env file and hostfile (`env_file`, `hostfile`)."""
     d = jobs_dir(env)
     return tuple(os.path.join(d, key + suffix) for suffix in (".json", ".env", ".hosts"))  # type: ignore
 
@@ -110,7 +110,7 @@ def _companions(d: str, key: str) -> List[str]:
     return out
 
 
-def _gc(d: str, key: str, keep: set, grace: float) -> None:
+def _gc(d: str, key: str, keep: Set[str], grace: float) -> None:
     import time
 
     now = time.time()
@@ -184,8 +184,8 @@ def update(json_path: str, change: Callable[[JobRecord], None], env: Optional[Ma
     return rec
 
 
-def update_status(json_path: str, changes: dict, env: Optional[Mapping[str, str]] = None,
-                  drop: tuple = ()) -> JobRecord:
+def update_status(json_path: str, changes: Dict[str, Any], env: Optional[Mapping[str, str]] = None,
+                  drop: Tuple[str, ...] = ()) -> JobRecord:
     """Merge `changes` into a record's status and remove the keys in `drop` (update)."""
     def change(rec: JobRecord) -> None:
         for k in drop:
@@ -217,27 +217,6 @@ def _read(path: str) -> bytes:
                         kind="unsafe" if isinstance(exc, NotRegular) else "corrupt") from None
     except OSError as exc:
         raise BadRecord(f"{path}: cannot read record ({exc.strerror})", kind="corrupt") from None
-
-
-def env_path(json_path: str, rec: JobRecord) -> str:
-    """The env file of this save (version 1: `<key>.env`)."""
-    d = os.path.dirname(json_path)
-    return os.path.join(d, rec.env_file) if rec.env_file else _stem(json_path) + ".env"
-
-
-def load_env(json_path: str, tries: int = 5) -> Tuple[JobRecord, str]:
-    """A record and the env file of the same save.  If a newer save replaced the files
-    between the two reads, read both again."""
-    for _ in range(tries):
-        rec = load(json_path)
-        p = env_path(json_path, rec)
-        check_safe(p, is_dir=False)
-        try:
-            with open(p, "rb") as f:
-                return rec, f.read(MAX_RECORD_BYTES).decode("utf-8", "surrogateescape")
-        except FileNotFoundError:
-            continue
-    raise BadRecord(f"{json_path}: its env file keeps vanishing (saves racing?)", kind="gone")
 
 
 def iter_records(env: Optional[Mapping[str, str]] = None) -> Iterator[Loaded]:

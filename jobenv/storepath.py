@@ -96,7 +96,7 @@ def _lstat(p: str) -> Optional[os.stat_result]:
         return None
 
 
-def ancestors(path: str) -> List[str]:
+def dirs_above(path: str) -> List[str]:
     """Every entry check_ancestors judges above `path` (links and what they lead to), each
     once: getjobenv's cached proof re-checks their lstat (jobenv.getcache)."""
     out: List[str] = []

@@ -110,7 +110,7 @@ def run(json_path: str, interval: float, env: Mapping[str, str], ready_fd: Optio
     interval = check_interval(interval)
     got = {}
 
-    def on_signal(signum, frame):
+    def on_signal(signum: int, frame: object) -> None:
         got["signal"] = signal.Signals(signum).name
 
     for sig in (signal.SIGTERM, signal.SIGHUP, signal.SIGINT):

@@ -78,7 +78,7 @@ def test_shell_functions(tmp_path, home, shell_name):
     assert p.returncode == 3 and "no record for job 'nope'" in p.stderr
 
 
-# ---------------------------------------------------------------- conventions (issue 10)
+# ---------------------------------------------------------------- conventions: usage errors name the option and the help
 @pytest.mark.parametrize("args,words", [
     (["save", "--bogus"], ["No such option", "--bogus", "jobenv save --help"]),
     (["sav"], ["No such command 'sav'", "jobenv --help"]),

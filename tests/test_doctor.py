@@ -163,7 +163,7 @@ def test_relative_pythonpath_entry_warns(local_env):
 @pytest.mark.parametrize("text", ["1", "29500", "65535", "65536", "0", "\u00b2", "08080", " 80", "1_0", "123456"])
 def test_port_rule_is_the_runtimes(text):
     """doctor refuses exactly the MASTER_PORT values detect() refuses, one line, no traceback."""
-    from jobenv.doctor import check_port
+    from jobenv.doctor import check_master_port
     from jobenv.runtime.discovery import master_port
     from jobenv.runtime.info import DetectError
 
@@ -172,7 +172,7 @@ def test_port_rule_is_the_runtimes(text):
         accepted = True
     except DetectError:
         accepted = False
-    c = check_port(text, "10.255.255.1", "node1")  # another host: nothing is bound
+    c = check_master_port(text, "10.255.255.1", "node1")  # another host: nothing is bound
     assert (c.status == "ok") == accepted, (text, c)
 
 

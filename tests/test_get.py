@@ -1,4 +1,4 @@
-"""`jobenv get`: which job, is it alive, how fast, in which dialect (issue 8 findings 6, 7, 8, 14)."""
+"""`jobenv get`: which job, is it alive, how fast, in which dialect."""
 from __future__ import annotations
 
 import json
@@ -44,7 +44,7 @@ def bare(home: Path, **extra) -> dict:
     return env
 
 
-def test_finding_6_live_job_without_record_is_named_not_switched(home):
+def test_live_job_without_record_is_named_not_switched(home):
     env = bare(home)
     put(env, "99")
     p = jobenv(["get"], {**env, "SLURM_JOB_ID": "100", "SLURM_JOB_NODELIST": "n1"})
@@ -62,7 +62,7 @@ def test_live_job_with_record_is_restored(home):
     assert p.returncode == 0 and "JOBENV_JOBID='100'" in p.stdout and "SLURM_JOB_ID" not in p.stdout
 
 
-def test_finding_7_site_configuration_is_not_unset(home):
+def test_site_configuration_is_not_unset(home):
     env = bare(home)
     put(env, "100")
     site = {"SLURM_CONF": "/etc/slurm.conf", "SLURM_TIME_FORMAT": "relative", "PBS_SERVER": "pbs1",
@@ -81,7 +81,7 @@ def test_empty_job_id_is_refused(home):
 
 
 @pytest.mark.parametrize("how", ["killed", "stopped"])
-def test_finding_8_silent_watcher_means_unknown_not_ended(home, how):
+def test_silent_watcher_means_unknown_not_ended(home, how):
     """A watcher that stopped beating (SIGKILL, SIGSTOP) proves nothing about the job."""
     env = bare(home)
     put(env, "100", status={"state": "live", "heartbeat": time.time() - 3600, "interval": 30.0})
@@ -163,7 +163,7 @@ def test_index_reads_one_record_of_many(home):
     assert mine
 
 
-def test_finding_14_dialect_from_the_parent_shell(tmp_path, home):
+def test_dialect_from_the_parent_shell(tmp_path, home):
     """A fish login shell ($SHELL) must not make bash read fish code, and the reverse."""
     env = base_env(home, machines.local(tmp_path))
     jobenv(["save", "--quiet"], env, check=True)
@@ -201,7 +201,7 @@ def test_get_record_json_is_unchanged_by_get(home):
 
 
 @pytest.mark.parametrize("shell_name", ["bash", "zsh", "fish", "dash"])
-def test_finding_3_record_fields_cannot_carry_code(tmp_path, home, shell_name):
+def test_record_fields_cannot_carry_code(tmp_path, home, shell_name):
     """A record edited by someone else: launch_env keys with code, env keys that run code."""
     exe = need(shell_name)
     env = bare(home)
@@ -226,7 +226,7 @@ def test_finding_3_record_fields_cannot_carry_code(tmp_path, home, shell_name):
 
 
 def test_staged_copy_plugs_into_the_plan(tmp_path, home):
-    """stage.restore_items (CONTRACTS item 2) reaches every dialect through the one plan."""
+    """stage.restore_items (an `extra` item of the plan) reaches every dialect through the one plan."""
     env = bare(home)
     path = put(env, "100")
     prefix = tmp_path / "local disk" / "venv"

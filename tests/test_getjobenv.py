@@ -1,5 +1,5 @@
 """Parity: shell/jobenv.sh's `getjobenv` (which may skip Python) reaches exactly the verdicts
-of `source <(jobenv get)` over a table of store states (issue 8, finding 2).
+of `source <(jobenv get)` over a table of store states.
 
 Each state starts from a store whose cached snippet is valid (so getjobenv's fast path
 would be taken), then changes something the way a careless user or another user could.
@@ -388,7 +388,7 @@ def test_the_fast_path_gate_names_the_plan_s_variables():
 
 
 def test_zsh_without_records_does_not_abort_zshrc(tmp_path, home):
-    """Finding 2: a glob with no match aborted the user's .zshrc."""
+    """A glob with no match aborted the user's .zshrc."""
     exe = need("zsh")
     _wrapper(tmp_path)
     env = _env(home, tmp_path)

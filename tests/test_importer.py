@@ -74,7 +74,7 @@ def test_import_errors(tmp_path, home, content, code, words):
 
 
 def test_import_takes_only_scheduler_variables_hostfile_and_gpus(tmp_path, home):
-    """Finding 4: jobenv's own settings in an imported file are ignored."""
+    """jobenv's own settings in an imported file are ignored."""
     import json as _json
 
     from conftest import base_env, jobenv

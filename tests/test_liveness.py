@@ -118,7 +118,7 @@ def test_list_asks_each_scheduler_once(tmp_path, home):
 
 
 def test_list_order_is_saved_time_not_mtime(tmp_path, home):
-    """Finding 15: a heartbeat (or any rewrite) must not make an older save look newest."""
+    """A heartbeat (or any rewrite) must not make an older save look newest."""
     env = base_env(home)
     a = {**env, **machines.slurm_cpu_only(tmp_path), "SLURM_JOB_ID": "101", "SLURM_JOBID": "101"}
     b = {**env, **machines.slurm_cpu_only(tmp_path), "SLURM_JOB_ID": "102", "SLURM_JOBID": "102"}

@@ -1,4 +1,4 @@
-"""Finding 11 (ids, rm, clean --corrupt) and finding 12 (terminal escapes) through the CLI."""
+"""Job ids, rm, clean --corrupt, and terminal escapes in what they print, through the CLI."""
 from __future__ import annotations
 
 import json

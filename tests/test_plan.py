@@ -51,13 +51,13 @@ TABLE = [
     ("a Cobalt job known by its nodefile alone is another job", rec(),
      {"COBALT_NODEFILE": "/var/tmp/cobalt.555", "COBALT_PARTNAME": "n1"},
      ["COBALT_NODEFILE", "COBALT_PARTNAME"], [], {"SLURM_JOB_ID": "100", "SLURM_NNODES": "2"}),
-    ("finding 7: site configuration is never cleared", rec(),
+    ("site configuration is never cleared", rec(),
      {"SLURM_CONF": "/etc/slurm.conf", "SLURM_TIME_FORMAT": "relative", "PBS_SERVER": "s",
       "PBS_CONF_FILE": "/etc/pbs.conf", "SLURM_JOB_ID": "99"},
      [], [], {"SLURM_JOB_ID": "100", "SLURM_NNODES": "2"}),
     ("site configuration in the shell wins over the record's", rec(env={"SLURM_JOB_ID": "100", "SLURM_CONF": "/job/conf"}),
      {"SLURM_CONF": "/site/conf"}, [], ["SLURM_CONF"], {"SLURM_JOB_ID": "100"}),
-    ("finding 3: a record cannot export PATH, PROMPT_COMMAND, BASH_ENV, LD_PRELOAD",
+    ("a record cannot export PATH, PROMPT_COMMAND, BASH_ENV, LD_PRELOAD",
      rec(env={"SLURM_JOB_ID": "100", "PATH": "/evil", "PROMPT_COMMAND": "touch x", "BASH_ENV": "/e",
               "LD_PRELOAD": "/e.so", "SLURM_X;touch F": "1", "PBS_JOBID": "1"}),
      {}, [], [], {"SLURM_JOB_ID": "100"}),
@@ -122,13 +122,13 @@ def test_unknown_liveness_restores_without_warning():
 
 
 def test_extra_items_plug_in_and_are_checked():
-    items = [({"VIRTUAL_ENV": "/v", "LD_PRELOAD": "/x", "JOBENV_STAGED": "/s/%h", "JOBENV_HOME": "/x"},
+    items = [({"VIRTUAL_ENV": "/v", "LD_PRELOAD": "/x", "JOBENV_OTHER": "/s/%h", "JOBENV_HOME": "/x"},
               ["/v/bin", "a:b", "", "rel/bin"], ["software: note"]),
              ({"STAGED_PREFIX": "/tmp/s"}, ["/tmp/s/bin", "/v/bin"], [])]
     environ = {"PATH": "/usr/bin", "SLURM_JOB_ID": "9", "SLURM_STEP_ID": "1"}
     p = build(rec(), environ, extra=items)
     assert p.set["VIRTUAL_ENV"] == "/v" and p.set["STAGED_PREFIX"] == "/tmp/s" and "LD_PRELOAD" not in p.set
-    assert p.set["JOBENV_STAGED"] == "/s/%h" and "JOBENV_HOME" not in p.set
+    assert p.set["JOBENV_OTHER"] == "/s/%h" and "JOBENV_HOME" not in p.set
     assert p.path_prepend == ["/tmp/s/bin", "/v/bin"]  # a later concern's PATH goes first
     assert "software: note" in p.warnings
     env = plan.apply(p, environ)

@@ -218,7 +218,7 @@ def test_missing_framework_gives_install_hint(monkeypatch):
         backends.require("deepspeed_not_here_xyz", "deepspeed")
 
 
-# ---------------------------------------------------------------- finding 10: nonsense is refused
+# ---------------------------------------------------------------- nonsense is refused
 
 @pytest.mark.parametrize("env,why", [
     ({**HYDRA, "MPI_LOCALRANKID": "2"}, "local rank 2 is outside 0..1"),
@@ -275,10 +275,12 @@ def test_record_in_a_foreign_or_symlinked_store_is_refused(tmp_path):
             detect({**HYDRA, "JOBENV_RECORD": path}, hostname="a1")
 
 
-def test_setup_torch_names_the_rank_that_never_checks_in(tmp_path):
-    """Rank 0 of 3 alone: setup_torch fails within its timeout naming ranks 1 and 2 and
-    their hosts, as the selftest does, instead of waiting in the backend's rendezvous."""
-    pytest.importorskip("torch")
+@pytest.mark.parametrize("setup,framework", [("setup_torch", "torch"), ("setup_deepspeed", "deepspeed")])
+def test_setup_names_the_rank_that_never_checks_in(tmp_path, setup, framework):
+    """Rank 0 of 3 alone: setup_torch and setup_deepspeed fail within their timeout naming
+    ranks 1 and 2 and their hosts, as the selftest does, instead of waiting in the backend's
+    rendezvous."""
+    pytest.importorskip(framework)
     import socket
 
     s = socket.socket()
@@ -292,7 +294,7 @@ def test_setup_torch_names_the_rank_that_never_checks_in(tmp_path):
            "PMI_SIZE": "3", "MPI_LOCALRANKID": "0", "MPI_LOCALNRANKS": "1", "MASTER_ADDR": "127.0.0.1",
            "MASTER_PORT": str(port), "JOBENV_HOSTFILE": str(hosts), "JOBENV_HOSTNAME": "h0",
            "GLOO_SOCKET_IFNAME": "lo"}
-    code = ("import jobenv, sys\ntry:\n    jobenv.setup_torch(timeout=3)\nexcept jobenv.runtime.DetectError as e:\n"
+    code = (f"import jobenv, sys\ntry:\n    jobenv.{setup}(timeout=3)\nexcept jobenv.runtime.DetectError as e:\n"
             "    print(e); sys.exit(5)\n")
     p = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120)
     assert p.returncode == 5, p.stdout + p.stderr

@@ -56,7 +56,7 @@ def test_a_shell_holding_a_scheduler_s_variables_is_detected_as_it(desc, tmp_pat
     nodefile = tmp_path / "nodefile"
     nodefile.write_text("h1\n")
     env = {v: str(nodefile) for v in desc.detect_any[:1] + desc.detect_all}
-    assert schedulers.detect(env) == desc.name
+    assert schedulers.which_scheduler(env) == desc.name
     if desc.name != "local":
         assert not schedulers.holds({v: "1" for v in desc.detect_all}, desc.name)
 
@@ -64,11 +64,11 @@ def test_a_shell_holding_a_scheduler_s_variables_is_detected_as_it(desc, tmp_pat
 def test_a_left_over_job_whose_nodefile_is_gone_loses_a_tie(tmp_path):
     gone = str(tmp_path / "gone")
     env = {"PBS_JOBID": "1.srv", "PBS_NODEFILE": gone, "SLURM_JOB_ID": "7"}
-    assert schedulers.detect(env) == "slurm"
+    assert schedulers.which_scheduler(env) == "slurm"
     open(gone, "w").close()
-    assert schedulers.detect(env) == "pbs"
+    assert schedulers.which_scheduler(env) == "pbs"
     os.unlink(gone)
-    assert schedulers.detect({"PBS_JOBID": "1.srv", "PBS_NODEFILE": gone}) == "pbs"  # alone: still its job
+    assert schedulers.which_scheduler({"PBS_JOBID": "1.srv", "PBS_NODEFILE": gone}) == "pbs"  # alone: still its job
 
 
 def test_secrets_are_one_rule_for_capture_and_restore():

@@ -37,8 +37,8 @@ def test_flux_jobs_verdicts():
 
 
 def test_detection_needs_a_job_id_not_just_an_instance():
-    assert schedulers.detect({"FLUX_URI": "local:///run/flux/local"}) == "local"  # a login shell
-    assert schedulers.detect({"FLUX_URI": "u", "FLUX_ENCLOSING_ID": "ƒ2"}) == "flux"
+    assert schedulers.which_scheduler({"FLUX_URI": "local:///run/flux/local"}) == "local"  # a login shell
+    assert schedulers.which_scheduler({"FLUX_URI": "u", "FLUX_ENCLOSING_ID": "ƒ2"}) == "flux"
     assert schedulers.env_jobid({"FLUX_URI": "u", "FLUX_JOB_ID": "ƒ3"}) == ("flux", "ƒ3")
 
 

@@ -52,8 +52,8 @@ def test_hostile_ids_never_reach_bjobs():
 
 
 def test_detection_and_a_left_over_job():
-    assert schedulers.detect({"LSB_JOBID": "1"}) == "lsf"
-    assert schedulers.detect({"LSF_ENVDIR": "/etc/lsf", "LSF_BINDIR": "/x"}) == "local"  # a login shell
+    assert schedulers.which_scheduler({"LSB_JOBID": "1"}) == "lsf"
+    assert schedulers.which_scheduler({"LSF_ENVDIR": "/etc/lsf", "LSF_BINDIR": "/x"}) == "local"  # a login shell
 
 
 def test_save_get_and_liveness_on_lassen(tmp_path, home):

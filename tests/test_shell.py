@@ -151,7 +151,7 @@ def shell_env(out: bytes) -> dict:
 
 @pytest.mark.parametrize("dialect,program,flags,prologue", SHELLS, ids=SHELL_IDS)
 def test_renderer_carries_out_the_plan(tmp_path, dialect, program, flags, prologue):
-    """Finding 1: every byte of every value comes back, whatever the shell and its options;
+    """Every byte of every value comes back, whatever the shell and its options;
     variables of another job go, site configuration stays, the result is plan.apply."""
     canary = tmp_path / "CANARY"
     values = {f"SLURM_V{i}": v.replace("CANARY", str(canary)) for i, v in enumerate(HOSTILE)}
@@ -190,7 +190,7 @@ def test_launch_function_passes_arguments_unchanged(tmp_path, dialect, program, 
 
 
 def test_sh_dialect_has_no_bashisms(tmp_path):
-    """Finding 14: `--shell sh` output runs in dash and busybox-style shells."""
+    """`--shell sh` output runs in dash and busybox-style shells."""
     p = plan.build(_rec({"SLURM_JOB_ID": "5", "SLURM_X": "a\nb"}), "/x/r.json", {}, jobenv_argv=["true"])
     text = shell.render("sh", p)
     assert "function" not in text and "local " not in text and "$'" not in text and "launch() {" in text
@@ -204,7 +204,7 @@ def test_quote_is_inert(value):
         assert p.stdout.decode() == value
 
 
-def test_finding_1_zsh_through_the_cli(tmp_path, home):
+def test_zsh_values_come_back_through_the_cli(tmp_path, home):
     """`PBS_O_WORKDIR='=ls'` came back as /usr/bin/ls, and `=nosuchcmd` left `launch` undefined."""
     exe = need("zsh")
     nodefile = tmp_path / "nodefile"

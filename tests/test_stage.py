@@ -193,7 +193,7 @@ def test_conda_env_relocated_like_conda_pack(tmp_path, job):
     assert str(copy).encode() + b"/lib:x\0" in data and data.endswith(b"\0tail\0")
     assert os.readlink(copy / "bin" / "abs-link") == f"{copy}/etc/conf.txt"
     sets, _, _ = restore.restore_items(record_mod.from_dict(record(job)), job, "workstation7")
-    assert sets == {"CONDA_PREFIX": str(copy), "JOBENV_STAGED": str(copy)}
+    assert sets == {"CONDA_PREFIX": str(copy)}
     longer = tmp_path / ("x" * 80)
     p = stage(job, "--env", str(env), "--to", str(longer))
     assert p.returncode == 1 and "longer" in p.stderr and "workstation7" in p.stderr, p.stderr

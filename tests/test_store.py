@@ -18,6 +18,21 @@ from conftest import base_env, jobenv
 from jobenv import store
 
 
+def load_env(json_path: str, tries: int = 5) -> tuple:
+    """A reader of a record and the env file of the same save (users source the env file;
+    jobenv itself reads only the record): if a newer save replaced the files between the
+    two reads, read both again."""
+    for _ in range(tries):
+        rec = store.load(json_path)
+        name = rec.env_file or os.path.basename(json_path)[:-len(".json")] + ".env"
+        try:
+            return rec, (Path(json_path).parent / name).read_text("utf-8", "surrogateescape")
+        except FileNotFoundError:
+            continue
+    raise AssertionError(f"{json_path}: its env file keeps vanishing")
+
+
+
 def _job_env(tmp_path: Path, home: Path, i: int, writer: int) -> dict:
     """Job i (of a few), saved by `writer`: the record names its writer so we can tell which save won."""
     env = machines.slurm_cpu_only(tmp_path)
@@ -54,7 +69,7 @@ def test_concurrent_saves_and_gets(tmp_path, home):
         assert out.rstrip().endswith('"$@"; }') and "\nNHOSTS='2'\n" in out  # complete, never torn
     jobs_dir = home / ".jobenv" / "jobs"
     for i in range(jobs):
-        rec, envfile = store.load_env(str(jobs_dir / f"slurm-50{i}.json"))
+        rec, envfile = load_env(str(jobs_dir / f"slurm-50{i}.json"))
         writer = int(rec.jobname.split("-")[1])
         assert 0 <= writer < writers  # one of the concurrent saves, not the initial one
         # JSON and env file come from the same save: writers hold the job's lock for both
@@ -78,7 +93,7 @@ def consistent(json_path: Path) -> tuple:
     save (NHOSTS, the job name and the host list agree across the three)."""
     from jobenv.shell import quote
 
-    rec, env_text = store.load_env(str(json_path))
+    rec, env_text = load_env(str(json_path))
     hosts = Path(rec.hostfile).read_text().split()
     assert hosts == rec.hosts, (hosts, rec.hosts)
     assert f"NHOSTS={quote(str(len(rec.hosts)))}\n" in env_text, env_text
@@ -95,7 +110,7 @@ def _vary(env: dict, trial: int) -> dict:
 
 
 def test_sigkill_anywhere_in_save_leaves_one_whole_save(tmp_path, home):
-    """Finding 5: random SIGKILLs during saves that differ; after each one a reader gets the
+    """Random SIGKILLs during saves that differ; after each one a reader gets the
     record, env file and hostfile of one save, never a mix (and never nothing)."""
     env = base_env(home, machines.pbs_mpiprocs4(tmp_path))
     jobenv(["save", "--quiet"], _vary(env, 0), check=True)
@@ -116,7 +131,7 @@ def test_sigkill_anywhere_in_save_leaves_one_whole_save(tmp_path, home):
 
 
 def test_enospc_at_any_point_keeps_the_previous_save(tmp_path, home):
-    """Finding 5: a save that runs out of space (at the hostfile, the env file or the JSON)
+    """A save that runs out of space (at the hostfile, the env file or the JSON)
     fails with one line and leaves the previous save whole (NHOSTS=2 everywhere)."""
     from fsutil import tmpfs
 
@@ -144,7 +159,7 @@ def test_enospc_at_any_point_keeps_the_previous_save(tmp_path, home):
 
 
 def test_save_racing_rm_leaves_all_or_nothing(tmp_path, home):
-    """Finding 5: `save` and `rm` of one job at once: afterwards either no file of the job,
+    """`save` and `rm` of one job at once: afterwards either no file of the job,
     or a record with all its files (rm takes the job's lock)."""
     env = base_env(home, machines.pbs_mpiprocs4(tmp_path))
     d = home / ".jobenv" / "jobs"
@@ -196,7 +211,7 @@ def test_records_owned_by_another_user_are_refused(tmp_path, home):
 
 
 def test_clean_temps_judges_other_hosts_by_age_only(tmp_path):
-    """A save on node B must not delete node A's temp file in flight (finding 5): pids are
+    """A save on node B must not delete node A's temp file in flight: pids are
     only meaningful on their own host."""
     from jobenv import atomic
 

@@ -1,4 +1,4 @@
-"""Finding 13: where the store is and whether it is safe, checked like ssh checks ~/.ssh."""
+"""Where the store is and whether it is safe, checked like ssh checks ~/.ssh."""
 from __future__ import annotations
 
 import json
@@ -94,12 +94,12 @@ def test_a_link_of_yours_to_another_users_link_is_refused(tmp_path, other_user, 
     mine = shared_tmp / "mine"
     mine.symlink_to(private)  # a link of your own to a directory of your own: fine
     storepath.check_ancestors(str(mine / ".jobenv" / "jobs"))
-    assert str(mine) in storepath.ancestors(str(mine / ".jobenv" / "jobs"))
+    assert str(mine) in storepath.dirs_above(str(mine / ".jobenv" / "jobs"))
     theirs = shared_tmp / "theirs"
     other_user.sh(f"ln -s '{private}' '{theirs}'")
     mine.unlink()
     mine.symlink_to("theirs")  # relative: resolved from the link's own directory
-    chain = storepath.ancestors(str(mine / ".jobenv" / "jobs"))
+    chain = storepath.dirs_above(str(mine / ".jobenv" / "jobs"))
     assert str(mine) in chain and str(theirs) in chain and str(private) in chain
     with pytest.raises(JobenvError, match=f"{theirs}.*owned by uid {other_user.uid}"):
         storepath.check_ancestors(str(mine / ".jobenv" / "jobs"))

@@ -1,5 +1,5 @@
 """`jobenv watch` with real processes: heartbeat, job end by nodefile, and everything that
-is *not* a job's end (a killed, stopped or interrupted watcher) - finding 8."""
+is *not* a job's end (a killed, stopped or interrupted watcher)."""
 from __future__ import annotations
 
 import json

@@ -16,12 +16,16 @@ import os
 from .discovery import ancestors, derived_port, detect, sources
 from .info import DetectError, DistInfo
 
+TYPE_CHECKING = False  # imported by every rank: no typing import
+if TYPE_CHECKING:
+    from typing import Any, MutableMapping, Optional
+
 __all__ = ["DistInfo", "DetectError", "detect", "export_env", "setup_torch", "setup_horovod",
-           "setup_tensorflow", "setup_deepspeed", "cleanup", "ancestors", "derived_port", "sources",
+           "setup_tensorflow", "tensorflow_strategy", "setup_deepspeed", "cleanup", "ancestors", "derived_port", "sources",
            "device_index"]
 
 
-def export_env(info=None, env=None) -> DistInfo:
+def export_env(info: Optional[DistInfo] = None, env: Optional[MutableMapping[str, str]] = None) -> DistInfo:
     """Set RANK, LOCAL_RANK, WORLD_SIZE, LOCAL_WORLD_SIZE, MASTER_ADDR, MASTER_PORT (and
     GROUP_RANK/NODE_RANK) so unmodified `init_process_group("env://")` scripts work."""
     info = info or detect()
@@ -46,8 +50,8 @@ _NO_ADDR = ("cannot tell the rendezvous host: set MASTER_ADDR, or restore the jo
             "`source <(jobenv get)` so that JOBENV_RECORD names its hosts")
 
 
-def __getattr__(name):
-    if name in ("setup_torch", "setup_horovod", "setup_tensorflow", "setup_deepspeed", "cleanup",
+def __getattr__(name: str) -> Any:
+    if name in ("setup_torch", "setup_horovod", "setup_tensorflow", "tensorflow_strategy", "setup_deepspeed", "cleanup",
                 "check_port", "choose_backend", "tf_config"):
         from . import backends
 

@@ -1,12 +1,16 @@
 """Backend initialization from our detection: torch.distributed, horovod, TensorFlow,
-DeepSpeed.  Each framework is imported here, on first use, never by `import jobenv`."""
+DeepSpeed.  Each framework is imported here, on first use, never by `import jobenv`.
+
+Every setup_* takes the same keywords where they apply (`info`: a DistInfo instead of
+detecting one; `timeout`; `checkin`) and returns the DistInfo it set the framework up with.
+"""
 from __future__ import annotations
 
 import errno
 import json
 import os
 import socket
-from typing import Optional, Tuple
+from typing import Any, Dict, Optional, Sequence, Tuple
 
 from . import _NO_ADDR, DetectError, DistInfo, detect, device_index, export_env
 
@@ -21,7 +25,7 @@ class MissingFramework(ImportError):
     pass
 
 
-def require(module: str, extra: str):
+def require(module: str, extra: str) -> Any:
     """Import `module` or fail with the pip command that installs it."""
     import importlib
 
@@ -77,7 +81,7 @@ def check_port(info: DistInfo) -> None:
         s.close()
 
 
-def _device(torch, info: DistInfo, device_type: str):
+def _device(torch: Any, info: DistInfo, device_type: str) -> Any:
     if device_type == "cuda":
         idx = device_index(info.local_rank, torch.cuda.device_count())
         torch.cuda.set_device(idx)
@@ -110,8 +114,25 @@ def checked_in(info: DistInfo, timeout: float) -> None:
         raise DetectError(f"check-in failed: {exc}") from None
 
 
+def _torch_ready(torch: Any, info: DistInfo, backend: Optional[str], timeout: float,
+                 port: bool, checkin: bool) -> Tuple[str, str, Any]:
+    """What setup_torch and setup_deepspeed both do before the process group: export env://,
+    pick the backend, bind this local rank's device, then check the rendezvous port (`port`)
+    and check in (`checkin`).  (device type, backend, device)."""
+    export_env(info)
+    xpu = hasattr(torch, "xpu") and torch.xpu.is_available()
+    device_type, backend = choose_backend(torch.cuda.is_available(), xpu, backend)
+    device = _device(torch, info, device_type)
+    single_host_loopback(info)
+    if port:
+        check_port(info)
+    if checkin:
+        checked_in(info, timeout)
+    return device_type, backend, device
+
+
 def setup_torch(backend: Optional[str] = None, timeout: float = 300.0, info: Optional[DistInfo] = None,
-                store=None, checkin: bool = True) -> DistInfo:
+                store: Any = None, checkin: bool = True) -> DistInfo:
     """Detect, export env://, bind this local rank's device, check in, init the process group."""
     torch = require("torch", "torch")
     import datetime
@@ -119,25 +140,20 @@ def setup_torch(backend: Optional[str] = None, timeout: float = 300.0, info: Opt
     import torch.distributed as dist
 
     info = info or detect()
-    export_env(info)
-    xpu = hasattr(torch, "xpu") and torch.xpu.is_available()
-    device_type, backend = choose_backend(torch.cuda.is_available(), xpu, backend)
-    device = _device(torch, info, device_type)
-    single_host_loopback(info)
-    if not dist.is_initialized():
-        if store is None:
-            check_port(info)
-            if checkin:
-                checked_in(info, timeout)
-        kwargs = dict(backend=backend, rank=info.rank, world_size=info.world_size,
-                      timeout=datetime.timedelta(seconds=timeout))
-        if store is not None:
-            kwargs["store"] = store
-        else:
-            kwargs["init_method"] = "env://"
-        if device_type != "cpu":
-            kwargs["device_id"] = device
-        dist.init_process_group(**kwargs)
+    first = not dist.is_initialized()
+    device_type, backend, device = _torch_ready(torch, info, backend, timeout, port=first and store is None,
+                                                checkin=first and store is None and checkin)
+    if not first:
+        return info
+    kwargs: Dict[str, Any] = dict(backend=backend, rank=info.rank, world_size=info.world_size,
+                                  timeout=datetime.timedelta(seconds=timeout))
+    if store is not None:
+        kwargs["store"] = store
+    else:
+        kwargs["init_method"] = "env://"
+    if device_type != "cpu":
+        kwargs["device_id"] = device
+    dist.init_process_group(**kwargs)
     return info
 
 
@@ -150,9 +166,9 @@ def cleanup() -> None:
         dist.destroy_process_group()
 
 
-def setup_horovod(framework: str = "torch") -> DistInfo:
+def setup_horovod(framework: str = "torch", info: Optional[DistInfo] = None) -> DistInfo:
     """hvd.init() for torch or tensorflow, with this rank's GPU pinned; returns our DistInfo."""
-    info = detect()
+    info = info or detect()
     if framework == "torch":
         hvd = require("horovod.torch", "horovod")
         hvd.init()
@@ -175,49 +191,52 @@ def setup_horovod(framework: str = "torch") -> DistInfo:
                         local_world_size=hvd.local_size())
 
 
-def tf_config(info: DistInfo, hosts=None) -> dict:
+def tf_config(info: DistInfo, hosts: Optional[Sequence[str]] = None) -> Dict[str, Any]:
     """TF_CONFIG for MultiWorkerMirroredStrategy: one worker per rank, ranks in block order
     over the hosts (as mpiexec -ppn and srun place them), one port per local rank."""
     if info.master_addr is None:
         raise DetectError(_NO_ADDR)
-    hosts = list(hosts or info.hosts)
-    if info.num_nodes == 1 or not hosts:
-        hosts = [info.master_addr]
+    names = list(hosts or info.hosts)
+    if info.num_nodes == 1 or not names:
+        names = [info.master_addr]
     per = info.local_world_size
     base = info.master_port
-    workers = [f"{hosts[r // per] if r // per < len(hosts) else hosts[-1]}:{base + r % per}"
+    workers = [f"{names[r // per] if r // per < len(names) else names[-1]}:{base + r % per}"
                for r in range(info.world_size)]
     return {"cluster": {"worker": workers}, "task": {"type": "worker", "index": info.rank}}
 
 
-def setup_tensorflow(info: Optional[DistInfo] = None):
-    """(DistInfo, MultiWorkerMirroredStrategy) from the job's hosts, via TF_CONFIG."""
+def setup_tensorflow(info: Optional[DistInfo] = None) -> DistInfo:
+    """TF_CONFIG from the job's hosts and this local rank's GPU; then tensorflow_strategy()
+    builds the MultiWorkerMirroredStrategy (TensorFlow reads TF_CONFIG when it is made)."""
     info = info or detect()
     os.environ["TF_CONFIG"] = json.dumps(tf_config(info))
     tf = require("tensorflow", "tensorflow")
     gpus = tf.config.list_physical_devices("GPU")
     if gpus:
         tf.config.set_visible_devices(gpus[info.local_rank % len(gpus)], "GPU")
-    options = tf.distribute.experimental.CommunicationOptions(
-        implementation=tf.distribute.experimental.CommunicationImplementation.NCCL if gpus
-        else tf.distribute.experimental.CommunicationImplementation.RING)
-    strategy = tf.distribute.MultiWorkerMirroredStrategy(communication_options=options)
-    return info, strategy
+    return info
 
 
-def setup_deepspeed(backend: Optional[str] = None, timeout: float = 300.0) -> DistInfo:
-    """deepspeed.init_distributed fed from our detection, not its `hostname -I` discovery."""
-    info = detect()
-    export_env(info)
+def tensorflow_strategy() -> Any:
+    """MultiWorkerMirroredStrategy over NCCL when this rank sees a GPU, else ring collectives."""
+    tf = require("tensorflow", "tensorflow")
+    impl = tf.distribute.experimental.CommunicationImplementation
+    gpus = tf.config.get_visible_devices("GPU")
+    options = tf.distribute.experimental.CommunicationOptions(implementation=impl.NCCL if gpus else impl.RING)
+    return tf.distribute.MultiWorkerMirroredStrategy(communication_options=options)
+
+
+def setup_deepspeed(backend: Optional[str] = None, timeout: float = 300.0, info: Optional[DistInfo] = None,
+                    checkin: bool = True) -> DistInfo:
+    """deepspeed.init_distributed fed from our detection, not its `hostname -I` discovery;
+    the check-in first, as setup_torch does, so a rank that never starts is named."""
     torch = require("torch", "torch")
     deepspeed = require("deepspeed", "deepspeed")
     import datetime
 
-    xpu = hasattr(torch, "xpu") and torch.xpu.is_available()
-    device_type, backend = choose_backend(torch.cuda.is_available(), xpu, backend)
-    _device(torch, info, device_type)
-    single_host_loopback(info)
-    check_port(info)
+    info = info or detect()
+    _, backend, _ = _torch_ready(torch, info, backend, timeout, port=True, checkin=checkin)
     deepspeed.init_distributed(dist_backend=backend, auto_mpi_discovery=False, init_method="env://",
                                rank=info.rank, world_size=info.world_size,
                                timeout=datetime.timedelta(seconds=timeout))

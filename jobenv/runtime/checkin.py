@@ -15,16 +15,16 @@ import selectors
 import socket
 import threading
 import time
-from typing import Dict, List, Set
+from typing import Any, Dict, List, Set
 
-from .info import MAX_PORT
+from .info import MAX_PORT, DistInfo
 
 
 class CheckinError(RuntimeError):
     pass
 
 
-def checkin_port(info) -> int:
+def checkin_port(info: DistInfo) -> int:
     """The check-in listens next to the backend's rendezvous port (MASTER_PORT is the backend's)."""
     return port_beside(info.master_port)
 
@@ -34,17 +34,17 @@ def port_beside(port: int) -> int:
     return port + 1 if port < MAX_PORT else port - 1
 
 
-def expected_host(rank: int, info) -> str:
+def expected_host(rank: int, info: DistInfo) -> str:
     """Where the launcher places a rank: blocks of local_world_size over the job's hosts."""
     i = rank // max(info.local_world_size, 1)
     return info.hosts[i] if i < len(info.hosts) else "?"
 
 
-def ranks_hosts(ranks: List[int], info) -> str:
+def ranks_hosts(ranks: List[int], info: DistInfo) -> str:
     return ", ".join(f"{r} (on {expected_host(r, info)})" for r in ranks)
 
 
-def check_in(info, host: str, timeout: float) -> None:
+def check_in(info: DistInfo, host: str, timeout: float) -> None:
     """Every rank says hello to rank 0 before a backend's silent rendezvous; within
     `timeout` seconds rank 0 answers go, or everyone fails naming the missing ranks and
     their hosts (what `jobenv.setup_torch()` and the selftest tell a user whose rank
@@ -53,10 +53,13 @@ def check_in(info, host: str, timeout: float) -> None:
         return
     import os
 
+    addr = info.master_addr
+    if addr is None:
+        raise CheckinError("no rendezvous host to check in at: set MASTER_ADDR")
     deadline = time.time() + timeout
     me = {"rank": info.rank, "host": host, "pid": os.getpid()}
     if info.rank == 0:
-        server = Server(info.master_addr, checkin_port(info), info.world_size, me)
+        server = Server(addr, checkin_port(info), info.world_size, me)
         try:
             missing = server.wait_hello(deadline)
         finally:
@@ -66,7 +69,7 @@ def check_in(info, host: str, timeout: float) -> None:
                                f"{info.world_size - len(missing)} of {info.world_size} did")
         return
     try:
-        Client(info.master_addr, checkin_port(info), me, deadline).close()
+        Client(addr, checkin_port(info), me, deadline).close()
     except CheckinError as exc:
         text = str(exc)
         if "never checked in" in text and "[" in text:
@@ -78,11 +81,11 @@ def check_in(info, host: str, timeout: float) -> None:
 class Server:
     """Rank 0's side: accepts one connection per other rank."""
 
-    def __init__(self, addr: str, port: int, world_size: int, me: dict) -> None:
+    def __init__(self, addr: str, port: int, world_size: int, me: Dict[str, Any]) -> None:
         self.world_size = world_size
-        self.hello: Dict[int, dict] = {0: me}
+        self.hello: Dict[int, Dict[str, Any]] = {0: me}
         self.at: Dict[str, Set[int]] = {}
-        self.results: Dict[int, dict] = {}
+        self.results: Dict[int, Dict[str, Any]] = {}
         self.conns: Dict[int, socket.socket] = {}
         self.cond = threading.Condition()
         family = socket.AF_INET6 if ":" in addr else socket.AF_INET
@@ -176,12 +179,12 @@ class Server:
         with self.cond:
             return [r for r in range(self.world_size) if r not in self.at.get(phase, set())]
 
-    def wait_results(self, deadline: float) -> Dict[int, dict]:
+    def wait_results(self, deadline: float) -> Dict[int, Dict[str, Any]]:
         with self.cond:
             self.cond.wait_for(lambda: len(self.results) >= self.world_size, max(0.0, deadline - time.time()))
             return dict(self.results)
 
-    def add_result(self, res: dict) -> None:
+    def add_result(self, res: Dict[str, Any]) -> None:
         with self.cond:
             self.results[int(res["rank"])] = res
             self.cond.notify_all()
@@ -197,7 +200,7 @@ class Server:
 class Client:
     """Every other rank's side."""
 
-    def __init__(self, addr: str, port: int, me: dict, deadline: float) -> None:
+    def __init__(self, addr: str, port: int, me: Dict[str, Any], deadline: float) -> None:
         last = None
         while True:
             try:
@@ -234,7 +237,7 @@ class Client:
         except OSError:
             pass
 
-    def send_result(self, res: dict) -> None:
+    def send_result(self, res: Dict[str, Any]) -> None:
         try:
             self._send("result " + json.dumps(res))
         except OSError:

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import os
 
-from .info import DetectError, DistInfo, port_number
+from .info import DetectError, DistInfo, first_number, number, optional_number, port_number
 from .launchers import (CHECK, LAUNCHERS, LOCAL, LSIZE, MAX_DIGITS, NAME, NODE, PORT_SEED_VARS,
                         RANK, REQUIRES, SIZE, SLURM_NOT_A_STEP)
 
@@ -29,35 +29,16 @@ TYPE_CHECKING = False  # `import typing` costs milliseconds in every rank
 if TYPE_CHECKING:
     from typing import Any, List, Mapping, Optional, Sequence, Tuple
 
+    from ..record import JobRecord
+    from .launchers import Row
+
     Found = Tuple[str, int, int, Optional[int], Optional[int], Optional[int], str, str]
 
 LOOPBACK = "127.0.0.1"
 DEFAULT_PORT = 29500
 
 
-def number(env: Mapping[str, str], name: str, who: str) -> Optional[int]:
-    """A launcher's count: 1-9 ASCII digits (int() would take '1_0', '²' and ' 7')."""
-    val = env.get(name)
-    if val is None:
-        return None
-    if not (0 < len(val) <= MAX_DIGITS and val.isascii() and val.isdigit()):
-        raise DetectError(f"{who}: {name}={val!r} is not a number")
-    return int(val)
-
-
-def optional_number(env: Mapping[str, str], name: str) -> Optional[int]:
-    """A jobenv count (NHOSTS, NRANKS_PER_HOST): unset and empty both mean unknown."""
-    return number(env, name, name) if env.get(name) else None
-
-
-def first_number(env: Mapping[str, str], names: Sequence[str], who: str) -> Tuple[Optional[int], str]:
-    for n in names:
-        if n in env:
-            return number(env, n, who), n
-    return None, ""
-
-
-def ancestors(depth: int = 3) -> tuple:
+def ancestors(depth: int = 3) -> Tuple[int, ...]:
     """This process and its parents (Linux /proc), to tell a live srun task from leftovers."""
     out, pid = [], os.getpid()
     for _ in range(depth):
@@ -101,13 +82,13 @@ def slurm_local_size(env: Mapping[str, str], node: Optional[int]) -> Optional[in
     return None
 
 
-def _row_is_live(row, env: Mapping[str, str], pids) -> bool:
+def _row_is_live(row: Row, env: Mapping[str, str], pids: Optional[Sequence[int]]) -> bool:
     if row[RANK][0] not in env or not all(r in env for r in row[REQUIRES]):
         return False
     return row[CHECK] != "srun" or srun_is_live(env, pids)
 
 
-def sources(env: Mapping[str, str], pids=None) -> List[Found]:
+def sources(env: Mapping[str, str], pids: Optional[Sequence[int]] = None) -> List[Found]:
     """Every live launcher: (name, rank, size, local, local size, node, rank var, size var)."""
     found = []
     for row in LAUNCHERS:
@@ -167,7 +148,7 @@ def record_path(env: Mapping[str, str]) -> Optional[str]:
     return store.paths_for(store.key_for(sched, jobid), dict(env))[0]
 
 
-def load_record(path: str):
+def load_record(path: str) -> Optional[JobRecord]:
     """The record at `path` through the store's own checks (owner, mode, symbolic links,
     schema), exactly as `jobenv get` reads it; None when there is none."""
     if not os.path.lexists(path):
@@ -262,7 +243,7 @@ def master_port(env: Mapping[str, str], size: int, jobid: Optional[str]) -> int:
     return derived_port(port_seed(env, jobid)) if size > 1 else DEFAULT_PORT
 
 
-def detect(env: Optional[Mapping[str, str]] = None, pids=None, hostname: Optional[str] = None) -> DistInfo:
+def detect(env: Optional[Mapping[str, str]] = None, pids: Optional[Sequence[int]] = None, hostname: Optional[str] = None) -> DistInfo:
     """This process's place in the job, from whatever launcher started it.
 
     A plain `python` run is rank 0 of 1.  Leftover variables (a batch script's

@@ -1,11 +1,13 @@
-"""Where a process sits in the job (DistInfo), and the error detection raises."""
+"""Where a process sits in the job (DistInfo), the error detection raises, and how the
+numbers it is made of are read from variables."""
 from __future__ import annotations
 
 from ..errors import BadInput
+from .launchers import MAX_DIGITS
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from typing import Optional, Tuple
+    from typing import Any, Dict, Iterable, Mapping, Optional, Sequence, Tuple
 
 MAX_PORT = 65535
 _FIELDS = ("rank", "local_rank", "world_size", "local_world_size", "node_rank", "num_nodes",
@@ -28,13 +30,35 @@ def port_number(text: str) -> int:
     return int(text)
 
 
-def _short(value) -> str:
+def number(env: Mapping[str, str], name: str, who: str) -> Optional[int]:
+    """A launcher's count: 1-9 ASCII digits (int() would take '1_0', '²' and ' 7')."""
+    val = env.get(name)
+    if val is None:
+        return None
+    if not (0 < len(val) <= MAX_DIGITS and val.isascii() and val.isdigit()):
+        raise DetectError(f"{who}: {name}={val!r} is not a number")
+    return int(val)
+
+
+def optional_number(env: Mapping[str, str], name: str) -> Optional[int]:
+    """A jobenv count (NHOSTS, NRANKS_PER_HOST): unset and empty both mean unknown."""
+    return number(env, name, name) if env.get(name) else None
+
+
+def first_number(env: Mapping[str, str], names: Sequence[str], who: str) -> Tuple[Optional[int], str]:
+    for n in names:
+        if n in env:
+            return number(env, n, who), n
+    return None, ""
+
+
+def _short(value: object) -> str:
     text = repr(value)
     return text if len(text) <= 80 else text[:80] + "..."
 
 
-def _check(rank, local_rank, world_size, local_world_size, node_rank, num_nodes, master_addr, master_port,
-           launcher, jobid, hosts) -> None:
+def _check(rank: Any, local_rank: Any, world_size: Any, local_world_size: Any, node_rank: Any, num_nodes: Any,
+           master_addr: object, master_port: object, launcher: object, jobid: object, hosts: Tuple[object, ...]) -> None:
     """What no launcher produces, refused for detect() and for callers of the constructor
     alike: this is the one place these invariants are checked.  Host names themselves are
     checked where they are read (the record, JOBENV_HOSTFILE): here only that each is a
@@ -65,7 +89,7 @@ def _check(rank, local_rank, world_size, local_world_size, node_rank, num_nodes,
                                "not a host name")
 
 
-def _error(launcher, message: str) -> DetectError:
+def _error(launcher: object, message: str) -> DetectError:
     """The message, after the launcher's name when one started this process."""
     return DetectError(f"{launcher}: {message}" if type(launcher) is str and launcher != "none" else message)
 
@@ -94,8 +118,8 @@ class DistInfo:
 
     def __init__(self, rank: int = 0, local_rank: int = 0, world_size: int = 1,
                  local_world_size: int = 1, node_rank: int = 0, num_nodes: int = 1,
-                 master_addr=None, master_port=None, launcher: str = "none", jobid=None,
-                 hosts=()) -> None:
+                 master_addr: Optional[str] = None, master_port: Optional[int] = None, launcher: str = "none",
+                 jobid: Optional[str] = None, hosts: Iterable[str] = ()) -> None:
         if isinstance(hosts, (str, bytes)):  # tuple("n1,n2") would be the characters
             raise DetectError(f"DistInfo: hosts={_short(hosts)!r} is one string, not a list of host names")
         try:
@@ -108,31 +132,31 @@ class DistInfo:
         for name, value in zip(_FIELDS, values):
             object.__setattr__(self, name, value)
 
-    def __setattr__(self, name, value):
+    def __setattr__(self, name: str, value: object) -> None:
         raise AttributeError(f"DistInfo is immutable; use replace({name}=...)")
 
-    def __delattr__(self, name):
+    def __delattr__(self, name: str) -> None:
         raise AttributeError(f"DistInfo is immutable; use replace({name}=...)")
 
-    def as_dict(self) -> dict:
+    def as_dict(self) -> Dict[str, Any]:
         d = {f: getattr(self, f) for f in _FIELDS}
         d["hosts"] = list(self.hosts)
         return d
 
-    def replace(self, **changes) -> "DistInfo":
+    def replace(self, **changes: Any) -> DistInfo:
         d = {f: getattr(self, f) for f in _FIELDS}
         d.update(changes)
         return DistInfo(**d)
 
-    def __eq__(self, other):
+    def __eq__(self, other: object) -> bool:
         if not isinstance(other, DistInfo):
             return NotImplemented
         return all(getattr(self, f) == getattr(other, f) for f in _FIELDS)
 
-    def __hash__(self):
+    def __hash__(self) -> int:
         return hash(tuple(getattr(self, f) for f in _FIELDS))
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         return "DistInfo(" + ", ".join(f"{f}={getattr(self, f)!r}" for f in _FIELDS) + ")"
 
     @property

@@ -30,7 +30,6 @@ LSIZE: Final = 4
 NODE: Final = 5
 REQUIRES: Final = 6
 CHECK: Final = 7
-DESCRIPTION: Final = 8
 
 # name, rank vars, size vars, local rank vars, local size vars, node vars, requires, check, what
 LAUNCHERS: "Tuple[Row, ...]" = (

@@ -79,7 +79,7 @@ def holds(env: Mapping[str, str], name: str) -> bool:
     return any(env.get(v) for v in any_of) and all(env.get(v) for v in all_of)
 
 
-def detect(env: Mapping[str, str]) -> str:
+def which_scheduler(env: Mapping[str, str]) -> str:
     """The scheduler this environment belongs to: one of NAMES, `local` when none holds."""
     found = [name for name in NAMES if name in DETECT and holds(env, name)]
     if len(found) > 1:  # a left-over job's nodefile is gone
@@ -91,7 +91,7 @@ def detect(env: Mapping[str, str]) -> str:
 def job_scheduler(env: Mapping[str, str]) -> str:
     """The scheduler of the job this environment names: detected, else (a rank's environment
     may lack the nodefile detection asks for) the first whose job-id variable is set."""
-    name = detect(env)
+    name = which_scheduler(env)
     if name == "local":
         return next((n for n in NAMES if any(env.get(v) for v in JOBID_VARS.get(n, ()))), name)
     return name
@@ -99,7 +99,7 @@ def job_scheduler(env: Mapping[str, str]) -> str:
 
 def env_jobid(env: Mapping[str, str]) -> Optional[Tuple[str, str]]:
     """(scheduler, jobid) of the scheduler job this shell lives in, if any."""
-    name = detect(env)
+    name = which_scheduler(env)
     for var in JOBID_VARS.get(name, ()):
         if env.get(var):
             return name, env[var]
@@ -107,7 +107,7 @@ def env_jobid(env: Mapping[str, str]) -> Optional[Tuple[str, str]]:
 
 
 def capture(env: Mapping[str, str], scheduler: Optional[str] = None) -> Capture:
-    name = scheduler or detect(env)
+    name = scheduler or which_scheduler(env)
     if name not in NAMES:
         raise BadInput(f"unknown scheduler {name!r} ({', '.join(NAMES)})")
     if not holds(env, name):

@@ -137,7 +137,7 @@ def parse_nodefile(text: str, path: str) -> Tuple[List[str], List[int]]:
     first one, so a hostile file of many millions of lines (blank or all one host) is one
     error in a fraction of a second, never a MemoryError or minutes of work."""
     from ..hostlist import check_host, unique
-    from ..numbers import MAX_NODEFILE_LINES, MAX_PER_HOST, check_hosts
+    from ..numparse import MAX_NODEFILE_LINES, MAX_PER_HOST, check_hosts
 
     nlines = text.count("\n") + (not text.endswith("\n"))
     if nlines > MAX_NODEFILE_LINES:

@@ -41,7 +41,7 @@ STEP_VARS = ("FLUX_JOB_ID", "FLUX_JOB_SIZE", "FLUX_JOB_NNODES", "FLUX_JOB_ID_PAT
 _B58 = "123456789ABCDEFGHJKLMNPQRSTUVWXYZabcdefghijkmnopqrstuvwxyz"
 
 
-def job_id(env: Mapping[str, str]) -> str:
+def _job_id(env: Mapping[str, str]) -> str:
     """The allocation: the enclosing instance's id, else this job's."""
     return env.get("FLUX_ENCLOSING_ID") or env.get("FLUX_JOB_ID", "")
 
@@ -54,7 +54,7 @@ def job_hosts(env: Mapping[str, str], run: Runner = run_query) -> List[str]:
     res = run(["flux", "hostlist", source], env, 10.0)
     if res is None or res[0] != 0:
         why = "is not on PATH or did not answer" if res is None else f"failed: {res[1].strip()[:200]!r}"
-        raise BadInput(f"cannot list job {job_id(env)}'s hosts: `flux hostlist {source}` {why}")
+        raise BadInput(f"cannot list job {_job_id(env)}'s hosts: `flux hostlist {source}` {why}")
     try:
         return expand(res[1].strip())
     except HostlistError as exc:
@@ -62,7 +62,7 @@ def job_hosts(env: Mapping[str, str], run: Runner = run_query) -> List[str]:
 
 
 def capture(env: Mapping[str, str], run: Runner = run_query) -> Capture:
-    jobid = job_id(env)
+    jobid = _job_id(env)
     drop = TASK_VARS + (STEP_VARS if env.get("FLUX_ENCLOSING_ID") else ())
     return Capture(scheduler=NAME, jobid=jobid, hosts=job_hosts(env, run), env=pick_env(env, PREFIXES, drop))
 

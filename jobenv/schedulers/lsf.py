@@ -33,7 +33,7 @@ DROP = ("LSB_JOBRES_PID", "LSB_JOBFILENAME", "LSB_CHKFILENAME", "LSB_JOBEXIT_STA
 def mcpu_hosts(text: str) -> Tuple[List[str], List[int]]:
     """Compute hosts and their slots from LSB_MCPU_HOSTS, the launch node dropped."""
     from ..hostlist import check_host
-    from ..numbers import MAX_PER_HOST, check_hosts, parse_uint
+    from ..numparse import MAX_PER_HOST, check_hosts, parse_uint
 
     words = text.split()
     if not words or len(words) % 2:

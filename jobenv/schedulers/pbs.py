@@ -10,7 +10,7 @@ from .base import Capture, Scheduler, parse_nodefile, pick_env, run_parsed, read
 
 TYPE_CHECKING = False  # `import typing` costs ~5 ms per shell; type checkers still read the block below
 if TYPE_CHECKING:
-    from typing import Dict, List, Mapping, Optional, Sequence, Tuple
+    from typing import Dict, List, Mapping, Optional, Sequence, Set, Tuple
 
     from .base import Reader
 
@@ -44,7 +44,7 @@ def _verdict(state: str) -> Tuple[str, str]:
     return "live", f"qstat says job_state {state}"
 
 
-def _unknown_ids(out: str) -> set:
+def _unknown_ids(out: str) -> Set[str]:
     """Ids that qstat reports as unknown: `qstat: Unknown Job Id 123.server`."""
     marker = "Unknown Job Id "
     return {line.split(marker, 1)[1].strip() for line in out.splitlines() if marker in line}

@@ -10,7 +10,7 @@ from __future__ import annotations
 import os
 
 from ..errors import BadInput
-from ..numbers import MAX_PER_HOST, is_uint, parse_uint
+from ..numparse import MAX_PER_HOST, is_uint, parse_uint
 from .base import Capture, Scheduler, pick_env, run_parsed
 
 TYPE_CHECKING = False  # `import typing` costs ~5 ms per shell; type checkers still read the block below

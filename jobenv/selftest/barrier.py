@@ -6,7 +6,7 @@ import os
 import sys
 import threading
 import time
-from typing import List, Optional
+from typing import Any, List, Optional
 
 from ..runtime import DistInfo
 from ..runtime.checkin import CheckinError, Client, Server, checkin_port, ranks_hosts
@@ -60,11 +60,11 @@ class Watchdog:
     def __init__(self, info: DistInfo, host: str, link: Link, deadline: float) -> None:
         self.info, self.host, self.link, self.deadline = info, host, link, deadline
 
-    def phase(self, name: str):
+    def phase(self, name: str) -> Any:
         wd = self
 
         class _Phase:
-            def __enter__(self):
+            def __enter__(self) -> Any:
                 wd.link.mark(name)
                 self.timer = threading.Timer(max(0.0, wd.deadline - time.time()), wd.fire, args=(name,))
                 self.timer.daemon = True
@@ -72,10 +72,9 @@ class Watchdog:
                 self.t0 = time.time()
                 return self
 
-            def __exit__(self, *exc):
+            def __exit__(self, *exc: object) -> None:
                 self.timer.cancel()
                 self.seconds = time.time() - self.t0
-                return False
 
         return _Phase()
 

@@ -1,9 +1,10 @@
 """One rank's run: backend, known-answer collectives, a tiny training, phase timings."""
 from __future__ import annotations
 
+import argparse
 import os
 import time
-from typing import Dict, Optional
+from typing import Any, Dict, Optional
 
 from ..runtime import DistInfo
 from . import T_INTERP
@@ -11,8 +12,8 @@ from .adapters import default_framework, make_comm
 from .barrier import Link, Watchdog
 
 
-def run_rank(args, info: DistInfo, host: str, t_start: Optional[float], deadline: float, link: Link,
-             t_checkin: float) -> dict:
+def run_rank(args: argparse.Namespace, info: DistInfo, host: str, t_start: Optional[float], deadline: float, link: Link,
+             t_checkin: float) -> Dict[str, Any]:
     wd = Watchdog(info, host, link, deadline)
     framework = args.framework or default_framework()
     with wd.phase("backend_init"):

@@ -5,9 +5,10 @@ import argparse
 import json
 import sys
 import time
+from typing import Any, Callable, List, Optional, TypeVar
 
 from ..errors import BadInput
-from ..numbers import parse_seconds, parse_uint
+from ..numparse import parse_seconds, parse_uint
 from ..runtime import DetectError, detect
 from ..runtime.checkin import CheckinError
 from . import EXIT_FAILED, EXIT_OK, EXIT_SETUP, EXIT_TIMEOUT, T_INTERP
@@ -15,10 +16,12 @@ from .barrier import Link, process_start_time
 from .checks import run_rank
 from .report import print_report, summarize
 
+T = TypeVar("T")
 
-def _number(parse, **kw):
-    """An argparse type from jobenv.numbers' parsers (their rules, argparse's error message)."""
-    def convert(text: str):
+
+def _number(parse: Callable[..., T], **kw: Any) -> Callable[[str], T]:
+    """An argparse type from jobenv.numparse's parsers (their rules, argparse's error message)."""
+    def convert(text: str) -> T:
         try:
             return parse(text, "the value", **kw)
         except BadInput as exc:
@@ -26,7 +29,7 @@ def _number(parse, **kw):
     return convert
 
 
-def parse_args(argv=None):
+def parse_args(argv: Optional[List[str]] = None) -> argparse.Namespace:
     p = argparse.ArgumentParser(prog="python -m jobenv.selftest", description=_doc().split("\n\n")[0])
     p.add_argument("--framework", choices=["torch", "tensorflow", "mpi"],
                    help="default: torch when installed, else mpi (mpi4py)")
@@ -50,7 +53,7 @@ def _doc() -> str:
     return doc or ""
 
 
-def main(argv=None) -> int:
+def main(argv: Optional[List[str]] = None) -> int:
     args = parse_args(argv)
     t_start = process_start_time()
     deadline = (t_start or T_INTERP) + args.timeout

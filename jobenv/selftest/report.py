@@ -2,13 +2,13 @@
 from __future__ import annotations
 
 import statistics
-from typing import Dict, List, Tuple
+from typing import Any, Dict, List, Tuple
 
 from ..runtime import DistInfo
 from . import PHASES
 
 
-def summarize(results: Dict[int, dict], info: DistInfo) -> dict:
+def summarize(results: Dict[int, Dict[str, Any]], info: DistInfo) -> Dict[str, Any]:
     ranks = [results[r] for r in sorted(results)]
     per_host: Dict[str, List[int]] = {}
     for res in ranks:
@@ -16,7 +16,7 @@ def summarize(results: Dict[int, dict], info: DistInfo) -> dict:
     phases = {}
     for name in PHASES + ("start_to_first_allreduce",):
         got = [(res["phases"].get(name) if name in PHASES else res.get(name), res) for res in ranks]
-        vals: List[Tuple[float, dict]] = [(v, res) for v, res in got if v is not None]
+        vals: List[Tuple[float, Dict[str, Any]]] = [(v, res) for v, res in got if v is not None]
         if not vals:
             continue
         slow_v, slow = max(vals, key=lambda t: t[0])
@@ -33,7 +33,7 @@ def summarize(results: Dict[int, dict], info: DistInfo) -> dict:
             "losses": ranks[0]["losses"] if ranks else [], "ranks": ranks}
 
 
-def print_report(rep: dict, quiet: bool) -> None:
+def print_report(rep: Dict[str, Any], quiet: bool) -> None:
     """Tables (rich on a terminal, plain columns when piped, never wrapped), then one line."""
     ok = "PASSED" if rep["ok"] else "FAILED"
     line = (f"jobenv selftest {ok}: {rep['world_size']} ranks on {len(rep['ranks_per_host'])} host(s), "

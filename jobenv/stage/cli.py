@@ -8,14 +8,17 @@ from __future__ import annotations
 import os
 import sys
 import time
-from typing import Any, Dict, Optional
+from typing import TYPE_CHECKING, Any, Dict, List, Mapping, Optional, Tuple
 
 import click
 
 from ..cli_common import Count, Seconds
 from ..errors import EXIT_ERROR, BadInput, JobenvError, JobEnded, one_line
-from ..numbers import MAX_HOSTS
+from ..numparse import MAX_HOSTS
 from ..record import JobRecord
+
+if TYPE_CHECKING:
+    from .manifest import Entry, Env
 
 
 def _say(msg: str) -> None:
@@ -30,12 +33,14 @@ def _mb(n: float) -> str:
     return f"{n / 1e6:,.1f} MB"
 
 
-def source_prefix(rec, environ) -> str:
+def source_prefix(rec: JobRecord, environ: Mapping[str, str]) -> str:
     """The recorded environment (software.python.prefix), else the active venv/conda env."""
     software = getattr(rec, "software", None) or {}
     py = software.get("python") if isinstance(software, dict) else None
-    if isinstance(py, dict) and isinstance(py.get("prefix"), str) and py.get("kind") in ("venv", "conda"):
-        return py["prefix"]
+    py = py if isinstance(py, dict) else {}
+    prefix = py.get("prefix")
+    if isinstance(prefix, str) and py.get("kind") in ("venv", "conda"):
+        return prefix
     for var in ("VIRTUAL_ENV", "CONDA_PREFIX"):
         if environ.get(var):
             return environ[var]
@@ -112,14 +117,15 @@ def describe(rep: Dict[str, Any]) -> str:
     return f"staged {rep.get('prefix')}: {_mb(rep.get('bytes', 0))} in {secs:.1f} s{rate}, verified"
 
 
-def _run_hosts(rec, rec_path, spec, python, timeout, progress) -> Dict[str, Dict[str, Any]]:
+def _run_hosts(rec: JobRecord, rec_path: str, spec: Dict[str, Any], python: str, timeout: float,
+               progress: Progress) -> Dict[str, Dict[str, Any]]:
     """Run the worker on every host; {record host: report} (missing hosts get an error report)."""
     from . import hosts as hosts_mod
 
     argv = hosts_mod.per_host_argv(rec, os.environ) + hosts_mod.worker_argv(python, spec)
     env = hosts_mod.launcher_environ(rec, rec_path, os.environ)
     try:
-        done, tail, rc = hosts_mod.run(argv, env, rec.nhosts, timeout, progress.event)
+        done, tail, rc = hosts_mod.run(argv, env, timeout, progress.event)
     except OSError as exc:
         raise JobenvError(f"cannot run {argv[0]!r}: {exc.strerror}", 127) from None
     finally:
@@ -142,7 +148,7 @@ def _run_hosts(rec, rec_path, spec, python, timeout, progress) -> Dict[str, Dict
     return out
 
 
-def _finish(rec, results, min_hosts: Optional[int]) -> None:
+def _finish(rec: JobRecord, results: Dict[str, Dict[str, Any]], min_hosts: Optional[int]) -> None:
     bad = [h for h in rec.hosts if not results[h].get("ok")]
     need = rec.nhosts if min_hosts is None else min(min_hosts, rec.nhosts)
     fatal = rec.nhosts - len(bad) < need
@@ -163,7 +169,8 @@ def _finish(rec, results, min_hosts: Optional[int]) -> None:
 @click.option("--base", type=click.Choice(["auto", "yes", "no"]), default="auto", show_default=True,
               help="Stage a venv's base interpreter too: auto = when it lives on a shared file system.")
 @click.option("--timeout", type=Seconds(1), default=3600, show_default=True, help="Seconds to wait for all hosts.")
-def stage(job, env_path, to, dry_run, min_hosts, clean, base, timeout) -> None:
+def stage(job: Optional[str], env_path: Optional[str], to: Optional[str], dry_run: bool, min_hosts: Optional[int],
+          clean: bool, base: str, timeout: float) -> None:
     """Copy the job's Python environment to node-local disk on every host."""
     from .. import store
     from ..lookup import which_job
@@ -197,9 +204,7 @@ def stage(job, env_path, to, dry_run, min_hosts, clean, base, timeout) -> None:
         _finish(rec, results, min_hosts)
         return
     if env.kind == "venv":
-        where_base = f"{env.base} ({env.base_fs or 'unknown fs'})"
-        _say(f"base interpreter {where_base}: " + ("staged too (shared file system)" if env.base_shared
-             else "not staged (node-local; --base yes to stage it)"))
+        _say_base(env)
     try:
         items = manifest.entries(env)
     except EnvError as exc:
@@ -208,23 +213,10 @@ def stage(job, env_path, to, dry_run, min_hosts, clean, base, timeout) -> None:
     nfiles, nbytes = manifest.summary(items)
     _say(f"{env.kind} {env.prefix}: {nfiles:,} entries, {_mb(nbytes)}, manifest {key[:12]}")
     if dry_run:
-        exists = os.path.exists(os.path.join(sdir, key[:16] + ".json"))
-        _say(f"archive {os.path.join(sdir, key[:16] + '.tar')} ({'exists, reused' if exists else 'would be packed'})")
-        for h in rec.hosts[:8]:
-            _say(f"{h}: would stage to {os.path.join(where.replace('%h', h), name)}")
-        if rec.nhosts > 8:
-            _say(f"... and {rec.nhosts - 8} more hosts")
-        argv = hosts_mod.per_host_argv(rec, os.environ, write=False)
-        _say("via " + (" ".join(argv) if argv else "this host directly (local job)"))
+        _say_dry_run(rec, sdir, key, where, name)
         return
     t = time.time()
-    try:
-        archive, side, packed = pack.pack(env, items, key, sdir)
-    except EnvError as exc:
-        raise BadInput(str(exc)) from None
-    secs = time.time() - t
-    _say(f"packed {_mb(nbytes)} into {archive} in {secs:.1f} s ({_mb(nbytes / max(secs, 1e-6))}/s)" if packed
-         else f"archive {archive} is current (no packing)")
+    archive, side = _pack(env, items, key, sdir, nbytes)
     spec = {"archive": archive, "sidecar": side, "key": key, "to": to, "name": name}
     results = _run_hosts(rec, path, spec, hosts_mod.local_python(env.prefix), timeout,
                          Progress(rec.nhosts, nbytes, tty))
@@ -237,6 +229,44 @@ def stage(job, env_path, to, dry_run, min_hosts, clean, base, timeout) -> None:
          f"({len(copied)} copied, {sum(1 for r in results.values() if r.get('unchanged'))} unchanged) "
          f"in {time.time() - t:.1f} s")
     _finish(rec, results, min_hosts)
+
+
+def _say_base(env: Env) -> None:
+    """Whether a venv's base interpreter goes along (--base auto: when it is on a shared file system)."""
+    where_base = f"{env.base} ({env.base_fs or 'unknown fs'})"
+    _say(f"base interpreter {where_base}: " + ("staged too (shared file system)" if env.base_shared
+         else "not staged (node-local; --base yes to stage it)"))
+
+
+def _say_dry_run(rec: JobRecord, sdir: str, key: str, where: str, name: str) -> None:
+    """What `stage --dry-run` would do: the archive, each host's copy (the first 8), the launcher."""
+    from . import hosts as hosts_mod
+    from .worker import host_path
+
+    exists = os.path.exists(os.path.join(sdir, key[:16] + ".json"))
+    _say(f"archive {os.path.join(sdir, key[:16] + '.tar')} ({'exists, reused' if exists else 'would be packed'})")
+    for h in rec.hosts[:8]:
+        _say(f"{h}: would stage to {os.path.join(host_path(where, h), name)}")
+    if rec.nhosts > 8:
+        _say(f"... and {rec.nhosts - 8} more hosts")
+    argv = hosts_mod.per_host_argv(rec, os.environ, write=False)
+    _say("via " + (" ".join(argv) if argv else "this host directly (local job)"))
+
+
+def _pack(env: Env, items: List[Entry], key: str, sdir: str, nbytes: int) -> Tuple[str, str]:
+    """Pack the environment into the shared stage directory (reused when current); (archive, sidecar)."""
+    from . import pack
+    from .manifest import EnvError
+
+    t = time.time()
+    try:
+        archive, side, packed = pack.pack(env, items, key, sdir)
+    except EnvError as exc:
+        raise BadInput(str(exc)) from None
+    secs = time.time() - t
+    _say(f"packed {_mb(nbytes)} into {archive} in {secs:.1f} s ({_mb(nbytes / max(secs, 1e-6))}/s)" if packed
+         else f"archive {archive} is current (no packing)")
+    return archive, side
 
 
 def manifest_root_hint() -> str:

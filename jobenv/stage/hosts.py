@@ -61,7 +61,7 @@ def worker_argv(python: str, spec: Dict[str, Any]) -> List[str]:
     return [*code_argv(python, code, isolated=True), root, json.dumps(spec)]
 
 
-def run(argv: List[str], env: Dict[str, str], expect: int, timeout: float,
+def run(argv: List[str], env: Dict[str, str], timeout: float,
         on_event: Callable[[Report], None]) -> Tuple[List[Report], str, int]:
     """Start the launcher, feed each report line to `on_event`; (done reports, stderr tail, rc)."""
     proc = subprocess.Popen(argv, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
@@ -109,7 +109,7 @@ def run(argv: List[str], env: Dict[str, str], expect: int, timeout: float,
     return done, "; ".join(t.strip() for t in tail if t.strip()), rc
 
 
-def _kill(proc: subprocess.Popen) -> None:
+def _kill(proc: subprocess.Popen[Any]) -> None:
     try:
         os.killpg(proc.pid, signal.SIGTERM)
         proc.wait(timeout=5)

@@ -10,7 +10,7 @@ from __future__ import annotations
 import hashlib
 import os
 import stat
-from typing import Dict, Iterator, List, NamedTuple, Optional, Tuple
+from typing import Callable, Dict, Iterator, List, NamedTuple, Optional, Tuple
 
 # File systems whose metadata is served over the network: an interpreter living on one
 # of these is staged with the environment.  JOBENV_SHARED_FS adds types (comma list).
@@ -113,7 +113,7 @@ def inspect(prefix: str, environ: Dict[str, str], base: str = "auto") -> Env:
     return Env(prefix, "venv", bprefix, kind, shared, ver)
 
 
-def _base_filter(env: Env):
+def _base_filter(env: Env) -> Callable[[str], bool]:
     """Which parts of a base prefix a venv needs: the interpreter, libpython, the stdlib
     (without its test suite), and site-packages only for --system-site-packages venvs."""
     ver = env.pyver
@@ -137,7 +137,7 @@ def _base_filter(env: Env):
     return keep
 
 
-def _walk(tree: str, root: str, keep=None) -> Iterator[Entry]:
+def _walk(tree: str, root: str, keep: Optional[Callable[[str], bool]] = None) -> Iterator[Entry]:
     stack = [""]
     while stack:
         rel = stack.pop()

@@ -13,7 +13,7 @@ import json
 import os
 import tarfile
 import time
-from typing import Dict, List, Optional, Tuple
+from typing import BinaryIO, Callable, Dict, List, Optional, Tuple
 
 from . import manifest
 from .manifest import Entry, Env, EnvError
@@ -46,13 +46,13 @@ def old_roots(env: Env) -> Dict[str, List[str]]:
 class _Scan:
     """Reads a file for tarfile and notes whether it holds a NUL byte or any needle."""
 
-    def __init__(self, f, needles: List[bytes]) -> None:
+    def __init__(self, f: BinaryIO, needles: List[bytes]) -> None:
         self.f, self.needles = f, needles
         self.keep = max(len(n) for n in needles) - 1
         self.tail, self.found, self.nul = b"", False, False
 
     def read(self, n: int = -1) -> bytes:
-        data = self.f.read(n)
+        data: bytes = self.f.read(n)
         if data and not (self.found and self.nul):
             window = self.tail + data
             self.nul = self.nul or b"\0" in data
@@ -73,7 +73,8 @@ def _member(e: Entry) -> tarfile.TarInfo:
     return ti
 
 
-def write_archive(env: Env, items: List[Entry], path: str, progress=None) -> List[Tuple[str, str]]:
+def write_archive(env: Env, items: List[Entry], path: str,
+                  progress: Optional[Callable[[int], object]] = None) -> List[Tuple[str, str]]:
     """Write the tar at `path`; return [(member, "text"|"binary")] of files naming a root."""
     roots = old_roots(env)
     needles = [r.encode("utf-8", "surrogateescape") for paths in roots.values() for r in paths]
@@ -111,7 +112,8 @@ def needles_str(roots: Dict[str, List[str]]) -> List[str]:
     return [r for paths in roots.values() for r in paths]
 
 
-def pack(env: Env, items: List[Entry], key: str, sdir: str, progress=None) -> Tuple[str, str, bool]:
+def pack(env: Env, items: List[Entry], key: str, sdir: str,
+         progress: Optional[Callable[[int], object]] = None) -> Tuple[str, str, bool]:
     """(archive path, sidecar path, packed now?); an archive for `key` is reused as is."""
     name = key[:16]
     archive, side = os.path.join(sdir, name + ".tar"), os.path.join(sdir, name + ".json")

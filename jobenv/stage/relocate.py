@@ -14,9 +14,10 @@ from __future__ import annotations
 
 import os
 import re
-from typing import Dict, List, Tuple
+from functools import partial
+from typing import Callable, Dict, List, Tuple
 
-Mapping = List[Tuple[bytes, bytes]]
+Pairs = List[Tuple[bytes, bytes]]
 SHEBANG_MAX = 127
 
 
@@ -24,7 +25,7 @@ class RelocError(Exception):
     pass
 
 
-def mapping(roots: Dict[str, List[str]], copy: str, base_dir: str) -> Mapping:
+def mapping(roots: Dict[str, List[str]], copy: str, base_dir: str) -> Pairs:
     """(old, new) pairs, longest old first so /a/b/env wins over /a/b."""
     new = {"env": copy, "base": os.path.join(copy, base_dir)}
     pairs = [(o.encode("utf-8", "surrogateescape"), new[tree].encode("utf-8", "surrogateescape"))
@@ -32,7 +33,7 @@ def mapping(roots: Dict[str, List[str]], copy: str, base_dir: str) -> Mapping:
     return sorted(pairs, key=lambda p: len(p[0]), reverse=True)
 
 
-def _sub(data: bytes, pairs: Mapping) -> bytes:
+def _sub(data: bytes, pairs: Pairs) -> bytes:
     table = dict(pairs)
     pattern = re.compile(b"|".join(re.escape(o) for o, _ in pairs))
     return pattern.sub(lambda m: table[m.group(0)], data)
@@ -49,13 +50,13 @@ def fix_shebang(data: bytes) -> bytes:
     return b"#!/bin/sh\n'''exec' \"" + interp + b"\" \"$0\" \"$@\"\n' '''\n" + rest if nl else data
 
 
-def _padder(new: bytes):
+def _padder(new: bytes) -> Callable[[re.Match[bytes]], bytes]:
     def pad(m: "re.Match[bytes]") -> bytes:
         return (new + m.group(1)).ljust(len(m.group(0)) - 1, b"\0") + b"\0"
     return pad
 
 
-def _pad_binary(data: bytes, pairs: Mapping, name: str) -> bytes:
+def _pad_binary(data: bytes, pairs: Pairs, name: str) -> bytes:
     for old, new in pairs:
         if old not in data:
             continue
@@ -66,7 +67,7 @@ def _pad_binary(data: bytes, pairs: Mapping, name: str) -> bytes:
     return data
 
 
-def _elf_fits(path: str, pairs: Mapping) -> bool:
+def _elf_fits(path: str, pairs: Pairs) -> bool:
     with open(path, "rb") as f:
         if f.read(4) != b"\x7fELF":
             return False
@@ -74,7 +75,7 @@ def _elf_fits(path: str, pairs: Mapping) -> bool:
     return all(len(new) <= len(old) for old, new in pairs if old in data)
 
 
-def _rewrite(path: str, fn) -> bool:
+def _rewrite(path: str, fn: Callable[[bytes], bytes]) -> bool:
     st = os.lstat(path)
     with open(path, "rb") as f:
         data = f.read()
@@ -93,7 +94,7 @@ def _rewrite(path: str, fn) -> bool:
     return True
 
 
-def relocate(items: List[Tuple[str, str]], root_of, pairs: Mapping, kind: str) -> Dict[str, int]:
+def relocate(items: List[Tuple[str, str]], root_of: Callable[[str], str], pairs: Pairs, kind: str) -> Dict[str, int]:
     """Rewrite every listed member.  `root_of(member)` gives its path in the copy.
 
     Returns counts: text, binary, link rewritten; left (binary files kept as they are).
@@ -111,9 +112,9 @@ def relocate(items: List[Tuple[str, str]], root_of, pairs: Mapping, kind: str) -
         elif how == "text":
             counts["text"] += _rewrite(path, lambda d: fix_shebang(_sub(d, pairs)))
         elif kind == "conda":
-            counts["binary"] += _rewrite(path, lambda d, m=member: _pad_binary(d, pairs, m))
+            counts["binary"] += _rewrite(path, partial(_pad_binary, pairs=pairs, name=member))
         elif _elf_fits(path, pairs):  # venv: an ELF file's strings (RUNPATH), when the new path fits
-            counts["binary"] += _rewrite(path, lambda d, m=member: _pad_binary(d, pairs, m))
+            counts["binary"] += _rewrite(path, partial(_pad_binary, pairs=pairs, name=member))
         else:
             counts["left"] += 1
     return counts

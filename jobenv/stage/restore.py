@@ -1,6 +1,6 @@
 """The staged copy in a restored shell and in every rank.
 
-`restore_items` feeds the restore plan (CONTRACTS item 2): on a host with a verified
+`restore_items` feeds the restore plan (plan.build's `extra` items): on a host with a verified
 copy, its `bin` goes first on PATH and VIRTUAL_ENV / CONDA_PREFIX name it.  It runs on
 the `jobenv get` path, in every new shell: one small file read, no heavy imports.
 `rank_prefix` is the argv `jobenv launch` puts before the user's command so that each
@@ -18,7 +18,9 @@ import os
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from typing import Any, Dict, List, Optional, Tuple
+    from typing import Any, Dict, List, Mapping, Optional, Tuple
+
+    from ..record import JobRecord
 
 STAMP = ".jobenv-stage.json"  # written last in a verified copy (stage.worker); its presence marks one
 HINT = "stage to a directory of your own (--to DIR or JOBENV_STAGE_DIR)"
@@ -53,7 +55,7 @@ def check_copy(prefix: str, key: str) -> Tuple[str, str, Dict[str, Any]]:
     return "ok", "", stamp
 
 
-def _entry(record, host: str) -> Optional[Tuple[str, Dict[str, Any]]]:
+def _entry(record: JobRecord, host: str) -> Optional[Tuple[str, Dict[str, Any]]]:
     from ..hostlist import host_index
 
     staged = getattr(record, "staged", None) or {}
@@ -73,14 +75,14 @@ def read_stamp(prefix: str) -> Optional[Dict[str, Any]]:
     return data if isinstance(data, dict) else None
 
 
-def template(record) -> Optional[str]:
+def template(record: JobRecord) -> Optional[str]:
     """One path for every host, `%h` standing for the host name; None if there is none."""
     staged = getattr(record, "staged", None) or {}
     forms = {e["prefix"].replace(h, "%h") if h in e["prefix"] else e["prefix"] for h, e in staged.items()}
     return forms.pop() if len(forms) == 1 else None
 
 
-def restore_items(record, environ, host: str) -> Tuple[Dict[str, str], List[str], List[str]]:
+def restore_items(record: JobRecord, environ: Mapping[str, str], host: str) -> Tuple[Dict[str, str], List[str], List[str]]:
     """(variables to set, PATH entries to put first, warnings) for `host`."""
     found = _entry(record, host)
     if found is None:
@@ -91,14 +93,10 @@ def restore_items(record, environ, host: str) -> Tuple[Dict[str, str], List[str]
     if status != "ok":
         return {}, [], [f"{why} on {name}; using the shared environment; run `jobenv stage`"]
     var = "CONDA_PREFIX" if stamp.get("kind") == "conda" else "VIRTUAL_ENV"
-    out = {var: prefix}
-    tmpl = template(record)
-    if tmpl:
-        out["JOBENV_STAGED"] = tmpl
-    return out, [os.path.join(prefix, "bin")], []
+    return {var: prefix}, [os.path.join(prefix, "bin")], []
 
 
-def rank_prefix(record) -> List[str]:
+def rank_prefix(record: JobRecord) -> List[str]:
     """argv to put before a rank's command: `sh rankenv.sh TEMPLATE KEY` when the job has
     staged copies at one path template, all with one manifest key (rankenv.sh checks each
     host's copy against it)."""
@@ -110,7 +108,7 @@ def rank_prefix(record) -> List[str]:
     return ["/bin/sh", os.path.join(os.path.dirname(os.path.abspath(__file__)), "rankenv.sh"), tmpl, keys.pop()]
 
 
-def check(record, host: str) -> Tuple[str, str]:
+def check(record: JobRecord, host: str) -> Tuple[str, str]:
     """For `jobenv doctor`: ("ok" | "stale" | "missing" | "unsafe" | "none", one line of detail).
 
     Walks the source environment (metadata only) to see whether it changed since staging.

@@ -25,7 +25,7 @@ import stat
 import sys
 import tarfile
 import time
-from typing import Any, Dict, List
+from typing import Any, Dict, List, Mapping
 
 from ..errors import BadInput, JobenvError
 from ..storepath import own_dir
@@ -46,7 +46,7 @@ def emit(obj: Dict[str, Any]) -> None:
     sys.stdout.flush()
 
 
-def default_root(environ) -> str:
+def default_root(environ: Mapping[str, str]) -> str:
     """Node-local temporary storage, per user: JOBENV_STAGE_DIR, else $TMPDIR, else /tmp.
     A relative one is refused (BadInput): it would name a different directory in every
     process's cwd, and the record must name the copy from anywhere."""
@@ -64,15 +64,15 @@ def default_root(environ) -> str:
 
 
 def stage_root(spec: Dict[str, Any], host: str) -> str:
-    """This host's stage directory: --to (absolute, %h expanded), else default_root of this
-    host's own environment (TMPDIR is often set per node)."""
+    """This host's stage directory: --to (host_path), else default_root here (TMPDIR is per node)."""
     try:
-        return expand(spec["to"], host) if spec.get("to") else default_root(os.environ)
+        return host_path(spec["to"], host) if spec.get("to") else default_root(os.environ)
     except JobenvError as exc:
         raise Failure(exc.message) from None
 
 
-def expand(template: str, host: str) -> str:
+def host_path(template: str, host: str) -> str:
+    """A --to template for one host: `%h` is the host name."""
     return template.replace("%h", host)
 
 

@@ -9,9 +9,12 @@ from __future__ import annotations
 
 import hashlib
 import importlib
-from typing import List, Optional, Tuple
+from typing import TYPE_CHECKING, Callable, List, Optional, Sequence, Tuple
 
 from ...runtime import DistInfo
+
+if TYPE_CHECKING:
+    from ..barrier import Watchdog
 
 # (framework, backend) -> "module:class"; backend None is the framework's default
 ADAPTERS = {
@@ -42,7 +45,7 @@ class Comm:
     def barrier(self) -> None:
         raise NotImplementedError
 
-    def train(self, steps: int, wd) -> Tuple[List[float], Optional[float], str]:
+    def train(self, steps: int, wd: Watchdog) -> Tuple[List[float], Optional[float], str]:
         """A few data-parallel steps: (mean loss per step, first step seconds, parameter digest)."""
         raise NotImplementedError
 
@@ -50,7 +53,7 @@ class Comm:
         raise NotImplementedError
 
 
-def digest(values) -> str:
+def digest(values: Sequence[float]) -> str:
     """A short fingerprint of parameters: equal on every rank after correct training."""
     return hashlib.sha256(repr([float(v) for v in values]).encode()).hexdigest()[:16]
 
@@ -68,5 +71,5 @@ def make_comm(framework: str, backend: Optional[str], info: DistInfo, timeout: f
     key = (framework, backend if (framework, backend) in ADAPTERS else None)
     module, cls, needs, extra = ADAPTERS[key]
     ensure_installed(needs, extra)
-    adapter = getattr(importlib.import_module(f"{__name__}.{module}"), cls)
+    adapter: Callable[..., Comm] = getattr(importlib.import_module(f"{__name__}.{module}"), cls)
     return adapter(info, backend=backend, timeout=timeout)

@@ -4,12 +4,17 @@ from __future__ import annotations
 import random
 import time
 
+from typing import TYPE_CHECKING, List, Optional, Tuple
+
 from ...runtime import DetectError, DistInfo
 from . import Comm, digest
 
+if TYPE_CHECKING:
+    from ..barrier import Watchdog
+
 
 class MPIComm(Comm):
-    def __init__(self, info: DistInfo, backend=None, timeout: float = 300.0) -> None:
+    def __init__(self, info: DistInfo, backend: Optional[str] = None, timeout: float = 300.0) -> None:
         t = time.time()
         import mpi4py
 
@@ -28,25 +33,26 @@ class MPIComm(Comm):
         self.device = f"cpu ({MPI.Get_library_version().splitlines()[0].strip()[:40]})"
 
     def allreduce(self, value: float, op: str) -> float:
-        return self.comm.allreduce(value, op={"sum": self.MPI.SUM, "max": self.MPI.MAX}[op])
+        return float(self.comm.allreduce(value, op={"sum": self.MPI.SUM, "max": self.MPI.MAX}[op]))
 
     def broadcast(self, value: float) -> float:
-        return self.comm.bcast(value, root=0)
+        return float(self.comm.bcast(value, root=0))
 
-    def allgather(self, text: str) -> list:
-        return self.comm.allgather(text)
+    def allgather(self, text: str) -> List[str]:
+        return [str(t) for t in self.comm.allgather(text)]
 
     def barrier(self) -> None:
         self.comm.Barrier()
 
-    def train(self, steps: int, wd):
+    def train(self, steps: int, wd: Watchdog) -> Tuple[List[float], Optional[float], str]:
         """Linear regression by data-parallel SGD in pure Python: gradients summed over ranks."""
         rng = random.Random(1000 + self.comm.Get_rank())
         true_w = [0.5 * (i % 5) - 1.0 for i in range(8)]
         xs = [[rng.gauss(0, 1) for _ in range(8)] for _ in range(64)]
         ys = [sum(a * b for a, b in zip(x, true_w)) + 0.3 for x in xs]
         w, b, lr, n = [0.0] * 8, 0.0, 0.1, self.comm.Get_size()
-        losses, first = [], None
+        losses: List[float] = []
+        first: Optional[float] = None
         for step in range(steps):
             t = time.time()
             with wd.phase(f"step{step}"):

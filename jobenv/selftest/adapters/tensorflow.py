@@ -4,15 +4,20 @@ from __future__ import annotations
 
 import os
 import time
+from contextlib import nullcontext
+from typing import TYPE_CHECKING, Any, List, Optional, Tuple
 
 from ...runtime import DistInfo
 from . import Comm, digest
+
+if TYPE_CHECKING:
+    from ..barrier import Watchdog
 
 
 class TFComm(Comm):
     """allreduce / broadcast / allgather / barrier / train, as the selftest expects."""
 
-    def __init__(self, info: DistInfo, backend=None, timeout: float = 300.0) -> None:
+    def __init__(self, info: DistInfo, backend: Optional[str] = None, timeout: float = 300.0) -> None:
         self.info, self.kind = info, backend or "multiworker"
         t = time.time()
         os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
@@ -31,7 +36,8 @@ class TFComm(Comm):
             self.rank, self.size = hvd.rank(), hvd.size()
         elif self.kind == "multiworker":
             # worker ports start past the check-in's (MASTER_PORT + 1)
-            _, self.strategy = backends.setup_tensorflow(info.replace(master_port=info.master_port + 2))
+            backends.setup_tensorflow(info.replace(master_port=info.master_port + 2))
+            self.strategy = backends.tensorflow_strategy()
             self.rank, self.size = info.rank, info.world_size
             self.replicas = self.strategy.num_replicas_in_sync
         else:
@@ -41,7 +47,7 @@ class TFComm(Comm):
         self.device = f"{'gpu' if gpus else 'cpu'} (tensorflow {self.kind})"
 
     # -- collectives
-    def _reduce(self, value, op: str):
+    def _reduce(self, value: float, op: str) -> float:
         tf = self.tf
         x = tf.constant(float(value), dtype=tf.float64)
         if self.kind == "horovod":
@@ -63,7 +69,7 @@ class TFComm(Comm):
         # no broadcast in tf.distribute: every rank but 0 contributes zero to a sum
         return self._reduce(value if self.rank == 0 else 0.0, "sum")
 
-    def allgather(self, text: str) -> list:
+    def allgather(self, text: str) -> List[str]:
         tf = self.tf
         data = list(text.encode())
         longest = int(self._reduce(len(data), "max"))
@@ -81,21 +87,23 @@ class TFComm(Comm):
             raise RuntimeError("barrier: not every rank took part")
 
     # -- training
-    def train(self, steps: int, wd):
+    def train(self, steps: int, wd: Watchdog) -> Tuple[List[float], Optional[float], str]:
         """Linear regression by data-parallel SGD; each rank has its own data."""
         tf = self.tf
         gen = tf.random.Generator.from_seed(1000 + self.rank)
         x = gen.normal([64, 8], dtype=tf.float32)
         y = tf.reduce_sum(x, axis=1, keepdims=True) * 0.5 + 0.3
-        scope = self.strategy.scope() if self.kind == "multiworker" else _nullcontext()
+        scope = self.strategy.scope() if self.kind == "multiworker" else nullcontext()
         with scope:
             w = tf.Variable(tf.zeros([8, 1]))
             b = tf.Variable(tf.zeros([1]))
         if self.kind == "horovod":
             self.hvd.broadcast_variables([w, b], root_rank=0)
-        lr, losses, first = 0.1, [], None
+        lr = 0.1
+        losses: List[float] = []
+        first: Optional[float] = None
 
-        def local_grads():
+        def local_grads() -> Tuple[Any, Any]:
             with tf.GradientTape() as tape:
                 loss = tf.reduce_mean(tf.square(tf.matmul(x, w) + b - y))
             return loss, tape.gradient(loss, [w, b])
@@ -127,10 +135,3 @@ class TFComm(Comm):
         if self.kind == "horovod":
             self.hvd.shutdown()
 
-
-class _nullcontext:
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        return False

@@ -3,10 +3,15 @@ also the base of the horovod and DeepSpeed adapters, which change setup and coll
 from __future__ import annotations
 
 import time
-from typing import Optional
+from typing import TYPE_CHECKING, Any, Callable, List, Optional, Tuple
 
 from ...runtime import DistInfo
 from . import Comm, digest
+
+if TYPE_CHECKING:
+    from ..barrier import Watchdog
+
+    Step = Callable[[Any], object]
 
 
 class TorchComm(Comm):
@@ -29,7 +34,7 @@ class TorchComm(Comm):
         self.device = f"{self.dev} ({self._describe()})"
 
     # -- what the subclasses change
-    def _setup(self, info: DistInfo, timeout: float):
+    def _setup(self, info: DistInfo, timeout: float) -> Any:
         from ...runtime import backends
 
         # the selftest has checked in already (its barrier keeps the check-in port for phase reports)
@@ -38,22 +43,22 @@ class TorchComm(Comm):
         return self._current_device()
 
     def _describe(self) -> str:
-        return self.dist.get_backend()
+        return str(self.dist.get_backend())
 
-    def _sum_or_max(self, t, op: str):
+    def _sum_or_max(self, t: Any, op: str) -> Any:
         self.dist.all_reduce(t, op=self.dist.ReduceOp.SUM if op == "sum" else self.dist.ReduceOp.MAX)
         return t
 
-    def _broadcast0(self, t):
+    def _broadcast0(self, t: Any) -> Any:
         self.dist.broadcast(t, src=0)
         return t
 
-    def _gather_rows(self, buf) -> list:
+    def _gather_rows(self, buf: Any) -> List[Any]:
         rows = [self.torch.zeros_like(buf) for _ in range(self.dist.get_world_size())]
         self.dist.all_gather(rows, buf)
         return rows
 
-    def _wrap(self, model):
+    def _wrap(self, model: Any) -> Tuple[Any, Step]:
         """(network to run, step function) for this backend's data parallelism."""
         from torch.nn.parallel import DistributedDataParallel as DDP
 
@@ -62,10 +67,10 @@ class TorchComm(Comm):
         return net, lambda loss: (opt.zero_grad(), loss.backward(), opt.step())
 
     def rank(self) -> int:
-        return self.dist.get_rank()
+        return int(self.dist.get_rank())
 
     def size(self) -> int:
-        return self.dist.get_world_size()
+        return int(self.dist.get_world_size())
 
     def close(self) -> None:
         from ...runtime import backends
@@ -73,7 +78,7 @@ class TorchComm(Comm):
         backends.cleanup()
 
     # -- the interface
-    def _current_device(self):
+    def _current_device(self) -> Any:
         torch = self.torch
         if torch.cuda.is_available():
             return torch.device("cuda", torch.cuda.current_device())
@@ -81,7 +86,7 @@ class TorchComm(Comm):
             return torch.device("xpu", torch.xpu.current_device())
         return torch.device("cpu")
 
-    def _tensor(self, value: float):
+    def _tensor(self, value: float) -> Any:
         dtype = self.torch.float64 if self.dev.type == "cpu" else self.torch.float32
         return self.torch.tensor([float(value)], dtype=dtype, device=self.dev)
 
@@ -91,7 +96,7 @@ class TorchComm(Comm):
     def broadcast(self, value: float) -> float:
         return float(self._broadcast0(self._tensor(value)).item())
 
-    def allgather(self, text: str) -> list:
+    def allgather(self, text: str) -> List[str]:
         """Gather short strings as NUL-padded byte tensors: all_gather_object needs numpy."""
         torch = self.torch
         data = list(text.encode())
@@ -104,7 +109,7 @@ class TorchComm(Comm):
     def barrier(self) -> None:
         self.dist.barrier()
 
-    def train(self, steps: int, wd):
+    def train(self, steps: int, wd: Watchdog) -> Tuple[List[float], Optional[float], str]:
         torch = self.torch
         torch.manual_seed(0)  # same initial weights everywhere; data differs per rank
         model = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.Tanh(), torch.nn.Linear(16, 1)).to(self.dev)
@@ -112,7 +117,8 @@ class TorchComm(Comm):
         x = torch.randn(64, 8, generator=gen).to(self.dev)
         y = (x.sum(dim=1, keepdim=True) * 0.5 + 0.3).to(self.dev)
         net, step_fn = self._wrap(model)
-        losses, first = [], None
+        losses: List[float] = []
+        first: Optional[float] = None
         for step in range(steps):
             t = time.time()
             with wd.phase(f"step{step}"):

@@ -1,4 +1,4 @@
-"""Finding 9: ASCII digits only, documented limits checked before anything is expanded,
+"""ASCII digits only, documented limits checked before anything is expanded,
 and corrupt numbers in records that never traceback."""
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ import machines
 from conftest import base_env, jobenv
 from jobenv.errors import BadInput
 from jobenv.hostlist import expand, parse_counts
-from jobenv.numbers import MAX_HOSTS, MAX_SECONDS, parse_seconds, parse_uint
+from jobenv.numparse import MAX_HOSTS, MAX_SECONDS, parse_seconds, parse_uint
 
 
 @pytest.mark.parametrize("text", ["²", "1_0", "١٢", " 1", "+1", "-1", "", "1e3", "0x10", "9" * 31])
