@@ -65,7 +65,7 @@ from .runtime.launchers import (CHECK, LAUNCHERS, LOCAL, LSIZE, MAX_DIGITS, NAME
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from typing import List, Tuple
+    from typing import Any, List, Sequence, Tuple
 
 SCRIPT = "rankwrap.sh"
 # Device-selection variables a profile may bind (anything else could load code: LD_PRELOAD).
@@ -112,7 +112,7 @@ def gpu_bind_value(mode: str, local_rank: int) -> Tuple[str, str]:
     return var, f"{i // tiles}.{i % tiles}"
 
 
-def _first_set(names, dest: str, who: str) -> List[str]:
+def _first_set(names: Sequence[str], dest: str, who: str) -> List[str]:
     """sh: parse the first of `names` that is set into $dest (empty when none is)."""
     out = [f"    {dest}="]
     for i, n in enumerate(names):
@@ -123,7 +123,7 @@ def _first_set(names, dest: str, who: str) -> List[str]:
     return out
 
 
-def _row(row) -> List[str]:
+def _row(row: Tuple[Any, ...]) -> List[str]:
     name, rank_v = row[NAME], row[RANK][0]
     cond = [f'[ -n "${{{rank_v}+x}}" ]'] + [f'[ -n "${{{v}+x}}" ]' for v in row[REQUIRES]]
     if row[CHECK] == "srun":

@@ -552,7 +552,7 @@ def test_pbs_and_cobalt_shaped_jobs(tmp_path, machine):
 
 
 TRAIN = """
-import os, torch, torch.distributed as dist
+import gc, os, torch, torch.distributed as dist
 dist.init_process_group("gloo")  # env:// from the wrapper; no jobenv import
 r, n = dist.get_rank(), dist.get_world_size()
 model = torch.nn.Linear(4, 1)
@@ -569,7 +569,14 @@ w = model.weight.detach().clone()
 dist.broadcast(w, 0)
 assert t.item() == n * (n + 1) / 2 and torch.equal(w, model.weight.detach())
 os.write(1, f"ok {os.environ['RANK']} {os.environ['LOCAL_RANK']} {os.environ['WORLD_SIZE']} {r} {n}\\n".encode())
+# torch 2.13 aborts a rank at interpreter exit ("terminate called without an active exception",
+# SIGABRT) in about 3 of 10 runs when a DDP model outlives destroy_process_group (6/20 here
+# under the MPICH wheel's mpiexec without jobenv, 0/20 when the model is released and collected
+# after it): the script does that; telling that teardown abort apart
+# from a failure in launch's report is open resilience work.
 dist.destroy_process_group()
+del ddp, opt
+gc.collect()
 """
 
 

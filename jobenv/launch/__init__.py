@@ -7,7 +7,7 @@ from __future__ import annotations
 
 TYPE_CHECKING = False  # `import typing` costs ~5 ms on every `launch`
 if TYPE_CHECKING:
-    from typing import Any, Dict, List, Mapping, Optional
+    from typing import Any, Callable, Dict, List, Mapping, Optional
 
     from ..profiles import Profile
 
@@ -22,12 +22,12 @@ def context(nhosts: int, ppn: int, gpus_per_host: int, hostfile: Optional[str], 
 
 
 def _fill(template: Any, ctx: Mapping[str, str]) -> str:
-    from ..profiles import _PLACEHOLDER  # not at import: `launch` starts without re/pathlib when unsized
+    from ..profile_check import _PLACEHOLDER  # not at import: `launch` starts without re/pathlib when unsized
 
     return _PLACEHOLDER.sub(lambda m: ctx[m.group(1)], str(template))
 
 
-def pick_launcher(profile: Profile, which=None) -> Dict[str, Any]:
+def pick_launcher(profile: Profile, which: Optional[Callable[[str], Optional[str]]] = None) -> Dict[str, Any]:
     """The first candidate whose required program is on PATH, else the last one."""
     if which is None:
         import shutil

@@ -16,7 +16,10 @@ from . import families, ranks, report, sizing, supervise
 
 TYPE_CHECKING = False  # `import typing`/`dataclasses` cost ~50 ms: `launch` starts on every run
 if TYPE_CHECKING:
-    from typing import Callable, Dict, List, Mapping, Optional, Sequence, Tuple
+    from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple
+
+    from ..record import JobRecord
+    Which = Callable[[str, Mapping[str, str]], Optional[str]]
 
 
 class Options:
@@ -35,14 +38,14 @@ class Options:
 
 
 def rank_wrapper_argv() -> List[str]:
-    """The per-rank wrapper's argv (CONTRACTS item 4): torchrun's variables in every rank,
+    """The per-rank wrapper's argv: torchrun's variables in every rank,
     start/exit records in JOBENV_RUN_DIR, logs in JOBENV_LOG_DIR."""
     from ..rankwrap import wrapper_argv
 
     return list(wrapper_argv())
 
 
-def gpu_bind_mode(rec, environ: Mapping[str, str]) -> str:
+def gpu_bind_mode(rec: JobRecord, environ: Mapping[str, str]) -> str:
     """--gpu-bind: the job's profile's `gpu_bind`, as the wrapper's JOBENV_GPU_BIND."""
     from .. import profiles
 
@@ -65,7 +68,7 @@ class Attempt:
         self.hostfile_text, self.size, self.family = hostfile_text, size, family
 
 
-def _profile_template(rec, environ: Mapping[str, str]):
+def _profile_template(rec: JobRecord, environ: Mapping[str, str]) -> Tuple[Any, Dict[str, str]]:
     from .. import profiles
 
     profs = profiles.load_all(environ)
@@ -76,8 +79,8 @@ def _profile_template(rec, environ: Mapping[str, str]):
     return sizing.template_for(prof.launchers, rec.launch[0]), prof.vars
 
 
-def plan_attempt(rec, req: sizing.Request, opts: Options, hostfile: str, environ: Mapping[str, str],
-                 which=None) -> Tuple[Attempt, List[str]]:
+def plan_attempt(rec: JobRecord, req: sizing.Request, opts: Options, hostfile: str, environ: Mapping[str, str],
+                 which: Optional[Which] = None) -> Tuple[Attempt, List[str]]:
     """Decide one attempt (reads profiles only when sizing differs from the saved job)."""
     from .. import software
 
@@ -104,10 +107,10 @@ def plan_attempt(rec, req: sizing.Request, opts: Options, hostfile: str, environ
     return Attempt(argv, text, size, fam), warnings
 
 
-def per_host_plan(rec, environ: Mapping[str, str], hosts: List[str], hostfile: str
+def per_host_plan(rec: JobRecord, environ: Mapping[str, str], hosts: List[str], hostfile: str
                   ) -> Tuple[List[str], Optional[str]]:
     """(launcher argv, hostfile text or None): one process on each of `hosts` of the job, by
-    the recorded launcher (CONTRACTS item 5, for `jobenv stage`).  The caller writes the text
+    the recorded launcher (what `jobenv stage` runs on every host).  The caller writes the text
     to `hostfile` when it is not None, then appends its command."""
     from .. import software
 
@@ -132,7 +135,7 @@ def _say(msg: str) -> None:
     sys.stderr.flush()
 
 
-def run(rec, command: List[str], opts: Options, base_env: Mapping[str, str], dry_run: bool = False,
+def run(rec: JobRecord, command: List[str], opts: Options, base_env: Mapping[str, str], dry_run: bool = False,
         rank_prefix: Sequence[str] = ()) -> int:
     """Launch `command` (with retries) in `base_env`, the restore plan's environment; the exit
     code of the last attempt.  `rank_prefix` goes between the per-rank wrapper and the command
@@ -224,7 +227,7 @@ def fast_main(argv: List[str]) -> Optional[int]:
     return None
 
 
-def _without(rec, req: sizing.Request, host: str, nhosts: int) -> sizing.Request:
+def _without(rec: JobRecord, req: sizing.Request, host: str, nhosts: int) -> sizing.Request:
     """`req` minus `host`, when the job has a spare host to take its place (same host count)."""
     from ..hostlist import compress, expand
 

@@ -23,7 +23,7 @@ NAME = LAUNCH_PROGRAM
 
 def program_text(python: str = sys.executable, package_parent: Optional[str] = None) -> str:
     from ..interpreter import code_argv
-    from ..shell import quote
+    from ..quoting import quote
 
     parent = package_parent or os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
     code = ("from jobenv.fastlaunch import run as f; rc = f(sys.argv[1:]); "

@@ -1,6 +1,6 @@
 """What the ranks left behind: the per-rank wrapper's start/exit records and logs.
 
-The wrapper (jobenv.rankwrap, CONTRACTS item 4) writes one-line records into
+The wrapper (jobenv.rankwrap) writes one-line records into
 JOBENV_RUN_DIR: `rank-<R>.start` ("R host pid time") and `rank-<R>.exit` ("R host
 exit:<code>|signal:<number> time"), and per-rank logs `rank-<R>.log` into JOBENV_LOG_DIR.  Reading them
 is tolerant: a rank can die half-way through writing, and the directory is shared with

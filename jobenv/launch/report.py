@@ -12,8 +12,10 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import List, Optional, Tuple
 
+    from .command import Options
 
-def summarize(out: supervise.Outcome, run_dir: str, log_dir: Optional[str], size: sizing.Size, opts,
+
+def summarize(out: supervise.Outcome, run_dir: str, log_dir: Optional[str], size: sizing.Size, opts: Options,
               family: str = "", at_expiry: Optional[ranks.RunState] = None) -> Tuple[List[str], Optional[str]]:
     """Lines naming what went wrong, and the host of the first failed rank (for --exclude-failed).
 

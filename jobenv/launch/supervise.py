@@ -69,7 +69,7 @@ def _newest_mtime(log_dir: Optional[str]) -> float:
     return newest
 
 
-def _pump(fd: int, sel, partial: Dict[int, bytes], last: Deque[bytes], out_for: Dict[int, output.Sink],
+def _pump(fd: int, sel: selectors.BaseSelector, partial: Dict[int, bytes], last: Deque[bytes], out_for: Dict[int, output.Sink],
           keep_lines: int) -> bool:
     """Move what the launcher wrote on `fd` to our output; True when there was some."""
     try:
@@ -103,7 +103,7 @@ def _expiry(limits: Limits, start: float, now: float, last_output: float, log_di
     return None, last_output
 
 
-def _start(argv: List[str], env: Mapping[str, str]) -> subprocess.Popen:
+def _start(argv: List[str], env: Mapping[str, str]) -> subprocess.Popen[bytes]:
     """The launcher, in a session of its own, SIGTERMed if we die; JobenvError 127 when it
     cannot be started at all (and only then: a failure after the start is not "not found")."""
     from ..errors import JobenvError
@@ -158,7 +158,7 @@ class _Watch:
 
 def _forward_signals(pgid: int, forwarded: Dict[str, int]) -> Dict[signal.Signals, Any]:
     """SIGINT, SIGTERM and SIGHUP to us go to the launcher's group; the old handlers, to restore."""
-    def forward(signum, _frame):
+    def forward(signum: int, _frame: Any) -> None:
         forwarded["sig"] = signum
         reaper.kill_group(pgid, signum)
 
