@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from .errors import JobEnded
 from .quoting import join_argv
-from .schedulers import JOB_MARKERS, JOBID_VARS, PREFIXES, PROGRAM_VARS, SITE_VARS, all_prefixes, is_secret
+from .schedulers import JOB_MARKERS, JOBID_VARS, PREFIXES, SHELL_ONLY, SITE_VARS, all_prefixes, is_secret
 
 TYPE_CHECKING = False  # `import typing` costs ~5 ms per shell; type checkers still read the block below
 if TYPE_CHECKING:
@@ -30,11 +30,6 @@ if TYPE_CHECKING:
 # SITE_VARS (each scheduler file's `site_vars`: they describe the site, not a job) are never
 # cleared, and restored only where the shell has none of its own; is_secret (names that
 # authenticate to the job's daemons) are never restored: both from jobenv.schedulers.
-# Never restored from a record (nor saved into one): they choose a program srun runs, its
-# tasks' directory or environment (each scheduler file's `program_vars`), and no scheduler
-# sets them in a job, so a record holds one only as a user's option or a foreign file's
-# choice; a path in one names, on another node, whatever another user may have put there.
-SHELL_ONLY = frozenset(n for names in PROGRAM_VARS.values() for n in names) - SITE_VARS
 # Launch variables a record may never set: they make the shell, the loader or an
 # interpreter run code, or they are jobenv's own, or read-only in some shell.
 _LAUNCH_DENY = frozenset((

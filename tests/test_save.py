@@ -212,7 +212,7 @@ def test_nodefile_that_is_not_a_small_regular_file_is_one_line(tmp_path, home, v
 def test_save_records_no_variable_that_chooses_what_srun_runs(tmp_path, home):
     """srun reads SLURM_TASK_PROLOG, SLURM_EXPORT_ENV (`ALL,LD_PRELOAD=...`, which sbatch
     itself sets from --export), SLURM_WORKING_DIR... as its options: a restore never sets
-    them (jobenv.plan.SHELL_ONLY), so a save does not record them (every restore would warn
+    them (jobenv.schedulers.SHELL_ONLY), so a save does not record them (every restore would warn
     about them); the site's SLURM_CONF is still recorded."""
     def builder(root):
         return {**machines.perlmutter(root), "SLURM_TASK_PROLOG": "/tmp/p.sh", "SLURM_EXPORT_ENV": "NONE",

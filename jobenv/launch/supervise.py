@@ -34,6 +34,10 @@ if TYPE_CHECKING:
 
 GRACE_S = 5.0
 TIMEOUT_EXIT = 124  # as timeout(1)
+# The failure summary quotes the failed rank's last lines from the last `keep_lines` lines
+# of all output (the other ranks' and the launcher's dying words come after them: 20 was
+# too few for 8 srun ranks), each cut to LINE_BYTES: at most ~800 KiB held.
+LINE_BYTES = 4096
 
 
 class Limits:
@@ -79,13 +83,13 @@ def _pump(fd: int, sel: selectors.BaseSelector, partial: Dict[int, bytes], last:
     if not data:
         sel.unregister(fd)
         if partial[fd]:
-            last.append(partial[fd])
+            last.append(partial[fd][:LINE_BYTES])
         del partial[fd]
         return False
     out_for[fd].put(data)
     lines = (partial[fd] + data).split(b"\n")
-    partial[fd] = lines.pop()[-4096:]
-    last.extend(lines[-keep_lines:])
+    partial[fd] = lines.pop()[-LINE_BYTES:]
+    last.extend(line[:LINE_BYTES] for line in lines[-keep_lines:])
     return True
 
 
@@ -171,7 +175,7 @@ def _forward_signals(pgid: int, forwarded: Dict[str, int]) -> Dict[signal.Signal
 
 def run(argv: List[str], env: Mapping[str, str], limits: Limits, log_dir: Optional[str] = None,
         on_expire: Optional[Callable[[], None]] = None, before_kill: Optional[Callable[[], None]] = None,
-        keep_lines: int = 20,
+        keep_lines: int = 200,
         stdout_fd: int = 1, stderr_fd: int = 2) -> Outcome:
     """Start argv, copy its output, enforce the limits; JobenvError if it cannot start."""
     output.ensure_std_fds()

@@ -12,7 +12,7 @@ no scheduler file.
 from __future__ import annotations
 
 from ..errors import BadInput
-from . import is_secret
+from . import SHELL_ONLY, is_secret
 
 TYPE_CHECKING = False  # `import typing` costs ~5 ms per shell; type checkers still read the block below
 if TYPE_CHECKING:
@@ -106,9 +106,7 @@ def read_text(path: str) -> str:
 
 def pick_env(env: Mapping[str, str], prefixes: Sequence[str], drop: Sequence[str] = ()) -> Dict[str, str]:
     """The scheduler's job variables: by prefix, minus secrets, per-step/task ones and those
-    a restore never sets (plan.SHELL_ONLY: they choose programs)."""
-    from ..plan import SHELL_ONLY
-
+    a restore never sets (SHELL_ONLY: they choose programs)."""
     out = {}
     for k, v in env.items():
         if not k.startswith(tuple(prefixes)) or not (k.isidentifier() and k.isascii()):
