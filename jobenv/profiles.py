@@ -189,19 +189,23 @@ def _read(path: Path, own: bool) -> str:
     choice of your files) would run their command as you."""
     import stat
 
+    from .readfile import NotRegular, Refused, open_regular, read_open
+
     try:
-        flags = os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0)
-        fd = os.open(path, flags) if own else os.open(_judged(path), flags | os.O_NOFOLLOW)
-        with os.fdopen(fd, "rb") as f:
-            st = os.fstat(f.fileno())
-            if not stat.S_ISREG(st.st_mode):
-                raise ProfileError(f"profile {path}: not a regular file")
+        fd, st = open_regular(str(path)) if own else open_regular(_judged(path), nofollow=True)
+        try:
             if not own and (st.st_uid not in (os.getuid(), 0) or st.st_mode & 0o022):
                 raise ProfileError(f"profile {path}: owned by uid {st.st_uid} or writable by others "
                                    f"(mode {stat.S_IMODE(st.st_mode):o}); refusing it: keep profiles in a "
                                    f"file of your own, chmod go-w")
-            data = f.read(MAX_BYTES + 1)
+            data = read_open(fd, st, MAX_BYTES)
+        finally:
+            os.close(fd)
         return data.decode("utf-8")
+    except NotRegular:
+        raise ProfileError(f"profile {path}: not a regular file") from None
+    except Refused:
+        raise ProfileError(f"profile {path}: larger than {MAX_BYTES:,} bytes") from None
     except (OSError, UnicodeDecodeError) as exc:
         raise ProfileError(f"profile {path}: cannot read: {exc}") from None
 

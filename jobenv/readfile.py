@@ -48,14 +48,15 @@ def _kind(mode: int) -> str:
     return next((name for test, name in _KINDS if test(mode)), "not a file")
 
 
-def _open_regular(path: str) -> Tuple[int, os.stat_result]:
+def open_regular(path: str, nofollow: bool = False) -> Tuple[int, os.stat_result]:
     """A descriptor open on the regular file `path`, and its fstat: the name is checked
-    before the open (a device is never opened) and the descriptor after it (the same file)."""
+    before the open (a device is never opened) and the descriptor after it (the same file).
+    `nofollow`: `path` itself may not be a symbolic link (its caller judged every link)."""
     for _ in range(3):
-        named = os.stat(path)
+        named = os.lstat(path) if nofollow else os.stat(path)
         if not stat.S_ISREG(named.st_mode):
             raise NotRegular(f"is {_kind(named.st_mode)}, not a regular file")
-        fd = os.open(path, _OPEN_FLAGS)
+        fd = os.open(path, _OPEN_FLAGS | (os.O_NOFOLLOW if nofollow else 0))
         try:
             st = os.fstat(fd)
         except OSError:
@@ -73,22 +74,27 @@ def read_bytes(path: str, limit: int) -> bytes:
     """The bytes of the regular file `path`, at most `limit` of them.  Raises NotRegular
     or Refused (too large) for anything else, and the OSError of open or read as it is
     (FileNotFoundError...)."""
-    fd, st = _open_regular(path)
+    fd, st = open_regular(path)
     try:
-        if st.st_size > limit:
-            raise Refused(f"is {st.st_size:,} bytes, more than the {limit >> 20} MiB such a file may be")
-        chunks, size = [], 0
-        while size <= limit:
-            chunk = os.read(fd, min(max(st.st_size, 1 << 16), limit + 1 - size))
-            if not chunk:
-                break
-            chunks.append(chunk)
-            size += len(chunk)
-        if size > limit:
-            raise Refused(f"grew past {limit >> 20} MiB while being read")
-        return b"".join(chunks)
+        return read_open(fd, st, limit)
     finally:
         os.close(fd)
+
+
+def read_open(fd: int, st: os.stat_result, limit: int) -> bytes:
+    """The bytes of the file open on `fd` (open_regular's), at most `limit` of them, else Refused."""
+    if st.st_size > limit:
+        raise Refused(f"is {st.st_size:,} bytes, more than the {limit >> 20} MiB such a file may be")
+    chunks, size = [], 0
+    while size <= limit:
+        chunk = os.read(fd, min(max(st.st_size, 1 << 16), limit + 1 - size))
+        if not chunk:
+            break
+        chunks.append(chunk)
+        size += len(chunk)
+    if size > limit:
+        raise Refused(f"grew past {limit >> 20} MiB while being read")
+    return b"".join(chunks)
 
 
 def read_regular(path: str, limit: int, what: str, missing: str = "") -> str:

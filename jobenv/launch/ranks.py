@@ -196,16 +196,13 @@ def tail(path: str, lines: int = 10, limit: int = 65536) -> List[str]:
     """The last lines of a log, decoded leniently (ranks may print any bytes); nothing
     when it is not a regular file (opened non-blocking: a FIFO named like a log must not
     block the summary)."""
-    import stat
+    from ..readfile import open_regular
 
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC)
+        fd, st = open_regular(path)  # never opens a FIFO or device planted under that name
     except OSError:
         return []
     try:
-        st = os.fstat(fd)
-        if not stat.S_ISREG(st.st_mode):
-            return []
         data = os.pread(fd, limit, max(0, st.st_size - limit))
     except OSError:
         return []
