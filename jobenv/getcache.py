@@ -34,7 +34,7 @@ from .storepath import check_ancestors, dirs_above
 
 TYPE_CHECKING = False  # `import typing` costs ~5 ms per shell; type checkers still read the block below
 if TYPE_CHECKING:
-    from typing import Any, List, Mapping, Optional, Sequence, Tuple
+    from typing import Any, Callable, List, Mapping, Optional, Sequence, Tuple
 
 RACY = 2.0
 VERDICT_TTL = 60.0
@@ -215,30 +215,38 @@ def proof(env: Mapping[str, str], record_path: str, until: float) -> Optional[Li
             *up, "# end"]
 
 
+def _around(paths: List[str], passes: Callable[[], bool]) -> Optional[List[str]]:
+    """`above` of each of `paths`, taken before and after `passes()` judges them, so what a
+    proof records is what passed (a change in between voids it); None: no cache."""
+    sigs = [above(p) for p in paths]
+    if "missing" in sigs or not passes() or sigs != [above(p) for p in paths]:
+        return None
+    return sigs
+
+
 def _cache_sig(env: Mapping[str, str]) -> Optional[str]:
-    """`above` of the cache directory, taken around cache_dir's check of it (so what the
-    proof holds passed it: another user who could write there could swap the snippet), or
-    None: no cache."""
-    s = above(os.path.join(store_home(env), "cache"))
-    if cache_dir(env) is None or above(os.path.join(store_home(env), "cache")) != s:
-        return None
-    return s
+    """`above` of the cache directory, as cache_dir's check passed it (another user who
+    could write there could swap the snippet), or None: no cache."""
+    sigs = _around([os.path.join(store_home(env), "cache")], lambda: cache_dir(env) is not None)
+    return sigs[0] if sigs else None
 
 
-def _above(jobs: str) -> Optional[List[str]]:
-    """`# above SIG|PATH` for every directory storepath.check_ancestors judges, taken
-    around a check of them (so what is recorded passed it), or None: no cache."""
-    dirs = dirs_above(jobs)
-    if len(dirs) > MAX_ABOVE or any(c in p for p in dirs for c in "\n\r"):
-        return None
-    sigs = [above(p) for p in dirs]
+def _ancestors_pass(jobs: str) -> bool:
     try:
         check_ancestors(jobs)
     except BadRecord:
+        return False
+    return True
+
+
+def _above(jobs: str) -> Optional[List[str]]:
+    """`# above SIG|PATH` for every directory storepath.check_ancestors judges, as that
+    check passed them, or None: no cache."""
+    dirs = dirs_above(jobs)
+    if len(dirs) > MAX_ABOVE or any(c in p for p in dirs for c in "\n\r"):
         return None
-    if "missing" in sigs or sigs != [above(p) for p in dirs]:
-        return None
-    return [f"# above {s}|{p}".replace("%", "%%") for s, p in zip(sigs, dirs)]
+    sigs = _around(dirs, lambda: _ancestors_pass(jobs))
+    return None if sigs is None else [f"# above {s}|{p}".replace("%", "%%") for s, p in zip(sigs, dirs)]
 
 
 def write_snippet(env: Mapping[str, str], host: str, header: List[str], body: str) -> None:
