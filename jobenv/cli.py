@@ -193,6 +193,9 @@ def main(argv: Optional[List[str]] = None) -> int:
     """Run the CLI; every failure is one `jobenv: error:` line and a documented exit code."""
     try:
         rv = cli.main(args=argv, prog_name="jobenv", standalone_mode=False)
+    except click.exceptions.NoArgsIsHelpError as exc:  # bare `jobenv`: the usage, as click prints it
+        _tell(exc.format_message().rstrip("\n"))
+        return EXIT_USAGE
     except click.UsageError as exc:
         _tell(usage_error_line(exc))
         return EXIT_USAGE
