@@ -52,18 +52,34 @@ def check_store(env: Mapping[str, str]) -> List[Check]:
 
 
 def check_shell(env: Mapping[str, str]) -> Check:
+    """Would a brand-new shell (ssh, tmux, an IDE terminal: no venv active) find jobenv?
+    Asked of the user's own shell, started interactive with an empty environment, as the
+    issue of every second shell is: its rc file alone must bring getjobenv and jobenv."""
+    import shutil
+    import subprocess
+
+    from .doctor_judges import judge_shell
+    from .init import exe_path
+    from .init_install import rc_file
+
     sh = os.path.basename(env.get("SHELL", "")) or "bash"
+    sh = sh if sh in ("bash", "zsh", "fish") else "bash"
     home = env.get("HOME") or os.path.expanduser("~")
-    rc = {"zsh": ".zshrc", "fish": ".config/fish/config.fish"}.get(sh, ".bashrc")
+    prog = shutil.which(sh, path=env.get("PATH", "") + ":/usr/bin:/bin")
+    if prog is None:
+        return Check("shell", "warn", f"{sh} is not installed here; cannot check a new shell")
+    probe = ("functions -q getjobenv; and printf 'J:%s\\n' $JOBENV_EXE" if sh == "fish" else
+             "command -v getjobenv >/dev/null 2>&1 && printf 'J:%s\\n' \"${JOBENV_EXE:-$(command -v jobenv)}\"")
+    fresh = {"HOME": home, "PATH": "/usr/bin:/bin", "TERM": "dumb", "LANG": env.get("LANG", "C.UTF-8")}
+    if sh == "zsh" and env.get("ZDOTDIR"):
+        fresh["ZDOTDIR"] = env["ZDOTDIR"]
     try:
-        with open(os.path.join(home, rc), encoding="utf-8", errors="replace") as f:
-            text = f.read()
-    except OSError:
-        text = ""
-    if any(k in text for k in ("jobenv init", "jobenv.sh", "init." + sh)):
-        return Check("shell", "ok", f"~/{rc} loads jobenv's shell integration")
-    line = "jobenv init fish | source" if sh == "fish" else f'eval "$(jobenv init {sh})"'
-    return Check("shell", "warn", f"~/{rc} does not load jobenv (getjobenv, completions)", f"add `{line}` to ~/{rc}")
+        out = subprocess.run([prog, "-i", "-c", probe], env=fresh, capture_output=True, text=True,
+                             timeout=20, stdin=subprocess.DEVNULL, cwd=home if os.path.isdir(home) else "/").stdout
+    except (OSError, subprocess.SubprocessError) as exc:
+        return Check("shell", "warn", f"a new {sh} could not be started: {exc}")
+    rc = rc_file(sh, {**env, "HOME": home}).replace(home, "~", 1)
+    return judge_shell(sh, out, rc, exe_path(sys.argv[0], sys.executable))
 
 
 def check_pythonpath(env: Mapping[str, str]) -> List[Check]:

@@ -131,3 +131,16 @@ def judge_imports(results: Dict[str, Tuple[Optional[Dict[str, Any]], str]], flav
             note = " (installed; --deep imports it)" if info.get("imported") is False else ""
             out.append(Check(name, "ok", f"{name} {info.get('version')}{note}" + (f" (built with {extra})" if extra else "")))
     return out
+
+
+def judge_shell(sh: str, probe_output: str, rc: str, exe: str) -> Check:
+    """A new interactive `sh` printed `J:<jobenv it found>` when getjobenv exists there."""
+    import os
+
+    found = [line[2:] for line in probe_output.splitlines() if line.startswith("J:")]
+    if found and found[-1] and os.access(found[-1], os.X_OK):
+        return Check("shell", "ok", f"a new {sh} finds jobenv ({found[-1]}) and getjobenv, from {rc}")
+    what = "has getjobenv but no runnable jobenv" if found else "finds no jobenv (getjobenv, launch: command not found)"
+    fix = (f"run `{exe} init {sh} --install` (adds one line naming {exe} to {rc})" if exe else
+           f"run `/path/to/your/venv/bin/jobenv init {sh} --install`")
+    return Check("shell", "fail", f"a new {sh} (no venv active, as after ssh or in tmux) {what}", fix)

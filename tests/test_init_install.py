@@ -9,20 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from conftest import REPO, need
+from conftest import jobenv_program, need
 from jobenv import init_install
 from jobenv.errors import BadInput
-
-
-def exe_for(tmp_path: Path) -> Path:
-    """A `jobenv` program for this checkout whose argv[0] is its own absolute path (what a
-    venv's console script is), wherever this interpreter's own console script lives."""
-    exe = tmp_path / "venv-bin" / "jobenv"
-    exe.parent.mkdir()
-    exe.write_text(f"#!{sys.executable}\nimport sys\nsys.path[:0] = [{str(REPO)!r}]\n"
-                   "from jobenv.__main__ import main\nsys.exit(main())\n")
-    exe.chmod(0o755)
-    return exe
 
 
 def test_line_is_added_once_and_replaced_when_jobenv_moved():
@@ -67,7 +56,7 @@ def test_a_brand_new_shell_finds_jobenv_restores_and_launches(tmp_path, shell):
     need(shell)
     home = tmp_path / "home"
     home.mkdir()
-    exe = exe_for(tmp_path)
+    exe = jobenv_program(tmp_path)
     env = {"HOME": str(home), "PATH": "/usr/bin:/bin", "LANG": "C.UTF-8", "TERM": "dumb"}
     for _ in range(2):  # twice: still one line
         p = subprocess.run([str(exe), "init", shell, "--install"], env=env, capture_output=True, text=True,
