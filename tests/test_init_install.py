@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import jobenv_program, need
+from conftest import REPO, jobenv_program, need
 from jobenv import init_install
 from jobenv.errors import BadInput
 
@@ -78,3 +78,33 @@ def test_a_brand_new_shell_finds_jobenv_restores_and_launches(tmp_path, shell):
     assert "rank 0" in p.stdout, p.stdout + p.stderr
     if shell == "bash":
         assert "export KEEP=me" in rc.read_text()
+
+
+def test_a_user_level_install_is_found_by_a_new_shell(tmp_path):
+    """The documented alternative to a venv: `pip install --user` puts jobenv in ~/.local/bin;
+    `--install` pins that program, and a new shell with nothing on PATH restores through it."""
+    import sysconfig
+
+    if (Path(sysconfig.get_path("stdlib")) / "EXTERNALLY-MANAGED").exists():
+        pytest.skip("this Python refuses `pip install --user` (PEP 668): pipx is the user-level way there")
+    home = tmp_path / "home"
+    home.mkdir()
+    env = {"HOME": str(home), "PATH": "/usr/bin:/bin", "LANG": "C.UTF-8", "TERM": "dumb",
+           "PYTHONUSERBASE": str(home / ".local"), "PIP_DISABLE_PIP_VERSION_CHECK": "1"}
+    env.update({k: v for k, v in os.environ.items() if k.startswith("PIP_")})
+    src = tmp_path / "src"  # a copy: building in place would leave build/ in the checkout
+    files = subprocess.run(["git", "ls-files", "-z"], cwd=REPO, capture_output=True, check=True).stdout
+    for rel in filter(None, files.decode().split("\0")):
+        if (REPO / rel).is_file():
+            (src / rel).parent.mkdir(parents=True, exist_ok=True)
+            (src / rel).write_bytes((REPO / rel).read_bytes())
+    subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--user", "--no-deps", "--no-build-isolation",
+                    str(src)], env=env, check=True, capture_output=True, timeout=300)
+    exe = home / ".local" / "bin" / "jobenv"
+    assert exe.exists()
+    subprocess.run([str(exe), "init", "bash", "--install"], env=env, check=True, capture_output=True, timeout=60)
+    assert str(exe) in (home / ".bashrc").read_text()
+    p = subprocess.run(["env", "-i", f"HOME={home}", "PATH=/usr/bin:/bin", "TERM=dumb", "bash", "-i", "-c",
+                        'type getjobenv >/dev/null && "$JOBENV_EXE" --version'],
+                       capture_output=True, text=True, timeout=60, stdin=subprocess.DEVNULL)
+    assert p.returncode == 0 and "jobenv" in p.stdout, p.stdout + p.stderr
