@@ -32,7 +32,9 @@ class Group(click.Group):
 
 @click.group(cls=Group, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(__version__, "-V", "--version", prog_name="jobenv")
-def cli() -> None:
+@click.option("--color", type=click.Choice(["auto", "always", "never"]), default=None,
+              help="Colour and bold in tables and progress (default auto: on a terminal, off with NO_COLOR).")
+def cli(color: Optional[str]) -> None:
     """Capture an HPC job's environment once; restore it and launch in any shell.
 
     \b
@@ -40,6 +42,8 @@ def cli() -> None:
     in any other shell:      source <(jobenv get)      (fish: jobenv get | source)
     then:                    launch python3 -m jobenv.selftest
     """
+    if color is not None:  # one rule for every table and bar of this run (jobenv.output.styled)
+        os.environ["JOBENV_COLOR"] = color
 
 
 @cli.command()

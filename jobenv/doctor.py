@@ -193,7 +193,10 @@ def collect(env: Mapping[str, str], job: Optional[str], deep: bool, timeout: flo
         checks.append(judge_gpus(rec.gpus_per_host, seen, where))
         checks += check_rendezvous(rec, env, host, probes.resolve)
         if deep:
-            checks.append(check_deep(rec.jobid, env, timeout * 4))
+            from .output import progress
+
+            with progress(f"--deep: a two-rank all-reduce through `jobenv launch` (up to {timeout * 4:g} s)"):
+                checks.append(check_deep(rec.jobid, env, timeout * 4))
     else:
         checks += judge_imports(probes.finish_imports(started), None, 0)
     checks += check_pythonpath(env)
