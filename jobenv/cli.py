@@ -80,7 +80,8 @@ def get(job: Optional[str], shell_name: Optional[str], allow_stale: bool, no_pyt
     """Print shell code restoring the job: source <(jobenv get)."""
     from .get import get as do_get
 
-    write_out(do_get(os.environ, job, shell_name, allow_stale, warn, python=not no_python))
+    write_out(do_get(os.environ, job, shell_name, allow_stale, warn, python=not no_python,
+                     tell=lambda msg: click.echo(f"jobenv: {one_line(msg)}", err=True)))
 
 
 _SECONDS = Seconds(above=True)

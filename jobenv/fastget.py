@@ -58,7 +58,7 @@ def run(args: List[str]) -> Optional[int]:
 
     try:
         text = get(os.environ, opts["job"], opts["shell_name"], opts["allow_stale"], warn,
-                   python=not opts["no_python"])
+                   python=not opts["no_python"], tell=lambda msg: sys.stderr.write(f"jobenv: {one_line(msg)}\n"))
     except (JobenvError, OSError) as exc:
         return report_error(exc)
     sys.stdout.flush()
