@@ -62,7 +62,7 @@ def save(profile: Optional[str], scheduler: Optional[str], gpus_per_host: Option
     from .save import Options
     from .save import save as do_save
 
-    rec, path = do_save(os.environ, Options(scheduler, profile, gpus_per_host, ranks_per_host))
+    rec, path = do_save(os.environ, Options(scheduler, profile, gpus_per_host, ranks_per_host), warn)
     if watch_it:
         from . import watch as watch_mod
 

@@ -14,7 +14,7 @@ from __future__ import annotations
 import json
 import os
 import sys
-from typing import Callable, Dict, List, Mapping, Optional
+from typing import Any, Callable, Dict, List, Mapping, Optional
 
 import click
 
@@ -31,6 +31,18 @@ def check_deep(jobid: str, env: Mapping[str, str], timeout: float) -> Check:
         return Check("selftest", "ok", "two-rank all-reduce through `jobenv launch` passed")
     return Check("selftest", "fail", f"two-rank selftest {'timed out' if rc is None else f'exited {rc}'}: {tail}",
                  "run `jobenv launch -- python3 -m jobenv.selftest` and read the first error")
+
+
+def check_launcher_fit(rec: JobRecord, env: Mapping[str, str], exe: str, row: Any) -> Optional[Check]:
+    """A fail when the launcher found is not the family the profile's flags are written for
+    (jobenv.launcher_fit, the rule `save` warns by); None when it fits or cannot be told."""
+    from . import launcher_fit, profiles
+
+    prof = profiles.load_all(env).get(rec.machine)
+    if prof is None or not rec.launch:
+        return None
+    bad = launcher_fit.mismatch(prof.name, launcher_fit.declared(prof.launchers, rec.launch[0]), row, exe)
+    return Check("launcher", "fail", bad[0], bad[1]) if bad else None
 
 
 def check_store(env: Mapping[str, str]) -> List[Check]:
@@ -185,8 +197,8 @@ def collect(env: Mapping[str, str], job: Optional[str], deep: bool, timeout: flo
                                 "load the MPI module or activate the environment that provides it"))
         else:
             banner = probes.launcher_banner(exe, env)
-            checks.append(judge_launcher(exe, banner))
             row = launcher_family(exe, banner)
+            checks.append(check_launcher_fit(rec, env, exe, row) or judge_launcher(exe, banner))
             flavor = row.flavor if row is not None else None
         checks += judge_imports(probes.finish_imports(started), flavor, rec.gpus_per_host)
         seen, where = probes.gpus_here(env)
