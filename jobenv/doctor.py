@@ -14,7 +14,7 @@ from __future__ import annotations
 import json
 import os
 import sys
-from typing import Any, Callable, Dict, List, Mapping, Optional
+from typing import Any, Callable, Dict, List, Mapping, Optional, Tuple
 
 import click
 
@@ -43,6 +43,15 @@ def check_launcher_fit(rec: JobRecord, env: Mapping[str, str], exe: str, row: An
         return None
     bad = launcher_fit.mismatch(prof.name, launcher_fit.declared(prof.launchers, rec.launch[0]), row, exe)
     return Check("launcher", "fail", bad[0], bad[1]) if bad else None
+
+
+def own_launcher(env: Mapping[str, str]) -> Optional[Tuple[str, str]]:
+    """(path, flavor) of the mpiexec installed beside this Python (a venv's MPICH wheel), if any."""
+    exe = os.path.join(os.path.dirname(sys.executable), "mpiexec")
+    if not os.access(exe, os.X_OK):
+        return None
+    row = launcher_family(exe, "")
+    return (exe, row.flavor) if row is not None else None
 
 
 def check_store(env: Mapping[str, str]) -> List[Check]:
@@ -200,7 +209,7 @@ def collect(env: Mapping[str, str], job: Optional[str], deep: bool, timeout: flo
             row = launcher_family(exe, banner)
             checks.append(check_launcher_fit(rec, env, exe, row) or judge_launcher(exe, banner))
             flavor = row.flavor if row is not None else None
-        checks += judge_imports(probes.finish_imports(started), flavor, rec.gpus_per_host)
+        checks += judge_imports(probes.finish_imports(started), flavor, rec.gpus_per_host, own_launcher(env))
         seen, where = probes.gpus_here(env)
         checks.append(judge_gpus(rec.gpus_per_host, seen, where))
         checks += check_rendezvous(rec, env, host, probes.resolve)

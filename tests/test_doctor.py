@@ -114,6 +114,9 @@ def test_other_hosts_and_another_mpi_fail(tmp_path, home):
     assert c["host"]["status"] == "fail" and "login1 is not a host of job 10446" in c["host"]["detail"]
     assert c["launcher"]["status"] == "ok" and "Open MPI" in c["launcher"]["detail"]
     assert c["mpi4py"]["status"] == "fail" and "MPICH" in c["mpi4py"]["detail"], c["mpi4py"]
+    # the fix names what was found: the record's Open MPI came first when it was saved, and
+    # this venv's own MPICH mpiexec matches mpi4py (not "rebuild mpi4py")
+    assert os.path.join(VENV_BIN, "mpiexec") in c["mpi4py"]["fix"] and "jobenv save" in c["mpi4py"]["fix"], c["mpi4py"]
     assert c["rendezvous"]["status"] == "fail"  # thetagpu13 does not resolve here
     assert c["gpus"]["status"] == "warn"  # record says 8, no GPU tool answers
 
