@@ -32,7 +32,9 @@ class Group(click.Group):
 
 @click.group(cls=Group, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(__version__, "-V", "--version", prog_name="jobenv")
-def cli() -> None:
+@click.option("--color", type=click.Choice(["auto", "always", "never"]), default=None,
+              help="Colour and bold in tables and progress (default auto: on a terminal, off with NO_COLOR).")
+def cli(color: Optional[str]) -> None:
     """Capture an HPC job's environment once; restore it and launch in any shell.
 
     \b
@@ -40,6 +42,8 @@ def cli() -> None:
     in any other shell:      source <(jobenv get)      (fish: jobenv get | source)
     then:                    launch python3 -m jobenv.selftest
     """
+    if color is not None:  # one rule for every table and bar of this run (jobenv.output.styled)
+        os.environ["JOBENV_COLOR"] = color
 
 
 @cli.command()
@@ -58,7 +62,7 @@ def save(profile: Optional[str], scheduler: Optional[str], gpus_per_host: Option
     from .save import Options
     from .save import save as do_save
 
-    rec, path = do_save(os.environ, Options(scheduler, profile, gpus_per_host, ranks_per_host))
+    rec, path = do_save(os.environ, Options(scheduler, profile, gpus_per_host, ranks_per_host), warn)
     if watch_it:
         from . import watch as watch_mod
 
@@ -76,7 +80,8 @@ def get(job: Optional[str], shell_name: Optional[str], allow_stale: bool, no_pyt
     """Print shell code restoring the job: source <(jobenv get)."""
     from .get import get as do_get
 
-    write_out(do_get(os.environ, job, shell_name, allow_stale, warn, python=not no_python))
+    write_out(do_get(os.environ, job, shell_name, allow_stale, warn, python=not no_python,
+                     tell=lambda msg: click.echo(f"jobenv: {one_line(msg)}", err=True)))
 
 
 _SECONDS = Seconds(above=True)
@@ -193,6 +198,9 @@ def main(argv: Optional[List[str]] = None) -> int:
     """Run the CLI; every failure is one `jobenv: error:` line and a documented exit code."""
     try:
         rv = cli.main(args=argv, prog_name="jobenv", standalone_mode=False)
+    except click.exceptions.NoArgsIsHelpError as exc:  # bare `jobenv`: the usage, as click prints it
+        _tell(exc.format_message().rstrip("\n"))
+        return EXIT_USAGE
     except click.UsageError as exc:
         _tell(usage_error_line(exc))
         return EXIT_USAGE

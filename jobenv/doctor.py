@@ -14,7 +14,7 @@ from __future__ import annotations
 import json
 import os
 import sys
-from typing import Callable, Dict, List, Mapping, Optional
+from typing import Any, Callable, Dict, List, Mapping, Optional, Tuple
 
 import click
 
@@ -31,6 +31,27 @@ def check_deep(jobid: str, env: Mapping[str, str], timeout: float) -> Check:
         return Check("selftest", "ok", "two-rank all-reduce through `jobenv launch` passed")
     return Check("selftest", "fail", f"two-rank selftest {'timed out' if rc is None else f'exited {rc}'}: {tail}",
                  "run `jobenv launch -- python3 -m jobenv.selftest` and read the first error")
+
+
+def check_launcher_fit(rec: JobRecord, env: Mapping[str, str], exe: str, row: Any) -> Optional[Check]:
+    """A fail when the launcher found is not the family the profile's flags are written for
+    (jobenv.launcher_fit, the rule `save` warns by); None when it fits or cannot be told."""
+    from . import launcher_fit, profiles
+
+    prof = profiles.load_all(env).get(rec.machine)
+    if prof is None or not rec.launch:
+        return None
+    bad = launcher_fit.mismatch(prof.name, launcher_fit.declared(prof.launchers, rec.launch[0]), row, exe)
+    return Check("launcher", "fail", bad[0], bad[1]) if bad else None
+
+
+def own_launcher(env: Mapping[str, str]) -> Optional[Tuple[str, str]]:
+    """(path, flavor) of the mpiexec installed beside this Python (a venv's MPICH wheel), if any."""
+    exe = os.path.join(os.path.dirname(sys.executable), "mpiexec")
+    if not os.access(exe, os.X_OK):
+        return None
+    row = launcher_family(exe, "")
+    return (exe, row.flavor) if row is not None else None
 
 
 def check_store(env: Mapping[str, str]) -> List[Check]:
@@ -52,18 +73,34 @@ def check_store(env: Mapping[str, str]) -> List[Check]:
 
 
 def check_shell(env: Mapping[str, str]) -> Check:
+    """Would a brand-new shell (ssh, tmux, an IDE terminal: no venv active) find jobenv?
+    Asked of the user's own shell, started interactive with an empty environment, as the
+    issue of every second shell is: its rc file alone must bring getjobenv and jobenv."""
+    import shutil
+    import subprocess
+
+    from .doctor_judges import judge_shell
+    from .init import exe_path
+    from .init_install import rc_file
+
     sh = os.path.basename(env.get("SHELL", "")) or "bash"
+    sh = sh if sh in ("bash", "zsh", "fish") else "bash"
     home = env.get("HOME") or os.path.expanduser("~")
-    rc = {"zsh": ".zshrc", "fish": ".config/fish/config.fish"}.get(sh, ".bashrc")
+    prog = shutil.which(sh, path=env.get("PATH", "") + ":/usr/bin:/bin")
+    if prog is None:
+        return Check("shell", "warn", f"{sh} is not installed here; cannot check a new shell")
+    probe = ("functions -q getjobenv; and printf 'J:%s\\n' $JOBENV_EXE" if sh == "fish" else
+             "command -v getjobenv >/dev/null 2>&1 && printf 'J:%s\\n' \"${JOBENV_EXE:-$(command -v jobenv)}\"")
+    fresh = {"HOME": home, "PATH": "/usr/bin:/bin", "TERM": "dumb", "LANG": env.get("LANG", "C.UTF-8")}
+    if sh == "zsh" and env.get("ZDOTDIR"):
+        fresh["ZDOTDIR"] = env["ZDOTDIR"]
     try:
-        with open(os.path.join(home, rc), encoding="utf-8", errors="replace") as f:
-            text = f.read()
-    except OSError:
-        text = ""
-    if any(k in text for k in ("jobenv init", "jobenv.sh", "init." + sh)):
-        return Check("shell", "ok", f"~/{rc} loads jobenv's shell integration")
-    line = "jobenv init fish | source" if sh == "fish" else f'eval "$(jobenv init {sh})"'
-    return Check("shell", "warn", f"~/{rc} does not load jobenv (getjobenv, completions)", f"add `{line}` to ~/{rc}")
+        out = subprocess.run([prog, "-i", "-c", probe], env=fresh, capture_output=True, text=True,
+                             timeout=20, stdin=subprocess.DEVNULL, cwd=home if os.path.isdir(home) else "/").stdout
+    except (OSError, subprocess.SubprocessError) as exc:
+        return Check("shell", "warn", f"a new {sh} could not be started: {exc}")
+    rc = rc_file(sh, {**env, "HOME": home}).replace(home, "~", 1)
+    return judge_shell(sh, out, rc, exe_path(sys.argv[0], sys.executable))
 
 
 def check_pythonpath(env: Mapping[str, str]) -> List[Check]:
@@ -169,15 +206,18 @@ def collect(env: Mapping[str, str], job: Optional[str], deep: bool, timeout: flo
                                 "load the MPI module or activate the environment that provides it"))
         else:
             banner = probes.launcher_banner(exe, env)
-            checks.append(judge_launcher(exe, banner))
             row = launcher_family(exe, banner)
+            checks.append(check_launcher_fit(rec, env, exe, row) or judge_launcher(exe, banner))
             flavor = row.flavor if row is not None else None
-        checks += judge_imports(probes.finish_imports(started), flavor, rec.gpus_per_host)
+        checks += judge_imports(probes.finish_imports(started), flavor, rec.gpus_per_host, own_launcher(env))
         seen, where = probes.gpus_here(env)
         checks.append(judge_gpus(rec.gpus_per_host, seen, where))
         checks += check_rendezvous(rec, env, host, probes.resolve)
         if deep:
-            checks.append(check_deep(rec.jobid, env, timeout * 4))
+            from .output import progress
+
+            with progress(f"--deep: a two-rank all-reduce through `jobenv launch` (up to {timeout * 4:g} s)"):
+                checks.append(check_deep(rec.jobid, env, timeout * 4))
     else:
         checks += judge_imports(probes.finish_imports(started), None, 0)
     checks += check_pythonpath(env)

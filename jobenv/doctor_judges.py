@@ -45,14 +45,23 @@ def _abi(flavor: Optional[str]) -> Optional[str]:
     return next((abi for name, _, abi in _LIBRARIES if name == flavor), None)
 
 
-def judge_mpi4py(launcher: Optional[str], library: Optional[str], lib_text: str) -> Check:
-    """mpi4py's MPI library against the launcher's: a mismatch makes every rank rank 0."""
+def judge_mpi4py(launcher: Optional[str], library: Optional[str], lib_text: str,
+                 own: Optional[Tuple[str, str]] = None) -> Check:
+    """mpi4py's MPI library against the launcher's: a mismatch makes every rank rank 0.
+    `own`: (path, flavor) of the mpiexec beside this Python, when there is one: when it
+    matches mpi4py, the record named another launcher (saved from a shell without the venv)."""
     first = " ".join(lib_text.strip().splitlines()[0].split()) if lib_text.strip() else "unknown"
     if library is None:
         return Check("mpi4py", "warn", f"cannot tell which MPI mpi4py uses ({first})")
     if _abi(launcher) not in ("mpich", "openmpi"):  # srun and flux run serve either
         return Check("mpi4py", "ok", f"built against {library} ({first})")
     if _abi(launcher) != _abi(library):
+        if own is not None and _abi(own[1]) == _abi(library):
+            return Check("mpi4py", "fail", f"built against {library}, but the job's record names a {launcher} "
+                         f"launcher: every rank would start as rank 0 of 1",
+                         f"the record was saved from a shell where {launcher}'s mpiexec came first; {own[0]} "
+                         f"({own[1]}) beside this Python matches mpi4py: activate this environment and "
+                         "`jobenv save` again")
         return Check("mpi4py", "fail", f"built against {library}, but the launcher is {launcher}: every rank "
                      "would start as rank 0 of 1",
                      f"rebuild mpi4py against the launcher's MPI: MPICC=$(which mpicc) pip install --no-binary "
@@ -109,7 +118,8 @@ def judge_launcher(exe: str, banner: str) -> Check:
     return Check("launcher", "ok", f"{exe}: {row.flavor} ({first[:80]})")
 
 
-def judge_imports(results: Dict[str, Tuple[Optional[Dict[str, Any]], str]], flavor: Optional[str], gpus: int) -> List[Check]:
+def judge_imports(results: Dict[str, Tuple[Optional[Dict[str, Any]], str]], flavor: Optional[str], gpus: int,
+                  own: Optional[Tuple[str, str]] = None) -> List[Check]:
     """One line per framework: torch and mpi4py always, the others when installed."""
     out = []
     for name, (info, err) in results.items():
@@ -125,9 +135,22 @@ def judge_imports(results: Dict[str, Tuple[Optional[Dict[str, Any]], str]], flav
             out.append(judge_torch(info, gpus))
         elif name == "mpi4py":
             lib = str(info.get("library", ""))
-            out.append(judge_mpi4py(flavor, mpi_flavor(lib), lib))
+            out.append(judge_mpi4py(flavor, mpi_flavor(lib), lib, own))
         else:
             extra = ", ".join(k[:-6] for k, v in info.items() if k.endswith("_built") and v)
             note = " (installed; --deep imports it)" if info.get("imported") is False else ""
             out.append(Check(name, "ok", f"{name} {info.get('version')}{note}" + (f" (built with {extra})" if extra else "")))
     return out
+
+
+def judge_shell(sh: str, probe_output: str, rc: str, exe: str) -> Check:
+    """A new interactive `sh` printed `J:<jobenv it found>` when getjobenv exists there."""
+    import os
+
+    found = [line[2:] for line in probe_output.splitlines() if line.startswith("J:")]
+    if found and found[-1] and os.access(found[-1], os.X_OK):
+        return Check("shell", "ok", f"a new {sh} finds jobenv ({found[-1]}) and getjobenv, from {rc}")
+    what = "has getjobenv but no runnable jobenv" if found else "finds no jobenv (getjobenv, launch: command not found)"
+    fix = (f"run `{exe} init {sh} --install` (adds one line naming {exe} to {rc})" if exe else
+           f"run `/path/to/your/venv/bin/jobenv init {sh} --install`")
+    return Check("shell", "fail", f"a new {sh} (no venv active, as after ssh or in tmux) {what}", fix)

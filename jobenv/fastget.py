@@ -56,9 +56,12 @@ def run(args: List[str]) -> Optional[int]:
     def warn(msg: str) -> None:
         sys.stderr.write(f"jobenv: warning: {one_line(msg)}\n")
 
+    def tell(msg: str) -> None:
+        sys.stderr.write(f"jobenv: {one_line(msg)}\n")
+
     try:
         text = get(os.environ, opts["job"], opts["shell_name"], opts["allow_stale"], warn,
-                   python=not opts["no_python"])
+                   python=not opts["no_python"], tell=tell)
     except (JobenvError, OSError) as exc:
         return report_error(exc)
     sys.stdout.flush()

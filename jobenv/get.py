@@ -101,9 +101,17 @@ def restore_plan(env: Mapping[str, str], jobid: Optional[str] = None, allow_stal
     return p, until, rec
 
 
+def restored_line(jobid: str, scheduler: str) -> str:
+    """The one line a restore says on stderr when it chose the job itself (getjobenv's fast
+    path in shell/jobenv.sh prints the same words)."""
+    return f"restored {scheduler} job {jobid}; -j ID restores another"
+
+
 def get(env: Mapping[str, str], jobid: Optional[str] = None, shell_name: Optional[str] = None,
-        allow_stale: bool = False, warn: Optional[Callable[[str], None]] = None, python: bool = True) -> str:
-    """The snippet to source for this shell's job (`python=False`: --no-python)."""
+        allow_stale: bool = False, warn: Optional[Callable[[str], None]] = None, python: bool = True,
+        tell: Optional[Callable[[str], None]] = None) -> str:
+    """The snippet to source for this shell's job (`python=False`: --no-python); `tell` hears
+    which job was restored when the shell did not name one."""
     warn = warn or (lambda msg: None)
     dialect = shell_name or shell.parent_dialect() or shell.shell_from_env(env)
     host = this_host(env)
@@ -116,6 +124,8 @@ def get(env: Mapping[str, str], jobid: Optional[str] = None, shell_name: Optiona
         raise
     for w in p.warnings:
         warn(w)
+    if jobid is None and tell is not None:  # chosen for this shell, not asked for: say which, once
+        tell(restored_line(p.jobid, p.scheduler))
     if cacheable:
         header = getcache.proof(env, p.record_path, until)
         if header:

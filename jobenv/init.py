@@ -287,8 +287,18 @@ def command() -> click.Command:
     @click.option("--auto", is_flag=True,
                   help="Also save a new allocation in its first shell and restore a saved job in other shells "
                        "on its hosts (JOBENV_AUTO=0 turns it off again, JOBENV_AUTO=1 turns it on without this).")
-    def init_cmd(shell: str, auto: bool) -> None:
+    @click.option("--install", is_flag=True,
+                  help="Add the line that evaluates this to your rc file (~/.bashrc, ~/.zshrc, fish's conf.d), "
+                       "naming this jobenv by its absolute path; running it again replaces that line.")
+    def init_cmd(shell: str, auto: bool, install: bool) -> None:
         """Print shell code for your rc file: eval "$(jobenv init bash)" (fish: jobenv init fish | source)."""
+        if install:
+            from .init_install import install as add_line
+
+            path, line, changed = add_line(shell, exe_path(sys.argv[0], sys.executable), auto, os.environ)
+            click.echo(f"{'added to' if changed else 'already in'} {path}:\n  {line}\n"
+                       "new shells now have getjobenv, savejobenv and `jobenv` itself (as $JOBENV_EXE)")
+            return
         click.echo(output(shell, auto), nl=False)
 
     return init_cmd

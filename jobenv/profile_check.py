@@ -118,8 +118,13 @@ def launchers(cands: Any, known: Set[str], fail: Fail) -> List[Dict[str, Any]]:
     for cand in cands:
         if not isinstance(cand, dict) or not isinstance(cand.get("argv"), list) or not cand["argv"]:
             raise fail("launchers", "each entry needs a non-empty argv list")
-        if first_unknown(cand, ("argv", "requires")) or not isinstance(cand.get("requires", ""), str):
-            raise fail("launchers", "an entry is {argv: [...], requires: program name}")
+        if first_unknown(cand, ("argv", "requires", "family")) or not isinstance(cand.get("requires", ""), str):
+            raise fail("launchers", "an entry is {argv: [...], requires: program name, family: launcher family}")
+        if "family" in cand:
+            from .launch.families import BY_NAME
+
+            if cand["family"] not in BY_NAME:
+                raise fail("launchers", f"family {shown(cand['family'])} is not one of {', '.join(BY_NAME)}")
         for item in cand["argv"]:
             parts = item.get("args") if isinstance(item, dict) else [item]
             if isinstance(item, dict) and (set(item) != {"when", "args"} or not isinstance(parts, list)

@@ -11,9 +11,10 @@ import time
 from dataclasses import dataclass
 from typing import Callable, Dict, List, Mapping, Optional, Tuple
 
-from . import devices, launch, profiles, schedulers, shell, software, store
-from .errors import BadInput
+from . import devices, launch, launcher_fit, profiles, schedulers, shell, software, store
+from .errors import BadInput, JobenvError
 from .hostlist import this_host
+from .launch import families as launch_families
 from .record import JobRecord
 
 
@@ -70,24 +71,38 @@ def build(env: Mapping[str, str], opts: Options,
         user = getpass.getuser()
     except Exception:  # no passwd entry in some containers
         user = str(os.getuid())
+    sw = software.capture(env, argv[0])
+    found = launch_families.known(argv[0], sw["launcher"]) if sw["launcher"] else None
+    bad = launcher_fit.mismatch(prof.name, launcher_fit.declared(prof.launchers, str(cand["argv"][0])), found,
+                                sw["launcher"] or argv[0])
+    fit = [f"{bad[0]}: the first launch will fail; {bad[1]}"] if bad else []
     rec = JobRecord(
         scheduler=cap.scheduler, jobid=cap.jobid, jobname=cap.jobname, machine=prof.name,
         hosts=cap.hosts, gpus_per_host=gpus, ranks_per_host=ppn, hostfile=hostfile,
         launch=argv, launch_env=dict(prof.env), env=cap.env, created_at=_now(),
         created_on=hostname or this_host(env), user=user,
-        warnings=cap.warnings + notes,
+        warnings=cap.warnings + notes + fit,
         status={"state": "live", "reason": "saved inside the job", "gpus_from": gpu_source,
                 "nodefile": cap.nodefile},
-        software=software.capture(env, argv[0]),
+        software=sw,
     )
     return rec, {"key": key}
 
 
-def save(env: Mapping[str, str], opts: Options) -> Tuple[JobRecord, str]:
-    """Capture and write; returns the record and its JSON path."""
+def save(env: Mapping[str, str], opts: Options, warn: Optional[Callable[[str], None]] = None
+         ) -> Tuple[JobRecord, str]:
+    """Capture and write; returns the record and its JSON path.  `warn` hears what this save
+    records differently from the job's previous record (its launcher, its Python)."""
     store.ensure_dirs(env)
     rec, meta = build(env, opts)
     json_path = store.paths_for(meta["key"], env)[0]
+    if warn is not None and os.path.lexists(json_path):
+        try:
+            old = software.validate(store.load(json_path).software) or {}
+        except (OSError, ValueError, BadInput, JobenvError):
+            old = {}
+        for line in launcher_fit.changed(old, software.validate(rec.software) or {}):
+            warn(line)
     env_text = shell.render_sh(rec, json_path)
     hosts_text = "".join(h + "\n" for h in rec.hosts)
     store.write_job(rec, env_text, hosts_text, env)

@@ -47,7 +47,11 @@ _jobenv_get() {
     if [ "$#" -eq 0 ] && _jobenv_where; then
         { if _jobenv_cached; then unset _jobenv_f; . /proc/self/fd/9; fi; } 9<"$_jobenv_f"
         set -- "$?"
-        [ -n "${_jobenv_f+x}" ] || return "$1"
+        if [ -z "${_jobenv_f+x}" ]; then  # restored from the proven snippet: say which job, as `get` does
+            [ "$1" -ne 0 ] || printf 'jobenv: restored %s job %s; -j ID restores another\n' \
+                "${JOBENV_SCHEDULER-}" "${JOBENV_JOBID-}" >&2
+            return "$1"
+        fi
         set --  # not proven: `jobenv get` decides, with no arguments as asked
     fi
     unset _jobenv_f

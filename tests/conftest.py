@@ -23,6 +23,17 @@ def base_env(home: Path, extra: Optional[Mapping[str, str]] = None, path: Option
     return env
 
 
+def jobenv_program(tmp_path: Path) -> Path:
+    """A `jobenv` program for this checkout whose argv[0] is its own absolute path, as a
+    venv's console script is (`init --install` pins it), wherever this interpreter's lives."""
+    exe = tmp_path / "venv-bin" / "jobenv"
+    exe.parent.mkdir(exist_ok=True)
+    exe.write_text(f"#!{sys.executable}\nimport sys\nsys.path[:0] = [{str(REPO)!r}]\n"
+                   "from jobenv.__main__ import main\nsys.exit(main())\n")
+    exe.chmod(0o755)
+    return exe
+
+
 def jobenv(args: List[str], env: Mapping[str, str], check: bool = False, **kw) -> subprocess.CompletedProcess:
     """Run `python -m jobenv ARGS` as a user would run `jobenv ARGS`."""
     p = subprocess.run([sys.executable, "-m", "jobenv", *args], env=dict(env), capture_output=True,

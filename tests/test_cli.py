@@ -95,6 +95,16 @@ def test_usage_errors_are_one_line_exit_2(home, args, words):
         assert w in lines[0], (w, lines[0])
 
 
+def test_bare_jobenv_prints_readable_usage(home):
+    """`jobenv` alone: click's usage and command list, one per line (not one error line
+    with literal `\\n`), exit 2 as a missing command is."""
+    p = jobenv([], base_env(home))
+    assert p.returncode == 2, p.stderr
+    lines = p.stderr.splitlines()
+    assert lines[0].startswith("Usage: jobenv ") and "\\n" not in p.stderr, p.stderr
+    assert any(line.split()[:1] == ["launch"] for line in lines) and len(lines) > 10, p.stderr
+
+
 @pytest.mark.parametrize("flag", ["-V", "--version"])
 def test_version_flags(home, flag):
     from jobenv import __version__

@@ -16,7 +16,7 @@ import sys
 import pytest
 
 import machines
-from conftest import base_env, jobenv
+from conftest import base_env, jobenv, jobenv_program
 from jobenv.doctor import render_json, render_text
 from jobenv.doctor_judges import Check, judge_launcher, judge_mpi4py
 
@@ -44,7 +44,22 @@ def doctor(env, *args):
 def local_env(tmp_path, home):
     env = base_env(home, machines.local(tmp_path), path=f"{VENV_BIN}:/usr/bin:/bin")
     jobenv(["save", "--quiet"], env, check=True)
+    subprocess.run([str(jobenv_program(tmp_path)), "init", "bash", "--install"], env=env, check=True,
+                   capture_output=True, timeout=60)  # the README's set-up: jobenv in every new shell
     return env
+
+
+def test_doctor_fails_when_a_new_shell_would_not_find_jobenv(tmp_path, home):
+    """No rc line: a brand-new bash (no venv) has no jobenv; doctor fails and names the fix."""
+    env = base_env(home, machines.local(tmp_path), path=f"{VENV_BIN}:/usr/bin:/bin") | {"SHELL": "/bin/bash"}
+    (home / ".bashrc").write_text("alias jobenv=true  # an alias is no program\n")
+    rc, c = doctor(env)
+    assert rc == 1 and c["shell"]["status"] == "fail", c["shell"]
+    assert "init bash --install" in c["shell"]["fix"] and "~/.bashrc" in c["shell"]["fix"], c["shell"]
+    exe = jobenv_program(tmp_path)
+    subprocess.run([str(exe), "init", "bash", "--install"], env=env, check=True, capture_output=True, timeout=60)
+    rc, c = doctor(env)
+    assert c["shell"]["status"] == "ok" and str(exe) in c["shell"]["detail"], c["shell"]
 
 
 def test_doctor_passes_after_a_local_save(local_env):
@@ -99,6 +114,9 @@ def test_other_hosts_and_another_mpi_fail(tmp_path, home):
     assert c["host"]["status"] == "fail" and "login1 is not a host of job 10446" in c["host"]["detail"]
     assert c["launcher"]["status"] == "ok" and "Open MPI" in c["launcher"]["detail"]
     assert c["mpi4py"]["status"] == "fail" and "MPICH" in c["mpi4py"]["detail"], c["mpi4py"]
+    # the fix names what was found: the record's Open MPI came first when it was saved, and
+    # this venv's own MPICH mpiexec matches mpi4py (not "rebuild mpi4py")
+    assert os.path.join(VENV_BIN, "mpiexec") in c["mpi4py"]["fix"] and "jobenv save" in c["mpi4py"]["fix"], c["mpi4py"]
     assert c["rendezvous"]["status"] == "fail"  # thetagpu13 does not resolve here
     assert c["gpus"]["status"] == "warn"  # record says 8, no GPU tool answers
 

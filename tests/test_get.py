@@ -244,3 +244,18 @@ def test_staged_copy_plugs_into_the_plan(tmp_path, home):
     assert q.stdout == f"{prefix}/bin:/usr/bin:/bin"
     f = jobenv(["get", "--shell", "fish"], env)
     assert f"set -gx PATH '{prefix}/bin' $PATH" in f.stdout
+
+
+def test_a_restore_names_the_job_it_chose_once_on_stderr(tmp_path, home):
+    """A new shell that did not name a job hears which one it got (the newest on this host),
+    in one line on stderr; `-j ID` (the user's own choice) restores without a word."""
+    env = base_env(home, machines.local(tmp_path))
+    jobenv(["save", "--quiet"], env, check=True)
+    plain = {k: v for k, v in env.items() if not k.startswith("JOBENV_SCHEDULER")}
+    p = subprocess.run(["bash", "-c", f"source <({sys.executable} -m jobenv get) && echo $JOBENV_JOBID"],
+                       env=plain, capture_output=True, text=True, timeout=60)
+    jobid = p.stdout.strip()
+    assert p.returncode == 0 and jobid, p.stderr
+    assert p.stderr.splitlines() == [f"jobenv: restored local job {jobid}; -j ID restores another"], p.stderr
+    asked = jobenv(["get", "-j", jobid], plain)
+    assert asked.returncode == 0 and asked.stderr == "", asked.stderr

@@ -82,8 +82,10 @@ class Progress:
         if tty:
             from rich.progress import BarColumn, DownloadColumn, Progress as RP, TextColumn, TransferSpeedColumn
 
+            from ..output import console
+
             self.bar = RP(TextColumn("{task.description}"), BarColumn(), DownloadColumn(),
-                          TransferSpeedColumn(), transient=True)
+                          TransferSpeedColumn(), transient=True, console=console(sys.stderr))
             self.task = self.bar.add_task(f"hosts 0/{nhosts}", total=max(1, nhosts * per_host))
             self.bar.start()
 
@@ -258,9 +260,12 @@ def _pack(env: Env, items: List[Entry], key: str, sdir: str, nbytes: int) -> Tup
     from . import pack
     from .manifest import EnvError
 
+    from ..output import progress
+
     t = time.time()
     try:
-        archive, side, packed = pack.pack(env, items, key, sdir)
+        with progress(f"packing {_mb(nbytes)} of {env.prefix} (once per environment; later stages reuse it)"):
+            archive, side, packed = pack.pack(env, items, key, sdir)
     except EnvError as exc:
         raise BadInput(str(exc)) from None
     secs = time.time() - t

@@ -1,0 +1,93 @@
+"""`jobenv init SHELL --install`: the one rc-file line that puts jobenv in every new shell.
+
+A new shell (ssh to a compute node, tmux, an IDE terminal) has no venv active, so a bare
+`jobenv` in an rc file or in `source <(jobenv get)` is "command not found" there.  The
+line written here names this jobenv by its absolute path; the code it evaluates pins
+JOBENV_EXE, so `getjobenv` and `launch` work without jobenv on PATH.  Installing is
+idempotent: the line carries a mark, and a second install replaces the marked line (a
+moved venv) instead of adding another.
+
+Which file each shell reads in a new interactive shell: bash ~/.bashrc (Debian's and
+RHEL's ~/.profile / ~/.bash_profile source it for login shells), zsh ${ZDOTDIR:-~}/.zshrc,
+fish ${XDG_CONFIG_HOME:-~/.config}/fish/conf.d/jobenv.fish (a file of its own, which
+fish reads before config.fish).  POSIX sh has no such file (dash reads $ENV only when
+set): the line is printed for the user to place.
+"""
+from __future__ import annotations
+
+import os
+from typing import Mapping, Optional, Tuple
+
+from .errors import BadInput
+from .quoting import fish_quote, quote
+
+MARK = "# jobenv: added by `jobenv init --install`"
+INSTALLABLE = ("bash", "zsh", "fish")
+
+
+def rc_file(shell: str, environ: Mapping[str, str]) -> str:
+    """The file `shell` reads in every new interactive shell of this user."""
+    home = environ.get("HOME") or os.path.expanduser("~")
+    if shell == "bash":
+        return os.path.join(home, ".bashrc")
+    if shell == "zsh":
+        return os.path.join(environ.get("ZDOTDIR") or home, ".zshrc")
+    if shell == "fish":
+        conf = environ.get("XDG_CONFIG_HOME") or os.path.join(home, ".config")
+        return os.path.join(conf, "fish", "conf.d", "jobenv.fish")
+    raise BadInput(f"jobenv init {shell} --install: {shell} has no rc file of its own; put "
+                   f"this line where your shell reads it ($ENV for dash): {rc_line(shell, '/path/to/jobenv', False)}")
+
+
+def rc_line(shell: str, exe: str, auto: bool) -> str:
+    """The marked line that evaluates `exe init SHELL` (an absolute path: no PATH lookup)."""
+    flag = " --auto" if auto else ""
+    if shell == "fish":
+        return f"{fish_quote(exe)} init fish{flag} | source  {MARK}"
+    return f'eval "$({quote(exe)} init {shell}{flag})"  {MARK}'
+
+
+def updated(text: str, line: str) -> Optional[str]:
+    """`text` with `line` in place of any marked line (or appended); None when it is there."""
+    lines = text.splitlines()
+    marked = [i for i, old in enumerate(lines) if old.rstrip().endswith(MARK)]
+    if [lines[i] for i in marked] == [line]:
+        return None
+    kept = [old for i, old in enumerate(lines) if i not in marked]
+    at = marked[0] if marked else len(kept)
+    kept.insert(at, line)
+    return "\n".join(kept) + "\n"
+
+
+def _read(path: str) -> Tuple[str, int]:
+    """The rc file's text and mode ('' and 0o644 when it does not exist yet): a regular file
+    of this user's only (a link is followed to a file that is the user's own)."""
+    from .readfile import read_bytes
+
+    real = os.path.realpath(path)
+    try:
+        st = os.stat(real)
+    except FileNotFoundError:
+        return "", 0o644
+    if not os.path.isfile(real) or st.st_uid != os.geteuid():
+        raise BadInput(f"{path}: not a regular file of yours; add the line by hand")
+    return read_bytes(real, 16 << 20).decode("utf-8", "surrogateescape"), st.st_mode & 0o777
+
+
+def install(shell: str, exe: str, auto: bool, environ: Mapping[str, str]) -> Tuple[str, str, bool]:
+    """Write the line into the shell's rc file: (file, line, whether the file changed)."""
+    from .atomic import write_atomic
+
+    if not exe or not os.path.isabs(exe):
+        raise BadInput("cannot tell this jobenv's absolute path (run it as the `jobenv` program of its "
+                       "venv, e.g. .venv/bin/jobenv init bash --install)")
+    path = rc_file(shell, environ)
+    line = rc_line(shell, exe, auto)
+    text, mode = _read(path)
+    new = updated(text, line)
+    if new is None:
+        return path, line, False
+    real = os.path.realpath(path)
+    os.makedirs(os.path.dirname(real), mode=0o755, exist_ok=True)
+    write_atomic(real, new.encode("utf-8", "surrogateescape"), mode=mode)
+    return path, line, True

@@ -1,0 +1,73 @@
+"""No silent launcher mismatch: a profile's flags are for one launcher family (Polaris: Cray
+PALS); `save` warns and `doctor` fails when the mpiexec found is another (the venv's MPICH
+Hydra wheel), and `save` says when it records another launcher or Python than the job's
+previous record.  Real programs: the MPICH wheel's mpiexec beside this interpreter, Debian's
+Open MPI, and a PALS-shaped mpiexec installed where Cray installs it."""
+from __future__ import annotations
+
+import json
+import os
+import sys
+from pathlib import Path
+
+import machines
+from conftest import base_env, jobenv
+from jobenv import launcher_fit
+from jobenv.launch import families
+
+VENV_BIN = os.path.dirname(sys.executable)
+
+
+def pals_bin(tmp_path: Path) -> Path:
+    """/opt/cray/pals/<version>/bin/mpiexec as a Polaris node has it (path and --version text)."""
+    d = tmp_path / "opt" / "cray" / "pals" / "1.2.12" / "bin"
+    d.mkdir(parents=True)
+    exe = d / "mpiexec"
+    exe.write_text("#!/bin/sh\necho 'mpiexec version 1.2.12 revision 1234abcd built Jan 1 2024'\n")
+    exe.chmod(0o755)
+    return d
+
+
+def test_mismatch_names_both_families_and_the_fix():
+    hydra = families.get("mpich")
+    bad = launcher_fit.mismatch("polaris", "pals", hydra, "/home/u/.venv/bin/mpiexec")
+    assert bad is not None
+    problem, fix = bad
+    assert "Cray PALS" in problem and "MPICH" in problem and "/home/u/.venv/bin/mpiexec" in problem
+    assert "module load cray-pals" in fix and "pip uninstall mpich" in fix
+    assert launcher_fit.mismatch("polaris", "pals", families.get("pals"), "/opt/cray/pals/1.2/bin/mpiexec") is None
+    assert launcher_fit.mismatch("local", None, hydra, "/x/mpiexec") is None  # a profile for any mpiexec
+
+
+def test_polaris_job_saved_with_the_venvs_mpich_first(tmp_path, home):
+    """The issue's case: on a Polaris-shaped job the venv's MPICH-wheel mpiexec is first on PATH."""
+    env = base_env(home, machines.polaris(tmp_path), path=f"{VENV_BIN}:/usr/bin:/bin")
+    p = jobenv(["save", "--quiet"], env)
+    assert p.returncode == 0, p.stderr
+    assert "Cray PALS" in p.stderr and "MPICH" in p.stderr and "module load cray-pals" in p.stderr, p.stderr
+    d = jobenv(["doctor", "--json"], env)
+    checks = {c["name"]: c for c in json.loads(d.stdout)["checks"]}
+    assert d.returncode == 1 and checks["launcher"]["status"] == "fail", checks["launcher"]
+    assert "Cray PALS" in checks["launcher"]["detail"] and "cray-pals" in checks["launcher"]["fix"]
+
+
+def test_polaris_job_saved_with_pals_first_is_quiet(tmp_path, home):
+    pals = pals_bin(tmp_path)
+    env = base_env(home, machines.polaris(tmp_path), path=f"{pals}:{VENV_BIN}:/usr/bin:/bin")
+    p = jobenv(["save", "--quiet"], env)
+    assert p.returncode == 0 and "PALS" not in p.stderr, p.stderr
+    d = jobenv(["doctor", "--json"], env)
+    checks = {c["name"]: c for c in json.loads(d.stdout)["checks"]}
+    assert checks["launcher"]["status"] == "ok" and "Cray PALS" in checks["launcher"]["detail"], checks["launcher"]
+
+
+def test_a_save_that_records_another_launcher_says_so(tmp_path, home):
+    """Saved once with the venv's MPICH first, then from a shell without the venv (Debian's
+    Open MPI mpiexec first): the second save warns, naming both."""
+    env = base_env(home, machines.local(tmp_path), path=f"{VENV_BIN}:/usr/bin:/bin")
+    jobenv(["save", "--quiet"], env, check=True)
+    again = jobenv(["save", "--quiet"], env)
+    assert again.returncode == 0 and "previous record" not in again.stderr, again.stderr
+    other = jobenv(["save", "--quiet"], {**env, "PATH": f"/usr/bin:{VENV_BIN}:/bin"})
+    assert other.returncode == 0
+    assert "/usr/bin/mpiexec" in other.stderr and os.path.join(VENV_BIN, "mpiexec") in other.stderr, other.stderr
