@@ -11,7 +11,7 @@ lstat'ed and links are never followed, every file is read through jobenv.readfil
 bound, and every field is checked for its type before use (a wrong one reads as absent).
 
 Retention: the newest JOBENV_RUNS_KEEP runs (default 200) of all jobs, none older than
-JOBENV_RUNS_DAYS days (default 30); launch prunes after writing each summary (one listing
+JOBENV_RUNS_DAYS days (default 30) since last written (the directory's mtime); launch prunes after writing each summary (one listing
 of the runs tree).  A run without a summary (a launch still running, or killed) is removed
 by count only when it is more than a day old.
 """
@@ -237,11 +237,12 @@ def retention(env: Mapping[str, str]) -> Tuple[int, float]:
 
 
 def doomed(runs: Sequence[Run], keep: int, days: float, now: float) -> List[Run]:
-    """The runs retention removes (`runs` newest first): older than `days`, or past the
-    newest `keep` (a run without a summary only when over a day old: it may be running)."""
+    """The runs retention removes (`runs` newest first): last written (the directory's
+    mtime) more than `days` ago, or past the newest `keep` (a run without a summary only
+    when over a day old: it may be running)."""
     out = []
     for i, r in enumerate(runs):
-        age = now - max(r.started, r.mtime)
+        age = now - r.mtime
         if age > days * 86400 or (i >= keep and (r.has_summary or age > UNFINISHED_GRACE)):
             out.append(r)
     return out

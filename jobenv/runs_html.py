@@ -18,6 +18,7 @@ from .runs import Run
 from .runs_timeline import COLOURS, Timeline, timeline
 
 HEAT_AT = 1000
+TIPS_UP_TO = 20_000
 ROW_H, LABEL_W, PLOT_W = 14, 220, 640
 
 CSS = """body{font:14px/1.4 system-ui,sans-serif;margin:2em;color:#222}table{border-collapse:collapse}
@@ -94,6 +95,7 @@ def heatmap(tl: Timeline) -> str:
     per = max(len(rows) for rows in hosts.values())
     cell = max(2, min(14, PLOT_W // per))
     rh = max(3, min(14, 6000 // max(1, len(hosts))))
+    tips = len(tl.rows) <= TIPS_UP_TO  # a tooltip per cell; beyond, per host only (the page stays small)
     body, y = [], 24
     body.append(f'<text x="0" y="12">start-up time per rank: {lo:.3f} s</text>'
                 f'<rect x="230" y="3" width="60" height="10" fill="{_heat(0)}"/>'
@@ -104,8 +106,9 @@ def heatmap(tl: Timeline) -> str:
             body.append(f'<text x="0" y="{y + rh - 3}">{esc(host)}</text>')
         for i, r in enumerate(rows):
             frac = (r.startup - lo) / (hi - lo) if hi > lo else 0.0
-            body.append(f'<rect x="{LABEL_W + i * cell}" y="{y}" width="{cell}" height="{rh}" fill="{_heat(frac)}">'
-                        f'<title>rank {r.rank} on {esc(host)}: {r.startup:.3f} s</title></rect>')
+            tip = f"<title>rank {r.rank}: {r.startup:.3f} s</title>" if tips else ""
+            body.append(f'<rect x="{LABEL_W + i * cell}" y="{y}" width="{cell}" height="{rh}" '
+                        f'fill="{_heat(frac)}">{tip}</rect>')
             if r is slow:
                 body.append(f'<rect class="slow" x="{LABEL_W + i * cell - 1}" y="{y - 1}" width="{cell + 2}" '
                             f'height="{rh + 2}"/>')
