@@ -14,7 +14,7 @@ import math
 import time
 from typing import List, Optional, Sequence, Tuple
 
-from .runs import Run
+from .runs import STARTUP, Run
 from .runs_timeline import COLOURS, Timeline, timeline
 
 HEAT_AT = 1000
@@ -46,7 +46,7 @@ def _axis(x0: float, y: float, seconds: float, scale: float) -> List[str]:
 def legend(names: Sequence[str], y: float) -> List[str]:
     out = []
     for i, name in enumerate(names):
-        x = LABEL_W + i * 110
+        x = LABEL_W + i * 130
         out.append(f'<rect x="{x}" y="{y}" width="10" height="10" fill="{COLOURS[name]}"/>'
                    f'<text x="{x + 14}" y="{y + 9}">{esc(name)}</text>')
     return out
@@ -135,7 +135,11 @@ def scaling(points: List[Tuple[int, float, str]]) -> str:
     body = [f'<line x1="{X0}" y1="{Y0}" x2="{W - 10}" y2="{Y0}" stroke="#999"/>'
             f'<line x1="{X0}" y1="20" x2="{X0}" y2="{Y0}" stroke="#999"/>'
             f'<text x="{W / 2}" y="{Y0 + 34}" text-anchor="middle">world size (ranks, log scale)</text>'
-            f'<text x="4" y="14">start-up (s): {top:.3f} at the top</text>']
+            f'<text x="4" y="14">start-up of the slowest rank (s)</text>']
+    for frac in (0.0, 0.5, 1.0):
+        y = Y0 - frac * (Y0 - 30)
+        body.append(f'<line x1="{X0 - 4}" y1="{y:.1f}" x2="{X0}" y2="{y:.1f}" stroke="#999"/>'
+                    f'<text x="{X0 - 6}" y="{y + 4:.1f}" text-anchor="end">{top * frac:.2f}</text>')
     n = 1
     while n <= big:
         body.append(f'<text x="{px(n):.1f}" y="{Y0 + 16}" text-anchor="middle">{n}</text>')
@@ -167,8 +171,9 @@ def section(run: Run, tl: Timeline) -> str:
 def page(runs: Sequence[Run], tls: Optional[Sequence[Timeline]] = None) -> str:
     """The whole page for `runs` (their timelines are read unless given)."""
     tls = list(tls) if tls is not None else [timeline(r) for r in runs]
+    reported = any(t.names == STARTUP and t.rows for t in tls)  # then runs with only rank records would mislead
     points = [(max(r.nranks, len(t.rows)), t.slowest.startup, r.ident) for r, t in zip(runs, tls)
-              if t.slowest is not None]
+              if t.slowest is not None and (t.names == STARTUP or not reported)]
     scale = ("<section><h2>Start-up time against world size</h2>" + scaling(points) + "</section>"
              if len(points) >= 2 else "")
     body = "".join(section(r, t) for r, t in zip(runs, tls))
