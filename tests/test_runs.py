@@ -43,11 +43,12 @@ def runs_json(env: Dict[str, str], *args: str) -> List[dict]:
 
 @pytest.fixture(scope="module")
 def history(tmp_path_factory) -> Dict[str, str]:
-    """Three real launches: the selftest (torch, gloo), a failing rank, a hostile command."""
+    """Four real launches: the selftest (torch, gloo) on 1 and 2 ranks, a failing rank, a hostile command."""
     need_torch()
     env = launched_job(tmp_path_factory.mktemp("runs"))
-    p = jobenv(env, "launch", "--", "python3", "-m", "jobenv.selftest", "-q")
-    assert p.returncode == 0, p.stdout + p.stderr
+    for size in ("1", "2"):
+        p = jobenv(env, "launch", "-n", size, "--", "python3", "-m", "jobenv.selftest", "-q")
+        assert p.returncode == 0, p.stdout + p.stderr
     assert jobenv(env, "launch", "--", "sh", "-c", 'test "$PMI_RANK" != 1 || exit 3').returncode == 3
     assert jobenv(env, "launch", "--", "echo", HOSTILE).returncode == 0
     return env
@@ -56,11 +57,13 @@ def history(tmp_path_factory) -> Dict[str, str]:
 def test_list_names_every_launch_newest_first(history):
     runs = runs_json(history)
     assert [r["command"] for r in runs] == [["echo", HOSTILE], ["sh", "-c", 'test "$PMI_RANK" != 1 || exit 3'],
+                                            ["python3", "-m", "jobenv.selftest", "-q"],
                                             ["python3", "-m", "jobenv.selftest", "-q"]]
+    assert [r["nranks"] for r in runs] == [2, 2, 2, 1]
     for r in runs:
-        assert r["nranks"] == 2 and r["nhosts"] == 1 and r["launcher"] == "mpiexec" and r["attempt"] == 0
+        assert r["nhosts"] == 1 and r["launcher"] == "mpiexec" and r["attempt"] == 0
         assert r["duration"] > 0 and r["run"].startswith("local-")
-    assert [r["exit"] for r in runs] == [0, 3, 0]
+    assert [r["exit"] for r in runs] == [0, 3, 0, 0]
     assert runs[1]["first_failure"].startswith("rank 1 on ") and runs[1]["first_failure"].endswith("exit code 3")
     assert runs[0]["first_failure"] is None
     table = jobenv(history, "runs").stdout  # `jobenv runs` alone lists
