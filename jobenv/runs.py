@@ -21,7 +21,7 @@ import os
 import stat
 import time
 
-from .errors import BadInput, NoRecord
+from .errors import BadInput, JobenvError, NoRecord
 
 TYPE_CHECKING = False  # `import typing` costs ~5 ms; launch imports this module on every run
 if TYPE_CHECKING:
@@ -162,7 +162,7 @@ def record(run_dir: str, rec: Any, command: Sequence[str], plan: Any, attempt: i
     try:
         write_atomic(os.path.join(run_dir, SUMMARY), json.dumps(summary).encode())
         prune(env)
-    except (OSError, BadInput):
+    except (OSError, JobenvError):  # a bad JOBENV_RUNS_KEEP or an unsafe runs directory: no pruning
         pass
 
 
@@ -194,8 +194,13 @@ def _entries(d: str, pattern: Callable[[str], Any]) -> List[str]:
 
 
 def scan(env: Optional[Mapping[str, str]] = None, job: Optional[str] = None, summaries: bool = True) -> List[Run]:
-    """Every run of every job (or of the jobs whose key or id is `job`), newest first."""
+    """Every run of every job (or of the jobs whose key or id is `job`), newest first.
+    The runs directory must be the user's own, as the store is (BadRecord otherwise)."""
+    from .storepath import check_ancestors, check_safe
+
     base = root(env)
+    check_ancestors(base, "the runs directory")
+    check_safe(base, True, "runs directory")
     runs = []
     for key in _entries(base, is_key):
         for name in _entries(os.path.join(base, key), run_name):

@@ -162,3 +162,20 @@ def test_hostile_run_directories(tmp_path):
     assert (outside / "20200101-000000-1-a0" / "keep").read_text() == "x"
     assert (jobdir / "20200101-000000-2-a0").is_symlink() and (jobdir.parent / "local-linked").is_symlink()
     assert not big.exists() and not typed.exists()
+
+
+def test_a_runs_directory_of_another_user_is_refused(tmp_path, other_user):
+    """Listing or pruning trusts the runs directory as the store is trusted: yours alone."""
+    env = launched_job(tmp_path)
+    assert jobenv(env, "launch", "--", "true").returncode == 0
+    base = Path(env["JOBENV_HOME"]) / "runs"
+    os.chown(base, other_user.uid, other_user.gid)
+    for args in (["runs"], ["runs", "prune", "--keep", "0"], ["report", "last", "--html", str(tmp_path / "r.html")]):
+        p = jobenv(env, *args)
+        assert p.returncode == 6 and p.stderr.startswith("jobenv: error: runs directory ") and \
+            "owned by uid" in p.stderr and p.stderr.count("\n") == 1, (args, p.stderr)
+    assert len(list(base.glob("*/*"))) == 1
+    os.chown(base, os.getuid(), os.getgid())
+    base.chmod(0o777)
+    p = jobenv(env, "runs")
+    assert p.returncode == 6 and "writable by others" in p.stderr
