@@ -179,3 +179,12 @@ def test_a_runs_directory_of_another_user_is_refused(tmp_path, other_user):
     base.chmod(0o777)
     p = jobenv(env, "runs")
     assert p.returncode == 6 and "writable by others" in p.stderr
+
+
+def test_each_attempt_of_a_retried_launch_is_a_run(tmp_path):
+    env = launched_job(tmp_path)
+    assert jobenv(env, "launch", "--retries", "1", "--", "false").returncode == 1
+    runs = runs_json(env)
+    assert [(r["attempt"], r["exit"], r["command"]) for r in runs] == [(1, 1, ["false"]), (0, 1, ["false"])]
+    assert runs[0]["run"].endswith("-a1") and runs[1]["run"].endswith("-a0")
+    assert runs[0]["run"].split("-")[-2] == runs[1]["run"].split("-")[-2]  # one launch: the same pid
