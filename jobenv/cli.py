@@ -170,6 +170,13 @@ cli.add_command(completion.completion_cmd)
 from .stage.cli import stage as _stage  # noqa: E402  (jobenv stage; heavy imports stay inside it)
 
 cli.add_command(_stage)
+
+# run history and the start-up report (jobenv runs, jobenv report): their own module
+from .cli_runs import report_cmd as _report_cmd  # noqa: E402
+from .cli_runs import runs_cmd as _runs_cmd  # noqa: E402
+
+cli.add_command(_runs_cmd)
+cli.add_command(_report_cmd)
 completion.attach(cli)  # job ids and profile names complete in every command: after every add_command
 
 

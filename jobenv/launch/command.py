@@ -10,6 +10,7 @@ import sys
 import time
 from functools import partial
 
+from .. import runs as runs_history
 from .. import store
 from ..errors import BadInput, JobenvError, one_line
 from . import families, ranks, report, sizing, supervise
@@ -159,9 +160,11 @@ def run(rec: JobRecord, command: List[str], opts: Options, base_env: Mapping[str
         for w in warnings:
             _say(f"warning: {w}")
         snapshot: List[ranks.RunState] = []
+        started = time.time()
         out = _supervised(plan, argv, opts, _attempt_env(plan, base_env, run_dir, log_dir, gpu_bind),
                           log_dir, partial(_snapshot, snapshot, run_dir))
         rc = out.returncode
+        runs_history.record(run_dir, rec, command, plan, attempt, out, started, base_env)
         if rc == 0 and not out.expired:
             return 0
         if out.signalled is not None:

@@ -9,6 +9,7 @@ from typing import Any, Callable, List, Optional, TypeVar
 
 from ..errors import BadInput
 from ..numparse import parse_seconds, parse_uint
+from ..runs import write_phases
 from ..runtime import DetectError, detect
 from ..runtime.checkin import CheckinError
 from . import EXIT_FAILED, EXIT_OK, EXIT_SETUP, EXIT_TIMEOUT, T_INTERP
@@ -96,6 +97,7 @@ def main(argv: Optional[List[str]] = None) -> int:
         results = link.server.wait_results(min(deadline, time.time() + 30))
         link.server.close()
     rep = summarize(results, info)
+    write_phases(rep["ranks"])  # under `jobenv launch`: every rank's phases for `jobenv runs`/`report`
     if args.json_file:
         with open(args.json_file, "w") as f:
             json.dump(rep, f, indent=2)

@@ -1,0 +1,270 @@
+"""Run history: one small summary per `jobenv launch` attempt, listed, shown and pruned.
+
+Each attempt has its run directory `<JOBENV_HOME>/runs/<job key>/<stamp>-<pid>-a<N>/`
+(jobenv.launch.ranks.make_run_dir).  At the attempt's end launch writes `summary.json`
+there (atomically: jobenv.atomic): command, job, hosts, ranks, attempt, exit, duration,
+first failure.  A program whose rank 0 knows every rank's start-up phases (the selftest)
+writes `phases.json` beside it, once per run, not a file per rank.
+
+Run directories are hostile input: the ranks (user code) write in them.  So every name is
+lstat'ed and links are never followed, every file is read through jobenv.readfile with a
+bound, and every field is checked for its type before use (a wrong one reads as absent).
+
+Retention: the newest JOBENV_RUNS_KEEP runs (default 200) of all jobs, none older than
+JOBENV_RUNS_DAYS days (default 30) since last written (the directory's mtime); launch prunes after writing each summary (one listing
+of the runs tree).  A run without a summary (a launch still running, or killed) is removed
+by count only when it is more than a day old.
+"""
+from __future__ import annotations
+
+import os
+import stat
+import time
+
+from .errors import BadInput, JobenvError, NoRecord
+
+TYPE_CHECKING = False  # `import typing` costs ~5 ms; launch imports this module on every run
+if TYPE_CHECKING:
+    from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple
+
+SUMMARY, PHASES = "summary.json", "phases.json"
+MAX_SUMMARY_BYTES = 1 << 20
+MAX_PHASES_BYTES = 64 << 20  # about 300 bytes per rank: room for 200,000 ranks
+KEEP_RUNS, KEEP_DAYS = 200, 30.0
+UNFINISHED_GRACE = 86400.0  # a run without a summary younger than this may be in flight
+# The start-up phases in the order a rank goes through them (the selftest's names).
+STARTUP = ("launch", "interpreter", "imports", "rendezvous", "first_collective", "first_step")
+_KEY_CHARS = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789._-")
+
+
+def _digits(s: str, least: int, most: int) -> bool:
+    return least <= len(s) <= most and s.isascii() and s.isdigit()
+
+
+def run_name(name: str) -> Optional[Tuple[str, int]]:
+    """(stamp, attempt) of a run directory's name `<YYYYmmdd-HHMMSS>-<pid>-a<N>`, else None
+    (no `re` here: launch imports this module)."""
+    p = name.split("-")
+    ok = len(p) == 4 and _digits(p[0], 8, 8) and _digits(p[1], 6, 6) and _digits(p[2], 1, 10) and \
+        p[3][:1] == "a" and _digits(p[3][1:], 1, 6)
+    return (f"{p[0]}-{p[1]}", int(p[3][1:])) if ok else None
+
+
+def is_key(name: str) -> bool:
+    return 0 < len(name) <= 200 and name not in (".", "..") and all(c in _KEY_CHARS for c in name)
+
+
+def root(env: Optional[Mapping[str, str]] = None) -> str:
+    from .storepath import home
+
+    return os.path.join(home(env), "runs")
+
+
+def _is_dir(path: str) -> bool:
+    """A real directory (lstat: a link to one is not)."""
+    try:
+        return stat.S_ISDIR(os.lstat(path).st_mode)
+    except OSError:
+        return False
+
+
+def read_json(path: str, limit: int) -> Optional[Dict[str, Any]]:
+    """The JSON object in the regular file `path` (never through a link), or None."""
+    import json
+
+    from .readfile import open_regular, read_open
+
+    try:
+        fd, st = open_regular(path, nofollow=True)
+    except OSError:
+        return None
+    try:
+        data = json.loads(read_open(fd, st, limit).decode("utf-8", "replace"))
+    except (OSError, ValueError, RecursionError):
+        return None
+    finally:
+        os.close(fd)
+    return data if isinstance(data, dict) else None
+
+
+def num(value: Any, low: float = 0.0, high: float = 1e10) -> Optional[float]:
+    """A number in [low, high] (not a bool, not NaN), else None."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return None
+    return float(value) if low <= value <= high else None
+
+
+def text(value: Any, most: int = 4096) -> str:
+    """A printable string of at most `most` characters ('' for anything else)."""
+    from .errors import one_line
+
+    return one_line(value)[:most] if isinstance(value, str) else ""
+
+
+class Run:
+    """One attempt's directory and what its summary says (checked fields only)."""
+
+    def __init__(self, key: str, name: str, path: str, summary: Optional[Dict[str, Any]], mtime: float) -> None:
+        self.key, self.name, self.path, self.mtime = key, name, path, mtime
+        s = summary or {}
+        self.has_summary = summary is not None
+        m = run_name(name)
+        stamp = time.mktime(time.strptime(m[0], "%Y%m%d-%H%M%S")) if m else mtime
+        self.started = num(s.get("started")) or stamp
+        self.attempt = int(num(s.get("attempt"), 0, 1e6) or (m[1] if m else 0))
+        self.duration = num(s.get("duration"))
+        cmd = s.get("command")
+        self.command = [text(a) for a in cmd[:1000]] if isinstance(cmd, list) else []
+        self.job, self.scheduler = text(s.get("job"), 256) or key, text(s.get("scheduler"), 32)
+        self.hosts = text(s.get("hosts"), 1 << 16)
+        self.nhosts = int(num(s.get("nhosts"), 0, 1e7) or 0)
+        self.nranks = int(num(s.get("nranks"), 0, 1e8) or 0)
+        self.launcher = text(s.get("launcher"), 256)
+        ex = num(s.get("exit"), -1e3, 1e3)
+        self.exit: Optional[int] = None if ex is None else int(ex)
+        self.expired = text(s.get("expired"), 32)
+        ff = s.get("first_failure")
+        self.first_failure = (f"rank {int(num(ff.get('rank'), 0, 1e8) or 0)} on {text(ff.get('host'), 256)}: "
+                              f"{text(ff.get('exit'), 64)}") if isinstance(ff, dict) else ""
+
+    @property
+    def ident(self) -> str:
+        return f"{self.key}/{self.name}"
+
+    @property
+    def state(self) -> str:
+        if not self.has_summary:
+            return "no summary"
+        if self.expired:
+            return self.expired
+        return "ok" if self.exit == 0 else f"exit {self.exit}"
+
+
+def record(run_dir: str, rec: Any, command: Sequence[str], plan: Any, attempt: int, out: Any, started: float,
+           env: Mapping[str, str]) -> None:
+    """launch, at an attempt's end: write its summary, then prune the history.  Never fails
+    the launch: a full disk or a removed directory only loses the summary."""
+    import json
+
+    from .atomic import write_atomic
+    from .hostlist import compress
+    from .launch import ranks
+
+    first = ranks.first_failure(ranks.read(run_dir)) if out.returncode != 0 else None
+    size = plan.size
+    summary = {"version": 1, "command": list(command), "job": rec.jobid, "scheduler": rec.scheduler,
+               "hosts": compress(list(size.hosts)), "nhosts": len(size.hosts), "nranks": size.nranks,
+               "ppn": size.ppn, "launcher": os.path.basename(plan.launcher[0]) if plan.launcher else "",
+               "attempt": attempt, "exit": out.returncode, "expired": out.expired, "started": started,
+               "duration": round(time.time() - started, 3),
+               "first_failure": None if first is None else {"rank": first.rank, "host": first.host,
+                                                           "exit": ranks.describe_exit(first.exit or "")}}
+    try:
+        write_atomic(os.path.join(run_dir, SUMMARY), json.dumps(summary).encode())
+        prune(env)
+    except (OSError, JobenvError):  # a bad JOBENV_RUNS_KEEP or an unsafe runs directory: no pruning
+        pass
+
+
+def write_phases(rows: Sequence[Mapping[str, Any]], env: Optional[Mapping[str, str]] = None) -> bool:
+    """Rank 0 of a program that timed every rank's start-up (the selftest) leaves them in
+    its run directory: rows of {"rank", "host", "phases": {name: seconds}}.  False when the
+    program runs outside `jobenv launch` (no JOBENV_RUN_DIR) or cannot write there."""
+    import json
+
+    from .atomic import write_atomic
+
+    run_dir = (os.environ if env is None else env).get("JOBENV_RUN_DIR", "")
+    if not run_dir or not _is_dir(run_dir):
+        return False
+    keep = [{"rank": r.get("rank"), "host": r.get("host"), "phases": r.get("phases")} for r in rows]
+    try:
+        write_atomic(os.path.join(run_dir, PHASES), json.dumps({"version": 1, "ranks": keep}).encode())
+    except OSError:
+        return False
+    return True
+
+
+def _entries(d: str, pattern: Callable[[str], Any]) -> List[str]:
+    try:
+        names = os.listdir(d)
+    except OSError:
+        return []
+    return [n for n in names if pattern(n) and _is_dir(os.path.join(d, n))]
+
+
+def scan(env: Optional[Mapping[str, str]] = None, job: Optional[str] = None, summaries: bool = True) -> List[Run]:
+    """Every run of every job (or of the jobs whose key or id is `job`), newest first.
+    The runs directory must be the user's own, as the store is (BadRecord otherwise)."""
+    from .storepath import check_ancestors, check_safe
+
+    base = root(env)
+    check_ancestors(base, "the runs directory")
+    check_safe(base, True, "runs directory")
+    runs = []
+    for key in _entries(base, is_key):
+        for name in _entries(os.path.join(base, key), run_name):
+            path = os.path.join(base, key, name)
+            try:
+                mtime = os.lstat(path).st_mtime
+            except OSError:
+                continue
+            spath = os.path.join(path, SUMMARY)
+            got = read_json(spath, MAX_SUMMARY_BYTES) if summaries else ({} if os.path.lexists(spath) else None)
+            runs.append(Run(key, name, path, got, mtime))
+    if job is not None:
+        runs = [r for r in runs if job in (r.key, r.job) or r.key.endswith(f"-{job}")]
+    return sorted(runs, key=lambda r: (r.started, r.name), reverse=True)
+
+
+def find(ident: str, env: Optional[Mapping[str, str]] = None) -> Run:
+    """A run by its name (`<stamp>-<pid>-a<N>`), `<key>/<name>`, or `last`."""
+    runs = scan(env)
+    if ident == "last" and runs:
+        return runs[0]
+    hits = [r for r in runs if ident in (r.name, r.ident)]
+    if len(hits) == 1:
+        return hits[0]
+    if hits:
+        raise BadInput(f"run {ident!r} names {len(hits)} runs: give <job key>/<name> "
+                       f"({', '.join(r.ident for r in hits[:4])})")
+    raise NoRecord(f"no run {text(ident, 200)!r} in {root(env)} (`jobenv runs list` lists them)")
+
+
+def retention(env: Mapping[str, str]) -> Tuple[int, float]:
+    """(runs kept, days kept) from JOBENV_RUNS_KEEP and JOBENV_RUNS_DAYS, checked."""
+    from .numparse import parse_uint
+
+    raw_keep, raw_days = env.get("JOBENV_RUNS_KEEP", "").strip(), env.get("JOBENV_RUNS_DAYS", "").strip()
+    keep = parse_uint(raw_keep, "JOBENV_RUNS_KEEP", minimum=1, maximum=10**6) if raw_keep else KEEP_RUNS
+    days = float(parse_uint(raw_days, "JOBENV_RUNS_DAYS", minimum=1, maximum=36500)) if raw_days else KEEP_DAYS
+    return keep, days
+
+
+def doomed(runs: Sequence[Run], keep: int, days: float, now: float) -> List[Run]:
+    """The runs retention removes (`runs` newest first): last written (the directory's
+    mtime) more than `days` ago, or past the newest `keep` (a run without a summary only
+    when over a day old: it may be running)."""
+    out = []
+    for i, r in enumerate(runs):
+        age = now - r.mtime
+        if age > days * 86400 or (i >= keep and (r.has_summary or age > UNFINISHED_GRACE)):
+            out.append(r)
+    return out
+
+
+def prune(env: Mapping[str, str], keep: Optional[int] = None, days: Optional[float] = None,
+          dry_run: bool = False) -> List[Run]:
+    """Apply the retention (or the one given); the runs removed."""
+    import shutil
+
+    k, d = retention(env)
+    gone = doomed(scan(env, summaries=False), k if keep is None else keep, d if days is None else days, time.time())
+    for r in gone if not dry_run else []:
+        if _is_dir(r.path):  # rmtree works through directory descriptors: it never follows a link
+            shutil.rmtree(r.path, ignore_errors=True)
+        try:
+            os.rmdir(os.path.dirname(r.path))  # the job's directory, once empty
+        except OSError:
+            pass
+    return gone

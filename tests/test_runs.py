@@ -1,0 +1,190 @@
+"""`jobenv runs list|show|prune` on run directories made by real launches (a local job, the
+MPICH wheel's mpiexec, the selftest on gloo), retention, and run directories planted with
+links, FIFOs, huge and ill-typed files."""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Dict, List
+
+import pytest
+
+from conftest import mpich
+from launchkit import fresh_env, need_torch, save, tools
+
+pytestmark = pytest.mark.e2e
+HOSTILE = "<script>alert(1)</script>"
+
+
+def jobenv(env: Dict[str, str], *args: str, timeout: float = 180) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "jobenv", *args], env=env, capture_output=True, text=True,
+                          timeout=timeout)
+
+
+def launched_job(d: Path, **extra: str) -> Dict[str, str]:
+    """A saved local job of 2 ranks launched through the MPICH wheel's mpiexec."""
+    mpich()
+    home = d / "home"
+    home.mkdir(parents=True)
+    env = fresh_env(home, f"{tools(d / 'bin')}:/usr/bin:/bin", **extra)
+    save(env, "--ranks-per-host", "2")
+    return env
+
+
+def runs_json(env: Dict[str, str], *args: str) -> List[dict]:
+    p = jobenv(env, "runs", "list", "--json", *args)
+    assert p.returncode == 0 and not p.stderr, p.stderr
+    return json.loads(p.stdout)
+
+
+@pytest.fixture(scope="module")
+def history(tmp_path_factory) -> Dict[str, str]:
+    """Four real launches: the selftest (torch, gloo) on 1 and 2 ranks, a failing rank, a hostile command."""
+    need_torch()
+    env = launched_job(tmp_path_factory.mktemp("runs"))
+    for size in ("1", "2"):
+        p = jobenv(env, "launch", "-n", size, "--", "python3", "-m", "jobenv.selftest", "-q")
+        assert p.returncode == 0, p.stdout + p.stderr
+    assert jobenv(env, "launch", "--", "sh", "-c", 'test "$PMI_RANK" != 1 || exit 3').returncode == 3
+    assert jobenv(env, "launch", "--", "echo", HOSTILE).returncode == 0
+    return env
+
+
+def test_list_names_every_launch_newest_first(history):
+    runs = runs_json(history)
+    assert [r["command"] for r in runs] == [["echo", HOSTILE], ["sh", "-c", 'test "$PMI_RANK" != 1 || exit 3'],
+                                            ["python3", "-m", "jobenv.selftest", "-q"],
+                                            ["python3", "-m", "jobenv.selftest", "-q"]]
+    assert [r["nranks"] for r in runs] == [2, 2, 2, 1]
+    for r in runs:
+        assert r["nhosts"] == 1 and r["launcher"] == "mpiexec" and r["attempt"] == 0
+        assert r["duration"] > 0 and r["run"].startswith("local-")
+    assert [r["exit"] for r in runs] == [0, 3, 0, 0]
+    assert runs[1]["first_failure"].startswith("rank 1 on ") and runs[1]["first_failure"].endswith("exit code 3")
+    assert runs[0]["first_failure"] is None
+    table = jobenv(history, "runs").stdout  # `jobenv runs` alone lists
+    assert table.splitlines()[0].split()[:3] == ["run", "started", "attempt"] and HOSTILE in table
+    assert runs_json(history, "-j", runs[0]["job"]) == runs and runs_json(history, "-j", "nosuchjob") == []
+
+
+def test_show_gives_the_selftest_phases_of_every_rank(history):
+    selftest = runs_json(history)[2]["run"]
+    data = json.loads(jobenv(history, "runs", "show", "--json", selftest).stdout)
+    assert data["timeline_source"].startswith("phases reported") and len(data["ranks"]) == 2
+    for r in data["ranks"]:
+        assert list(r["phases"]) == ["launch", "interpreter", "imports", "rendezvous", "first_collective",
+                                     "first_step"]
+        assert r["phases"]["imports"] > 0
+    text = jobenv(history, "runs", "show", selftest.split("/")[1]).stdout  # the name alone is enough
+    for word in ("python3 -m jobenv.selftest -q", "rendezvous", "first_step", "slowest rank", "start-up phases"):
+        assert word in text, text
+    assert [line.split() for line in text.splitlines() if line.startswith("exit ")] == [["exit", "ok"]]
+
+
+def test_show_on_a_terminal_draws_the_timeline(history):
+    """On a TTY (script(1) gives one) the rich chart follows the tables: a bar per rank."""
+    p = subprocess.run(["script", "-qec", f"{sys.executable} -m jobenv runs show last", "/dev/null"],
+                       env={**history, "TERM": "xterm", "COLUMNS": "120"}, capture_output=True, text=True, timeout=60)
+    assert p.returncode == 0, p.stdout
+    assert "timeline" in p.stdout and "slowest start-up" in p.stdout and "\u2588" in p.stdout
+
+
+def test_show_of_an_unknown_run_is_one_line(history):
+    p = jobenv(history, "runs", "show", "../../etc")
+    assert p.returncode == 3 and p.stderr.startswith("jobenv: error: no run") and p.stderr.count("\n") == 1
+
+
+def test_retention_by_count_is_applied_by_launch(tmp_path):
+    env = launched_job(tmp_path, JOBENV_RUNS_KEEP="2")
+    for _ in range(3):
+        assert jobenv(env, "launch", "--", "true").returncode == 0
+    runs = runs_json(env)
+    assert len(runs) == 2 and len(list((Path(env["JOBENV_HOME"]) / "runs").glob("*/*"))) == 2
+    assert jobenv(env, "runs", "prune", "--keep", "1").stdout.endswith("1 run(s) removed\n")
+    assert [r["run"] for r in runs_json(env)] == [runs[0]["run"]]
+
+
+def test_retention_by_age(tmp_path):
+    env = launched_job(tmp_path)
+    assert jobenv(env, "launch", "--", "true").returncode == 0
+    assert jobenv(env, "launch", "--", "true").returncode == 0
+    old, new = runs_json(env)[::-1]
+    os.utime(old["path"], (time.time() - 40 * 86400,) * 2)
+    assert jobenv(env, "runs", "prune", "--dry-run").stdout == f"would remove {old['run']}\n1 run(s) to remove\n"
+    assert jobenv(env, "launch", "--", "true").returncode == 0  # launch prunes: 30 days by default
+    assert old["run"] not in [r["run"] for r in runs_json(env)] and not Path(old["path"]).exists()
+    assert new["run"] in [r["run"] for r in runs_json(env)]
+
+
+def test_hostile_run_directories(tmp_path):
+    """Links are neither listed nor followed (prune removes no target), a FIFO summary does
+    not block, an oversized or ill-typed summary reads as absent fields, never a traceback."""
+    env = launched_job(tmp_path)
+    assert jobenv(env, "launch", "--", "true").returncode == 0
+    real = Path(runs_json(env)[0]["path"])
+    jobdir = real.parent
+    outside = tmp_path / "precious"
+    (outside / "20200101-000000-1-a0").mkdir(parents=True)
+    (outside / "20200101-000000-1-a0" / "keep").write_text("x")
+    (jobdir / "20200101-000000-2-a0").symlink_to(outside / "20200101-000000-1-a0")
+    (jobdir.parent / "local-linked").symlink_to(outside)
+    fifo = jobdir / "20200101-000000-3-a0"
+    fifo.mkdir()
+    os.mkfifo(fifo / "summary.json")
+    big = jobdir / "20200101-000000-4-a0"
+    big.mkdir()
+    (big / "summary.json").write_text(json.dumps({"command": ["x" * (2 << 20)]}))
+    typed = jobdir / "20200101-000000-5-a0"
+    typed.mkdir()
+    (typed / "summary.json").write_text(json.dumps({"command": "\x1b]0;pwned\x07", "exit": "x", "nranks": -5,
+                                                    "first_failure": [1], "started": "soon", "hosts": 7,
+                                                    "launcher": "\x1b[2J", "job": "\x1b]0;x\x07"}))
+    (typed / "phases.json").write_text(json.dumps({"ranks": [{"rank": "0", "phases": {"imports": -1}}, 5,
+                                                             {"rank": 1e300, "phases": {}}]}))
+    linked = jobdir / "20200101-000000-6-a0"
+    linked.mkdir()
+    (linked / "summary.json").symlink_to(real / "summary.json")
+    runs = runs_json(env)
+    names = {r["run"].split("/", 1)[1] for r in runs}
+    assert names == {real.name, fifo.name, big.name, typed.name, linked.name}
+    by = {r["run"].split("/", 1)[1]: r for r in runs}
+    assert by[linked.name]["state"] == by[big.name]["state"] == by[fifo.name]["state"] == "no summary"
+    assert by[typed.name]["command"] == [] and by[typed.name]["exit"] is None and by[typed.name]["nranks"] == 0
+    for name in names:
+        p = jobenv(env, "runs", "show", name, timeout=30)
+        assert p.returncode == 0 and not p.stderr and "\x1b" not in p.stdout, (name, p.stderr)
+    p = jobenv(env, "runs", "prune", "--keep", "0", "--days", "1")
+    assert p.returncode == 0 and not p.stderr, p.stderr
+    assert (outside / "20200101-000000-1-a0" / "keep").read_text() == "x"
+    assert (jobdir / "20200101-000000-2-a0").is_symlink() and (jobdir.parent / "local-linked").is_symlink()
+    assert not big.exists() and not typed.exists()
+
+
+def test_a_runs_directory_of_another_user_is_refused(tmp_path, other_user):
+    """Listing or pruning trusts the runs directory as the store is trusted: yours alone."""
+    env = launched_job(tmp_path)
+    assert jobenv(env, "launch", "--", "true").returncode == 0
+    base = Path(env["JOBENV_HOME"]) / "runs"
+    os.chown(base, other_user.uid, other_user.gid)
+    for args in (["runs"], ["runs", "prune", "--keep", "0"], ["report", "last", "--html", str(tmp_path / "r.html")]):
+        p = jobenv(env, *args)
+        assert p.returncode == 6 and p.stderr.startswith("jobenv: error: runs directory ") and \
+            "owned by uid" in p.stderr and p.stderr.count("\n") == 1, (args, p.stderr)
+    assert len(list(base.glob("*/*"))) == 1
+    os.chown(base, os.getuid(), os.getgid())
+    base.chmod(0o777)
+    p = jobenv(env, "runs")
+    assert p.returncode == 6 and "writable by others" in p.stderr
+
+
+def test_each_attempt_of_a_retried_launch_is_a_run(tmp_path):
+    env = launched_job(tmp_path)
+    assert jobenv(env, "launch", "--retries", "1", "--", "false").returncode == 1
+    runs = runs_json(env)
+    assert [(r["attempt"], r["exit"], r["command"]) for r in runs] == [(1, 1, ["false"]), (0, 1, ["false"])]
+    assert runs[0]["run"].endswith("-a1") and runs[1]["run"].endswith("-a0")
+    assert runs[0]["run"].split("-")[-2] == runs[1]["run"].split("-")[-2]  # one launch: the same pid
