@@ -77,7 +77,7 @@ def bars(tl: Timeline) -> str:
             y += ROW_H
         body.append("</g>")
     body += _axis(LABEL_W, y + 4, longest, scale)
-    return _svg(LABEL_W + PLOT_W + 140, y + 30, body, "start-up timeline per rank")
+    return _svg(LABEL_W + PLOT_W + 200, y + 30, body, "start-up timeline per rank")  # room for the slowest label
 
 
 def _heat(frac: float) -> str:
