@@ -176,6 +176,7 @@ def test_a_host_that_kills_its_ranks_is_replaced_by_a_spare(cluster, store, job4
     assert re.search(r"jobenv: leaving out node2: signal 9 \(SIGKILL\) of rank [23], named; run \S+ at .*\(retired; "
                      r"--hosts naming it uses it again\)", p.stderr), p.stderr
     assert hosts_of(p.stdout.split("==")[-1]) == ["node1", "node3", "node4"], p.stdout
+    print(p.stderr + p.stdout)  # quoted in the README
     cost, own = restart_cost(store)
     print(f"restart cost of one failover: {cost:.2f} s from the failure to attempt 2's first rank "
           f"({own:.2f} s from attempt 1's last rank end)")
@@ -188,3 +189,4 @@ def test_the_same_import_error_on_every_rank_retires_no_host(cluster, store, job
     assert p.stderr.count("jobenv: no host retired: import error: the environment lacks a module") == 1, p.stderr
     assert "retired host" not in p.stdout and "retired node" not in p.stderr
     assert not list(Path(store, "runs").glob("*/bad-hosts.json"))
+    print(p.stderr)
