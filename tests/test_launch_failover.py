@@ -44,6 +44,13 @@ def test_srun_is_told_the_nodelist_and_the_hosts_to_keep_off():
     assert argv == ["srun", "--nodelist=node[1,3-4]", "--exclude=node2", "-N", "3"]
 
 
+def test_mpiexec_gets_the_attempts_hosts_in_its_hostfile():
+    h = failover.replace(NODES, 2, failover.first_hosts(NODES, 2, sizing.Request(), 1, [], True, "7"), "node1", "7")
+    size = sizing.choose(NODES, 2, h.request, "7")
+    argv, text = sizing.render_sized(["mpiexec", "-n", "{nranks}"], size, 0, "7", {}, "/run/hostfile", "mpich")
+    assert argv == ["mpiexec", "--hostfile", "/run/hostfile", "-n", "6"] and text == "node2\nnode3\nnode4\n"
+
+
 def test_sizing_asked_for_decides_how_many_hosts_work():
     h = failover.first_hosts(NODES, 2, sizing.Request(nranks=4), 1, [], True, "7")
     assert hosts_of(h) == ["node1", "node2"]
@@ -75,12 +82,21 @@ def test_a_signal_names_the_host_an_exit_code_guesses_it():
     assert judge(Failure(state((0, "node1", None, None)), {}, [])).host is None  # nothing failed
 
 
-def test_a_vanished_rank_names_its_host():
-    st = state((0, "node1", None, None))
-    # as R1's RankState reads the host agent's `lost` line: no exit, gone with its host
+def test_a_vanished_rank_names_its_host_before_the_deaths_that_followed():
+    st = state((0, "node1", "signal 9", 9.0))  # killed by the launcher after node3 went
+    # as the run directory's reader gives the host agent's `lost` line: no exit, gone with its host
     st.ranks[2] = SimpleNamespace(rank=2, host="node3", started=1.0, exit=None, ended=None, failed=False, lost=True)
     v = judge(Failure(st, {}, []))
-    assert v.host == "node3" and v.named and "heartbeat lost" in v.how
+    assert (v.host, v.rank, v.named) == ("node3", 2, True) and "heartbeat lost" in v.how
+
+
+def test_a_host_whose_heartbeat_stopped_with_a_rank_running_is_named():
+    st = state((0, "node1", "1", 20.0), (1, "node2", None, None))
+    st.hosts = {"node1": SimpleNamespace(beat=20.0, ranks=[0]), "node2": SimpleNamespace(beat=10.0, ranks=[1])}
+    v = judge(Failure(st, {}, []))
+    assert (v.host, v.rank, v.named) == ("node2", 1, True)
+    st.hosts["node2"].beat = 18.0  # beating until moments ago: the exit code on node1 is the guess
+    assert (judge(Failure(st, {}, [])).host, judge(Failure(st, {}, [])).named) == ("node1", False)
 
 
 TRACE = ["Traceback (most recent call last):", '  File "train.py", line 3, in <module>']

@@ -97,20 +97,36 @@ class Verdict:
         return "Verdict(" + ", ".join(f"{k}={getattr(self, k)!r}" for k in self.__slots__) + ")"
 
 
-def judge(f: Failure) -> Verdict:
-    """The host to retire after a failed attempt, with its evidence.
+STALE_S = 5.0  # a host agent rewrites its heartbeat every second: five missed is a host gone
 
-    Named: the wrapper on that host saw its rank die of a signal, or the rank vanished with its
-    host (heartbeat lost).  Guessed: the first failed rank only exited with an error code; its
-    host is the best guess.  No rank record, or a program fault: nothing to retire."""
+
+def _gone(state: ranks.RunState) -> List[ranks.RankState]:
+    """Ranks that vanished with their host: the host agent saw the wrapper go without an exit
+    (`lost`), or the host's heartbeat stopped STALE_S before the last rank ended elsewhere
+    while a rank of it had not ended (the agent went too: the whole host)."""
+    rows = list(state.ranks.values())
+    ends = [r.ended for r in rows if r.ended is not None]
+    beats = {name: getattr(h, "beat", None) for name, h in getattr(state, "hosts", {}).items()}
+    silent = {name for name, beat in beats.items() if beat is not None and ends and max(ends) - beat > STALE_S}
+    return sorted((r for r in rows if r.host and r.exit is None and (getattr(r, "lost", False) or r.host in silent)),
+                  key=lambda r: r.rank)
+
+
+def judge(f: Failure) -> Verdict:
+    """The host to retire after a failed attempt, with its evidence, strongest first.
+
+    Named: the rank vanished with its host (heartbeat lost: when a host dies, the launcher then
+    kills the ranks elsewhere, so their deaths come after and say nothing), or the wrapper on
+    that host saw the first failed rank die of a signal.  Guessed: the first failed rank only
+    exited with an error code; its host is the best guess.  No rank record, or a program fault
+    (PROGRAM_FAULTS): nothing to retire."""
     for name, test, why in PROGRAM_FAULTS:
         if test(f):
             return Verdict(fault=name, why=why)
-    lost = [r for r in f.state.ranks.values() if getattr(r, "lost", False) and r.host]
+    gone = _gone(f.state)
+    if gone:
+        return Verdict(gone[0].host, gone[0].rank, "heartbeat lost (the rank vanished with its host)", True)
     first = ranks.first_failure(f.state)
-    if first is None and lost:
-        first = min(lost, key=lambda r: r.rank)
-        return Verdict(first.host, first.rank, "heartbeat lost (the rank vanished without an exit)", True)
     if first is None or not first.host:
         return Verdict(why="no rank recorded a failure on any host")
     how = ranks.describe_exit(first.exit or "")
