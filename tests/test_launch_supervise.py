@@ -114,9 +114,10 @@ def test_timeout_names_the_rank_that_never_finished(job):
 
 
 def test_idle_timeout_kills_a_silent_launch(job):
-    p = shell(job, "jobenv launch --idle-timeout 5 -- sh -c 'echo hi; sleep 300'")
+    # a sleep no other test (or another checkout's tests on this machine) runs: counted below
+    p = shell(job, "jobenv launch --idle-timeout 5 -- sh -c 'echo hi; sleep 300.117'")
     assert p.returncode == 124 and "printed nothing for --idle-timeout 5 s" in p.stderr, p.stderr
-    out = shell(job, "ps -eo args | grep -c '[s]leep 300' || true").stdout.strip()
+    out = shell(job, "ps -eo args | grep -c '[s]leep 300.117' || true").stdout.strip()
     assert out == "0", "the launch's processes were not all killed"
 
 
@@ -184,9 +185,9 @@ def test_launch_program_under_timeout_nohup_and_child_scripts(job, tmp_path):
 
 def test_timeout_1_stops_the_whole_launch(job):
     t = time.monotonic()
-    p = shell(job, f"{RESTORE} && timeout 5 launch sh -c 'sleep 300'; echo rc=$?")
+    p = shell(job, f"{RESTORE} && timeout 5 launch sh -c 'sleep 300.189'; echo rc=$?")
     assert p.stdout.strip().endswith("rc=124") and time.monotonic() - t < 60, p.stdout + p.stderr
-    assert shell(job, "ps -eo args | grep -c '[s]leep 300' || true").stdout.strip() == "0"
+    assert shell(job, "ps -eo args | grep -c '[s]leep 300.189' || true").stdout.strip() == "0"
 
 
 def test_log_dir_is_the_users_own_and_never_followed_through_a_link(job, other_user, shared_tmp):
