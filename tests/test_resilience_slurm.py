@@ -65,7 +65,11 @@ def test_a_rank_killed_with_sigkill_on_node2_is_named_with_its_host(cluster, sto
                                 "'if [ $RANK = 3 ]; then sleep 3; kill -9 $$; fi; sleep 300'")
     t = time.monotonic()
     out, err = p.communicate(timeout=200)
+    ended = time.time()
     assert time.monotonic() - t < 40, err  # rank 3 died ~3 s after its start; srun alone waits 300 s
+    (ledger,) = Path(store).glob("runs/*/*/host-node2.ledger")
+    died = next(float(line.split()[-1]) for line in ledger.read_text().splitlines() if line.startswith("end 3 "))
+    print(f"\nrank 3 died -> launch ended in {ended - died:.1f} s")
     host = re.search(r"jobenv: rank 3 on (\S+) failed: signal 9 \(SIGKILL\)\n", err)
     assert host and host.group(1) == "node2", err
     assert "jobenv: rank 3 on node2 failed first: signal 9 (SIGKILL)" in err, err
