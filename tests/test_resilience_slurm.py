@@ -17,6 +17,7 @@ from pathlib import Path
 import pytest
 
 from launchkit import RESTORE
+from test_launch_slurm import no_step_left
 from test_e2e_slurm import PYBIN, batch_job, cluster, jobs, store  # noqa: F401 (fixtures)
 from conftest import REPO
 
@@ -75,7 +76,7 @@ def test_a_rank_killed_with_sigkill_on_node2_is_named_with_its_host(cluster, sto
     assert "jobenv: rank 3 on node2 failed first: signal 9 (SIGKILL)" in err, err
     print(f"\n{err}")
     assert p.returncode != 0, err
-    _no_step_left(cluster)
+    no_step_left(cluster)
 
 
 def test_every_process_of_node2_killed_names_the_host(cluster, store, job4):  # noqa: F811
@@ -99,15 +100,4 @@ def test_every_process_of_node2_killed_names_the_host(cluster, store, job4):  # 
     assert re.search(r"jobenv: host node2 lost: ranks 2,3 stopped reporting at \S+ first", err), err
     assert p.returncode != 0 and took < 40, (p.returncode, took, err)
     print(f"\nnode2 killed -> launch ended in {took:.1f} s (of {time.monotonic() - t0:.1f} s)\n{err}")
-    _no_step_left(cluster)
-
-
-def _no_step_left(cluster) -> None:  # noqa: F811
-    deadline = time.monotonic() + 30
-    while True:
-        steps = cluster.run(["squeue", "-h", "-s", "-o", "%i %j"], check=False).stdout
-        left = [s for s in steps.splitlines() if not s.split()[0].endswith((".batch", ".extern"))]
-        if not left or time.monotonic() > deadline:
-            break
-        time.sleep(0.5)
-    assert not left, steps
+    no_step_left(cluster)
