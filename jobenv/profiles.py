@@ -55,6 +55,7 @@ class Profile:
     env: Dict[str, str] = field(default_factory=dict)
     source: str = ""
     gpu_bind: Dict[str, Any] = field(default_factory=dict)
+    submit: Dict[str, Any] = field(default_factory=dict)  # batch-script directives (profile_check.submit)
 
     @property
     def generic(self) -> bool:
@@ -120,11 +121,12 @@ def parse(text: str, source: str) -> Profile:
         raise fail("env", "variable names must be shell identifiers")
     launchers = check.launchers(data.get("launchers"), set(CONTEXT_KEYS) | set(variables), fail)
     bind = check.gpu_bind(data.get("gpu_bind"), gpus, fail)
+    batch = check.submit(data.get("submit"), variables, fail)
     return Profile(
         name=str(name), scheduler=data["scheduler"], launchers=launchers,
         description=data.get("description") or "", match=match, gpus_per_host=gpus,
         vars={k: str(v) for k, v in variables.items()}, env={k: str(v) for k, v in envs.items()},
-        source=source, gpu_bind=bind,
+        source=source, gpu_bind=bind, submit=batch,
     )
 
 
