@@ -108,12 +108,7 @@ def parse_pbs(out: str, jobid: str) -> Optional[JobStatus]:
             if isinstance(found, dict) and (qid == jobid or qid.split(".")[0] == jobid.split(".")[0]):
                 attrs = found
     except (ValueError, RecursionError):
-        if out.count('"job_state"') == 1:
-            for key, pat in (("job_state", r'"job_state"\s*:\s*"([A-Z])"'), ("Exit_status", r'"Exit_status"\s*:\s*(-?[0-9]+)'),
-                             ("Output_Path", r'"Output_Path"\s*:\s*"([^"\n]*)"')):
-                m = re.search(pat, out)
-                if m:
-                    attrs[key] = m.group(1)
+        attrs = _pbs_block(out, jobid)
     state = attrs.get("job_state")
     if not isinstance(state, str):
         return None
@@ -122,6 +117,22 @@ def parse_pbs(out: str, jobid: str) -> Optional[JobStatus]:
     path = attrs.get("Output_Path")
     output = path.split(":", 1)[1] if isinstance(path, str) and ":" in path else path if isinstance(path, str) else None
     return JobStatus(phase, state, "qstat -x -f -F json", None if code is None else str(code), output)
+
+
+def _pbs_block(out: str, jobid: str) -> Dict[str, object]:
+    """The three fields from the job's own block of a document that is not JSON (values
+    PBS left unescaped): from its `"ID":{` line to the next job's."""
+    heads = list(re.finditer(r'^\s*"([0-9]+(?:\[[0-9]*\])?(?:\.[^"\n]*)?)"\s*:\s*\{\s*$', out, re.M))
+    attrs: Dict[str, object] = {}
+    for i, h in enumerate(heads):
+        if h.group(1) == jobid or h.group(1).split(".")[0] == jobid.split(".")[0]:
+            block = out[h.end():heads[i + 1].start() if i + 1 < len(heads) else len(out)]
+            for key, pat in (("job_state", r'"job_state"\s*:\s*"([A-Z])"'), ("Exit_status", r'"Exit_status"\s*:\s*(-?[0-9]+)'),
+                             ("Output_Path", r'"Output_Path"\s*:\s*"([^"\n]*)"')):
+                m = re.search(pat, block)
+                if m:
+                    attrs[key] = m.group(1)
+    return attrs
 
 
 def pbs(jobid: str, env: Optional[Mapping[str, str]], run: Runner = run_query) -> Optional[JobStatus]:

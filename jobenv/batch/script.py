@@ -121,6 +121,9 @@ def render(lines: Sequence[str], jobenv: Sequence[str], home: str, cwd: str, sav
         f"jobenv() {{ {q(quote(a) for a in jobenv)} \"$@\"; }}",
         f"JOBENV_HOME={quote(home)}; export JOBENV_HOME",
         f"cd {quote(cwd)} || exit 1",
+        # cancelled (scancel, qdel: SIGTERM, then SIGKILL): the exit file still says how it ended
+        # (Paths holds plain characters only, so the path needs no quoting inside the trap)
+        f"trap 'echo 143 > {paths.exit}; exit 143' TERM",
         f"jobenv save --quiet {q(quote(a) for a in save_args)} || {{ rc=$?; echo \"$rc\" > {quote(paths.exit)}; "
         'exit "$rc"; }',
         f"jobenv launch {q(quote(a) for a in launch_args)} -- {q(quote(a) for a in command)}",
