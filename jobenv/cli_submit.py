@@ -32,11 +32,12 @@ class Handle:
 
     @property
     def batch(self) -> Batch:
+        """The scheduler's Batch facts; the id checked for that scheduler's shape first."""
         from .schedulers import descriptor
 
         batch = descriptor(self.scheduler).batch
         if batch is None:
-            raise BadInput(f"job {self.jobid} is a {self.scheduler} job: there is no scheduler to ask")
+            raise BadInput(f"job {visible(self.jobid[:80])} is a {self.scheduler} job: no scheduler to ask")
         if not batch.id_ok(self.jobid):
             raise BadInput(f"{visible(self.jobid[:80])!r} is not shaped like a {self.scheduler} job id")
         return batch
@@ -73,9 +74,12 @@ def resolve(env: Mapping[str, str], job: Optional[str]) -> Handle:
 
 
 def _status(h: Handle) -> Any:
+    """The job's status; only an id of its scheduler's shape reaches a command line (a
+    local job has no scheduler to ask: unknown)."""
     from .batch.jobstate import status
 
-    h.batch  # noqa: B018 - checks the id's shape before it reaches a command line
+    if h.scheduler != "local":
+        h.batch  # noqa: B018 - the check
     return status(h.scheduler, h.jobid, h.env, h.sub["exit_file"] if h.sub else None)
 
 
@@ -119,9 +123,8 @@ def logs_cmd(job: Optional[str], rank: Optional[int], follow: bool) -> None:
 
     seen = logs.show(lambda: logs.log_files(out, err, log_dir, rank), ended, follow and st.phase != "ended")
     if not seen:
-        what = f"rank {rank}'s log" if rank is not None else "no batch output or rank log"
-        raise JobenvError(f"job {h.jobid}: {what} found yet ({st.phase})" if rank is not None
-                          else f"job {h.jobid}: {what} found yet ({st.phase})")
+        what = f"no log of rank {rank}" if rank is not None else "no batch output or rank log"
+        raise JobenvError(f"job {visible(h.jobid)}: {what} found ({st.phase})")
 
 
 @click.command("cancel")

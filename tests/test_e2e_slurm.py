@@ -263,7 +263,13 @@ def test_submit_status_logs_cancel(cluster, jobs, store, tmp_path):
     jobid = p.stdout.strip()
     assert jobid.isdigit(), p.stdout
     jobs.append(jobid)
+    env = cluster.env(JOBENV_HOME=store, PYTHONPATH=str(REPO), PATH=f"{PYBIN}:/usr/bin:/bin")
+    follow = subprocess.Popen([PY, "-m", "jobenv", "logs", "-f", "-j", jobid], env=env, cwd=tmp_path,
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     seen, out = _follow_status(cluster, store, tmp_path, jobid)
+    followed, err = follow.communicate(timeout=60)  # -f returns by itself once the job has ended
+    assert follow.returncode == 0, err
+    assert all(f"hello from rank {r} of 4" in followed for r in range(4)), followed
     assert seen[-1].startswith("ended (COMPLETED") or seen[-1].startswith("ended (finished"), seen
     assert "exit" in out and ("0:0" in out or " 0" in out), out
     logs = _jobenv(cluster, store, tmp_path, "logs", "-j", jobid)
