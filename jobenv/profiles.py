@@ -17,6 +17,7 @@ A profile::
       - argv: [mpiexec, -n, '{nranks}', -ppn, '{ppn}', --hostfile, '{hostfile}']
     env: {MPICH_GPU_SUPPORT_ENABLED: '1'}   # exported with the job's variables
     gpu_bind: {var: CUDA_VISIBLE_DEVICES, map: reverse}   # opt-in: `jobenv launch --gpu-bind`
+    submit: {directives: ['-l select={nodes}:system=polaris'], defaults: {queue: debug}}   # `jobenv submit`
 
 `gpu_bind` gives each local rank one device through the per-rank wrapper: `var` is one of
 jobenv.rankwrap.GPU_VARS; `map` is identity (device = local rank % devices), reverse
