@@ -165,8 +165,9 @@ cli.add_command(completion.completion_cmd)
 from .stage.cli import stage as _stage  # noqa: E402  (jobenv stage; heavy imports stay inside it)
 
 cli.add_command(_stage)
-from .cli_submit import COMMANDS as _SUBMIT_COMMANDS  # noqa: E402  (submit, status, logs, cancel)
+from .cli_submit import COMMANDS as _SUBMIT_COMMANDS, take_launch_flags  # noqa: E402  (submit, status, logs, cancel)
 
+take_launch_flags(launch)  # submit passes launch's own options on in its script
 for _cmd in _SUBMIT_COMMANDS:
     cli.add_command(_cmd)
 completion.attach(cli)  # job ids and profile names complete in every command: after every add_command

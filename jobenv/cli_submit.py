@@ -14,7 +14,7 @@ from typing import Any, Dict, List, Mapping, Optional, Tuple
 
 import click
 
-from .cli_common import Count, Seconds, warn
+from .cli_common import Count, warn
 from .errors import BadInput, JobenvError, NoRecord, visible
 from .numparse import MAX_HOSTS, MAX_PER_HOST
 from .schedulers.base import Batch
@@ -165,19 +165,38 @@ def _profile(env: Mapping[str, str], name: Optional[str]) -> Any:
     return prof
 
 
-def _launch_args(log_dir: str, timeout: Optional[float], idle: Optional[float], retries: int,
-                 exclude_failed: bool, gpu_bind: bool, label: bool, launcher_args: Tuple[str, ...]) -> List[str]:
+# `jobenv launch` options that submit takes and passes on in the script: the launch
+# command's own click options (one definition, one help text; take_launch_flags copies them)
+PASSED = ("log_dir", "timeout", "idle_timeout", "retries", "exclude_failed", "gpu_bind", "label", "launcher_args")
+
+
+def take_launch_flags(launch: click.Command) -> None:
+    """Give `submit` the options of `launch` named in PASSED (cli.py calls this once)."""
+    import copy
+
+    have = {p.name for p in submit_cmd.params}
+    for p in launch.params:
+        if p.name in PASSED and p.name not in have:
+            submit_cmd.params.insert(len(submit_cmd.params) - 1, copy.copy(p))  # before COMMAND
+
+
+def _launch_args(opts: Mapping[str, Any], log_dir: str) -> List[str]:
+    """The passed launch options as `jobenv launch` arguments (the defaults left out)."""
     args = ["--log-dir", log_dir]
-    for flag, val in (("--timeout", timeout), ("--idle-timeout", idle)):
-        if val is not None:
-            args += [flag, f"{val:.10g}"]
-    if retries:
-        args += ["--retries", str(retries)]
-    args += [f for f, on in (("--exclude-failed", exclude_failed), ("--gpu-bind", gpu_bind), ("--label", label)) if on]
-    return args + [f"--launcher-args={a}" for a in launcher_args]
-
-
-_SECONDS = Seconds(above=True)
+    for p in submit_cmd.params:
+        if p.name not in PASSED or p.name == "log_dir" or not isinstance(p, click.Option):
+            continue
+        val = opts.get(p.name)
+        if val is None or val == p.default or val == ():
+            continue
+        flag = next(o for o in p.opts + p.secondary_opts if o.startswith("--"))
+        if p.is_flag:
+            args.append(flag)
+        elif p.multiple:
+            args += [f"{flag}={v}" for v in val]
+        else:
+            args += [flag, f"{val:.10g}" if isinstance(val, float) else str(val)]
+    return args
 
 
 @click.command("submit", context_settings={"allow_interspersed_args": False})
@@ -190,25 +209,16 @@ _SECONDS = Seconds(above=True)
 @click.option("--ranks-per-host", type=Count(1, MAX_PER_HOST), help="Ranks per host (default: one per GPU).")
 @click.option("--dry-run", is_flag=True, help="Print the script; submit nothing.")
 @click.option("--script-out", metavar="FILE", type=click.Path(dir_okay=False), help="Also write the script to FILE.")
-@click.option("--log-dir", metavar="DIR", type=click.Path(file_okay=False),
-              help="The launch's rank logs (default: the submission's own directory).")
-@click.option("--timeout", type=_SECONDS, metavar="S", help="Passed to `jobenv launch`.")
-@click.option("--idle-timeout", type=_SECONDS, metavar="S", help="Passed to `jobenv launch`.")
-@click.option("--retries", type=Count(0, 1000), default=0, metavar="N", help="Passed to `jobenv launch`.")
-@click.option("--exclude-failed", is_flag=True, help="Passed to `jobenv launch`.")
-@click.option("--gpu-bind", is_flag=True, help="Passed to `jobenv launch`.")
-@click.option("--label", is_flag=True, help="Passed to `jobenv launch`.")
-@click.option("--launcher-args", metavar="ARGS", multiple=True, help="Passed to `jobenv launch`.")
 @click.argument("command", nargs=-1, required=True, type=click.UNPROCESSED)
 def submit_cmd(profile: Optional[str], nodes: int, walltime: str, queue: Optional[str], account: Optional[str],
-               ranks_per_host: Optional[int], dry_run: bool, script_out: Optional[str], log_dir: Optional[str],
-               timeout: Optional[float], idle_timeout: Optional[float], retries: int, exclude_failed: bool,
-               gpu_bind: bool, label: bool, launcher_args: Tuple[str, ...], command: Tuple[str, ...]) -> None:
+               ranks_per_host: Optional[int], dry_run: bool, script_out: Optional[str], command: Tuple[str, ...],
+               **launch_opts: Any) -> None:
     """Write a batch script that saves the job and launches COMMAND on every rank; submit it.
 
     \b
     jobenv submit --nodes 2 --time 30 -A myproj -- python3 train.py
-    Prints the job id (--dry-run: the script).
+    Prints the job id (--dry-run: the script).  --log-dir, --timeout, --idle-timeout,
+    --retries, --exclude-failed, --gpu-bind, --label and --launcher-args go to `jobenv launch`.
     """
     from . import __version__
     from .batch import script as sc
@@ -223,12 +233,12 @@ def submit_cmd(profile: Optional[str], nodes: int, walltime: str, queue: Optiona
         raise BadInput(f"profile {prof.name}: scheduler {prof.scheduler} takes no batch script")
     vals = sc.values(prof, nodes, sc.parse_walltime(walltime), queue, account, ranks_per_host)
     paths = sc.Paths(os.path.join(submissions.batch_dir(env), "DRY-RUN") if dry_run else submissions.new_dir(env))
+    log_dir = launch_opts.get("log_dir")
     logs_at = os.path.abspath(log_dir) if log_dir else paths.ranks
     save_args = ["--profile", prof.name] + (["--ranks-per-host", str(ranks_per_host)] if ranks_per_host else [])
     text = sc.render(sc.directives(prof, batch, vals, paths), sc.jobenv_argv(sys.executable, _package_parent()),
                      home(env), os.getcwd(), save_args,
-                     _launch_args(logs_at, timeout, idle_timeout, retries, exclude_failed, gpu_bind, label,
-                                  launcher_args), list(command), paths, __version__)
+                     _launch_args(launch_opts, logs_at), list(command), paths, __version__)
     mode = 0o700 if batch.executable else 0o600
     if script_out:
         _write(os.path.abspath(script_out), text, mode | (0o055 if batch.executable else 0))

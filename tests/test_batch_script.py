@@ -126,7 +126,7 @@ def test_script_runs_save_then_launch_with_flags_and_exact_words(home):
     cmd = ["python3", "-c", "print('it''s $HOME `id` $(id)')", "a b", "new\nline", "*", "--"]
     env = base_env(home)
     p = jobenv(["submit", "--dry-run", "--profile", "slurm", "--nodes", "2", "--ranks-per-host", "2",
-                "--timeout", "600", "--retries", "2", "--", *cmd], env)
+                "--timeout", "600", "--retries", "2", "--label", "--launcher-args", "--cpu-bind none", "--", *cmd], env)
     assert p.returncode == 0, p.stderr
     lines = p.stdout.splitlines()
     assert "#SBATCH -N 2" in lines and "#SBATCH --ntasks-per-node=2" in lines
@@ -135,6 +135,7 @@ def test_script_runs_save_then_launch_with_flags_and_exact_words(home):
     assert shlex.split(save)[2:7] == ["--quiet", "--profile", "slurm", "--ranks-per-host", "2"]
     words = shlex.split(launch)
     assert words[words.index("--timeout") + 1] == "600" and words[words.index("--retries") + 1] == "2"
+    assert "--label" in words and "--launcher-args=--cpu-bind none" in words and "--idle-timeout" not in words
     assert words[words.index("--") + 1:] == cmd  # every byte of the command survives the shell
     func = next(ln for ln in lines if ln.startswith("jobenv() {"))
     assert func.split()[2].startswith("'/") and "sys.path.insert(0" in func  # this jobenv, by absolute path
