@@ -187,11 +187,11 @@ def _launch_args(opts: Mapping[str, Any], log_dir: str) -> List[str]:
         if p.name not in PASSED or p.name == "log_dir" or not isinstance(p, click.Option):
             continue
         val = opts.get(p.name)
-        if val is None or val == p.default or val == ():
-            continue
         flag = next(o for o in p.opts + p.secondary_opts if o.startswith("--"))
-        if p.is_flag:
-            args.append(flag)
+        if p.is_flag:  # (click's default of a flag is not always False: ask the value itself)
+            args += [flag] if val is True else []
+        elif val is None or val == p.default or val == ():
+            continue
         elif p.multiple:
             args += [f"{flag}={v}" for v in val]
         else:

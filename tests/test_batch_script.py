@@ -136,6 +136,7 @@ def test_script_runs_save_then_launch_with_flags_and_exact_words(home):
     words = shlex.split(launch)
     assert words[words.index("--timeout") + 1] == "600" and words[words.index("--retries") + 1] == "2"
     assert "--label" in words and "--launcher-args=--cpu-bind none" in words and "--idle-timeout" not in words
+    assert "--gpu-bind" not in words and "--exclude-failed" not in words  # flags not given stay off
     assert words[words.index("--") + 1:] == cmd  # every byte of the command survives the shell
     func = next(ln for ln in lines if ln.startswith("jobenv() {"))
     assert func.split()[2].startswith("'/") and "sys.path.insert(0" in func  # this jobenv, by absolute path
