@@ -271,7 +271,6 @@ def _write(path: str, text: str, mode: int) -> None:
 
 def _submit(batch: Batch, script: str, text: str, env: Mapping[str, str]) -> str:
     """Run the scheduler's submit command; the job id it printed (checked for its shape)."""
-    import re
     import subprocess
 
     argv = [a.format(script=script) for a in batch.submit]
@@ -285,10 +284,10 @@ def _submit(batch: Batch, script: str, text: str, env: Mapping[str, str]) -> str
     said = (p.stdout or "") + (p.stderr or "")
     if p.returncode != 0:
         raise JobenvError(f"{argv[0]} refused the job (exit {p.returncode}): {said.strip()[:300]}")
-    m = re.search(batch.jobid, p.stdout or "", re.M)
-    if not m or not batch.id_ok(m.group(1)):
+    jobid = batch.read_jobid(p.stdout or "")
+    if jobid is None:
         raise JobenvError(f"{argv[0]} printed no job id jobenv can read: {said.strip()[:300]!r}")
-    return m.group(1)
+    return jobid
 
 
 COMMANDS = (submit_cmd, status_cmd, logs_cmd, cancel_cmd)

@@ -209,3 +209,23 @@ def test_submission_directory_with_odd_characters_is_refused(home, tmp_path):
     p = jobenv(["submit", "--profile", "slurm", "--", "true"], base_env(home, {"JOBENV_HOME": str(odd)}))
     assert p.returncode == 5 and "JOBENV_HOME" in p.stderr, p.stderr
     assert not os.path.exists(odd / "batch" / "x")
+
+
+@pytest.mark.parametrize("scheduler,printed,jobid", [
+    ("slurm", "1\n", "1"),  # sbatch --parsable, recorded on tests/cluster (Slurm 22.05)
+    ("slurm", "4821;cluster2\n", "4821"),  # sbatch(1): --parsable prints `jobid[;cluster_name]`
+    ("pbs", "2024084.polaris-pbs-01.hsn.cm.polaris.alcf.anl.gov\n", "2024084.polaris-pbs-01.hsn.cm.polaris.alcf.anl.gov"),
+    ("pbs", "123[].server\n", "123[].server"),  # an array job (design.md §3: ids contain [])
+    ("cobalt", "12345\n", "12345"),  # ALCF Cobalt page: `qsub submit.csh` prints `12345` (line 152)
+    ("lsf", "Job <12345> is submitted to queue <pbatch>.\n", "12345"),  # IBM LSF 10.1 bsub
+    ("flux", "ƒ2oLkTLb\n", "ƒ2oLkTLb"),  # flux-batch(1) prints the F58 id
+    ("slurm", "Submitted batch job 1; touch /tmp/x\n", None),
+    ("slurm", "-rf\n", None),
+    ("pbs", "qsub: Unknown queue\n", None),
+    ("cobalt", "12345 && reboot\n", None),
+    ("flux", "--help\n", None),
+])
+def test_job_id_read_from_submit_output(scheduler, printed, jobid):
+    from jobenv.schedulers import descriptor
+
+    assert descriptor(scheduler).batch.read_jobid(printed) == jobid

@@ -90,6 +90,13 @@ class Batch:
         self.prefix, self.output, self.name, self.submit, self.jobid = prefix, output, name, submit, jobid
         self.cancel, self.id_ok, self.stdin, self.executable = cancel, id_ok, stdin, executable
 
+    def read_jobid(self, out: str) -> Optional[str]:
+        """The job id in what the submit command printed, if one of this scheduler's shape is there."""
+        import re
+
+        m = re.search(self.jobid, out, re.M)
+        return m.group(1) if m and self.id_ok(m.group(1)) else None
+
 
 def run_parsed(argv: List[str], jobids: Sequence[str], parse: Parser, env: Optional[Mapping[str, str]],
                  timeout: float) -> Verdicts:
