@@ -204,6 +204,12 @@ def test_hostile_profile_directives_are_refused(home, directive):
     assert "\x1b" not in p.stderr
 
 
+def test_profile_var_with_a_newline_never_makes_a_second_line(home):
+    write_profile(home, MYSITE.replace("vars: {constraint: a100}", 'vars: {constraint: "a100\\ntouch /tmp/owned"}'))
+    p = jobenv(["submit", "--dry-run", "--profile", "mysite", "-A", "x", "--", "true"], base_env(home))
+    assert p.returncode == 5 and p.stdout == "" and "not one printable line" in p.stderr, p.stdout + p.stderr
+
+
 def test_submission_directory_with_odd_characters_is_refused(home, tmp_path):
     odd = tmp_path / "my store"
     p = jobenv(["submit", "--profile", "slurm", "--", "true"], base_env(home, {"JOBENV_HOME": str(odd)}))

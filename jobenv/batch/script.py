@@ -86,7 +86,10 @@ def _fill(text: str, vals: Dict[str, str], profile: Profile) -> str:
             raise BadInput(f"profile {profile.name}: directive {text!r} needs --{m.group(1).replace('_', '-')}")
         return vals[m.group(1)]
 
-    return _PLACEHOLDER.sub(one, text)
+    line = _PLACEHOLDER.sub(one, text)
+    if not line.isprintable() or not line.isascii():  # a profile var may hold a newline: never a second line
+        raise BadInput(f"profile {profile.name}: directive {text!r} filled in is not one printable line")
+    return line
 
 
 def directives(profile: Profile, batch: Batch, vals: Dict[str, str], paths: Paths) -> List[str]:
