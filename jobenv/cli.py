@@ -186,6 +186,12 @@ from .cli_runs import runs_cmd as _runs_cmd  # noqa: E402
 
 cli.add_command(_runs_cmd)
 cli.add_command(_report_cmd)
+
+from .cli_submit import COMMANDS as _SUBMIT_COMMANDS, take_launch_flags  # noqa: E402  (submit, status, logs, cancel)
+
+take_launch_flags(launch)  # submit passes launch's own options on in its script
+for _cmd in _SUBMIT_COMMANDS:
+    cli.add_command(_cmd)
 completion.attach(cli)  # job ids and profile names complete in every command: after every add_command
 
 

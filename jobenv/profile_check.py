@@ -21,7 +21,8 @@ from typing import Any, Callable, Dict, List, Optional, Set
 from .errors import BadInput, visible
 
 MAX_BYTES = 1 << 20  # a profile is a few hundred bytes; a larger file is not one
-KEYS = ("name", "description", "scheduler", "match", "gpus_per_host", "vars", "launchers", "env", "gpu_bind")
+KEYS = ("name", "description", "scheduler", "match", "gpus_per_host", "vars", "launchers", "env", "gpu_bind",
+        "submit")
 _PLACEHOLDER = re.compile(r"\{(\w+)\}")
 
 Fail = Callable[[str, str], "ProfileError"]
@@ -169,3 +170,50 @@ def gpu_bind(spec: Any, gpus: Optional[int], fail: Fail) -> Dict[str, Any]:
         if devices < 1 or devices * (tiles or 1) != gpus:
             raise fail("gpu_bind", f"gpus_per_host {gpus} is not a multiple of tiles {tiles}")
     return {"var": spec["var"], "map": how, "devices": devices, "tiles": tiles}
+
+
+# `submit` placeholders: what `jobenv submit` knows (jobenv.batch.script.values), plus the profile's vars
+SUBMIT_KEYS = ("nodes", "walltime", "minutes", "queue", "account", "ranks_per_host", "gpus_per_host", "jobname")
+SUBMIT_WORD = re.compile(r"[A-Za-z0-9_.:@%+=,/-]{1,128}")  # a queue, account or default: one plain word
+MAX_DIRECTIVES = 64
+
+
+def _directive(text: Any, known: Set[str], fail: Fail) -> str:
+    """One directive: a single printable line (a newline would end the comment and start a
+    shell command in the batch script) whose placeholders are all known."""
+    if not isinstance(text, str) or not 0 < len(text) <= 200 or not text.isprintable() or not text.isascii():
+        raise fail("submit", f"a directive is one line of at most 200 printable ASCII characters, not {shown(text)}")
+    for ph in _PLACEHOLDER.findall(text):
+        if ph not in known:
+            raise fail("submit", f"unknown placeholder {{{ph[:40]}}} (known: {', '.join(sorted(known))})")
+    return text
+
+
+def submit(spec: Any, variables: Dict[str, Any], fail: Fail) -> Dict[str, Any]:
+    """`submit`: {directives: [text | {when: name, args: [text...]}], defaults: {name: word}}.
+    Each directive becomes a line `<scheduler prefix> <text>` of the batch script, with
+    {placeholders} filled by jobenv submit; an entry with `when` only when that value is
+    set.  Defaults are plain words (they land in those lines too).  {} when absent."""
+    if spec is None:
+        return {}
+    if not isinstance(spec, dict) or first_unknown(spec, ("directives", "defaults")):
+        raise fail("submit", "must be a mapping with directives (a list) and defaults (a mapping)")
+    known = set(SUBMIT_KEYS) | set(variables)
+    directives = spec.get("directives") or []
+    if not isinstance(directives, list) or len(directives) > MAX_DIRECTIVES:
+        raise fail("submit", f"directives must be a list of at most {MAX_DIRECTIVES} entries")
+    for item in directives:
+        if isinstance(item, dict):
+            parts = item.get("args")
+            if set(item) != {"when", "args"} or item["when"] not in known or not isinstance(parts, list):
+                raise fail("submit", "a conditional directive is {when: <a placeholder name>, args: [text...]}")
+            for part in parts:
+                _directive(part, known, fail)
+        else:
+            _directive(item, known, fail)
+    defaults = spec.get("defaults") or {}
+    if not isinstance(defaults, dict) or not all(k in SUBMIT_KEYS and isinstance(v, (str, int)) and
+                                                 not isinstance(v, bool) and SUBMIT_WORD.fullmatch(str(v))
+                                                 for k, v in defaults.items()):
+        raise fail("submit", f"defaults map {', '.join(SUBMIT_KEYS)} to plain words ({SUBMIT_WORD.pattern})")
+    return {"directives": directives, "defaults": {k: str(v) for k, v in defaults.items()}}

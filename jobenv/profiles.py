@@ -17,6 +17,7 @@ A profile::
       - argv: [mpiexec, -n, '{nranks}', -ppn, '{ppn}', --hostfile, '{hostfile}']
     env: {MPICH_GPU_SUPPORT_ENABLED: '1'}   # exported with the job's variables
     gpu_bind: {var: CUDA_VISIBLE_DEVICES, map: reverse}   # opt-in: `jobenv launch --gpu-bind`
+    submit: {directives: ['-l select={nodes}:system=polaris'], defaults: {queue: debug}}   # `jobenv submit`
 
 `gpu_bind` gives each local rank one device through the per-rank wrapper: `var` is one of
 jobenv.rankwrap.GPU_VARS; `map` is identity (device = local rank % devices), reverse
@@ -55,6 +56,7 @@ class Profile:
     env: Dict[str, str] = field(default_factory=dict)
     source: str = ""
     gpu_bind: Dict[str, Any] = field(default_factory=dict)
+    submit: Dict[str, Any] = field(default_factory=dict)  # batch-script directives (profile_check.submit)
 
     @property
     def generic(self) -> bool:
@@ -120,11 +122,12 @@ def parse(text: str, source: str) -> Profile:
         raise fail("env", "variable names must be shell identifiers")
     launchers = check.launchers(data.get("launchers"), set(CONTEXT_KEYS) | set(variables), fail)
     bind = check.gpu_bind(data.get("gpu_bind"), gpus, fail)
+    batch = check.submit(data.get("submit"), variables, fail)
     return Profile(
         name=str(name), scheduler=data["scheduler"], launchers=launchers,
         description=data.get("description") or "", match=match, gpus_per_host=gpus,
         vars={k: str(v) for k, v in variables.items()}, env={k: str(v) for k, v in envs.items()},
-        source=source, gpu_bind=bind,
+        source=source, gpu_bind=bind, submit=batch,
     )
 
 

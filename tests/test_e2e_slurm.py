@@ -229,3 +229,63 @@ def test_watch_marks_job_ended_when_slurm_says_so(cluster, jobs, store, tmp_path
     # a node without Slurm's commands: liveness comes from the record alone
     p = fresh(cluster, "node1", "bash", "jobenv get", store, PATH=f"{PYBIN}:/nonexistent")
     assert p.returncode == 4 and f"job {jobid} has ended" in p.stderr
+
+
+# ---------------------------------------------------------------- submit, status, logs, cancel
+def _jobenv(cluster, store, cwd, *args, timeout=120):
+    env = cluster.env(JOBENV_HOME=store, PYTHONPATH=str(REPO), PATH=f"{PYBIN}:/usr/bin:/bin", OMP_NUM_THREADS="1")
+    return subprocess.run([PY, "-m", "jobenv", *args], env=env, cwd=cwd, capture_output=True, text=True,
+                          timeout=timeout)
+
+
+def _follow_status(cluster, store, cwd, jobid, timeout=180):
+    """`jobenv status` until it says ended; every state line it printed on the way."""
+    seen, deadline = [], time.time() + timeout
+    while time.time() < deadline:
+        p = _jobenv(cluster, store, cwd, "status", "-j", jobid)
+        assert p.returncode == 0, p.stderr
+        state = next(ln.split(None, 1)[1] for ln in p.stdout.splitlines() if ln.startswith(" state") or
+                     ln.startswith("state"))
+        seen.append(state.strip())
+        if state.startswith("ended"):
+            return seen, p.stdout
+        time.sleep(0.3)
+    raise AssertionError(f"job {jobid} did not end: {seen[-5:]}")
+
+
+def test_submit_status_logs_cancel(cluster, jobs, store, tmp_path):
+    """`submit` of a 2-node job runs the command on 4 ranks; `status` follows it to its end;
+    `logs` shows every rank's lines; `cancel` of a second job ends it."""
+    cmd = 'echo "hello from rank $RANK of $WORLD_SIZE on $(hostname)"'
+    p = _jobenv(cluster, store, tmp_path, "submit", "--profile", "slurm", "--nodes", "2", "--ranks-per-host", "2",
+                "--time", "5", "--timeout", "120", "--", "sh", "-c", cmd)
+    assert p.returncode == 0, p.stderr
+    jobid = p.stdout.strip()
+    assert jobid.isdigit(), p.stdout
+    jobs.append(jobid)
+    env = cluster.env(JOBENV_HOME=store, PYTHONPATH=str(REPO), PATH=f"{PYBIN}:/usr/bin:/bin")
+    follow = subprocess.Popen([PY, "-m", "jobenv", "logs", "-f", "-j", jobid], env=env, cwd=tmp_path,
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    seen, out = _follow_status(cluster, store, tmp_path, jobid)
+    followed, err = follow.communicate(timeout=60)  # -f returns by itself once the job has ended
+    assert follow.returncode == 0, err
+    assert all(f"hello from rank {r} of 4" in followed for r in range(4)), followed
+    assert seen[-1].startswith("ended (COMPLETED") or seen[-1].startswith("ended (finished"), seen
+    assert "exit" in out and ("0:0" in out or " 0" in out), out
+    logs = _jobenv(cluster, store, tmp_path, "logs", "-j", jobid)
+    assert logs.returncode == 0, logs.stderr
+    for rank, host in ((0, "node1"), (1, "node1"), (2, "node2"), (3, "node2")):
+        assert f"hello from rank {rank} of 4 on {host}" in logs.stdout, logs.stdout
+    one = _jobenv(cluster, store, tmp_path, "logs", "-j", jobid, "--rank", "2")
+    assert "rank 2 of 4" in one.stdout and "rank 1 of 4" not in one.stdout, one.stdout
+    # a second job, cancelled while it runs
+    p = _jobenv(cluster, store, tmp_path, "submit", "--profile", "slurm", "--nodes", "1", "--time", "5",
+                "--", "sleep", "300")
+    assert p.returncode == 0, p.stderr
+    second = p.stdout.strip()
+    jobs.append(second)
+    cluster.wait_state(second, {"RUNNING"})
+    c = _jobenv(cluster, store, tmp_path, "cancel", "-j", second)
+    assert c.returncode == 0 and f"cancelled slurm job {second}" in c.stdout, c.stdout + c.stderr
+    seen, out = _follow_status(cluster, store, tmp_path, second, timeout=60)
+    assert "CANCELLED" in seen[-1] or "143" in out, (seen, out)

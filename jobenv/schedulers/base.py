@@ -48,7 +48,7 @@ class Scheduler:
 
     __slots__ = ("name", "jobid_vars", "prefixes", "detect_any", "detect_all", "marks", "site_vars",
                  "query_vars", "secrets", "program_vars", "nodefile_var", "hosts", "priority", "profile", "capture",
-                 "query", "parse")
+                 "query", "parse", "batch")
 
     def __init__(self, name: str, *, jobid_vars: Tuple[str, ...], prefixes: Tuple[str, ...],
                  detect_any: Tuple[str, ...], detect_all: Tuple[str, ...] = (),
@@ -56,7 +56,8 @@ class Scheduler:
                  query_vars: Tuple[str, ...] = (), secrets: Tuple[str, ...] = (),
                  program_vars: Tuple[str, ...] = (),
                  nodefile_var: str = "", hosts: str, priority: int, profile: str,
-                 capture: CaptureFn, query: Query, parse: Optional[Parser] = None) -> None:
+                 capture: CaptureFn, query: Query, parse: Optional[Parser] = None,
+                 batch: Optional[Batch] = None) -> None:
         self.name, self.jobid_vars, self.prefixes = name, jobid_vars, prefixes
         self.detect_any, self.detect_all = detect_any, detect_all
         self.marks = tuple(dict.fromkeys(jobid_vars + detect_any + marks))
@@ -64,6 +65,37 @@ class Scheduler:
         self.program_vars = program_vars
         self.nodefile_var, self.hosts, self.priority, self.profile = nodefile_var, hosts, priority, profile
         self.capture, self.query, self.parse = capture, query, parse
+        self.batch = batch  # how `jobenv submit` hands it a script (None: it takes none)
+
+
+class Batch:
+    """How a batch script reaches this scheduler and comes back out (`jobenv submit`,
+    `status`, `cancel`): facts as data, read by jobenv.batch.
+
+    `prefix` starts each directive line (`#SBATCH`); `output` are the directives that send
+    the script's stdout and stderr to `{output}`, `name` the one that names the job
+    `{jobname}`; `submit` is the argv that submits `{script}` (`stdin`: the script goes to
+    its standard input instead, as `bsub < script`), `jobid` the regular expression whose
+    first group is the job id in what it prints; `cancel` is the argv that cancels a job
+    (its id appended); `id_ok` says whether a text is shaped like this scheduler's job id
+    (only such a text goes on its command line); `executable`: the scheduler runs the
+    script file itself (Cobalt), so it must be mode 0700.
+    """
+
+    __slots__ = ("prefix", "output", "name", "submit", "stdin", "jobid", "cancel", "id_ok", "executable")
+
+    def __init__(self, prefix: str, *, output: Tuple[str, ...], name: str, submit: Tuple[str, ...], jobid: str,
+                 cancel: Tuple[str, ...], id_ok: Callable[[str], bool], stdin: bool = False,
+                 executable: bool = False) -> None:
+        self.prefix, self.output, self.name, self.submit, self.jobid = prefix, output, name, submit, jobid
+        self.cancel, self.id_ok, self.stdin, self.executable = cancel, id_ok, stdin, executable
+
+    def read_jobid(self, out: str) -> Optional[str]:
+        """The job id in what the submit command printed, if one of this scheduler's shape is there."""
+        import re
+
+        m = re.search(self.jobid, out, re.M)
+        return m.group(1) if m and self.id_ok(m.group(1)) else None
 
 
 def run_parsed(argv: List[str], jobids: Sequence[str], parse: Parser, env: Optional[Mapping[str, str]],

@@ -6,7 +6,7 @@ processes, not nodes, so hosts come from the nodefile alone, in the scheduler's 
 from __future__ import annotations
 
 from ..errors import BadInput
-from .base import Capture, Scheduler, parse_nodefile, pick_env, run_parsed, read_text, table_rows
+from .base import Batch, Capture, Scheduler, parse_nodefile, pick_env, run_parsed, read_text, table_rows
 
 TYPE_CHECKING = False  # `import typing` costs ~5 ms per shell; type checkers still read the block below
 if TYPE_CHECKING:
@@ -75,4 +75,9 @@ SCHEDULER = Scheduler(
     program_vars=("COBALT_CONFIG_FILES",),
     nodefile_var="COBALT_NODEFILE", hosts="COBALT_NODEFILE (else /var/tmp/cobalt.<id>): one line per host",
     priority=50, profile="cobalt", capture=capture, query=query, parse=parse_qstat,
+    # qsub prints the bare id; Cobalt runs the script file itself (it keeps no copy), so
+    # the file must be executable and stay where it is
+    batch=Batch("#COBALT", output=("-o {output}", "-e {error}"), name="--jobname {jobname}",
+                submit=("qsub", "{script}"), jobid=r"^([0-9]+)\s*$", cancel=("qdel",), id_ok=_query_safe,
+                executable=True),
 )

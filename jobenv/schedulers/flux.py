@@ -23,7 +23,7 @@ from a nested instance the question may have gone to the wrong one.
 from __future__ import annotations
 
 from ..errors import BadInput
-from .base import Capture, Scheduler, pick_env, run_parsed, run_query
+from .base import Batch, Capture, Scheduler, pick_env, run_parsed, run_query
 
 TYPE_CHECKING = False  # `import typing` costs ~5 ms per shell; type checkers still read the block below
 if TYPE_CHECKING:
@@ -122,4 +122,7 @@ SCHEDULER = Scheduler(
     # a Flux instance may run inside a Slurm or LSF allocation (`srun flux start`): the
     # innermost scheduler is the one whose launcher reaches the shell's hosts
     priority=10, profile="elcapitan", capture=capture, query=query, parse=parse_jobs,
+    # flux-batch(1): `#flux:` directives, prints the new job's F58 id
+    batch=Batch("#flux:", output=("--output={output}",), name="--job-name={jobname}", submit=("flux", "batch", "{script}"),
+                jobid=r"^(\S+)\s*$", cancel=("flux", "cancel"), id_ok=lambda j: decimal(j) is not None),
 )

@@ -16,7 +16,7 @@ purged job is `Job <ID> is not found`: ended.
 from __future__ import annotations
 
 from ..errors import BadInput
-from .base import Capture, Scheduler, parse_nodefile, pick_env, run_parsed, read_text
+from .base import Batch, Capture, Scheduler, parse_nodefile, pick_env, run_parsed, read_text
 
 TYPE_CHECKING = False  # `import typing` costs ~5 ms per shell; type checkers still read the block below
 if TYPE_CHECKING:
@@ -110,4 +110,7 @@ SCHEDULER = Scheduler(
     program_vars=("LSF_ENVDIR", "LSF_BINDIR", "LSF_LIBDIR", "LSF_SERVERDIR"),
     hosts="LSB_MCPU_HOSTS (`host slots` pairs) or LSB_DJOB_HOSTFILE, minus the launch node listed first",
     priority=40, profile="lassen", capture=capture, query=query, parse=parse_bjobs,
+    # bsub reads #BSUB lines only from a script on its stdin; `Job <ID> is submitted to queue <Q>.`
+    batch=Batch("#BSUB", output=("-o {output}",), name="-J {jobname}", submit=("bsub",), stdin=True,
+                jobid=r"Job <([0-9]+)> is submitted", cancel=("bkill",), id_ok=_query_safe),
 )

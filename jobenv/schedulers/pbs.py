@@ -6,7 +6,7 @@ PBS_NODEFILE, so both are required to call a job PBS.
 """
 from __future__ import annotations
 
-from .base import Capture, Scheduler, parse_nodefile, pick_env, run_parsed, read_text, table_rows
+from .base import Batch, Capture, Scheduler, parse_nodefile, pick_env, run_parsed, read_text, table_rows
 
 TYPE_CHECKING = False  # `import typing` costs ~5 ms per shell; type checkers still read the block below
 if TYPE_CHECKING:
@@ -140,4 +140,7 @@ SCHEDULER = Scheduler(
     program_vars=("PBS_CONF_FILE", "PBS_EXEC", "PBS_HOME"),
     nodefile_var="PBS_NODEFILE", hosts="PBS_NODEFILE: one line per MPI slot, FQDNs, first-seen order",
     priority=20, profile="pbs", capture=capture, query=query, parse=parse_qstat,
+    # qsub prints the id with its server (`2024084.polaris-pbs-01...`); -j oe joins stderr to -o
+    batch=Batch("#PBS", output=("-o {output}", "-j oe"), name="-N {jobname}", submit=("qsub", "{script}"),
+                jobid=r"^([0-9]+(?:\[[0-9]*\])?(?:\.[A-Za-z0-9.-]+)?)\s*$", cancel=("qdel",), id_ok=_query_safe),
 )

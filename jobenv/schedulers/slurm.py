@@ -11,7 +11,7 @@ import os
 
 from ..errors import BadInput
 from ..numparse import MAX_PER_HOST, is_uint, parse_uint
-from .base import Capture, Scheduler, pick_env, run_parsed
+from .base import Batch, Capture, Scheduler, pick_env, run_parsed
 
 TYPE_CHECKING = False  # `import typing` costs ~5 ms per shell; type checkers still read the block below
 if TYPE_CHECKING:
@@ -212,4 +212,7 @@ SCHEDULER = Scheduler(
                   "SLURM_BCAST", "SLURM_STDINMODE", "SLURM_STDOUTMODE", "SLURM_STDERRMODE"),
     hosts="SLURM_JOB_NODELIST (a hostlist expression; het jobs: the union of SLURM_JOB_NODELIST_HET_GROUP_<n>)",
     priority=30, profile="slurm", capture=capture, query=query, parse=parse_squeue,
+    # sbatch(1): --parsable prints `ID` or `ID;cluster`
+    batch=Batch("#SBATCH", output=("-o {output}",), name="-J {jobname}", submit=("sbatch", "--parsable", "{script}"),
+                jobid=r"^([0-9]+)(?:;\S*)?\s*$", cancel=("scancel",), id_ok=_query_safe),
 )

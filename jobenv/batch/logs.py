@@ -1,0 +1,117 @@
+"""`jobenv logs`: the batch output and each rank's log of a job, once or followed.
+
+Which files: the submission's own (its -o file, and -e where the scheduler writes one) or
+the one the scheduler names (Slurm StdOut=, PBS Output_Path), and the rank logs the launch
+wrote (`rank-<R>.log` in its --log-dir, which `submit` records).  Every file is opened as
+hostile input (jobenv.readfile: a regular file, no FIFO or device, no symbolic link), read
+in bounded chunks, and printed through errors.visible (a log holds whatever the program
+printed: escape sequences are shown, never acted on).  Follow mode is tail -F over all
+of them, new rank logs included, until the job has ended (then one last read).
+"""
+from __future__ import annotations
+
+import os
+import sys
+import time
+from typing import Callable, Dict, List, Optional, Tuple
+
+from ..errors import visible
+
+CHUNK = 1 << 20  # bytes read from one file per pass
+FIRST = 8 << 20  # at most this much of a file's end is printed at first
+POLL = 0.5
+
+
+def log_files(output: Optional[str], error: Optional[str], log_dir: Optional[str],
+              rank: Optional[int]) -> List[str]:
+    """The files to show, batch output first, then rank logs in rank order (only rank
+    `rank`'s when given; then no batch output)."""
+    from ..launch.ranks import rank_of
+
+    files: List[str] = [] if rank is not None else [p for p in (output, error) if p]
+    if log_dir and os.path.isdir(log_dir):
+        found = sorted((r, n) for n in os.listdir(log_dir)
+                       if (r := rank_of(n, "rank-", ("log",))) is not None and (rank is None or r == rank))
+        files += [os.path.join(log_dir, n) for _, n in found]
+    return files
+
+
+def _read(path: str, offset: int, limit: int) -> Tuple[bytes, int]:
+    """New bytes of `path` from `offset` (at most `limit`), and the offset after them; a
+    file that shrank (truncated, replaced) is read again from its start."""
+    from ..readfile import open_regular
+
+    try:
+        fd, st = open_regular(path, nofollow=True)
+    except OSError:
+        return b"", offset
+    try:
+        if st.st_size < offset:
+            offset = 0
+        os.lseek(fd, offset, os.SEEK_SET)
+        data = os.read(fd, limit)
+    finally:
+        os.close(fd)
+    return data, offset + len(data)
+
+
+class Follower:
+    """Offsets and unfinished last lines per file; prints whole lines under a header."""
+
+    def __init__(self, write: Callable[[str], None]) -> None:
+        self.write = write
+        self.offsets: Dict[str, int] = {}
+        self.partial: Dict[str, bytes] = {}
+        self.current: Optional[str] = None
+
+    def _emit(self, path: str, data: bytes) -> None:
+        if not data:
+            return
+        if self.current != path:
+            self.write(f"{'' if self.current is None else chr(10)}==> {visible(path)} <==\n")
+            self.current = path
+        text = data.decode("utf-8", "replace")
+        self.write("".join(visible(line) + "\n" for line in text.split("\n")[:-1]) +
+                   (visible(text.rsplit("\n", 1)[-1]) if not text.endswith("\n") else ""))
+
+    def poll(self, paths: List[str], final: bool = False) -> None:
+        for path in paths:
+            if path not in self.offsets:  # a file first seen: its last FIRST bytes
+                try:
+                    size = os.stat(path).st_size
+                except OSError:
+                    continue
+                self.offsets[path] = max(0, size - FIRST)
+            while True:
+                data, self.offsets[path] = _read(path, self.offsets[path], CHUNK)
+                buf = self.partial.pop(path, b"") + data
+                cut = len(buf) if final else buf.rfind(b"\n") + 1
+                self._emit(path, buf[:cut])
+                if buf[cut:]:
+                    self.partial[path] = buf[cut:]
+                if len(data) < CHUNK:
+                    break
+
+
+def _stdout(text: str) -> None:
+    sys.stdout.write(text)
+
+
+def show(files: Callable[[], List[str]], ended: Callable[[], bool], follow: bool,
+         write: Callable[[str], None] = _stdout, poll: float = POLL, check_every: float = 2.0) -> int:
+    """Print the files (and, following, what they gain) until the job has ended; the number
+    of files seen."""
+    f = Follower(write)
+    f.poll(files(), final=not follow)
+    last = time.monotonic()
+    while follow:
+        sys.stdout.flush()
+        time.sleep(poll)
+        done = False
+        if time.monotonic() - last >= check_every:
+            done, last = ended(), time.monotonic()
+        f.poll(files(), final=done)
+        if done:
+            break
+    sys.stdout.flush()
+    return len(f.offsets)

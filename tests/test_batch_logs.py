@@ -1,0 +1,67 @@
+"""jobenv.batch.logs: which files `jobenv logs` shows, and every one read as hostile input."""
+from __future__ import annotations
+
+import os
+
+from jobenv.batch import logs
+
+
+def collect(files, ended=lambda: True, follow=False, **kw):
+    out = []
+    logs.show(lambda: files, ended, follow, out.append, poll=0.01, check_every=0.0, **kw)
+    return "".join(out)
+
+
+def test_files_in_rank_order_and_one_rank(tmp_path):
+    d = tmp_path / "ranks"
+    d.mkdir()
+    for r in (10, 2, 0):
+        (d / f"rank-{r}.log").write_text(f"r{r}\n")
+    (d / "rank-x.log").write_text("not a rank")
+    (d / "rank-².log").write_text("not ascii digits")
+    out = str(tmp_path / "job.out")
+    got = logs.log_files(out, None, str(d), None)
+    assert got == [out] + [str(d / f"rank-{r}.log") for r in (0, 2, 10)]
+    assert logs.log_files(out, None, str(d), 2) == [str(d / "rank-2.log")]
+
+
+def test_escape_sequences_are_shown_not_acted_on(tmp_path):
+    f = tmp_path / "rank-0.log"
+    f.write_bytes(b"ok\n\x1b]0;owned\x07\x1b[2J\xff\nlast")
+    text = collect([str(f)])
+    assert "\x1b" not in text and "\x07" not in text and "\\x1b[2J" in text
+    assert text.endswith("last") and "ok\n" in text
+
+
+def test_fifo_device_and_link_are_never_read(tmp_path):
+    fifo = tmp_path / "rank-0.log"
+    os.mkfifo(fifo)  # opening it for reading would block forever
+    link = tmp_path / "rank-1.log"
+    secret = tmp_path / "secret"
+    secret.write_text("do not show\n")
+    link.symlink_to(secret)
+    text = collect([str(fifo), str(link), "/dev/zero"])
+    assert "do not show" not in text and text == ""
+
+
+def test_follow_prints_what_is_added_until_the_job_ends(tmp_path):
+    f = tmp_path / "job.out"
+    f.write_text("one\n")
+    calls = []
+
+    def ended():
+        calls.append(1)
+        with open(f, "a") as fh:
+            fh.write(f"line {len(calls)}\n" if len(calls) < 3 else "partial")
+        return len(calls) >= 3
+
+    text = collect([str(f)], ended, follow=True)
+    assert text.splitlines()[1:] == ["one", "line 1", "line 2", "partial"]  # the unfinished line too, at the end
+
+
+def test_a_huge_log_shows_its_end_only(tmp_path, monkeypatch):
+    monkeypatch.setattr(logs, "FIRST", 1000)
+    f = tmp_path / "job.out"
+    f.write_text("".join(f"{i:09d}\n" for i in range(10000)))
+    text = collect([str(f)])
+    assert "000009999" in text and "000000001" not in text and len(text) < 1200
