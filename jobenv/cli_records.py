@@ -32,7 +32,12 @@ def show(job: Optional[str], as_json: bool) -> None:
         write_out(rec.to_json())
         return
     state, reason = job_state(rec, os.environ)
-    print_summary(rec, str(path), [["state", f"{state} ({reason})"]] + [["warning", w] for w in rec.warnings])
+    rows = [["state", f"{state} ({reason})"]]
+    if rec.provenance:
+        from .outside import summary
+
+        rows.append(["source", summary(rec.provenance)])
+    print_summary(rec, str(path), rows + [["warning", w] for w in rec.warnings])
 
 
 def _pick(job: Optional[str]) -> Tuple[str, JobRecord]:
