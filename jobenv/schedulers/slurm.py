@@ -246,7 +246,7 @@ def _job_gpus(fields: Dict[str, str], details: List[Tuple[str, str]], hosts: Lis
                 per[h] = per.get(h, 0) + _gres_gpus(gres)
     if per:
         return min(per.get(h, 0) for h in hosts), "scontrol -d GRES per node"
-    for item in fields.get("TRES", "").split(","):
+    for item in (fields.get("AllocTRES") or fields.get("TRES", "")).split(","):  # AllocTRES from 23.02
         key, _, val = item.partition("=")
         if key == "gres/gpu" and is_uint(val) and hosts and int(val) % len(hosts) == 0:
             return min(int(val) // len(hosts), MAX_PER_HOST), "scontrol TRES gres/gpu"
