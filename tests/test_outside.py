@@ -22,6 +22,7 @@ import os
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings, strategies as st
 
 from jobenv import outside, record
 from jobenv.errors import BadInput, BadRecord, JobEnded, NoRecord
@@ -196,3 +197,41 @@ def test_scheduler_command_output_is_bounded(tmp_path, monkeypatch):
     with pytest.raises(BadInput, match="more than jobenv reads"):
         outside.describe("pbs", "2024084", env)
     assert os.path.exists(tmp_path / "bin" / "args")
+
+
+RECORDED = {"slurm": ("slurm-scontrol-show-job-d-gpu.txt", "3141592"), "pbs": ("pbs-qstat-fx-json.txt", "2024084"),
+            "cobalt": ("cobalt-qstat-lf.txt", "10446")}
+PARSERS = {"slurm": slurm, "pbs": pbs, "cobalt": cobalt}
+
+
+@pytest.mark.parametrize("name", list(RECORDED))
+@settings(max_examples=150, deadline=None)
+@given(cut=st.integers(0, 10_000), junk=st.text(max_size=40), at=st.integers(0, 10_000))
+def test_mangled_outputs_give_a_capture_or_one_error(name, cut, junk, at):
+    """A scheduler's answer cut short or with anything spliced in: a capture whose hosts
+    are valid host names, or BadInput; never another exception."""
+    from jobenv.hostlist import is_valid_host
+
+    file, jobid = RECORDED[name]
+    text = data(file)
+    text = text[:at % (len(text) + 1)] + junk + text[at % (len(text) + 1):]
+    text = text[:len(text) - cut % (len(text) + 1)]
+    mod = PARSERS[name]
+    try:
+        cap = mod.parse_job(text, jobid)
+    except BadInput:
+        return
+    assert all(is_valid_host(h) for h in cap.hosts)
+    assert cap.gpus_hint is None or 0 <= cap.gpus_hint <= 1_000_000
+    assert all(isinstance(v, str) and "\n" not in v for v in cap.env.values())
+    mod.parse_found(text, "x", "alice")
+
+
+@pytest.mark.parametrize("old,new", [("gres/gpu=8", "gres/gpu=" + "9" * 5000), ("NumTasks=8", "NumTasks=" + "9" * 5000),
+                                     ("NtasksPerN:B:S:C=4", "NtasksPerN:B:S:C=" + "9" * 5000),
+                                     ("GRES=gpu:a100:4(", "GRES=gpu:a100:" + "9" * 5000 + "(")])
+def test_numbers_past_python_int_limit_are_ignored_not_a_traceback(old, new):
+    cap = slurm.parse_job(data("slurm-scontrol-show-job-d-gpu.txt").replace(old, new), "3141592")
+    assert cap.gpus_hint in (None, 4) and cap.slots == [4, 4]
+    text = data("pbs-qstat-fx-json-unescaped.txt").replace('"ngpus":8', '"ngpus":' + "9" * 5000)
+    assert pbs.parse_job(text.replace("ngpus=4", "x=4"), "2024084").gpus_hint is None

@@ -7,6 +7,7 @@ PBS_NODEFILE, so both are required to call a job PBS.
 from __future__ import annotations
 
 from ..errors import BadInput
+from ..numparse import MAX_PER_HOST, is_uint
 from .base import Capture, Outside, Scheduler, parse_nodefile, pick_env, run_parsed, read_text, table_rows
 
 TYPE_CHECKING = False  # `import typing` costs ~5 ms per shell; type checkers still read the block below
@@ -159,7 +160,7 @@ def _jobs(text: str) -> Dict[str, Dict[str, Any]]:
     out, current = {}, None
     keys = "|".join(_JOB_KEYS)
     for m in re.finditer(r'^\s*"([0-9]+(?:\[[0-9]*\])?(?:\.[^"\n]*)?)"\s*:\s*\{\s*$|^\s*"(' + keys
-                         + r')"\s*:\s*(?:"([^"\n]*)"|([0-9]+))\s*,?\s*$', text, re.M):
+                         + r')"\s*:\s*(?:"([^"\n]*)"|([0-9]{1,18}))\s*,?\s*$', text, re.M):
         if m.group(1) is not None:
             current = out.setdefault(m.group(1), {})
         elif current is not None:
@@ -191,7 +192,7 @@ def _vnode_gpus(exec_vnode: str, hosts: List[str]) -> Optional[int]:
         g = re.search(r":ngpus=([0-9]{1,6})(?=:|$)", m.group(2))
         if g:
             per[host] = per.get(host, 0) + int(g.group(1))
-    return min(per.get(h, 0) for h in hosts) if per else None
+    return min(min(per.get(h, 0) for h in hosts), MAX_PER_HOST) if per and hosts else None
 
 
 def parse_job(text: str, jobid: str) -> Capture:
@@ -209,8 +210,8 @@ def parse_job(text: str, jobid: str) -> Capture:
     gpus = _vnode_gpus(_text(attrs, "exec_vnode"), hosts)
     if gpus is not None:
         sources["gpus_per_host"] = "qstat exec_vnode ngpus"
-    elif _text(attrs, "ngpus").isdigit() and hosts and int(_text(attrs, "ngpus")) % len(hosts) == 0:
-        gpus = int(_text(attrs, "ngpus")) // len(hosts)
+    elif is_uint(_text(attrs, "ngpus")) and hosts and int(_text(attrs, "ngpus")) % len(hosts) == 0:
+        gpus = min(int(_text(attrs, "ngpus")) // len(hosts), MAX_PER_HOST)
         sources["gpus_per_host"] = "qstat Resource_List.ngpus"
     slots = None
     import re

@@ -244,11 +244,11 @@ def _job_gpus(fields: Dict[str, str], details: List[Tuple[str, str]], hosts: Lis
         if nodes and gres:
             for h in _expand(nodes):
                 per[h] = per.get(h, 0) + _gres_gpus(gres)
-    if per:
-        return min(per.get(h, 0) for h in hosts), "scontrol -d GRES per node"
+    if per and hosts:
+        return min(min(per.get(h, 0) for h in hosts), MAX_PER_HOST), "scontrol -d GRES per node"
     for item in (fields.get("AllocTRES") or fields.get("TRES", "")).split(","):  # AllocTRES from 23.02
         key, _, val = item.partition("=")
-        if key == "gres/gpu" and is_uint(val) and hosts and int(val) % len(hosts) == 0:
+        if key == "gres/gpu" and is_uint(val) and len(val) <= 12 and hosts and int(val) % len(hosts) == 0:
             return min(int(val) // len(hosts), MAX_PER_HOST), "scontrol TRES gres/gpu"
     return None, ""
 
@@ -257,10 +257,10 @@ def _job_slots(fields: Dict[str, str], nhosts: int) -> Tuple[Optional[List[int]]
     """Tasks per node: NtasksPerN when the job asked for it, else NumTasks over NumNodes
     when it divides evenly."""
     per = fields.get("NtasksPerN:B:S:C", "").split(":")[0]
-    if is_uint(per) and 0 < int(per) <= MAX_PER_HOST:
+    if is_uint(per) and len(per) <= 9 and 0 < int(per) <= MAX_PER_HOST:
         return [int(per)] * nhosts, "scontrol NtasksPerN"
     tasks = fields.get("NumTasks", "")
-    if is_uint(tasks) and nhosts and int(tasks) % nhosts == 0 and 0 < int(tasks) // nhosts <= MAX_PER_HOST:
+    if is_uint(tasks) and len(tasks) <= 12 and nhosts and int(tasks) % nhosts == 0 and 0 < int(tasks) // nhosts <= MAX_PER_HOST:
         return [int(tasks) // nhosts] * nhosts, "scontrol NumTasks/NumNodes"
     return None, ""
 
