@@ -229,11 +229,16 @@ def _records(text: str) -> List[Tuple[Dict[str, str], List[Tuple[str, str]]]]:
     return out
 
 
-def _gres_gpus(gres: str) -> int:
-    """GPUs in a detail line's GRES: `gpu:4(IDX:0-3)`, `gpu:a100:4(IDX:0-3),nic:1` -> 4."""
+def _gres_gpus(gres: str) -> Optional[int]:
+    """GPUs in a detail line's GRES: `gpu:4(IDX:0-3)`, `gpu:a100:4(IDX:0-3),nic:1` -> 4, `nic:1`
+    -> 0; None for a gpu entry in a form it does not know (it then says nothing)."""
     import re
 
-    return sum(int(m.group(1)) for m in re.finditer(r"(?:^|,)gpu(?::[A-Za-z0-9_.-]+)?:([0-9]{1,6})(?=\(|,|$)", gres))
+    items = [i for i in re.split(r",(?![^(]*\))", gres) if i.split(":")[0] == "gpu"]
+    counts = [re.fullmatch(r"gpu(?::[A-Za-z0-9_.-]+)?:([0-9]{1,6})(?:\(.*\))?", i) for i in items]
+    if not all(counts):
+        return None
+    return sum(int(m.group(1)) for m in counts if m)
 
 
 def _job_gpus(fields: Dict[str, str], details: List[Tuple[str, str]], hosts: List[str]) -> Tuple[Optional[int], str]:
@@ -241,9 +246,10 @@ def _job_gpus(fields: Dict[str, str], details: List[Tuple[str, str]], hosts: Lis
     job's TRES `gres/gpu=N` shared evenly over its nodes."""
     per: Dict[str, int] = {}
     for nodes, gres in details:
-        if nodes and gres:
+        n = _gres_gpus(gres) if nodes and gres else None
+        if n is not None:
             for h in _expand(nodes):
-                per[h] = per.get(h, 0) + _gres_gpus(gres)
+                per[h] = per.get(h, 0) + n
     if per and hosts:
         return min(min(per.get(h, 0) for h in hosts), MAX_PER_HOST), "scontrol -d GRES per node"
     for item in (fields.get("AllocTRES") or fields.get("TRES", "")).split(","):  # AllocTRES from 23.02
