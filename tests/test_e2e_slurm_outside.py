@@ -4,6 +4,7 @@ runs a command on every node of it; with no ID, the job is found from one of its
 from __future__ import annotations
 
 import json
+import time
 
 import pytest
 
@@ -13,9 +14,9 @@ from test_e2e_slurm import PY, cluster, fresh, jobs, store  # noqa: F401  (fixtu
 pytestmark = pytest.mark.e2e
 
 
-def never_saved(cluster, jobs, tmp_path, *args: str) -> str:  # noqa: F811
-    """A batch job that only sleeps: no jobenv ran inside it."""
-    jobid = cluster.sbatch("#!/bin/bash\nexec sleep 300\n", *args, "-o", str(tmp_path / "job-%j.out"))
+def never_saved(cluster, jobs, tmp_path, *args: str, body: str = "exec sleep 300") -> str:  # noqa: F811
+    """A batch job that never runs jobenv (by default it only sleeps)."""
+    jobid = cluster.sbatch(f"#!/bin/bash\n{body}\n", *args, "-o", str(tmp_path / "job-%j.out"))
     jobs.append(jobid)
     cluster.wait_state(jobid, {"RUNNING"})
     return jobid
@@ -43,6 +44,8 @@ def test_job_that_never_saved_is_captured_from_the_submit_host_and_launched_into
     p = fresh(cluster, None, "bash", f"source <(jobenv get --job {jobid}) && launch hostname", store)
     assert p.returncode == 0, p.stderr
     assert sorted(p.stdout.split()) == ["node1", "node2"]  # one rank on every node of the job
+    p = fresh(cluster, None, "bash", f"jobenv launch --job {jobid} --nhosts 1 --dry-run -- hostname", store)
+    assert f"srun '--jobid={jobid}' --overlap '--nodelist=node1' -N 1 -n 1 " in p.stdout, p.stderr  # re-sized: attached
     cluster.run(["scancel", jobid])
     cluster.wait_gone(jobid)
     p = fresh(cluster, None, "bash", f"jobenv show --job {jobid}", store)
@@ -71,3 +74,19 @@ def test_refusals_are_one_line(cluster, jobs, store, tmp_path):  # noqa: F811
     jobs.append(pending)
     p = save_outside(cluster, store, "--job", pending)
     assert p.returncode == 5 and "PENDING, not running" in p.stderr
+
+
+def test_launch_shares_nodes_with_a_step_that_holds_every_cpu(cluster, jobs, store, tmp_path):  # noqa: F811
+    """The job's own step holds all its CPUs (srun sleep): a new step waits forever for
+    them unless it overlaps, which a launch into a captured job does."""
+    jobid = never_saved(cluster, jobs, tmp_path, "-N", "2", "--ntasks-per-node", str(cluster.cpus),
+                        body="exec srun sleep 300")
+    deadline = time.time() + 30
+    while "sleep" not in cluster.run(["squeue", "-h", "-s", "-j", jobid, "-o", "%j"]).stdout:  # the step runs
+        assert time.time() < deadline
+        time.sleep(0.2)
+    assert save_outside(cluster, store, "--job", jobid, "--quiet").returncode == 0
+    p = fresh(cluster, None, "bash", f"jobenv launch --job {jobid} --timeout 30 -n 2 --ppn 1 -- hostname", store)
+    assert p.returncode == 0, p.stderr
+    assert sorted(p.stdout.split()) == ["node1", "node2"]
+

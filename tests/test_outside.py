@@ -235,3 +235,17 @@ def test_numbers_past_python_int_limit_are_ignored_not_a_traceback(old, new):
     assert cap.gpus_hint in (None, 4) and cap.slots == [4, 4]
     text = data("pbs-qstat-fx-json-unescaped.txt").replace('"ngpus":8', '"ngpus":' + "9" * 5000)
     assert pbs.parse_job(text.replace("ngpus=4", "x=4"), "2024084").gpus_hint is None
+
+
+def test_het_job_is_the_union_of_its_components():
+    """Slurm's heterogeneous_jobs.html: each component has its own JobId and the leader's
+    HetJobId, and `scontrol show job LEADER` prints every component.  (This shape is the
+    recorded job twice, the second as component 1 on node4: the test cluster's select
+    plugin refuses het jobs.)"""
+    one = data("slurm-scontrol-show-job-d.txt")
+    lead = one.replace("JobId=1 JobName=train", "JobId=1 HetJobId=1 HetJobOffset=0 JobName=train")
+    comp = one.replace("JobId=1 JobName=train", "JobId=2 HetJobId=1 HetJobOffset=1 JobName=train").replace(
+        "NodeList=node[1-2]", "NodeList=node4").replace("BatchHost=node1", "BatchHost=node4")
+    cap = slurm.parse_job(lead + "\n" + comp, "1")
+    assert cap.hosts == ["node1", "node2", "node4"] and cap.env["SLURM_JOB_NODELIST"] == "node1,node2,node4"
+    assert cap.slots is None  # components differ: no one count per node
