@@ -111,12 +111,11 @@ def find(name: str, env: Mapping[str, str], timeout: float = TIMEOUT) -> str:
     host, user = this_host(env), _user()
     argv = o.find(host, user)
     rc, out = _ask(argv, env, timeout)
-    if rc != 0:
-        first = next((ln.strip() for ln in out.splitlines() if ln.strip()), f"exit code {rc}")
-        raise BadInput(f"`{' '.join(argv)}` failed: {one_line(first)[:200]}")
-    ids = o.found(out, host, user)
-    if not ids:
-        raise NoRecord(f"no running {name} job of {user} on {host}: give its id with --job ID")
+    ids = o.found(out, host, user) if rc == 0 else []
+    if not ids:  # a login node is no node of any job: squeue says "Invalid node name"
+        why = "" if rc == 0 else " (" + one_line(next((ln.strip() for ln in out.splitlines() if ln.strip()),
+                                                        f"exit code {rc}"))[:200] + ")"
+        raise NoRecord(f"no running {name} job of {user} on {host}{why}: give its id with --job ID")
     if len(ids) > 1:
         shown = ", ".join(ids[:10]) + (f" and {len(ids) - 10} more" if len(ids) > 10 else "")
         raise BadInput(f"{len(ids)} running {name} jobs of {user} on {host} ({shown}): pick one with --job ID")
@@ -133,6 +132,6 @@ def provenance(cap: Capture, command: str, host: str, gpus_from: str) -> Dict[st
 def summary(prov: Mapping[str, object]) -> str:
     """One line for `jobenv show`."""
     fields = prov.get("fields")
-    parts = [f"{k} from {v}" for k, v in fields.items()] if isinstance(fields, dict) else []
+    parts = [f"{k}: {v}" for k, v in fields.items()] if isinstance(fields, dict) else []
     head = f"captured from outside the job by `{prov.get('command')}` on {prov.get('on')}"
-    return head + (": " + ", ".join(parts) if parts else "")
+    return head + (" (" + "; ".join(parts) + ")" if parts else "")

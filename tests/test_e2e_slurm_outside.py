@@ -59,6 +59,8 @@ def test_no_id_finds_the_job_of_this_host(cluster, jobs, store, tmp_path):  # no
     assert json.loads(p.stdout)["jobid"] == jobid
     p = fresh(cluster, "node4", "bash", "jobenv save --job", store, SLURM_CONF=str(cluster.conf))
     assert p.returncode == 3 and p.stderr.startswith("jobenv: error: no running slurm job of root on node4")
+    p = fresh(cluster, None, "bash", "jobenv save --job", store, SLURM_CONF=str(cluster.conf))  # no Slurm node
+    assert p.returncode == 3 and "Invalid node name" in p.stderr and p.stderr.count("\n") == 1
 
 
 def test_refusals_are_one_line(cluster, jobs, store, tmp_path):  # noqa: F811

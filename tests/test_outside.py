@@ -171,6 +171,9 @@ def test_no_id_finds_one_job_or_names_them_all(tmp_path, monkeypatch):
     env["JOBENV_HOSTNAME"] = "login1"
     with pytest.raises(NoRecord, match="no running cobalt job of alice on login1"):
         outside.find("cobalt", env)
+    env = stub(tmp_path, "qstat", "qstat: error: no\x1b[2J server\n", rc=1)
+    with pytest.raises(NoRecord, match=r"on login1 \(qstat: error: no.*server\): give its id"):
+        outside.find("cobalt", env)
 
 
 def test_srun_is_attached_to_the_job_once_and_mpiexec_never():
