@@ -92,3 +92,17 @@ def test_launch_shares_nodes_with_a_step_that_holds_every_cpu(cluster, jobs, sto
     assert p.returncode == 0, p.stderr
     assert sorted(p.stdout.split()) == ["node1", "node2"]
 
+
+
+def test_another_users_job_is_refused(cluster, jobs, store, tmp_path):  # noqa: F811
+    """A real job of the second local user (root submits it with --uid): refused by uid,
+    whatever its state."""
+    p = cluster.run(["sbatch", "--parsable", "--uid=jobenvmallory", "--gid=jobenvmallory", "-N", "1", "-D", "/tmp",
+                     "-o", "/dev/null"], input="#!/bin/sh\nexec sleep 300\n", check=False)
+    if p.returncode != 0:
+        pytest.skip(f"this Slurm has no sbatch --uid: {p.stderr.strip()}")
+    jobid = p.stdout.strip().split(";")[0]
+    jobs.append(jobid)
+    p = save_outside(cluster, store, "--job", jobid)  # the owner is judged before the state
+    assert p.returncode == 5 and p.stderr.count("\n") == 1, p.stderr
+    assert "belongs to 'jobenvmallory(1001)', not to you" in p.stderr
