@@ -51,18 +51,24 @@ def cli(color: Optional[str]) -> None:
 @click.option("--scheduler", type=click.Choice(list(SCHEDULERS)), help="Force a scheduler instead of detecting it.")
 @click.option("--gpus-per-host", type=Count(0, MAX_PER_HOST), help="GPUs per host (default: JOBENV_GPUS_PER_HOST, gres, masks, profile, probes).")
 @click.option("--ranks-per-host", type=Count(1, MAX_PER_HOST), help="Ranks per host (default: one per GPU, else the scheduler's slots).")
+@click.option("--job", "-j", "job", is_flag=False, flag_value="", default=None, metavar="[ID]",
+              help="Capture running job ID from outside it (any shell, e.g. a login node), from the scheduler's "
+                   "own view of it; with no ID, your one running job on this host.")
 @click.option("--json", "as_json", is_flag=True, help="Print the record as JSON.")
 @click.option("-q", "--quiet", is_flag=True, help="Print nothing (warnings still go to stderr).")
 @click.option("--watch", "watch_it", is_flag=True, help="Also start `jobenv watch` for this job.")
 @click.option("--interval", "--watch-interval", "watch_interval", type=INTERVAL, default=30.0,
               show_default=True, help="Heartbeat interval of --watch, in seconds, 0.1 to 86400 (as `jobenv watch --interval`).")
 def save(profile: Optional[str], scheduler: Optional[str], gpus_per_host: Optional[int], ranks_per_host: Optional[int],
-         as_json: bool, quiet: bool, watch_it: bool, watch_interval: float) -> None:
-    """Capture this allocation into a record (run inside the job)."""
+         job: Optional[str], as_json: bool, quiet: bool, watch_it: bool, watch_interval: float) -> None:
+    """Capture this allocation into a record (run inside the job, or from outside with --job)."""
     from .save import Options
     from .save import save as do_save
 
-    rec, path = do_save(os.environ, Options(scheduler, profile, gpus_per_host, ranks_per_host), warn)
+    if job is not None and watch_it:
+        raise click.UsageError("--watch runs inside the job; it cannot be combined with --job")
+    opts = Options(scheduler, profile, gpus_per_host, ranks_per_host, outside=job is not None, job=job or None)
+    rec, path = do_save(os.environ, opts, warn)
     if watch_it:
         from . import watch as watch_mod
 

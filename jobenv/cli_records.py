@@ -37,8 +37,12 @@ def show(job: Optional[str], as_json: bool) -> None:
     state, reason = job_state(rec, os.environ)
     runs = runs_dir(key_for(rec.scheduler, rec.jobid), os.environ)
     retired = [["retired host", badhosts.describe(e)] for e in badhosts.load(runs, warn)]
-    print_summary(rec, str(path), [["state", f"{state} ({reason})"]] + [["warning", w] for w in rec.warnings]
-                  + retired)
+    rows = [["state", f"{state} ({reason})"]]
+    if rec.provenance:
+        from .outside import summary
+
+        rows.append(["source", summary(rec.provenance)])
+    print_summary(rec, str(path), rows + [["warning", w] for w in rec.warnings] + retired)
 
 
 def _pick(job: Optional[str]) -> Tuple[str, JobRecord]:

@@ -7,7 +7,10 @@ corrupt, truncated, foreign or future record is reported by name instead of half
 and never raises anything but BadRecord.
 
 Other modules own optional top-level fields (`software`, `staged`, each checked here on
-load); unknown fields round-trip untouched.
+load); unknown fields round-trip untouched.  `provenance` (optional, absent in records saved
+inside the job, so older records and older readers need no new schema version) says a
+record was captured from outside the job: by which scheduler command, on which host, and
+where each field came from (jobenv.outside).
 """
 from __future__ import annotations
 
@@ -26,7 +29,7 @@ STATES = ("live", "ended", "unknown")
 MAX_EPOCH = 1e11  # year 5138: anything later is corruption
 _KNOWN = ("schema_version", "scheduler", "jobid", "jobname", "machine", "hosts", "nhosts",
           "gpus_per_host", "ngpus", "ranks_per_host", "nranks", "hostfile", "env_file", "launch",
-          "launch_env", "env", "created_at", "created_on", "user", "warnings", "status", "staged", "software")
+          "launch_env", "env", "created_at", "created_on", "user", "warnings", "status", "staged", "software", "provenance")
 _REQUIRED_TEXT = ("scheduler", "jobid", "machine", "created_on")
 _OPTIONAL_TEXT = ("hostfile", "jobname", "user")
 _STATUS_TEXT = ("reason", "gpus_from", "nodefile")
@@ -44,7 +47,7 @@ class JobRecord:
     __slots__ = ("scheduler", "jobid", "machine", "hosts", "gpus_per_host", "ranks_per_host",
                  "hostfile", "launch", "env", "created_at", "created_on", "jobname", "user",
                  "launch_env", "warnings", "status", "schema_version", "env_file", "extra", "staged",
-                 "software")
+                 "software", "provenance")
 
     def __init__(self, scheduler: str, jobid: str, machine: str, hosts: List[str], gpus_per_host: int,
                  ranks_per_host: int, hostfile: Optional[str], launch: List[str], env: Dict[str, str],
@@ -53,7 +56,8 @@ class JobRecord:
                  status: Optional[Dict[str, Any]] = None, schema_version: int = SCHEMA_VERSION,
                  env_file: Optional[str] = None, extra: Optional[Dict[str, Any]] = None,
                  staged: Optional[Dict[str, Dict[str, Any]]] = None,
-                 software: Optional[Dict[str, Any]] = None) -> None:
+                 software: Optional[Dict[str, Any]] = None,
+                 provenance: Optional[Dict[str, Any]] = None) -> None:
         self.scheduler, self.jobid, self.machine, self.hosts = scheduler, jobid, machine, hosts
         self.gpus_per_host, self.ranks_per_host, self.hostfile = gpus_per_host, ranks_per_host, hostfile
         self.launch, self.env, self.created_at, self.created_on = launch, env, created_at, created_on
@@ -66,6 +70,7 @@ class JobRecord:
         self.extra = extra if extra is not None else {}
         self.staged = staged if staged is not None else {}  # optional: `jobenv stage` copies per host
         self.software = software  # optional: jobenv.software (Python env, launcher path, modules)
+        self.provenance = provenance  # optional: captured from outside the job (jobenv.outside)
 
     @property
     def nhosts(self) -> int:
@@ -94,6 +99,8 @@ class JobRecord:
             out["staged"] = {h: dict(e) for h, e in self.staged.items()}
         if self.software is not None:
             out["software"] = self.software
+        if self.provenance is not None:
+            out["provenance"] = self.provenance
         out.update((k, v) for k, v in self.extra.items() if k not in out)
         return out
 
@@ -238,7 +245,7 @@ def from_dict(data: Any, where: str = "record") -> JobRecord:
         jobname=data.get("jobname"), user=data.get("user"),
         launch_env=dict(data.get("launch_env", {})), warnings=list(warnings), status=status,
         env_file=env_file, extra=extra, staged=_staged(data.get("staged"), where),
-        software=_software(data.get("software")),
+        software=_software(data.get("software")), provenance=_provenance(data.get("provenance"), where),
     )
 
 
@@ -247,6 +254,19 @@ def _software(value: Any) -> Optional[Dict[str, Any]]:
     from .software import validate
 
     return validate(value)
+
+
+def _provenance(value: Any, where: str) -> Optional[Dict[str, Any]]:
+    """Optional `provenance`: {how: "outside", command: str, on: str, fields: {str: str}}."""
+    if value is None:
+        return None
+    fields = value.get("fields") if isinstance(value, dict) else None
+    ok = (isinstance(value, dict) and value.get("how") == "outside" and _text(value.get("command"))
+          and _text(value.get("on")) and isinstance(fields, dict) and _all_text(fields)
+          and _all_text(fields.values()))
+    if not ok:
+        raise _bad(where, "bad provenance field")
+    return {"how": "outside", "command": value["command"], "on": value["on"], "fields": dict(value["fields"])}
 
 
 def _staged(value: Any, where: str) -> Dict[str, Dict[str, Any]]:

@@ -16,6 +16,7 @@ from .errors import BadInput, JobenvError
 from .hostlist import this_host
 from .launch import families as launch_families
 from .record import JobRecord
+from .schedulers.base import Capture
 
 
 @dataclass
@@ -24,6 +25,8 @@ class Options:
     profile: Optional[str] = None
     gpus_per_host: Optional[int] = None
     ranks_per_host: Optional[int] = None
+    outside: bool = False  # capture from the scheduler's view of job `job` (`save --job`), not this shell
+    job: Optional[str] = None  # with outside: the job id; None finds this user's job on this host
 
 
 def _now() -> float:
@@ -52,21 +55,54 @@ def ranks_per_host(gpus: int, slots: Optional[List[int]], scheduler: str,
     return 1, notes
 
 
+def _capture(env: Mapping[str, str], opts: Options) -> Tuple[Capture, Optional[Dict[str, object]]]:
+    """The job as this shell's variables describe it, or (`save --job`) as its scheduler
+    does, with the record's provenance."""
+    if not opts.outside:
+        return schedulers.capture(env, opts.scheduler), None
+    from . import outside
+
+    name = outside.scheduler_for(env, opts.scheduler)
+    cap, command = outside.describe(name, opts.job or outside.find(name, env), env)
+    return cap, outside.provenance(cap, command, this_host(env), "")
+
+
+def _gpus(env: Mapping[str, str], opts: Options, cap: Capture, prof_gpus: Optional[int], captured: bool,
+          probe: Callable[[], Optional[Tuple[int, str]]]) -> Tuple[int, str]:
+    """GPUs per host by devices.gpus_per_host's rule; from outside the job, this shell's
+    devices and masks say nothing about the job's nodes: the scheduler's count is the evidence."""
+    if not captured:
+        return devices.gpus_per_host(env, opts.gpus_per_host, cap.gpus_hint, prof_gpus, probe)
+    own = {k: env[k] for k in ("JOBENV_GPUS_PER_HOST",) if k in env}
+    gpus, source = devices.gpus_per_host(own, opts.gpus_per_host, cap.gpus_hint, prof_gpus, lambda: None)
+    if source == "Slurm gres":  # the scheduler's count, under the name of the field it came from
+        source = cap.sources.get("gpus_per_host", source)
+    return gpus, "no GPU named by the scheduler" if source == "no GPU found" else source
+
+
 def build(env: Mapping[str, str], opts: Options,
           probe: Callable[[], Optional[Tuple[int, str]]] = devices.probe,
           hostname: Optional[str] = None) -> Tuple[JobRecord, Dict[str, str]]:
-    """Build the record (pure but for reading the nodefile and probing GPUs)."""
-    cap = schedulers.capture(env, opts.scheduler)
+    """Build the record (pure but for reading the nodefile, probing GPUs or, with
+    opts.outside, asking the scheduler)."""
+    cap, prov = _capture(env, opts)
     profs = profiles.load_all(env)
     prof = profiles.for_job(profs, cap.scheduler, cap.jobid, cap.hosts, env, opts.profile)
-    gpus, gpu_source = devices.gpus_per_host(
-        env, opts.gpus_per_host, cap.gpus_hint, None if prof.generic else prof.gpus_per_host, probe)
+    gpus, gpu_source = _gpus(env, opts, cap, None if prof.generic else prof.gpus_per_host, prov is not None, probe)
     ppn, notes = ranks_per_host(gpus, cap.slots, cap.scheduler, opts.ranks_per_host, env)
     key = store.key_for(cap.scheduler, cap.jobid)
     hostfile = store.hostfile_path(key, cap.hosts, env)
     cand = launch.pick_launcher(prof)
     ctx = launch.context(len(cap.hosts), ppn, gpus, hostfile, cap.jobid, prof.vars)
     argv = launch.render(cand["argv"], ctx)
+    status: Dict[str, object] = {"state": "live", "reason": "saved inside the job", "gpus_from": gpu_source,
+                                 "nodefile": cap.nodefile}
+    if prov is not None:
+        from .launch import families, sizing
+
+        sizing.attach(argv, families.family(argv[0]), cap.jobid)  # the recorded line runs inside the job
+        prov["fields"]["gpus_per_host"] = gpu_source  # type: ignore[index]
+        status["reason"] = f"captured from outside: `{prov['command']}` says {cap.state}"
     try:
         user = getpass.getuser()
     except Exception:  # no passwd entry in some containers
@@ -81,10 +117,8 @@ def build(env: Mapping[str, str], opts: Options,
         hosts=cap.hosts, gpus_per_host=gpus, ranks_per_host=ppn, hostfile=hostfile,
         launch=argv, launch_env=dict(prof.env), env=cap.env, created_at=_now(),
         created_on=hostname or this_host(env), user=user,
-        warnings=cap.warnings + notes + fit,
-        status={"state": "live", "reason": "saved inside the job", "gpus_from": gpu_source,
-                "nodefile": cap.nodefile},
-        software=sw,
+        warnings=cap.warnings + notes + fit, status=status,
+        software=sw, provenance=prov,
     )
     return rec, {"key": key}
 

@@ -106,6 +106,8 @@ def plan_attempt(rec: JobRecord, req: sizing.Request, opts: Options, hostfile: s
         template, variables = _profile_template(rec, environ)
         argv, text = sizing.render_sized(template, size, rec.gpus_per_host, rec.jobid, variables, hostfile, fam)
     argv[0] = prog
+    if rec.provenance:  # captured from outside the job: the launcher must be told which job
+        sizing.attach(argv, fam, rec.jobid)
     row = families.get(fam)
     if os.path.dirname(prog) in _SYSTEM_BINS:  # on every node's PATH anyway: no prefix from it
         families.insert(argv, row, list(row.system_bin))
@@ -127,6 +129,8 @@ def per_host_plan(rec: JobRecord, environ: Mapping[str, str], hosts: List[str], 
     fam = families.family(rec.launch[0], prog if os.path.isabs(prog) else _which(prog, environ))
     argv, text = sizing.per_host(rec.hosts, template, hosts, rec.jobid, variables, hostfile, fam)
     argv[0] = prog
+    if rec.provenance:
+        sizing.attach(argv, fam, rec.jobid)
     return argv, text
 
 

@@ -163,6 +163,14 @@ def per_host(job_hosts: Sequence[str], template: List[Any], hosts: Sequence[str]
     return render_sized(template, size, 0, jobid, variables, hostfile, fam)
 
 
+def attach(argv: List[str], fam: str, jobid: str) -> None:
+    """Run `argv` inside job `jobid` from outside it (a record captured from outside the job):
+    the family's `attach` flags, once, right after the launcher's name."""
+    flags = [f.replace("{jobid}", jobid) for f in families.get(fam).attach]
+    if flags and flags[0] not in argv:
+        families.insert(argv, families.get(fam), flags)
+
+
 def template_for(profile_launchers: List[Dict[str, Any]], recorded_argv0: str) -> List[Any]:
     """The profile's launcher the record was rendered from (same program), else the first."""
     for cand in profile_launchers:

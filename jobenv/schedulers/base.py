@@ -25,6 +25,10 @@ if TYPE_CHECKING:
     # (scheduler output, its exit code, jobids asked) -> verdicts: pure, tested on recorded outputs
     Parser = Callable[[str, int, Sequence[str]], Verdicts]
     CaptureFn = Callable[[Mapping[str, str]], "Capture"]
+    # (the CLI's text about one job, the job id asked) -> its Capture: pure, tested on recorded outputs
+    JobParser = Callable[[str, str], "Capture"]
+    # (the CLI's text listing jobs, this host, this user) -> ids of this user's running jobs on this host
+    FindParser = Callable[[str, str, str], List[str]]
 
 
 class Scheduler:
@@ -48,7 +52,7 @@ class Scheduler:
 
     __slots__ = ("name", "jobid_vars", "prefixes", "detect_any", "detect_all", "marks", "site_vars",
                  "query_vars", "secrets", "program_vars", "nodefile_var", "hosts", "priority", "profile", "capture",
-                 "query", "parse", "batch")
+                 "query", "parse", "batch", "outside")
 
     def __init__(self, name: str, *, jobid_vars: Tuple[str, ...], prefixes: Tuple[str, ...],
                  detect_any: Tuple[str, ...], detect_all: Tuple[str, ...] = (),
@@ -57,7 +61,7 @@ class Scheduler:
                  program_vars: Tuple[str, ...] = (),
                  nodefile_var: str = "", hosts: str, priority: int, profile: str,
                  capture: CaptureFn, query: Query, parse: Optional[Parser] = None,
-                 batch: Optional[Batch] = None) -> None:
+                 batch: Optional[Batch] = None, outside: Optional[Outside] = None) -> None:
         self.name, self.jobid_vars, self.prefixes = name, jobid_vars, prefixes
         self.detect_any, self.detect_all = detect_any, detect_all
         self.marks = tuple(dict.fromkeys(jobid_vars + detect_any + marks))
@@ -66,6 +70,7 @@ class Scheduler:
         self.nodefile_var, self.hosts, self.priority, self.profile = nodefile_var, hosts, priority, profile
         self.capture, self.query, self.parse = capture, query, parse
         self.batch = batch  # how `jobenv submit` hands it a script (None: it takes none)
+        self.outside = outside  # how `jobenv save --job ID` reads the job from outside it
 
 
 class Batch:
@@ -98,6 +103,25 @@ class Batch:
         return m.group(1) if m and self.id_ok(m.group(1)) else None
 
 
+class Outside:
+    """How a job is captured from outside it (`jobenv save --job ID` on a login node): the
+    scheduler's own description of one job, and of this user's jobs on this host.
+
+    `show` + [jobid] is the argv describing one job, `parse` turns its text into a Capture
+    (with `state`, `owner` and `sources` set); `find(host, user)` is the argv listing jobs
+    and `found` picks this user's running ones on `host` from its text.  `id_ok` says
+    which ids may go on the command line (never an option, never a second word)."""
+
+    __slots__ = ("show", "parse", "find", "found", "id_ok", "running", "ended")
+
+    def __init__(self, show: Tuple[str, ...], parse: JobParser, find: Callable[[str, str], List[str]],
+                 found: FindParser, id_ok: Callable[[str], bool], running: Tuple[str, ...],
+                 ended: Tuple[str, ...]) -> None:
+        self.show, self.parse, self.find, self.found, self.id_ok = show, parse, find, found, id_ok
+        self.running = running  # the job states in which the job holds its nodes
+        self.ended = ended  # the states of a job that is over (any other: not started yet)
+
+
 def run_parsed(argv: List[str], jobids: Sequence[str], parse: Parser, env: Optional[Mapping[str, str]],
                  timeout: float) -> Verdicts:
     """One bounded run of a scheduler CLI whose last arguments are `jobids`, parsed; no
@@ -119,13 +143,18 @@ class Capture:
     def __init__(self, scheduler: str, jobid: str, hosts: List[str], env: Dict[str, str],
                  jobname: Optional[str] = None, slots: Optional[List[int]] = None,
                  gpus_hint: Optional[int] = None, nodefile: Optional[str] = None,
-                 warnings: Optional[List[str]] = None) -> None:
+                 warnings: Optional[List[str]] = None, state: str = "", owner: str = "",
+                 sources: Optional[Dict[str, str]] = None) -> None:
         self.scheduler, self.jobid, self.hosts, self.env = scheduler, jobid, hosts, env
         self.jobname = jobname
         self.slots = slots  # MPI slots per host, in host order, when known
         self.gpus_hint = gpus_hint  # the scheduler's own per-node GPU count (Slurm gres)
         self.nodefile = nodefile  # the scheduler's hostfile, when it has one
         self.warnings = warnings if warnings is not None else []
+        # set by a capture from outside the job (Outside.parse): the scheduler's job state,
+        # the owner as it names them, and where each field came from
+        self.state, self.owner = state, owner
+        self.sources = sources if sources is not None else {}
 
 
 def read_text(path: str) -> str:

@@ -6,16 +6,17 @@ processes, not nodes, so hosts come from the nodefile alone, in the scheduler's 
 from __future__ import annotations
 
 from ..errors import BadInput
-from .base import Batch, Capture, Scheduler, parse_nodefile, pick_env, run_parsed, read_text, table_rows
+from .base import Batch, Capture, Outside, Scheduler, parse_nodefile, pick_env, run_parsed, read_text, table_rows
 
 TYPE_CHECKING = False  # `import typing` costs ~5 ms per shell; type checkers still read the block below
 if TYPE_CHECKING:
-    from typing import Dict, Mapping, Optional, Sequence, Tuple
+    from typing import Dict, List, Mapping, Optional, Sequence, Tuple
 
     from .base import Reader
 
 NAME = "cobalt"
 PREFIXES = ("COBALT_",)
+ENDED = ("exiting", "done", "dep_fail")
 
 
 def capture(env: Mapping[str, str], read: Reader = read_text) -> Capture:
@@ -47,7 +48,7 @@ def parse_qstat(out: str, rc: int, jobids: Sequence[str]) -> Dict[str, Tuple[str
     for j in jobids:
         if j in rows:
             state = rows[j]
-            if state in ("exiting", "done", "dep_fail"):
+            if state in ENDED:
                 verdicts[j] = ("ended", f"qstat says {state}")
             else:
                 verdicts[j] = ("live", f"qstat says {state}")
@@ -68,13 +69,74 @@ def query(jobids: Sequence[str], env: Optional[Mapping[str, str]] = None,
     return run_parsed(["qstat", *jobids], jobids, parse_qstat, env, timeout)
 
 
+def _blocks(text: str) -> Dict[str, Dict[str, str]]:
+    """{JobID: {field: value}} from `qstat -lf` (Cobalt's vertical format: `JobID: 10446`,
+    then one indented `Field : value` line per column)."""
+    out: Dict[str, Dict[str, str]] = {}
+    current: Optional[Dict[str, str]] = None
+    for line in text.splitlines():
+        key, sep, val = line.partition(":")
+        if not sep:
+            continue
+        if not line[:1].isspace() and key.strip() == "JobID":
+            current = out.setdefault(val.strip(), {})
+        elif current is not None and line[:1].isspace():
+            current.setdefault(key.strip(), val.strip())
+    return out
+
+
+def _location(text: str) -> List[str]:
+    """Hosts of a Location (`thetagpu[01-08]`, `thetagpu13,thetagpu12`, `thetagpu06 thetagpu07`)."""
+    from ..hostlist import expand
+
+    if text in ("", "None", "N/A"):
+        return []
+    return list(dict.fromkeys(expand(",".join(text.replace(",", " ").split()))))
+
+
+def parse_job(text: str, jobid: str) -> Capture:
+    """The job `jobid` as `qstat -lf ID` describes it: hosts from Location, its State and
+    User.  Cobalt names no GPUs or slots per node."""
+    fields = _blocks(text).get(jobid)
+    if fields is None:
+        raise BadInput(f"qstat's answer does not describe job {jobid}")
+    hosts = _location(fields.get("Location", ""))
+    env = {"COBALT_JOBID": jobid}
+    if hosts:
+        env["COBALT_PARTNAME"] = fields["Location"]
+    jobname = fields.get("JobName")
+    return Capture(scheduler=NAME, jobid=jobid, jobname=jobname if jobname not in (None, "N/A") else None,
+                   hosts=hosts, env=env, state=fields.get("State", ""), owner=fields.get("User", ""),
+                   sources={"hosts": "qstat -lf Location", "state": "qstat -lf State", "owner": "qstat -lf User"})
+
+
+def parse_found(text: str, host: str, user: str) -> List[str]:
+    """Ids of `user`'s running jobs whose Location names `host`, from `qstat -lf`."""
+    from ..hostlist import HostlistError, host_index
+
+    out = []
+    for jobid, fields in _blocks(text).items():
+        if fields.get("User") != user or fields.get("State") != "running" or not _query_safe(jobid):
+            continue
+        try:
+            if host_index(_location(fields.get("Location", "")), host) is not None:
+                out.append(jobid)
+        except HostlistError:
+            continue
+    return out
+
+
+OUTSIDE = Outside(show=("qstat", "-lf"), parse=parse_job, find=lambda host, user: ["qstat", "-lf"],
+                  found=parse_found, id_ok=lambda j: _query_safe(j), running=("running",), ended=ENDED)
+
+
 SCHEDULER = Scheduler(
     NAME, jobid_vars=("COBALT_JOBID",), prefixes=PREFIXES,
     # an interactive ssh may forward only the nodefile, which names the job (cobalt.<id>)
     detect_any=("COBALT_JOBID", "COBALT_NODEFILE"), site_vars=("COBALT_CONFIG_FILES",),
     program_vars=("COBALT_CONFIG_FILES",),
     nodefile_var="COBALT_NODEFILE", hosts="COBALT_NODEFILE (else /var/tmp/cobalt.<id>): one line per host",
-    priority=50, profile="cobalt", capture=capture, query=query, parse=parse_qstat,
+    priority=50, profile="cobalt", capture=capture, query=query, parse=parse_qstat, outside=OUTSIDE,
     # qsub prints the bare id; Cobalt runs the script file itself (it keeps no copy), so
     # the file must be executable and stay where it is
     batch=Batch("#COBALT", output=("-o {output}", "-e {error}"), name="--jobname {jobname}",

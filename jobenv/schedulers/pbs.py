@@ -6,11 +6,13 @@ PBS_NODEFILE, so both are required to call a job PBS.
 """
 from __future__ import annotations
 
-from .base import Batch, Capture, Scheduler, parse_nodefile, pick_env, run_parsed, read_text, table_rows
+from ..errors import BadInput
+from ..numparse import MAX_PER_HOST, is_uint
+from .base import Batch, Capture, Outside, Scheduler, parse_nodefile, pick_env, run_parsed, read_text, table_rows
 
 TYPE_CHECKING = False  # `import typing` costs ~5 ms per shell; type checkers still read the block below
 if TYPE_CHECKING:
-    from typing import Dict, List, Mapping, Optional, Sequence, Set, Tuple
+    from typing import Any, Dict, List, Mapping, Optional, Sequence, Set, Tuple
 
     from .base import Reader
 
@@ -130,6 +132,124 @@ def query(jobids: Sequence[str], env: Optional[Mapping[str, str]] = None,
     return run_parsed(["qstat", "-x", "-f", "-F", "json", *jobids], jobids, parse_qstat, env, timeout)
 
 
+# The attributes a capture from outside reads; values PBS may write without JSON escaping
+# (Variable_List) are never among them.
+_JOB_KEYS = ("Job_Name", "job_state", "euser", "exec_host", "exec_vnode", "queue", "Account_Name",
+             "ngpus", "nodect", "select")
+
+
+def _jobs(text: str) -> Dict[str, Dict[str, Any]]:
+    """{qstat id: attributes} from `qstat -f -F json [ID]`; where the document does not parse
+    (unescaped values), each job's `_JOB_KEYS` are read from its own block."""
+    import json
+    import re
+
+    try:
+        data = json.JSONDecoder().raw_decode(text, text.index("{"))[0] if "{" in text else {}
+        jobs = data.get("Jobs") if isinstance(data, dict) else None
+        if isinstance(jobs, dict):
+            out = {}
+            for qid, attrs in jobs.items():
+                if isinstance(attrs, dict):
+                    res = attrs.get("Resource_List")
+                    out[qid] = {**attrs, **(res if isinstance(res, dict) else {})}
+            return out
+        return {}
+    except ValueError:
+        pass
+    out, current = {}, None
+    keys = "|".join(_JOB_KEYS)
+    for m in re.finditer(r'^\s*"([0-9]+(?:\[[0-9]*\])?(?:\.[^"\n]*)?)"\s*:\s*\{\s*$|^\s*"(' + keys
+                         + r')"\s*:\s*(?:"([^"\n]*)"|([0-9]{1,18}))\s*,?\s*$', text, re.M):
+        if m.group(1) is not None:
+            current = out.setdefault(m.group(1), {})
+        elif current is not None:
+            current.setdefault(m.group(2), m.group(3) if m.group(3) is not None else int(m.group(4)))
+    return out
+
+
+def _text(attrs: Dict[str, Any], key: str) -> str:
+    val = attrs.get(key)
+    return val if isinstance(val, str) else str(val) if isinstance(val, int) and not isinstance(val, bool) else ""
+
+
+def _exec_hosts(exec_host: str) -> List[str]:
+    """Hosts of `exec_host` (`x3006c0s13b0n0/0*64+x3006c0s19b0n0/0*64`), first-seen order."""
+    from ..hostlist import check_host
+
+    hosts = [check_host(part.split("/")[0].strip(), "PBS exec_host entry") for part in exec_host.split("+")]
+    return list(dict.fromkeys(hosts))
+
+
+def _vnode_gpus(exec_vnode: str, hosts: List[str]) -> Optional[int]:
+    """GPUs per host from `exec_vnode` (`(x3006c0s13b0n0:ngpus=4:ncpus=64)+(...)`): the
+    fewest on any host; None when it names no ngpus."""
+    import re
+
+    per: Dict[str, int] = {}
+    for m in re.finditer(r"\(([^():]+)((?::[A-Za-z_]+=[^:()]*)*)\)", exec_vnode):
+        host = m.group(1).split("[")[0]  # a vnode `host[0]` is on `host`
+        g = re.search(r":ngpus=([0-9]{1,6})(?=:|$)", m.group(2))
+        if g:
+            per[host] = per.get(host, 0) + int(g.group(1))
+    return min(min(per.get(h, 0) for h in hosts), MAX_PER_HOST) if per and hosts else None
+
+
+def parse_job(text: str, jobid: str) -> Capture:
+    """The job `jobid` as `qstat -f -F json ID` describes it (PBS Pro >= 18): hosts from
+    exec_host, GPUs per host from exec_vnode's ngpus (else Resource_List ngpus / nodect),
+    MPI slots from a select with mpiprocs, job_state and euser."""
+    qid, attrs = next(((q, a) for q, a in _jobs(text).items() if _match([jobid], q)), ("", None))
+    if attrs is None:
+        raise BadInput(f"qstat's answer does not describe job {jobid}")
+    sources = {"state": "qstat job_state", "owner": "qstat euser"}
+    exec_host = _text(attrs, "exec_host")
+    hosts = _exec_hosts(exec_host) if exec_host else []
+    if hosts:
+        sources["hosts"] = "qstat exec_host"
+    gpus = _vnode_gpus(_text(attrs, "exec_vnode"), hosts)
+    if gpus is not None:
+        sources["gpus_per_host"] = "qstat exec_vnode ngpus"
+    elif is_uint(_text(attrs, "ngpus")) and hosts and int(_text(attrs, "ngpus")) % len(hosts) == 0:
+        gpus = min(int(_text(attrs, "ngpus")) // len(hosts), MAX_PER_HOST)
+        sources["gpus_per_host"] = "qstat Resource_List.ngpus"
+    slots = None
+    import re
+
+    procs = re.findall(r"mpiprocs=([0-9]{1,6})", _text(attrs, "select"))
+    if len(set(procs)) == 1 and hosts:
+        slots = [int(procs[0])] * len(hosts)
+        sources["slots"] = "qstat Resource_List.select mpiprocs"
+    env = {"PBS_JOBID": qid}
+    for key, var in (("Job_Name", "PBS_JOBNAME"), ("queue", "PBS_QUEUE"), ("Account_Name", "PBS_ACCOUNT")):
+        if _text(attrs, key):
+            env[var] = _text(attrs, key)
+    return Capture(scheduler=NAME, jobid=qid, jobname=env.get("PBS_JOBNAME"), hosts=hosts, env=env, slots=slots,
+                   gpus_hint=gpus, state=_text(attrs, "job_state"), owner=_text(attrs, "euser"), sources=sources)
+
+
+def parse_found(text: str, host: str, user: str) -> List[str]:
+    """Ids of `user`'s running jobs whose exec_host names `host` (short or FQDN), from
+    `qstat -f -F json` of every job."""
+    from ..hostlist import HostlistError, host_index
+
+    out = []
+    for qid, attrs in _jobs(text).items():
+        if _text(attrs, "euser") != user or _text(attrs, "job_state") != "R":
+            continue
+        try:
+            if host_index(_exec_hosts(_text(attrs, "exec_host")), host) is not None:
+                out.append(qid)
+        except HostlistError:
+            continue
+    return out
+
+
+OUTSIDE = Outside(show=("qstat", "-f", "-F", "json"), parse=parse_job,
+                  find=lambda host, user: ["qstat", "-f", "-F", "json"], found=parse_found,
+                  id_ok=lambda j: _query_safe(j), running=("R",), ended=tuple(_ENDED))
+
+
 SCHEDULER = Scheduler(
     NAME, jobid_vars=("PBS_JOBID",), prefixes=PREFIXES,
     # Slurm's PBS-compatibility plugin sets PBS_JOBID but never PBS_NODEFILE
@@ -139,7 +259,7 @@ SCHEDULER = Scheduler(
     # pbs.conf names PBS_EXEC, where qsub/qstat/pbsdsh come from
     program_vars=("PBS_CONF_FILE", "PBS_EXEC", "PBS_HOME"),
     nodefile_var="PBS_NODEFILE", hosts="PBS_NODEFILE: one line per MPI slot, FQDNs, first-seen order",
-    priority=20, profile="pbs", capture=capture, query=query, parse=parse_qstat,
+    priority=20, profile="pbs", capture=capture, query=query, parse=parse_qstat, outside=OUTSIDE,
     # qsub prints the id with its server (`2024084.polaris-pbs-01...`); -j oe joins stderr to -o
     batch=Batch("#PBS", output=("-o {output}", "-j oe"), name="-N {jobname}", submit=("qsub", "{script}"),
                 jobid=r"^([0-9]+(?:\[[0-9]*\])?(?:\.[A-Za-z0-9.-]+)?)\s*$", cancel=("qdel",), id_ok=_query_safe),
