@@ -13,7 +13,7 @@ from typing import Any, List, Optional, Tuple
 import click
 
 from . import __version__
-from .cli_common import INTERVAL, Count, Seconds, fail, report_saved, warn, write_out
+from .cli_common import INTERVAL, Count, Seconds, fail, job_id, report_saved, warn, write_out
 from .errors import EXIT_USAGE, JobenvError, one_line
 from .numparse import MAX_HOSTS, MAX_PER_HOST
 from .schedulers import NAMES as SCHEDULERS
@@ -67,7 +67,7 @@ def save(profile: Optional[str], scheduler: Optional[str], gpus_per_host: Option
 
 
 @cli.command()
-@click.option("--job", "-j", metavar="ID", help="Job id (default: this shell's job, else the newest on this host).")
+@job_id("Job id (default: this shell's job, else the newest on this host).")
 @click.option("--shell", "shell_name", type=click.Choice(["bash", "zsh", "fish", "sh"]),
               help="Shell dialect; sh is POSIX (dash, busybox). Default: the shell running jobenv, else $SHELL.")
 @click.option("--allow-stale", is_flag=True, help="Restore a job even if it has ended.")
@@ -96,8 +96,8 @@ _SECONDS = Seconds(above=True)
 @click.option("--label", is_flag=True, help="Prefix output lines with the rank (the launcher's own flag).")
 @click.option("--log-dir", metavar="DIR", type=click.Path(file_okay=False),
               help="Each rank's output to DIR/rank-<R>.log instead of the terminal.")
-@click.option("--timeout", type=_SECONDS, metavar="S", help="Kill the whole launch after S seconds.")
-@click.option("--idle-timeout", type=_SECONDS, metavar="S", help="Kill it when no rank printed anything for S seconds.")
+@click.option("--timeout", type=_SECONDS, metavar="DUR", help="Kill the whole launch after DUR (30, 90s, 1m, 1h30m).")
+@click.option("--idle-timeout", type=_SECONDS, metavar="DUR", help="Kill it when no rank printed anything for DUR.")
 @click.option("--retries", type=Count(0, 1000), default=0, metavar="N", help="Re-launch up to N times after a failure.")
 @click.option("--exclude-failed", is_flag=True, help="With --retries: drop the first failed rank's host when the job has a spare.")
 @click.option("--gpu-bind", is_flag=True, help="One GPU per local rank, as the profile's gpu_bind maps them.")
