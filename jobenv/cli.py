@@ -15,6 +15,7 @@ import click
 from . import __version__
 from .cli_common import INTERVAL, Count, Seconds, fail, job_id, report_saved, warn, write_out
 from .errors import EXIT_USAGE, JobenvError, one_line
+from .launch.cli_args import LaunchCommand
 from .numparse import MAX_HOSTS, MAX_PER_HOST
 from .schedulers import NAMES as SCHEDULERS
 
@@ -82,13 +83,15 @@ def get(job: Optional[str], shell_name: Optional[str], allow_stale: bool, no_pyt
 _SECONDS = Seconds(above=True)
 
 
-@cli.command(context_settings={"allow_interspersed_args": False})
+@cli.command(cls=LaunchCommand, context_settings={"allow_interspersed_args": False})
 @click.option("--job", "-j", metavar="ID", help="Job id (default: $JOBENV_JOBID via `launch`, else as for `get`).")
 @click.option("--allow-stale", is_flag=True, help="Launch even if the job has ended.")
 @click.option("--dry-run", is_flag=True, help="Print the command instead of running it.")
 @click.option("-n", "--nranks", type=Count(1), metavar="N", help="Ranks in all (default: hosts x ppn).")
 @click.option("--ppn", type=Count(1, MAX_PER_HOST), metavar="P", help="Ranks per host (default: as saved).")
 @click.option("--nhosts", type=Count(1, MAX_HOSTS), metavar="K", help="Use the first K hosts (default: enough for -n, else all).")
+@click.option("--nproc-per-node", "--nproc_per_node", "nproc_per_node", metavar="P", help="torchrun's name for --ppn (a number, or auto).")
+@click.option("--nnodes", metavar="K", help="torchrun's name for --nhosts (K, or K:K).")
 @click.option("--hosts", metavar="LIST", help="Only these hosts of the job (hostlist: node[1-3],gpu7).")
 @click.option("--exclude", metavar="LIST", help="Not these hosts (hostlist).")
 @click.option("--launcher-args", metavar="ARGS", multiple=True,
@@ -104,23 +107,30 @@ _SECONDS = Seconds(above=True)
 @click.option("--no-python", "no_python", is_flag=True, help="Do not re-activate the job's saved Python environment.")
 @click.argument("command", nargs=-1, required=True, type=click.UNPROCESSED)
 def launch(job: Optional[str], allow_stale: bool, dry_run: bool, nranks: Optional[int], ppn: Optional[int],
-           nhosts: Optional[int], hosts: Optional[str], exclude: Optional[str], launcher_args: Tuple[str, ...],
+           nhosts: Optional[int], nproc_per_node: Optional[str], nnodes: Optional[str], hosts: Optional[str], exclude: Optional[str], launcher_args: Tuple[str, ...],
            label: bool, log_dir: Optional[str], timeout: Optional[float], idle_timeout: Optional[float], retries: int,
            exclude_failed: bool, gpu_bind: bool, no_python: bool, command: Tuple[str, ...]) -> None:
     """Run COMMAND on every rank of the job: jobenv launch [OPTIONS] -- python3 train.py
 
     \b
-    In a restored shell `launch ARGS` is `jobenv launch -- ARGS`.
+    In a restored shell `launch ARGS` is `jobenv launch -- ARGS`, and options
+    before the program are jobenv's: launch -n 4 python3 train.py.
     Launcher flags: --launcher-args='...' (added after the launcher's own).
     Exit code: the launcher's; 124 when --timeout/--idle-timeout killed it.
     """
     import shlex
 
     from .fastlaunch import start
+    from .launch.cli_args import refuse_conflicts, same
+    from .launch.cli_args import nnodes as parse_nnodes
+    from .launch.cli_args import nproc_per_node as parse_nproc
     from .launch import command as cmd
     from .launch.sizing import Request
     from .launch.supervise import Limits
 
+    ppn = same("--ppn", ppn, "--nproc-per-node", parse_nproc(nproc_per_node))
+    nhosts = same("--nhosts", nhosts, "--nnodes", parse_nnodes(nnodes))
+    refuse_conflicts(nranks, ppn, nhosts, hosts, exclude, retries, exclude_failed)
     try:
         extra = [a for text in launcher_args for a in shlex.split(text)]
     except ValueError as exc:

@@ -85,7 +85,7 @@ def plan_attempt(rec: JobRecord, req: sizing.Request, opts: Options, hostfile: s
     from .. import software
 
     warnings: List[str] = []
-    size = sizing.choose(rec.hosts, rec.ranks_per_host, req, rec.jobid)
+    size = sizing.choose(rec.hosts, rec.ranks_per_host, req, rec.jobid, oversubscribe=rec.scheduler == "local")
     prog, warn = software.launcher_path(rec, rec.launch[0])
     if warn:
         if (which or _which)(prog, environ) is None:
@@ -101,6 +101,8 @@ def plan_attempt(rec: JobRecord, req: sizing.Request, opts: Options, hostfile: s
     row = families.get(fam)
     if os.path.dirname(prog) in _SYSTEM_BINS:  # on every node's PATH anyway: no prefix from it
         families.insert(argv, row, list(row.system_bin))
+    if size.ppn > rec.ranks_per_host and row.oversubscribe and not set(row.oversubscribe) & set(argv):
+        families.insert(argv, row, list(row.oversubscribe))
     if opts.label:
         argv += row.label
     argv += opts.launcher_args

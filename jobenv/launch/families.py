@@ -34,7 +34,7 @@ class Family:
 
     __slots__ = ("name", "title", "flavor", "programs", "banner", "path_marks", "siblings", "mpi", "env_row",
                  "words", "nranks", "ppn", "nhosts", "hostfile", "hosts", "exclude", "subset", "label",
-                 "label_pattern", "step_flag", "cancel", "system_bin")
+                 "label_pattern", "step_flag", "cancel", "system_bin", "oversubscribe")
 
     def __init__(self, name: str, title: str, flavor: str, *, programs: Tuple[str, ...] = (),
                  banner: Tuple[str, ...] = (), path_marks: Tuple[str, ...] = (), siblings: Tuple[str, ...] = (),
@@ -42,7 +42,7 @@ class Family:
                  ppn: Tuple[str, ...] = (), nhosts: Tuple[str, ...] = (), hostfile: Tuple[str, ...] = (),
                  hosts: Tuple[str, ...] = (), exclude: Tuple[str, ...] = (), subset: str = "",
                  label: Tuple[str, ...] = (), label_pattern: str = r"(?!)", step_flag: str = "",
-                 cancel: str = "", system_bin: Tuple[str, ...] = ()) -> None:
+                 cancel: str = "", system_bin: Tuple[str, ...] = (), oversubscribe: Tuple[str, ...] = ()) -> None:
         self.name, self.title, self.flavor = name, title, flavor  # flavor: the name doctor prints
         self.programs = programs  # program names only this family uses
         self.banner = banner  # regexes (case-insensitive, multi-line) for its `--version` text
@@ -62,6 +62,10 @@ class Family:
         self.cancel = cancel  # how a named launch is cancelled: "slurm-step", "flux-pkill" or "" (its
         # ranks all end with the launcher's process group)
         self.system_bin = system_bin  # flags when it is run by absolute path from /usr/bin, /bin
+        # flags for more ranks on a host than the job has slots there (MPICH's Hydra, PALS and
+        # Intel MPI allow it as they are; Open MPI refuses without --oversubscribe, srun
+        # without --overcommit)
+        self.oversubscribe = oversubscribe
 
     def __repr__(self) -> str:
         return f"Family({self.name!r})"
@@ -99,11 +103,12 @@ FAMILIES: Tuple[Family, ...] = (
            subset="hostfile", label=("--tag-output",), label_pattern=r"\[\d+,(\d+)\]<std(?:out|err)>: ?",
            # run by absolute path it acts as --prefix and puts its bin directory first on the
            # ranks' PATH: /usr/bin would shadow the job's venv python3
-           system_bin=("--noprefix",)),
+           system_bin=("--noprefix",), oversubscribe=("--oversubscribe",)),
     Family("srun", "Slurm srun", "Slurm srun", programs=("srun",), banner=(r"^slurm \d",), mpi="any",
            env_row="srun", nranks=("-n", "--ntasks"), ppn=("--ntasks-per-node",), nhosts=("-N", "--nodes"),
            hosts=("--nodelist=", "-w"), exclude=("--exclude=", "-x"), subset="flag",
-           label=("--label",), label_pattern=r"\s*(\d+): ", step_flag="--job-name=", cancel="slurm-step"),
+           label=("--label",), label_pattern=r"\s*(\d+): ", step_flag="--job-name=", cancel="slurm-step",
+           oversubscribe=("--overcommit",)),
     Family("jsrun", "IBM jsrun (LSF)", "IBM jsrun", programs=("jsrun",), banner=(r"\bjsrun\b",), mpi="openmpi",
            env_row="jsrun", nranks=("-n", "--nrs"), ppn=("-r", "--rs_per_host"), subset="",
            label=("--stdio_mode", "prepended"), label_pattern=r"\s*(\d+): "),

@@ -70,8 +70,11 @@ def _select(job_hosts: Sequence[str], text: str, what: str, jobid: str) -> List[
     return out
 
 
-def choose(job_hosts: Sequence[str], ranks_per_host: int, req: Request, jobid: str = "") -> Size:
-    """The hosts and rank counts for `req`, or BadInput naming why it cannot be met."""
+def choose(job_hosts: Sequence[str], ranks_per_host: int, req: Request, jobid: str = "",
+           oversubscribe: bool = False) -> Size:
+    """The hosts and rank counts for `req`, or BadInput naming why it cannot be met.
+    `oversubscribe` (a local job: this host is the user's own) lets `-n` put more ranks on its
+    hosts than the job has slots, as torchrun's --nproc-per-node does; an explicit --ppn always may."""
     pool = list(dict.fromkeys(job_hosts))
     if req.hosts:
         wanted = set(_select(pool, req.hosts, "--hosts", jobid))
@@ -91,6 +94,8 @@ def choose(job_hosts: Sequence[str], ranks_per_host: int, req: Request, jobid: s
             ppn = -(-req.nranks // k)
     elif req.nranks is not None:
         k = -(-req.nranks // ppn)
+        if k > len(pool) and oversubscribe and req.ppn is None:
+            k, ppn = len(pool), -(-req.nranks // len(pool))
         if k > len(pool):
             raise BadInput(f"-n {req.nranks} at {ppn} per host needs {k} hosts; job {jobid} has only "
                            f"{len(pool)} to offer ({compress(pool)}); raise --ppn or lower -n")
