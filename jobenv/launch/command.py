@@ -142,6 +142,9 @@ def run(rec: JobRecord, command: List[str], opts: Options, base_env: Mapping[str
     """Launch `command` (with retries) in `base_env`, the restore plan's environment; the exit
     code of the last attempt.  `rank_prefix` goes between the per-rank wrapper and the command
     (the staged copy's, which the caller takes from jobenv.stage)."""
+    from .program import check
+
+    check(command, base_env)
     runs = store.runs_dir(store.key_for(rec.scheduler, rec.jobid), dict(base_env))
     argv = rank_wrapper_argv() + list(rank_prefix) + command
     gpu_bind = gpu_bind_mode(rec, base_env) if opts.gpu_bind else ""
