@@ -12,7 +12,7 @@ from functools import partial
 
 from .. import store
 from ..errors import BadInput, JobenvError, one_line
-from . import families, ranks, report, sizing, supervise
+from . import families, flags, ranks, report, sizing, supervise
 
 TYPE_CHECKING = False  # `import typing`/`dataclasses` cost ~50 ms: `launch` starts on every run
 if TYPE_CHECKING:
@@ -105,7 +105,7 @@ def plan_attempt(rec: JobRecord, req: sizing.Request, opts: Options, hostfile: s
         families.insert(argv, row, list(row.oversubscribe))
     if opts.label:
         argv += row.label
-    argv += opts.launcher_args
+    argv = flags.override(argv, row, opts.launcher_args)
     return Attempt(argv, text, size, fam), warnings
 
 
@@ -153,7 +153,11 @@ def run(rec: JobRecord, command: List[str], opts: Options, base_env: Mapping[str
         plan, _ = plan_attempt(rec, req, opts, os.path.join(runs, "<run>", "hostfile"), base_env)
         from ..shell import join
 
-        print(join(plan.launcher + argv))
+        print(join(plan.launcher + argv), flush=True)
+        from .chosen import describe
+
+        for line in describe(plan.size, gpu_bind, plan.launcher, families.get(plan.family)):
+            _say(line)
         return 0
     rc = 1
     for attempt in range(opts.retries + 1):
