@@ -98,7 +98,8 @@ _SECONDS = Seconds(above=True)
               help="Extra flags for the launcher itself, split like a shell would: --launcher-args='--cpu-bind none'.")
 @click.option("--label", is_flag=True, help="Prefix output lines with the rank (the launcher's own flag).")
 @click.option("--log-dir", metavar="DIR", type=click.Path(file_okay=False),
-              help="Each rank's output to DIR/rank-<R>.log instead of the terminal.")
+              help="Each rank's output to DIR/rank-<R>.log; the terminal still gets rank 0's (--tee).")
+@click.option("--tee", metavar="RANKS", help="With --log-dir: these ranks' output to the terminal too (0,2-3, all, none; default 0).")
 @click.option("--timeout", type=_SECONDS, metavar="DUR", help="Kill the whole launch after DUR (30, 90s, 1m, 1h30m).")
 @click.option("--idle-timeout", type=_SECONDS, metavar="DUR", help="Kill it when no rank printed anything for DUR.")
 @click.option("--retries", type=Count(0, 1000), default=0, metavar="N", help="Re-launch up to N times after a failure.")
@@ -108,7 +109,7 @@ _SECONDS = Seconds(above=True)
 @click.argument("command", nargs=-1, required=True, type=click.UNPROCESSED)
 def launch(job: Optional[str], allow_stale: bool, dry_run: bool, nranks: Optional[int], ppn: Optional[int],
            nhosts: Optional[int], nproc_per_node: Optional[str], nnodes: Optional[str], hosts: Optional[str], exclude: Optional[str], launcher_args: Tuple[str, ...],
-           label: bool, log_dir: Optional[str], timeout: Optional[float], idle_timeout: Optional[float], retries: int,
+           label: bool, log_dir: Optional[str], tee: Optional[str], timeout: Optional[float], idle_timeout: Optional[float], retries: int,
            exclude_failed: bool, gpu_bind: bool, no_python: bool, command: Tuple[str, ...]) -> None:
     """Run COMMAND on every rank of the job: jobenv launch [OPTIONS] -- python3 train.py
 
@@ -121,7 +122,7 @@ def launch(job: Optional[str], allow_stale: bool, dry_run: bool, nranks: Optiona
     import shlex
 
     from .fastlaunch import start
-    from .launch.cli_args import refuse_conflicts, same
+    from .launch.cli_args import refuse_conflicts, same, tee_ranks
     from .launch.cli_args import nnodes as parse_nnodes
     from .launch.cli_args import nproc_per_node as parse_nproc
     from .launch import command as cmd
@@ -130,7 +131,7 @@ def launch(job: Optional[str], allow_stale: bool, dry_run: bool, nranks: Optiona
 
     ppn = same("--ppn", ppn, "--nproc-per-node", parse_nproc(nproc_per_node))
     nhosts = same("--nhosts", nhosts, "--nnodes", parse_nnodes(nnodes))
-    refuse_conflicts(nranks, ppn, nhosts, hosts, exclude, retries, exclude_failed)
+    refuse_conflicts(nranks, ppn, nhosts, hosts, exclude, retries, exclude_failed, tee=tee, log_dir=log_dir)
     try:
         extra = [a for text in launcher_args for a in shlex.split(text)]
     except ValueError as exc:
@@ -138,7 +139,7 @@ def launch(job: Optional[str], allow_stale: bool, dry_run: bool, nranks: Optiona
     opts = cmd.Options(request=Request(nranks, ppn, nhosts, hosts, exclude), launcher_args=extra, label=label,
                        log_dir=os.path.abspath(log_dir) if log_dir else None,
                        limits=Limits(timeout, idle_timeout), retries=retries, exclude_failed=exclude_failed,
-                       gpu_bind=gpu_bind, python=not no_python)
+                       gpu_bind=gpu_bind, python=not no_python, tee=tee_ranks(tee or "0"))
     raise click.exceptions.Exit(start(job, allow_stale, list(command), opts, os.environ, warn, dry_run))
 
 

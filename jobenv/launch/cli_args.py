@@ -13,7 +13,7 @@ torchrun's `--nproc-per-node`/`--nproc_per_node` is `--ppn` and its `--nnodes` i
 """
 from __future__ import annotations
 
-from typing import Any, List, Optional
+from typing import Any, List, Optional, Set
 
 import click
 
@@ -81,11 +81,24 @@ def _names(text: str) -> List[str]:
     return [h.split(".")[0] for h in expand(text)]
 
 
+def tee_ranks(text: str) -> Optional[Set[int]]:
+    """--tee RANKS (jobenv.launch.tee.parse_ranks) as a click usage error when malformed."""
+    from .tee import parse_ranks
+
+    try:
+        return parse_ranks(text)
+    except JobenvError as exc:
+        raise click.BadParameter(exc.message, param_hint="--tee") from None
+
+
 def refuse_conflicts(nranks: Optional[int], ppn: Optional[int], nhosts: Optional[int], hosts: Optional[str],
-                     exclude: Optional[str], retries: int, exclude_failed: bool, **_: Any) -> None:
+                     exclude: Optional[str], retries: int, exclude_failed: bool, tee: Optional[str] = None,
+                     log_dir: Optional[str] = None, **_: Any) -> None:
     """One UsageError line for flags that contradict each other, before anything runs."""
     if exclude_failed and not retries:
         raise click.UsageError("--exclude-failed only acts on a retry: add --retries N")
+    if tee is not None and not log_dir:
+        raise click.UsageError("--tee only acts with --log-dir (without it every rank's output is on the terminal)")
     if nranks is not None and ppn is not None:
         if nranks < ppn:
             raise click.UsageError(f"-n {nranks} is fewer ranks than --ppn/--nproc-per-node {ppn} on one host")

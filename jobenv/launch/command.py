@@ -12,11 +12,11 @@ from functools import partial
 
 from .. import store
 from ..errors import BadInput, JobenvError, one_line
-from . import families, flags, ranks, report, sizing, supervise
+from . import families, flags, ranks, report, sizing, supervise, tee
 
 TYPE_CHECKING = False  # `import typing`/`dataclasses` cost ~50 ms: `launch` starts on every run
 if TYPE_CHECKING:
-    from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple
+    from typing import AbstractSet, Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple
 
     from ..record import JobRecord
     Which = Callable[[str, Mapping[str, str]], Optional[str]]
@@ -28,13 +28,14 @@ class Options:
     def __init__(self, request: Optional[sizing.Request] = None, launcher_args: Optional[List[str]] = None,
                  label: bool = False, log_dir: Optional[str] = None, limits: Optional[supervise.Limits] = None,
                  retries: int = 0, exclude_failed: bool = False, gpu_bind: bool = False,
-                 python: bool = True) -> None:
+                 python: bool = True, tee: Optional[AbstractSet[int]] = frozenset({0})) -> None:
         self.request = request or sizing.Request()
         self.launcher_args = list(launcher_args or [])
         self.label, self.log_dir = label, log_dir
         self.limits = limits or supervise.Limits()
         self.retries, self.exclude_failed = retries, exclude_failed
         self.gpu_bind, self.python = gpu_bind, python  # gpu_bind: use the profile's binding
+        self.tee = tee  # with log_dir: the ranks whose output the terminal gets too (None: all)
 
 
 def rank_wrapper_argv() -> List[str]:
@@ -168,8 +169,10 @@ def run(rec: JobRecord, command: List[str], opts: Options, base_env: Mapping[str
         for w in warnings:
             _say(f"warning: {w}")
         snapshot: List[ranks.RunState] = []
+        follower = tee.start(log_dir, opts.tee, plan.size.nranks)
         out = _supervised(plan, argv, opts, _attempt_env(plan, base_env, run_dir, log_dir, gpu_bind),
                           log_dir, partial(_snapshot, snapshot, run_dir))
+        tee.stop(follower)
         rc = out.returncode
         if rc == 0 and not out.expired:
             return 0
