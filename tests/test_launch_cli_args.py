@@ -4,12 +4,13 @@ under the MPICH wheel's mpiexec and Debian's Open MPI."""
 from __future__ import annotations
 
 import shutil
+import subprocess
 from pathlib import Path
 
 import pytest
 
 import machines
-from conftest import base_env, jobenv, mpich
+from conftest import base_env, jobenv, mpich, need
 from jobenv.errors import BadInput
 from jobenv.launch import sizing
 from jobenv.launch.cli_args import options_first
@@ -51,6 +52,23 @@ def test_options_before_the_program_in_a_restored_shell(tmp_path):
         assert p.returncode == 0 and _ranks(p.stdout) == [["0", "1", "['x']"]], (form, p.stdout, p.stderr)
     p = shell(env, f"{RESTORE} && launch {RANKS} -n 4")  # after the program: the program's
     assert p.returncode == 0 and _ranks(p.stdout) == [[str(r), "2", "['-n', '4']"] for r in range(2)], p.stderr
+
+
+RESTORES = {"zsh": ["-f", "-c", "source <(jobenv get) && {}"], "fish": ["--no-config", "-c", "jobenv get | source; and {}"],
+            "dash": ["-c", 'eval "$(jobenv get --shell sh)" && {}']}
+
+
+@pytest.mark.parametrize("shell_name", sorted(RESTORES))
+def test_options_first_in_every_shell(tmp_path, shell_name):
+    """The `launch` of zsh, fish and dash restores passes the options to jobenv, not the program."""
+    mpich()
+    exe = need(shell_name)
+    env = _local_job(tmp_path, f"{tools(tmp_path / 'bin')}:/usr/bin:/bin")
+    flags, script = RESTORES[shell_name][:-1], RESTORES[shell_name][-1]
+    cmd = script.format(f"launch -n 1 -- {RANKS} y")
+    p = subprocess.run(["env", "-i", *[f"{k}={v}" for k, v in env.items()], exe, *flags, cmd],
+                       capture_output=True, text=True, timeout=120)
+    assert p.returncode == 0 and _ranks(p.stdout) == [["0", "1", "['y']"]], (p.stdout, p.stderr)
 
 
 @pytest.mark.parametrize("mpi", ["mpich", "openmpi"])
