@@ -86,7 +86,7 @@ _SECONDS = Seconds(above=True)
 @cli.command(cls=LaunchCommand, context_settings={"allow_interspersed_args": False})
 @click.option("--job", "-j", metavar="ID", help="Job id (default: $JOBENV_JOBID via `launch`, else as for `get`).")
 @click.option("--allow-stale", is_flag=True, help="Launch even if the job has ended.")
-@click.option("--dry-run", is_flag=True, help="Print the command instead of running it.")
+@click.option("--dry-run", is_flag=True, help="Print the command instead of running it, and the hosts and bindings chosen.")
 @click.option("-n", "--nranks", type=Count(1), metavar="N", help="Ranks in all (default: hosts x ppn).")
 @click.option("--ppn", type=Count(1, MAX_PER_HOST), metavar="P", help="Ranks per host (default: as saved).")
 @click.option("--nhosts", type=Count(1, MAX_HOSTS), metavar="K", help="Use the first K hosts (default: enough for -n, else all).")
@@ -116,7 +116,8 @@ def launch(job: Optional[str], allow_stale: bool, dry_run: bool, nranks: Optiona
     \b
     In a restored shell `launch ARGS` is `jobenv launch -- ARGS`, and options
     before the program are jobenv's: launch -n 4 python3 train.py.
-    Launcher flags: --launcher-args='...' (added after the launcher's own).
+    Launcher flags: --launcher-args='...' (after the launcher's own; one the
+    profile sets is replaced).
     Exit code: the launcher's; 124 when --timeout/--idle-timeout killed it.
     """
     import shlex
