@@ -30,6 +30,34 @@ def test_log_dir_still_shows_rank_0(tmp_path, job):
         assert (tmp_path / "logs" / f"rank-{r}.log").read_text() == f"first-{r}\nlast-{r}"
 
 
+def test_log_dir_on_a_terminal_shows_rank_0(tmp_path, job):
+    """On a pseudo-terminal (an interactive login) rank 0's lines reach the screen as they come."""
+    import os
+    import pty
+    import subprocess
+    import time
+
+    master, slave = pty.openpty()
+    argv = ["env", "-i", *[f"{k}={v}" for k, v in job.items()], "/bin/bash", "--norc", "--noprofile", "-c",
+            f"{RESTORE} && launch --log-dir logs sh -c 'echo early-$RANK; sleep 3; echo late-$RANK'"]
+    proc = subprocess.Popen(argv, stdin=slave, stdout=slave, stderr=slave, cwd=tmp_path)
+    os.close(slave)
+    seen, start, early_at = b"", time.monotonic(), None
+    while True:
+        try:
+            chunk = os.read(master, 4096)
+        except OSError:  # the terminal's other end closed: the launch is over
+            break
+        seen += chunk
+        if early_at is None and b"early-0" in seen:
+            early_at = time.monotonic() - start
+    os.close(master)
+    assert proc.wait(timeout=60) == 0, seen
+    text = seen.decode(errors="replace")
+    assert "early-0" in text and "late-0" in text and "early-1" not in text and "late-1" not in text, text
+    assert early_at is not None and early_at < time.monotonic() - start - 1.5, "rank 0's first line came only at the end"
+
+
 def test_tee_names_the_ranks_shown(tmp_path, job):
     p = shell(job, f"{RESTORE} && launch --log-dir logs --tee 1-2 {SAY}", cwd=tmp_path)
     assert p.returncode == 0, p.stderr
