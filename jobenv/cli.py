@@ -13,8 +13,9 @@ from typing import Any, List, Optional, Tuple
 import click
 
 from . import __version__
-from .cli_common import INTERVAL, Count, Seconds, fail, report_saved, warn, write_out
+from .cli_common import INTERVAL, Count, Seconds, fail, job_id, report_saved, warn, write_out
 from .errors import EXIT_USAGE, JobenvError, one_line
+from .launch.cli_args import LaunchCommand
 from .numparse import MAX_HOSTS, MAX_PER_HOST
 from .schedulers import NAMES as SCHEDULERS
 
@@ -77,7 +78,7 @@ def save(profile: Optional[str], scheduler: Optional[str], gpus_per_host: Option
 
 
 @cli.command()
-@click.option("--job", "-j", metavar="ID", help="Job id (default: this shell's job, else the newest on this host).")
+@job_id("Job id (default: this shell's job, else the newest on this host).")
 @click.option("--shell", "shell_name", type=click.Choice(["bash", "zsh", "fish", "sh"]),
               help="Shell dialect; sh is POSIX (dash, busybox). Default: the shell running jobenv, else $SHELL.")
 @click.option("--allow-stale", is_flag=True, help="Restore a job even if it has ended.")
@@ -93,22 +94,25 @@ def get(job: Optional[str], shell_name: Optional[str], allow_stale: bool, no_pyt
 _SECONDS = Seconds(above=True)
 
 
-@cli.command(context_settings={"allow_interspersed_args": False})
+@cli.command(cls=LaunchCommand, context_settings={"allow_interspersed_args": False})
 @click.option("--job", "-j", metavar="ID", help="Job id (default: $JOBENV_JOBID via `launch`, else as for `get`).")
 @click.option("--allow-stale", is_flag=True, help="Launch even if the job has ended.")
-@click.option("--dry-run", is_flag=True, help="Print the command instead of running it.")
+@click.option("--dry-run", is_flag=True, help="Print the command instead of running it, and the hosts and bindings chosen.")
 @click.option("-n", "--nranks", type=Count(1), metavar="N", help="Ranks in all (default: hosts x ppn).")
 @click.option("--ppn", type=Count(1, MAX_PER_HOST), metavar="P", help="Ranks per host (default: as saved).")
 @click.option("--nhosts", type=Count(1, MAX_HOSTS), metavar="K", help="Use the first K hosts (default: enough for -n, else all).")
+@click.option("--nproc-per-node", "--nproc_per_node", "nproc_per_node", metavar="P", help="torchrun's name for --ppn (a number, or auto).")
+@click.option("--nnodes", metavar="K", help="torchrun's name for --nhosts (K, or K:K).")
 @click.option("--hosts", metavar="LIST", help="Only these hosts of the job (hostlist: node[1-3],gpu7).")
 @click.option("--exclude", metavar="LIST", help="Not these hosts (hostlist).")
 @click.option("--launcher-args", metavar="ARGS", multiple=True,
               help="Extra flags for the launcher itself, split like a shell would: --launcher-args='--cpu-bind none'.")
 @click.option("--label", is_flag=True, help="Prefix output lines with the rank (the launcher's own flag).")
 @click.option("--log-dir", metavar="DIR", type=click.Path(file_okay=False),
-              help="Each rank's output to DIR/rank-<R>.log instead of the terminal.")
-@click.option("--timeout", type=_SECONDS, metavar="S", help="Kill the whole launch after S seconds.")
-@click.option("--idle-timeout", type=_SECONDS, metavar="S", help="Kill it when no rank printed anything for S seconds.")
+              help="Each rank's output to DIR/rank-<R>.log; the terminal still gets rank 0's (--tee).")
+@click.option("--tee", metavar="RANKS", help="With --log-dir: these ranks' output to the terminal too (0,2-3, all, none; default 0).")
+@click.option("--timeout", type=_SECONDS, metavar="DUR", help="Kill the whole launch after DUR (30, 90s, 1m, 1h30m).")
+@click.option("--idle-timeout", type=_SECONDS, metavar="DUR", help="Kill it when no rank printed anything for DUR.")
 @click.option("--retries", type=Count(0, 1000), default=0, metavar="N",
               help="Re-launch up to N times after a failure (each attempt's --log-dir logs are kept: "
                    "DIR/attempt-<n>/; the ranks see JOBENV_RESTART_COUNT).")
@@ -121,26 +125,33 @@ _SECONDS = Seconds(above=True)
 @click.option("--no-python", "no_python", is_flag=True, help="Do not re-activate the job's saved Python environment.")
 @click.argument("command", nargs=-1, required=True, type=click.UNPROCESSED)
 def launch(job: Optional[str], allow_stale: bool, dry_run: bool, nranks: Optional[int], ppn: Optional[int],
-           nhosts: Optional[int], hosts: Optional[str], exclude: Optional[str], launcher_args: Tuple[str, ...],
-           label: bool, log_dir: Optional[str], timeout: Optional[float], idle_timeout: Optional[float], retries: int,
-           spare_nodes: int, exclude_failed: bool, gpu_bind: bool, no_python: bool, command: Tuple[str, ...]) -> None:
+           nhosts: Optional[int], nproc_per_node: Optional[str], nnodes: Optional[str], hosts: Optional[str],
+           exclude: Optional[str], launcher_args: Tuple[str, ...], label: bool, log_dir: Optional[str], tee: Optional[str],
+           timeout: Optional[float], idle_timeout: Optional[float], retries: int, spare_nodes: int,
+           exclude_failed: bool, gpu_bind: bool, no_python: bool, command: Tuple[str, ...]) -> None:
     """Run COMMAND on every rank of the job: jobenv launch [OPTIONS] -- python3 train.py
 
     \b
-    In a restored shell `launch ARGS` is `jobenv launch -- ARGS`.
-    Launcher flags: --launcher-args='...' (added after the launcher's own).
+    In a restored shell `launch ARGS` is `jobenv launch -- ARGS`, and options
+    before the program are jobenv's: launch -n 4 python3 train.py.
+    Launcher flags: --launcher-args='...' (after the launcher's own; one the
+    profile sets is replaced).
     Exit code: the launcher's; 124 when --timeout/--idle-timeout killed it.
     """
     import shlex
 
     from .fastlaunch import start
+    from .launch.cli_args import refuse_conflicts, same, tee_ranks
+    from .launch.cli_args import nnodes as parse_nnodes
+    from .launch.cli_args import nproc_per_node as parse_nproc
     from .launch import command as cmd
     from .launch.sizing import Request
     from .launch.supervise import Limits
 
-    if (spare_nodes or exclude_failed) and not retries:
-        flag = "--spare-nodes" if spare_nodes else "--exclude-failed"
-        raise click.UsageError(f"{flag} needs --retries N: a failed host is only replaced on a retry")
+    ppn = same("--ppn", ppn, "--nproc-per-node", parse_nproc(nproc_per_node))
+    nhosts = same("--nhosts", nhosts, "--nnodes", parse_nnodes(nnodes))
+    refuse_conflicts(nranks, ppn, nhosts, hosts, exclude, retries, exclude_failed, tee=tee, log_dir=log_dir,
+                     spare_nodes=spare_nodes)
     try:
         extra = [a for text in launcher_args for a in shlex.split(text)]
     except ValueError as exc:
@@ -148,7 +159,7 @@ def launch(job: Optional[str], allow_stale: bool, dry_run: bool, nranks: Optiona
     opts = cmd.Options(request=Request(nranks, ppn, nhosts, hosts, exclude), launcher_args=extra, label=label,
                        log_dir=os.path.abspath(log_dir) if log_dir else None,
                        limits=Limits(timeout, idle_timeout), retries=retries, exclude_failed=exclude_failed,
-                       gpu_bind=gpu_bind, python=not no_python, spares=spare_nodes)
+                       gpu_bind=gpu_bind, python=not no_python, spares=spare_nodes, tee=tee_ranks(tee or "0"))
     raise click.exceptions.Exit(start(job, allow_stale, list(command), opts, os.environ, warn, dry_run))
 
 

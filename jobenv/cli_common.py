@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import sys
 import time
-from typing import TYPE_CHECKING, List, Optional
+import functools
+from typing import TYPE_CHECKING, Any, Callable, List, Optional
 
 import click
 
@@ -83,6 +84,21 @@ class Seconds(click.ParamType):  # type: ignore[type-arg]  # generic only in new
             return parse_seconds(text, "the value", self.minimum, self.maximum, self.above)
         except JobenvError as exc:
             self.fail(exc.message, param, ctx)
+
+def job_id(help_text: str = "Job id (default: as for `get`).") -> Callable[[Callable[..., Any]], Any]:
+    """`-j ID`, `--job ID` or a positional ID, alike, for every command that takes one job; two
+    different ids are refused.  The command receives it as `job`."""
+    def wrap(fn: Callable[..., Any]) -> Any:
+        @functools.wraps(fn)
+        def merged(*args: Any, job: Optional[str] = None, job_pos: Optional[str] = None, **kw: Any) -> Any:
+            if job is not None and job_pos is not None and job != job_pos:
+                raise click.UsageError(f"two different jobs given ({job!r} and {job_pos!r})")
+            return fn(*args, job=job if job is not None else job_pos, **kw)
+
+        opt = click.option("--job", "-j", metavar="ID", help=help_text)
+        return opt(click.argument("job_pos", required=False, metavar="[ID]")(merged))
+    return wrap
+
 
 # watch and save --watch: heartbeat seconds (jobenv.watch's bounds)
 INTERVAL = Seconds(MIN_INTERVAL, MAX_INTERVAL)

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import sys
 import time
 from typing import Any, Dict, List, Optional, Tuple
@@ -16,12 +15,12 @@ import click
 
 from .record import JobRecord
 
-from .cli_common import INTERVAL, print_summary, report_saved, saved_time, warn, write_out
+from .cli_common import INTERVAL, Seconds, job_id, print_summary, report_saved, saved_time, warn, write_out
 from .errors import BadRecord, visible
 
 
 @click.command()
-@click.option("--job", "-j", metavar="ID", help="Job id (default: as for `get`).")
+@job_id()
 @click.option("--json", "as_json", is_flag=True, help="Print the record as JSON.")
 def show(job: Optional[str], as_json: bool) -> None:
     """Show one record."""
@@ -103,18 +102,14 @@ def list_cmd(as_json: bool) -> None:
 
 
 @click.command()
-@click.option("--job", "-j", "job_opt", metavar="ID", help="Job id (as for the other commands).")
-@click.argument("job", required=False, metavar="[ID]")
-def rm(job_opt: Optional[str], job: Optional[str]) -> None:
+@job_id("Job id (as for the other commands).")
+def rm(job: Optional[str]) -> None:
     """Remove one job's record: jobenv rm -j ID (or jobenv rm ID); also a corrupt one, or
     one written by a newer jobenv."""
     from . import store
     from .errors import BadRecord
     from .lookup import find, peek
 
-    if job_opt is not None and job is not None and job_opt != job:
-        raise click.UsageError(f"two different jobs given ({job_opt!r} and {job!r})")
-    job = job_opt if job_opt is not None else job
     if job is None:
         raise click.UsageError("which job? pass -j ID (`jobenv list` shows them)")
     path, rec = find(os.environ, job, allow_bad=True)
@@ -125,22 +120,15 @@ def rm(job_opt: Optional[str], job: Optional[str]) -> None:
     click.echo(f"removed job {visible(jobid or os.path.basename(path))}")
 
 
-def parse_age(text: str) -> float:
-    m = re.fullmatch(r"\s*([0-9]{1,12}(?:\.[0-9]{1,9})?)\s*([smhdw]?)\s*", text)
-    if not m:
-        raise click.BadParameter(f"{text!r} is not a duration like 7d, 12h, 30m")
-    return float(m.group(1)) * {"": 1, "s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}[m.group(2)]
-
-
 @click.command()
-@click.option("--older-than", metavar="AGE", help="Only records saved longer ago than AGE (7d, 12h, 30m).")
+@click.option("--older-than", type=Seconds(), metavar="AGE", help="Only records saved longer ago than AGE (7d, 12h, 1h30m, 90s).")
 @click.option("--corrupt", is_flag=True, help="Also remove corrupt records and those of a newer jobenv.")
 @click.option("--dry-run", "-n", is_flag=True, help="Say what would go, remove nothing.")
-def clean(older_than: Optional[str], corrupt: bool, dry_run: bool) -> None:
+def clean(older_than: Optional[float], corrupt: bool, dry_run: bool) -> None:
     """Remove records of jobs that have ended."""
     from . import store
 
-    limit = parse_age(older_than) if older_than else None
+    limit = older_than
     removed = 0
     for r in _list_rows():
         bad = r.get("kind") in ("corrupt", "future")
@@ -178,7 +166,7 @@ def import_cmd(env_file: str, profile: Optional[str], as_json: bool, quiet: bool
 
 
 @click.command()
-@click.option("--job", "-j", metavar="ID", help="Job id (default: as for `get`).")
+@job_id()
 @click.option("--interval", type=INTERVAL, default=30.0, show_default=True,
               help="Seconds between heartbeats (0.1 to 86400).")
 @click.option("--foreground", is_flag=True, help="Run in this process instead of a detached daemon.")

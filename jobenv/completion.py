@@ -101,7 +101,7 @@ def _item(value: str, help_text: str) -> List[CompletionItem]:
     return [CompletionItem(value, help=visible(help_text))] if visible(value) == value else []
 
 
-DYNAMIC: Dict[str, Callable[..., List[CompletionItem]]] = {"job": complete_job_ids, "profile": complete_profiles}
+DYNAMIC: Dict[str, Callable[..., List[CompletionItem]]] = {"job": complete_job_ids, "job_pos": complete_job_ids, "profile": complete_profiles}
 
 
 def attach(group: click.Group) -> None:

@@ -19,7 +19,7 @@ from typing import Any, Callable, Dict, List, Mapping, Optional, Tuple
 import click
 
 from . import doctor_probes as probes
-from .cli_common import Seconds
+from .cli_common import Seconds, job_id
 from .doctor_judges import Check, judge_gpus, judge_imports, judge_launcher, launcher_family
 from .record import JobRecord
 
@@ -246,7 +246,7 @@ def render_json(checks: List[Check]) -> str:
 
 
 @click.command("doctor")
-@click.option("--job", "-j", metavar="ID", help="Job id (default: as for `get`).")
+@job_id()
 @click.option("--json", "as_json", is_flag=True, help="Print the checks as JSON.")
 @click.option("--deep", is_flag=True, help="Also run a two-rank all-reduce through `jobenv launch` (slow).")
 @click.option("--timeout", type=Seconds(1, 86400), default=60.0, show_default=True,

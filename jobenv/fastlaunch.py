@@ -33,7 +33,8 @@ def start(job: Optional[str], allow_stale: bool, command: List[str], opts: Optio
 
 
 def run(argv: List[str]) -> Optional[int]:
-    """Only the two forms the `launch` program uses, `launch [--job ID] -- ARGS`; None sends
+    """Only the two forms the `launch` program uses, `launch [--job ID] -- ARGS` with ARGS a
+    program (not an option: `launch -n 4 -- ARGS` is jobenv's options first); None sends
     anything else to the full CLI."""
     if argv[:1] != ["launch"]:
         return None
@@ -41,7 +42,7 @@ def run(argv: List[str]) -> Optional[int]:
     rest = argv[1:]
     if rest[:1] == ["--job"] and len(rest) >= 2:
         job, rest = rest[1], rest[2:]
-    if rest[:1] != ["--"] or len(rest) < 2:
+    if rest[:1] != ["--"] or len(rest) < 2 or rest[1].startswith("-"):
         return None
     from .errors import JobenvError, report_error
     from .launch.command import Options, _say

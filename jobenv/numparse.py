@@ -39,15 +39,39 @@ def parse_uint(text: str, what: str, maximum: int | None = None, minimum: int = 
     return n
 
 
+_UNITS = (("w", 604800), ("d", 86400), ("h", 3600), ("m", 60), ("s", 1))
+
+
+def _plain(text: str) -> bool:
+    """ASCII digits with at most one '.' and a digit after it (`30`, `0.5`, `.5`)."""
+    whole, dot, frac = text.partition(".")
+    return (is_uint(whole) or bool(dot and not whole)) and (not dot or is_uint(frac))
+
+
+def _duration(text: str) -> float | None:
+    """`text` in seconds: a plain number, or parts NUMBER+UNIT in the order w d h m s, each
+    unit at most once (`90s`, `1m`, `2h`, `1h30m`, `1.5h`, `7d`); None when it is neither."""
+    if _plain(text):
+        return float(text)
+    total, rest = 0.0, text
+    for unit, scale in _UNITS:
+        num, found, after = rest.partition(unit)
+        if not found:
+            continue
+        if not _plain(num):
+            return None
+        total, rest = total + float(num) * scale, after
+    return total if rest == "" and text else None
+
+
 def parse_seconds(text: str, what: str, minimum: float = 0.0, maximum: float = MAX_SECONDS,
                   above: bool = False) -> float:
-    """Seconds written as ASCII digits with at most one '.' (`30`, `0.5`, `.5`), from `minimum`
-    (excluded when `above`) to `maximum`; no sign, exponent, nan, inf or '_'."""
-    whole, dot, frac = text.partition(".")
-    if not (is_uint(whole) or (dot and not whole)) or (dot and not is_uint(frac)) or len(text) > 30:
-        raise BadInput(f"{what} must be a number of seconds written in ASCII digits (like 30 or 0.5), "
-                       f"not {text!r}")
-    x = float(text)
+    """The one duration parser of every time option: seconds as `30`, `0.5`, `90s`, `1m`, `2h`,
+    `1h30m`, `7d`, `1w` (ASCII digits, at most one '.' per part; no sign, exponent, nan, inf,
+    space or '_'), from `minimum` (excluded when `above`) to `maximum`."""
+    x = _duration(text) if len(text) <= 30 else None
+    if x is None:
+        raise BadInput(f"{what} must be a duration in ASCII digits like 30, 0.5, 90s, 1m, 2h or 1h30m, not {text!r}")
     if x < minimum or (above and x == minimum) or x > maximum:
         low = f"more than {minimum:g}" if above else f"at least {minimum:g}"
         raise BadInput(f"{what} must be {low} and at most {maximum:,.10g} seconds, not {text}")

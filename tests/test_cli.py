@@ -4,6 +4,7 @@ from __future__ import annotations
 import subprocess
 import sys
 
+import click
 import pytest
 
 import machines
@@ -14,8 +15,8 @@ from jobenv.cli import cli
 
 def test_fast_get_options_mirror_click():
     params = {p.name: p for p in cli.commands["get"].params}
-    opts = {o: p.name for p in params.values() for o in p.opts}
-    assert set(opts) == set(fastget.OPTIONS)
+    opts = {o: p.name for p in params.values() if isinstance(p, click.Option) for o in p.opts}
+    assert set(opts) == set(fastget.OPTIONS)  # a positional ID is click's: fastget defers it
     for opt, dest in fastget.OPTIONS.items():
         param = params[opts[opt]]
         assert (dest is None) == param.is_flag, opt
@@ -84,7 +85,7 @@ def test_shell_functions(tmp_path, home, shell_name):
     (["sav"], ["No such command 'sav'", "jobenv --help"]),
     (["get", "--shell", "tcsh"], ["tcsh", "jobenv get --help"]),
     (["rm"], ["which job", "jobenv rm --help"]),
-    (["clean", "--older-than", "soon"], ["not a duration"]),
+    (["clean", "--older-than", "soon"], ["must be a duration"]),
 ])
 def test_usage_errors_are_one_line_exit_2(home, args, words):
     p = jobenv(args, base_env(home))
@@ -146,3 +147,30 @@ def test_a_usage_error_with_stderr_closed_or_full_is_still_exit_2(tmp_path, redi
     p = subprocess.run(["sh", "-c", f'exec "{sys.executable}" -m jobenv launch -n abc -- true {redirect}'],
                        env=base_env(home), capture_output=True, text=True, timeout=60)
     assert p.returncode == 2, p
+
+
+# ---------------------------------------------------------------- one duration parser, ids positional or -j alike
+@pytest.mark.parametrize("args", [
+    ["launch", "--timeout", "1m", "--dry-run", "--", "true"],
+    ["launch", "--idle-timeout", "1h30m", "--dry-run", "--", "true"],
+    ["doctor", "--timeout", "2m", "--json"],
+    ["watch", "--interval", "1m", "--help"],
+    ["stage", "--timeout", "1h", "--dry-run"],
+    ["clean", "--older-than", "90s"],
+])
+def test_every_time_option_takes_units(home, args):
+    """`30`, `90s`, `1m`, `2h`, `1h30m` mean the same to every time option."""
+    p = jobenv(args, base_env(home))
+    assert "duration" not in p.stderr and "seconds" not in p.stderr and p.returncode != 2, (p.returncode, p.stderr)
+
+
+@pytest.mark.parametrize("cmd", [["show"], ["rm"], ["watch"], ["doctor"], ["stage", "--dry-run"], ["get"]])
+def test_job_id_positional_or_j_alike(home, cmd):
+    env = base_env(home)
+    for args in (cmd + ["nosuchjob"], cmd + ["-j", "nosuchjob"]):
+        p = jobenv(args, env)
+        said = p.stdout + p.stderr  # doctor reports a missing record as a failed check (exit 1)
+        assert p.returncode == (1 if cmd == ["doctor"] else 3), (args, p.returncode, said)
+        assert "no record for job 'nosuchjob'" in said, (args, said)
+    p = jobenv(cmd + ["-j", "a", "b"], env)
+    assert p.returncode == 2 and "two different jobs" in p.stderr, p.stderr

@@ -126,3 +126,15 @@ def test_selftest_number_options(tmp_path, home):
         p = subprocess.run([sys.executable, "-m", "jobenv.selftest", *bad], env=base_env(home), capture_output=True,
                            text=True, timeout=60)
         assert p.returncode == 2 and "ASCII digits" in p.stderr, p.stderr
+
+
+@pytest.mark.parametrize("text,seconds", [("30", 30), ("90s", 90), ("1m", 60), ("2h", 7200), ("1h30m", 5400),
+                                          ("1.5h", 5400), ("7d", 604800), ("1w2d", 777600), ("0.5s", 0.5)])
+def test_parse_seconds_takes_units(text, seconds):
+    assert parse_seconds(text, "S") == seconds
+
+
+@pytest.mark.parametrize("text", ["1m1h", "m", "1hm", "1h 30m", "30ms", "h1", "1H", "1h30", "1s1s", "1.s", "-1m"])
+def test_parse_seconds_refuses_bad_units(text):
+    with pytest.raises(BadInput, match="must be a duration in ASCII digits like"):
+        parse_seconds(text, "S")

@@ -13,11 +13,11 @@ from functools import partial
 from .. import runs as runs_history
 from .. import store
 from ..errors import BadInput, JobenvError, one_line
-from . import badhosts, failover, families, ranks, report, sizing, supervise
+from . import badhosts, failover, families, flags, ranks, report, sizing, supervise, tee
 
 TYPE_CHECKING = False  # `import typing`/`dataclasses` cost ~50 ms: `launch` starts on every run
 if TYPE_CHECKING:
-    from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple
+    from typing import AbstractSet, Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple
 
     from ..record import JobRecord
     Which = Callable[[str, Mapping[str, str]], Optional[str]]
@@ -29,7 +29,7 @@ class Options:
     def __init__(self, request: Optional[sizing.Request] = None, launcher_args: Optional[List[str]] = None,
                  label: bool = False, log_dir: Optional[str] = None, limits: Optional[supervise.Limits] = None,
                  retries: int = 0, exclude_failed: bool = False, gpu_bind: bool = False,
-                 python: bool = True, spares: int = 0) -> None:
+                 python: bool = True, spares: int = 0, tee: Optional[AbstractSet[int]] = frozenset({0})) -> None:
         self.request = request or sizing.Request()
         self.launcher_args = list(launcher_args or [])
         self.label, self.log_dir = label, log_dir
@@ -37,6 +37,7 @@ class Options:
         self.retries, self.exclude_failed = retries, exclude_failed
         self.gpu_bind, self.python = gpu_bind, python  # gpu_bind: use the profile's binding
         self.spares = spares  # --spare-nodes: hosts held out of the first attempt
+        self.tee = tee  # with log_dir: the ranks whose output the terminal gets too (None: all)
 
     @property
     def failover(self) -> bool:
@@ -93,7 +94,7 @@ def plan_attempt(rec: JobRecord, req: sizing.Request, opts: Options, hostfile: s
     from .. import software
 
     warnings: List[str] = []
-    size = sizing.choose(rec.hosts, rec.ranks_per_host, req, rec.jobid)
+    size = sizing.choose(rec.hosts, rec.ranks_per_host, req, rec.jobid, oversubscribe=rec.scheduler == "local")
     prog, warn = software.launcher_path(rec, rec.launch[0])
     if warn:
         if (which or _which)(prog, environ) is None:
@@ -111,9 +112,11 @@ def plan_attempt(rec: JobRecord, req: sizing.Request, opts: Options, hostfile: s
     row = families.get(fam)
     if os.path.dirname(prog) in _SYSTEM_BINS:  # on every node's PATH anyway: no prefix from it
         families.insert(argv, row, list(row.system_bin))
+    if size.ppn > rec.ranks_per_host and row.oversubscribe and not set(row.oversubscribe) & set(argv):
+        families.insert(argv, row, list(row.oversubscribe))
     if opts.label:
         argv += row.label
-    argv += opts.launcher_args
+    argv = flags.override(argv, row, opts.launcher_args)
     return Attempt(argv, text, size, fam), warnings
 
 
@@ -152,6 +155,9 @@ def run(rec: JobRecord, command: List[str], opts: Options, base_env: Mapping[str
     """Launch `command` (with retries) in `base_env`, the restore plan's environment; the exit
     code of the last attempt.  `rank_prefix` goes between the per-rank wrapper and the command
     (the staged copy's, which the caller takes from jobenv.stage)."""
+    from .program import check
+
+    check(command, base_env)
     runs = store.runs_dir(store.key_for(rec.scheduler, rec.jobid), dict(base_env))
     argv = rank_wrapper_argv() + list(rank_prefix) + command
     gpu_bind = gpu_bind_mode(rec, base_env) if opts.gpu_bind else ""
@@ -160,7 +166,11 @@ def run(rec: JobRecord, command: List[str], opts: Options, base_env: Mapping[str
         plan, _ = plan_attempt(rec, hosts.request, opts, os.path.join(runs, "<run>", "hostfile"), base_env)
         from ..shell import join
 
-        print(join(plan.launcher + argv))
+        print(join(plan.launcher + argv), flush=True)
+        from .chosen import describe
+
+        for line in describe(plan.size, gpu_bind, plan.launcher, families.get(plan.family)):
+            _say(line)
         return 0
     rc, log_dir = 1, None
     for attempt in range(opts.retries + 1):
@@ -175,7 +185,9 @@ def run(rec: JobRecord, command: List[str], opts: Options, base_env: Mapping[str
         env.update(JOBENV_RESTART_COUNT=str(failover.restart_count(attempt, base_env)),
                    JOBENV_MAX_RESTARTS=str(opts.retries))
         started = time.time()
+        follower = tee.start(log_dir, opts.tee, plan.size.nranks)
         out = _supervised(plan, argv, opts, env, log_dir, partial(_snapshot, snapshot, run_dir))
+        tee.stop(follower)
         rc = out.returncode
         runs_history.record(run_dir, rec, command, plan, attempt, out, started, base_env)
         if rc == 0 and not out.expired:

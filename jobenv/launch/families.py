@@ -34,7 +34,7 @@ class Family:
 
     __slots__ = ("name", "title", "flavor", "programs", "banner", "path_marks", "siblings", "mpi", "env_row",
                  "words", "nranks", "ppn", "nhosts", "hostfile", "hosts", "exclude", "subset", "label",
-                 "label_pattern", "step_flag", "cancel", "system_bin", "attach")
+                 "label_pattern", "step_flag", "cancel", "system_bin", "attach", "oversubscribe", "cpu_bind")
 
     def __init__(self, name: str, title: str, flavor: str, *, programs: Tuple[str, ...] = (),
                  banner: Tuple[str, ...] = (), path_marks: Tuple[str, ...] = (), siblings: Tuple[str, ...] = (),
@@ -42,7 +42,8 @@ class Family:
                  ppn: Tuple[str, ...] = (), nhosts: Tuple[str, ...] = (), hostfile: Tuple[str, ...] = (),
                  hosts: Tuple[str, ...] = (), exclude: Tuple[str, ...] = (), subset: str = "",
                  label: Tuple[str, ...] = (), label_pattern: str = r"(?!)", step_flag: str = "",
-                 cancel: str = "", system_bin: Tuple[str, ...] = (), attach: Tuple[str, ...] = ()) -> None:
+                 cancel: str = "", system_bin: Tuple[str, ...] = (), attach: Tuple[str, ...] = (),
+                 oversubscribe: Tuple[str, ...] = (), cpu_bind: Tuple[str, ...] = ()) -> None:
         self.name, self.title, self.flavor = name, title, flavor  # flavor: the name doctor prints
         self.programs = programs  # program names only this family uses
         self.banner = banner  # regexes (case-insensitive, multi-line) for its `--version` text
@@ -66,6 +67,11 @@ class Family:
         # `save --job`), sharing the nodes with the job's running steps; () where the hostfile
         # alone says where (mpiexec through the job's nodes)
         self.attach = attach
+        # flags for more ranks on a host than the job has slots there (MPICH's Hydra, PALS and
+        # Intel MPI allow it as they are; Open MPI refuses without --oversubscribe, srun
+        # without --overcommit)
+        self.oversubscribe = oversubscribe
+        self.cpu_bind = cpu_bind  # its CPU binding flags (each takes a value), as `--dry-run` shows them
 
     def __repr__(self) -> str:
         return f"Family({self.name!r})"
@@ -79,7 +85,7 @@ FAMILIES: Tuple[Family, ...] = (
     Family("pals", "Cray PALS mpiexec", "Cray PALS", path_marks=("/pals/",),
            banner=(r"^mpiexec version \d", r"\[global_options\] \[command_options\]", r"\bpals\b"),
            mpi="mpich", env_row="pals", nranks=("-n", "--np"), ppn=("-ppn", "--ppn"),
-           hostfile=("--hostfile",), hosts=("--hosts",), subset="hostfile",
+           hostfile=("--hostfile",), hosts=("--hosts",), subset="hostfile", cpu_bind=("--cpu-bind",),
            # `--label` as ALCF job scripts pass it; its prefix read both ways (Hydra's, srun's)
            label=("--label",), label_pattern=r"(?:\[(\d+)\] |\s*(\d+): )"),
     Family("intelmpi", "Intel MPI mpiexec.hydra", "Intel MPI", path_marks=("/intel/oneapi/mpi/", "/impi/"),
@@ -87,12 +93,12 @@ FAMILIES: Tuple[Family, ...] = (
            nranks=("-n", "-np"), ppn=("-ppn", "-perhost"), hostfile=("--hostfile", "-f", "-hostfile"),
            hosts=("-hosts",), subset="hostfile", label=("-l",), label_pattern=_MPI_LABEL),
     Family("mvapich", "MVAPICH2 mpiexec (Hydra)", "MVAPICH", siblings=("mpirun_rsh", "mpiname"),
-           banner=(r"mvapich",), mpi="mpich", env_row="mvapich2", nranks=("-n", "-np"), ppn=("-ppn",),
+           banner=(r"mvapich",), mpi="mpich", env_row="mvapich2", nranks=("-n", "-np"), ppn=("-ppn",), cpu_bind=("-bind-to",),
            hostfile=("--hostfile", "-f"), hosts=("-hosts",), subset="hostfile", label=("-l",),
            label_pattern=_MPI_LABEL),
     Family("mpich", "MPICH Hydra mpiexec", "MPICH", programs=("mpiexec.hydra", "mpirun.mpich", "mpiexec.mpich"),
            path_marks=("hydra",), siblings=("hydra_pmi_proxy", "mpichversion"), banner=(r"hydra",),
-           mpi="mpich", env_row="mpich", nranks=("-n", "-np"), ppn=("-ppn",),
+           mpi="mpich", env_row="mpich", nranks=("-n", "-np"), ppn=("-ppn",), cpu_bind=("-bind-to", "--bind-to"),
            hostfile=("--hostfile", "-f"), hosts=("-hosts",), subset="hostfile", label=("-l",),
            label_pattern=_MPI_LABEL),
     Family("openmpi", "Open MPI mpirun", "Open MPI", programs=("orterun", "prterun", "mpirun.openmpi",
@@ -103,14 +109,15 @@ FAMILIES: Tuple[Family, ...] = (
            subset="hostfile", label=("--tag-output",), label_pattern=r"\[\d+,(\d+)\]<std(?:out|err)>: ?",
            # run by absolute path it acts as --prefix and puts its bin directory first on the
            # ranks' PATH: /usr/bin would shadow the job's venv python3
-           system_bin=("--noprefix",)),
+           system_bin=("--noprefix",), oversubscribe=("--oversubscribe",), cpu_bind=("--bind-to",)),
     Family("srun", "Slurm srun", "Slurm srun", programs=("srun",), banner=(r"^slurm \d",), mpi="any",
            env_row="srun", nranks=("-n", "--ntasks"), ppn=("--ntasks-per-node",), nhosts=("-N", "--nodes"),
            hosts=("--nodelist=", "-w"), exclude=("--exclude=", "-x"), subset="flag",
            label=("--label",), label_pattern=r"\s*(\d+): ", step_flag="--job-name=", cancel="slurm-step",
-           attach=("--jobid={jobid}", "--overlap")),
+           attach=("--jobid={jobid}", "--overlap"), oversubscribe=("--overcommit",),
+           cpu_bind=("--cpu-bind", "--cpu_bind")),
     Family("jsrun", "IBM jsrun (LSF)", "IBM jsrun", programs=("jsrun",), banner=(r"\bjsrun\b",), mpi="openmpi",
-           env_row="jsrun", nranks=("-n", "--nrs"), ppn=("-r", "--rs_per_host"), subset="",
+           env_row="jsrun", nranks=("-n", "--nrs"), ppn=("-r", "--rs_per_host"), subset="", cpu_bind=("-b", "--bind"),
            label=("--stdio_mode", "prepended"), label_pattern=r"\s*(\d+): "),
     # flux's job shell serves simple PMI-1 and sets PMI_FD, PMI_RANK and PMI_SIZE in each task
     # (flux-core src/shell/pmi): its ranks match the "mpich" row of runtime/launchers.py.

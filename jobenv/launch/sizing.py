@@ -86,8 +86,11 @@ def pool(job_hosts: Sequence[str], req: Request, jobid: str = "") -> List[str]:
     return out
 
 
-def choose(job_hosts: Sequence[str], ranks_per_host: int, req: Request, jobid: str = "") -> Size:
-    """The hosts and rank counts for `req`, or BadInput naming why it cannot be met."""
+def choose(job_hosts: Sequence[str], ranks_per_host: int, req: Request, jobid: str = "",
+           oversubscribe: bool = False) -> Size:
+    """The hosts and rank counts for `req`, or BadInput naming why it cannot be met.
+    `oversubscribe` (a local job: this host is the user's own) lets `-n` put more ranks on its
+    hosts than the job has slots, as torchrun's --nproc-per-node does; an explicit --ppn always may."""
     offer = pool(job_hosts, req, jobid)
     if not offer:
         raise BadInput(f"no hosts left to launch on in job {jobid} after --hosts/--exclude")
@@ -101,6 +104,8 @@ def choose(job_hosts: Sequence[str], ranks_per_host: int, req: Request, jobid: s
             ppn = -(-req.nranks // k)
     elif req.nranks is not None:
         k = -(-req.nranks // ppn)
+        if k > len(offer) and oversubscribe and req.ppn is None:
+            k, ppn = len(offer), -(-req.nranks // len(offer))
         if k > len(offer):
             raise BadInput(f"-n {req.nranks} at {ppn} per host needs {k} hosts; job {jobid} has only "
                            f"{len(offer)} to offer ({compress(offer)}); raise --ppn or lower -n")

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any, Dict, List, Mapping, Optional, Tuple
 
 import click
 
-from ..cli_common import Count, Seconds
+from ..cli_common import Count, Seconds, job_id
 from ..errors import EXIT_ERROR, BadInput, JobenvError, JobEnded, one_line
 from ..numparse import MAX_HOSTS
 from ..record import JobRecord
@@ -162,7 +162,7 @@ def _finish(rec: JobRecord, results: Dict[str, Dict[str, Any]], min_hosts: Optio
 
 
 @click.command("stage")
-@click.option("--job", "-j", metavar="ID", help="Job id (default: as for `get`).")
+@job_id()
 @click.option("--env", "env_path", metavar="PATH", help="Environment to stage (default: the job's recorded one, else the active venv / conda env).")
 @click.option("--to", "to", metavar="DIR", help="Directory for the copy on each host; %h is the host name (default: $JOBENV_STAGE_DIR, else $TMPDIR or /tmp, /jobenv-$USER).")
 @click.option("--dry-run", is_flag=True, help="Say what would be packed and where it would go; change nothing.")

@@ -1,0 +1,121 @@
+"""`launch` takes jobenv's options before the program, torchrun's spellings, more ranks than
+slots on a local job, and refuses contradicting flags in one line: in real restored bash shells
+under the MPICH wheel's mpiexec and Debian's Open MPI."""
+from __future__ import annotations
+
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+import machines
+from conftest import base_env, jobenv, mpich, need
+from jobenv.errors import BadInput
+from jobenv.launch import sizing
+from jobenv.launch.cli_args import options_first
+from launchkit import RESTORE, fresh_env, save, shell, tools
+
+RANKS = "python3 -c 'import os, sys; print(\"R\", os.environ[\"RANK\"], os.environ[\"WORLD_SIZE\"], sys.argv[1:])'"
+OMPI_ENV = {"OMPI_ALLOW_RUN_AS_ROOT": "1", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM": "1", "OMPI_MCA_btl": "self,tcp",
+            "OMPI_MCA_btl_tcp_if_include": "lo", "OMPI_MCA_oob_tcp_if_include": "lo"}
+
+
+@pytest.mark.parametrize("args,expect", [
+    (["--", "-n", "4", "--", "python3"], ["-n", "4", "--", "python3"]),
+    (["--", "-n", "4", "python3"], ["-n", "4", "python3"]),
+    (["--", "python3", "-n", "4"], ["--", "python3", "-n", "4"]),
+    (["-n", "4", "--", "python3", "--", "-x"], ["-n", "4", "--", "python3", "--", "-x"]),
+    (["python3"], ["python3"]),
+])
+def test_options_first(args, expect):
+    assert options_first(args) == expect
+
+
+def _local_job(tmp_path: Path, path: str, **extra: str) -> dict:
+    home = tmp_path / "home"
+    home.mkdir(exist_ok=True)
+    env = fresh_env(home, path, **extra)
+    save(env, "--ranks-per-host", "2")
+    return env
+
+
+def _ranks(stdout: str) -> list:
+    return sorted(line.split(maxsplit=3)[1:] for line in stdout.splitlines() if line.startswith("R "))
+
+
+def test_options_before_the_program_in_a_restored_shell(tmp_path):
+    mpich()
+    env = _local_job(tmp_path, f"{tools(tmp_path / 'bin')}:/usr/bin:/bin")
+    for form in (f"launch -n 1 -- {RANKS} x", f"launch -n 1 {RANKS} x"):
+        p = shell(env, f"{RESTORE} && {form}")
+        assert p.returncode == 0 and _ranks(p.stdout) == [["0", "1", "['x']"]], (form, p.stdout, p.stderr)
+    p = shell(env, f"{RESTORE} && launch {RANKS} -n 4")  # after the program: the program's
+    assert p.returncode == 0 and _ranks(p.stdout) == [[str(r), "2", "['-n', '4']"] for r in range(2)], p.stderr
+
+
+RESTORES = {"zsh": ["-f", "-c", "source <(jobenv get) && {}"], "fish": ["--no-config", "-c", "jobenv get | source; and {}"],
+            "dash": ["-c", 'eval "$(jobenv get --shell sh)" && {}']}
+
+
+@pytest.mark.parametrize("shell_name", sorted(RESTORES))
+def test_options_first_in_every_shell(tmp_path, shell_name):
+    """The `launch` of zsh, fish and dash restores passes the options to jobenv, not the program."""
+    mpich()
+    exe = need(shell_name)
+    env = _local_job(tmp_path, f"{tools(tmp_path / 'bin')}:/usr/bin:/bin")
+    flags, script = RESTORES[shell_name][:-1], RESTORES[shell_name][-1]
+    cmd = script.format(f"launch -n 1 -- {RANKS} y")
+    p = subprocess.run(["env", "-i", *[f"{k}={v}" for k, v in env.items()], exe, *flags, cmd],
+                       capture_output=True, text=True, timeout=120)
+    assert p.returncode == 0 and _ranks(p.stdout) == [["0", "1", "['y']"]], (p.stdout, p.stderr)
+
+
+@pytest.mark.parametrize("mpi", ["mpich", "openmpi"])
+def test_local_job_runs_more_ranks_than_slots(tmp_path, mpi):
+    """`-n 4` on a job saved with 2 slots runs 4 ranks (Open MPI is told --oversubscribe)."""
+    if mpi == "mpich":
+        mpich()
+        env = _local_job(tmp_path, f"{tools(tmp_path / 'bin')}:/usr/bin:/bin")
+    else:
+        if not shutil.which("mpirun.openmpi") or "orterun" not in str(Path("/usr/bin/mpiexec").resolve()):
+            pytest.skip("Debian's Open MPI is not /usr/bin/mpiexec")
+        env = _local_job(tmp_path, f"{tools(tmp_path / 'bin', mpi=False)}:/usr/bin:/bin", **OMPI_ENV)
+    for form in ("launch -n 4", "launch --nproc-per-node 4", "launch --nproc_per_node=4 --nnodes 1"):
+        p = shell(env, f"{RESTORE} && {form} {RANKS}")
+        assert p.returncode == 0, (form, p.stdout, p.stderr)
+        assert _ranks(p.stdout) == [[str(r), "4", "[]"] for r in range(4)], (form, p.stdout)
+
+
+def test_only_a_local_job_oversubscribes_unasked():
+    with pytest.raises(BadInput, match="needs 2 hosts"):
+        sizing.choose(["n1"], 2, sizing.Request(nranks=4), "7")
+    assert sizing.choose(["n1"], 2, sizing.Request(nranks=4), "7", oversubscribe=True).ppn == 4
+    assert sizing.choose(["n1"], 2, sizing.Request(nranks=4, ppn=4), "7").ppn == 4  # asked explicitly
+
+
+@pytest.mark.parametrize("flags,words", [
+    (["--exclude-failed"], "--exclude-failed needs --retries N"),
+    (["--ppn", "2", "--nproc-per-node", "4"], "--ppn 2 and --nproc-per-node 4 disagree"),
+    (["--nhosts", "1", "--nnodes", "2"], "--nhosts 1 and --nnodes 2 disagree"),
+    (["-n", "2", "--nproc-per-node", "4"], "-n 2 is fewer ranks than"),
+    (["-n", "3", "--nnodes", "2", "--ppn", "2"], "-n 3 disagrees with --nhosts 2 x --ppn 2"),
+    (["--hosts", "x3005c0s13b0n0", "--exclude", "x3005c0s13b0n0"], "--hosts and --exclude both name x3005c0s13b0n0"),
+    (["--nnodes", "1:4"], "an elastic range is torchrun's"),
+    (["--nproc-per-node", "gpu"], "pass a number, or auto"),
+])
+def test_conflicting_flags_refused_in_one_line(tmp_path, home, flags, words):
+    env = base_env(home, machines.polaris(tmp_path))
+    jobenv(["save", "-q"], env, check=True)
+    p = jobenv(["launch", "--dry-run", *flags, "--", "true"], env)
+    assert p.returncode == 2 and p.stderr.count("\n") == 1 and words in p.stderr, p.stderr
+
+
+def test_torchrun_aliases_size_like_ppn_and_nhosts(tmp_path, home):
+    env = base_env(home, machines.polaris(tmp_path))
+    jobenv(["save", "-q"], env, check=True)
+    same = [jobenv(["launch", "--dry-run", *f, "--", "true"], env) for f in
+            (["--ppn", "2", "--nhosts", "1"], ["--nproc-per-node", "2", "--nnodes", "1"],
+             ["--nproc_per_node=2", "--nnodes=1:1"])]
+    assert all(p.returncode == 0 for p in same), [p.stderr for p in same]
+    assert len({p.stdout for p in same}) == 1 and " -n 2 -ppn 2 " in same[0].stdout, same[0].stdout
