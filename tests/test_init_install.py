@@ -69,13 +69,12 @@ def test_a_brand_new_shell_finds_jobenv_restores_and_launches(tmp_path, shell):
     # a saved job: the venv's own MPI launcher must be reachable by absolute path, as `save` records it
     save_env = dict(env, PATH=f"{os.path.dirname(sys.executable)}:/usr/bin:/bin")
     subprocess.run([str(exe), "save", "--quiet"], env=save_env, check=True, capture_output=True, timeout=60)
-    script = ('getjobenv; and launch python3 -c "import os; print(\'rank\', os.environ[\'RANK\'])"'
-              if shell == "fish" else
-              'getjobenv && launch python3 -c "import os; print(\'rank\', os.environ[\'RANK\'])"')
+    prog = 'python3 -c "import os; print(\'rank\', os.environ[\'RANK\'], \'of\', os.environ[\'WORLD_SIZE\'])"'
+    script = f"getjobenv; and launch -n 1 -- {prog}" if shell == "fish" else f"getjobenv && launch -n 1 -- {prog}"
     p = subprocess.run(["env", "-i", *[f"{k}={v}" for k, v in env.items()], need(shell), *SHELL_RUN[shell], script],
                        capture_output=True, text=True, timeout=120, stdin=subprocess.DEVNULL, cwd=tmp_path)
     assert p.returncode == 0, p.stdout + p.stderr
-    assert "rank 0" in p.stdout, p.stdout + p.stderr
+    assert "rank 0 of 1" in p.stdout, p.stdout + p.stderr  # the issue's `launch -n 1 -- CMD`
     if shell == "bash":
         assert "export KEEP=me" in rc.read_text()
 
