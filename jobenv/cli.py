@@ -88,7 +88,7 @@ def get(job: Optional[str], shell_name: Optional[str], allow_stale: bool, no_pyt
     from .get import get as do_get
 
     write_out(do_get(os.environ, job, shell_name, allow_stale, warn, python=not no_python,
-                     tell=lambda msg: click.echo(f"jobenv: {one_line(msg)}", err=True)))
+                     tell=lambda msg: click.echo(f"jobenv: {one_line(msg)}", err=True) if sys.stderr.isatty() else None))
 
 
 _SECONDS = Seconds(above=True)

@@ -56,8 +56,9 @@ def run(args: List[str]) -> Optional[int]:
     def warn(msg: str) -> None:
         sys.stderr.write(f"jobenv: warning: {one_line(msg)}\n")
 
-    def tell(msg: str) -> None:
-        sys.stderr.write(f"jobenv: {one_line(msg)}\n")
+    def tell(msg: str) -> None:  # for a person at a terminal; a script's stderr stays clean
+        if sys.stderr.isatty():
+            sys.stderr.write(f"jobenv: {one_line(msg)}\n")
 
     try:
         text = get(os.environ, opts["job"], opts["shell_name"], opts["allow_stale"], warn,

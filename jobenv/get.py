@@ -111,7 +111,7 @@ def get(env: Mapping[str, str], jobid: Optional[str] = None, shell_name: Optiona
         allow_stale: bool = False, warn: Optional[Callable[[str], None]] = None, python: bool = True,
         tell: Optional[Callable[[str], None]] = None) -> str:
     """The snippet to source for this shell's job (`python=False`: --no-python); `tell` hears
-    which job was restored when the shell did not name one."""
+    which job was restored when the shell did not name one (the CLI says it on a terminal only)."""
     warn = warn or (lambda msg: None)
     dialect = shell_name or shell.parent_dialect() or shell.shell_from_env(env)
     host = this_host(env)

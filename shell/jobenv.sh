@@ -48,7 +48,7 @@ _jobenv_get() {
         { if _jobenv_cached; then unset _jobenv_f; . /proc/self/fd/9; fi; } 9<"$_jobenv_f"
         set -- "$?"
         if [ -z "${_jobenv_f+x}" ]; then  # restored from the proven snippet: say which job, as `get` does
-            [ "$1" -ne 0 ] || printf 'jobenv: restored %s job %s; -j ID restores another\n' \
+            [ "$1" -ne 0 ] || ! [ -t 2 ] || printf 'jobenv: restored %s job %s; -j ID restores another\n' \
                 "${JOBENV_SCHEDULER-}" "${JOBENV_JOBID-}" >&2
             return "$1"
         fi

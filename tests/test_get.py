@@ -246,16 +246,27 @@ def test_staged_copy_plugs_into_the_plan(tmp_path, home):
     assert f"set -gx PATH '{prefix}/bin' $PATH" in f.stdout
 
 
-def test_a_restore_names_the_job_it_chose_once_on_stderr(tmp_path, home):
-    """A new shell that did not name a job hears which one it got (the newest on this host),
-    in one line on stderr; `-j ID` (the user's own choice) restores without a word."""
-    env = base_env(home, machines.local(tmp_path))
+def test_a_restore_names_the_job_it_chose_on_a_terminal_only(tmp_path, home):
+    """A person in a new shell hears which job it got (the newest on this host) in one line on
+    stderr, from `jobenv get` and from getjobenv's cached path alike; `-j ID` (their own
+    choice) and a script's piped stderr stay silent.  Run on a real pseudo-terminal."""
+    from test_output import on_a_terminal
+
+    env = {"HOME": str(home), "JOBENV_HOME": str(home / ".jobenv"), "PYTHONPATH": str(REPO),
+           "PATH": "/usr/bin:/bin", "LANG": "C.UTF-8", "JOBENV_HOSTNAME": "n1", "TERM": "xterm"}
     jobenv(["save", "--quiet"], env, check=True)
-    plain = {k: v for k, v in env.items() if not k.startswith("JOBENV_SCHEDULER")}
-    p = subprocess.run(["bash", "-c", f"source <({sys.executable} -m jobenv get) && echo $JOBENV_JOBID"],
-                       env=plain, capture_output=True, text=True, timeout=60)
-    jobid = p.stdout.strip()
-    assert p.returncode == 0 and jobid, p.stderr
-    assert p.stderr.splitlines() == [f"jobenv: restored local job {jobid}; -j ID restores another"], p.stderr
-    asked = jobenv(["get", "-j", jobid], plain)
-    assert asked.returncode == 0 and asked.stderr == "", asked.stderr
+    Path(env["JOBENV_HOME"], "cache").mkdir(mode=0o700)
+    time.sleep(getcache.RACY + 0.3)  # the cached snippet proves only files older than this
+    get = f"{sys.executable} -m jobenv get"
+    seen = on_a_terminal(["bash", "-c", f"source <({get}) && echo ID=$JOBENV_JOBID"], env)
+    assert "ID=n1" in seen and seen.count("jobenv: restored local job n1; -j ID restores another") == 1, seen
+    assert "restored" not in on_a_terminal(["bash", "-c", f"source <({get} -j n1)"], env)
+    piped = subprocess.run(["bash", "-c", f"source <({get})"], env=env, capture_output=True, text=True, timeout=60)
+    assert piped.returncode == 0 and piped.stderr == "", piped.stderr
+    # getjobenv's cached path (no Python: no jobenv on PATH to ask) says the same words, once
+    fns = REPO / "shell" / "jobenv.sh"
+    seen = on_a_terminal(["bash", "--norc", "-c", f". {fns} && getjobenv && echo ID=$JOBENV_JOBID"], env)
+    assert "ID=n1" in seen and seen.count("jobenv: restored local job n1;") == 1, seen
+    piped = subprocess.run(["bash", "--norc", "-c", f". {fns} && getjobenv"], env=env, capture_output=True,
+                           text=True, timeout=60)
+    assert piped.returncode == 0 and piped.stderr == "", piped.stderr
