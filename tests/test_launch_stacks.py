@@ -1,0 +1,106 @@
+"""jobenv.launch.stacks: parsing real faulthandler dumps (tests/data/stacks, written by
+CPython 3.11's faulthandler.register(all_threads=True) in real programs: a 2-rank gloo
+job whose rank 1 sleeps in load_batch while rank 0 waits in all_reduce, a 150-deep
+recursion, a module-level sleep dumped after SIGSTOP/SIGCONT, 105 threads), grouping them
+as STAT does, and naming the ranks without a stack and the rank silent longest."""
+from __future__ import annotations
+
+import os
+from typing import Dict, Optional
+
+import pytest
+
+from jobenv.launch import stacks
+
+DATA = os.path.join(os.path.dirname(__file__), "data", "stacks")
+
+
+def dump(name: str) -> stacks.Stack:
+    with open(os.path.join(DATA, name), encoding="utf-8") as f:
+        stack = stacks.parse(f.read())
+    assert stack is not None
+    return stack
+
+
+def test_parse_takes_the_main_thread_not_the_newest():
+    # the dump lists a worker thread (threading.run) first; the main thread is the last
+    stack = dump("allreduce.txt")
+    assert stack[0][2] == "all_reduce" and stack[0][0].endswith("distributed_c10d.py")
+    assert [f[2] for f in stack[2:]] == ["step", "main", "<module>"]
+    assert dump("load_batch.txt")[0] == ("/tmp/r3fx/train.py", "5", "load_batch")
+
+
+def test_parse_a_dump_cut_at_100_threads_has_no_main_thread():
+    with open(os.path.join(DATA, "many_threads.txt"), encoding="utf-8") as f:
+        text = f.read()
+    assert stacks.parse(text) is None  # its last thread is a worker: the main one was cut
+    assert stacks.parse("") is None and stacks.parse("Fatal Python error: x\n") is None
+
+
+def test_groups_identical_stacks_most_common_first_with_compact_ranges():
+    ranks = {r: dump("allreduce.txt") for r in (0, 1, 2, 3, 4, 5, 7)}
+    ranks[6] = dump("load_batch.txt")
+    lines = stacks.render(ranks, {}, "/run/stacks", lambda path, line: "time.sleep(90)" if line == "5" else None)
+    assert lines[0] == "stacks of 8 ranks (dumps in /run/stacks):"
+    assert lines[1] == ("  7 ranks (0-5,7) in all_reduce at distributed_c10d.py:3252 ← wrapper at "
+                        "c10d_logger.py:83 ← step at train.py:11 ← main at train.py:19 ← ... (1 more)")
+    assert lines[2] == ("  rank 6 in load_batch at train.py:5 `time.sleep(90)` ← step at train.py:9 ← "
+                        "main at train.py:19 ← <module> at train.py:22")
+
+
+def test_recursion_reads_as_one_frame():
+    line = stacks.describe(dump("deep.txt"))
+    assert line == "down at deep.py:5 ← down at deep.py:6 x99"  # faulthandler keeps 100 frames
+    assert stacks.describe(dump("flat.txt")) == "<module> at flat.py:3"
+
+
+def test_a_thousand_ranks_read_in_a_few_lines():
+    many: Dict[int, stacks.Stack] = {r: dump("allreduce.txt") for r in range(1000)}
+    for r in range(0, 1000, 37):  # 28 odd ones out, each in its own place
+        many[r] = (("/x/data.py", str(r), "load_batch"),)
+    lines = stacks.render(many, {"no hook (not a Python program, or --no-hook)": list(range(1000, 1008))}, "d")
+    assert len(lines) <= stacks.MAX_GROUPS + 3 and max(map(len, lines)) < 400
+    assert lines[1].startswith("  972 ranks (1-36,38-73,") and lines[1].count(",") <= stacks.MAX_RANGES + 1
+    assert "(1000 in all)" not in lines[1] and "972 in all" in lines[1]
+    assert lines[-2] == "  and 19 other stacks of 19 ranks (333,370,407,444,481,518,555,592,629,666,703,740,"\
+        "... (19 in all))"  # 1 + 9 groups shown
+    assert lines[-1] == "  no stack from 8 ranks (1000-1007): no hook (not a Python program, or --no-hook)"
+
+
+class Rank:
+    def __init__(self, host: str, hook_pid: Optional[int] = None) -> None:
+        self.host, self.hook_pid, self.exit, self.lost = host, hook_pid, None, False
+
+
+def test_why_a_running_rank_gave_no_stack():
+    assert stacks.why_missing(Rank("n1"), {"n1": 1.0}) == "no hook (not a Python program, or --no-hook)"
+    assert stacks.why_missing(Rank("n2.x", 42), {"n1": 1.0}) == "host n2.x never acked the request"
+    assert stacks.why_missing(Rank("a b", 42), {"a_b": 1.0}).startswith("no dump written")
+
+
+def test_silent_longest_by_log_mtime_else_by_the_output_kept():
+    assert stacks.silent_longest([0, 1, 6], {0: 95.0, 1: 99.0, 6: 50.0}, {}, 100.0) == \
+        "rank 6 silent longest: its log last written 50 s ago"
+    assert stacks.silent_longest([0, 1, 6], {}, {0: 7, 1: 9, 6: 2}, 0.0) == \
+        "rank 6 silent longest: its last line came before every other running rank's"
+    assert stacks.silent_longest([0, 1, 6], {}, {0: 7}, 0.0) == \
+        "silent longest: 2 ranks (1,6), no line in the output kept (the last lines)"
+    assert stacks.silent_longest([0, 1], {}, {}, 0.0) is None  # unlabelled output: cannot tell
+
+
+def test_last_seen_reads_the_launchers_labels():
+    lines = [b"[0] a", b"[1] b", b"plain", b"[0] c", b"\xff[1]"]
+    assert stacks.last_seen_of(lines, "mpich") == {0: 3, 1: 1}
+    assert stacks.last_seen_of([b"  1: x", b"0: y"], "srun") == {1: 0, 0: 1}
+    assert stacks.last_seen_of(lines, "no-such") == {}
+
+
+@pytest.mark.parametrize("ranks,text", [([3], "3"), ([0, 1, 2, 5, 7, 8], "0-2,5,7-8"), ([2, 1, 2], "1-2")])
+def test_rank_ranges(ranks, text):
+    assert stacks.rank_ranges(ranks) == text
+
+
+def test_hostile_names_in_a_dump_are_printed_inert():
+    text = 'Current thread 0x1 (most recent call first):\n  File "/x/\x1b[2Jevil.py", line 1 in f\x1b]0;t\x07\n'
+    lines = stacks.render({0: stacks.parse(text) or ()}, {}, "d")
+    assert "\x1b" not in "".join(lines) and "\\x1b[2Jevil.py:1" in lines[1]
