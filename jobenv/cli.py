@@ -165,6 +165,32 @@ cli.add_command(completion.completion_cmd)
 from .stage.cli import stage as _stage  # noqa: E402  (jobenv stage; heavy imports stay inside it)
 
 cli.add_command(_stage)
+
+
+@cli.command("stacks")
+@click.option("--job", "-j", metavar="ID", help="Job id (default: as for `get`).")
+@click.option("--run", "run", metavar="RUN", help="An attempt's run directory, or its name under the job's runs "
+              "(default: the newest running attempt).")
+@click.option("--log-dir", metavar="DIR", type=click.Path(file_okay=False),
+              help="The launch's --log-dir: names the rank silent longest by its log.")
+def stacks_cmd(job: Optional[str], run: Optional[str], log_dir: Optional[str]) -> None:
+    """Print the Python stacks of a running launch's ranks, identical ones grouped.
+
+    \b
+    The same report as `jobenv launch` prints at --timeout and on SIGUSR1; the dumps stay
+    in the attempt's run directory (stacks/rank-<R>.<seq>.txt).
+    """
+    from . import store
+    from .launch import liverun, stacks
+    from .lookup import which_job
+
+    _, rec = which_job(os.environ, job, warn)
+    runs = store.runs_dir(store.key_for(rec.scheduler, rec.jobid), os.environ)
+    run_dir = liverun.find(runs, run, os.environ, f"job {rec.jobid}")
+    for line in stacks.collect(run_dir, False, log_dir=os.path.abspath(log_dir) if log_dir else None):
+        click.echo(line)
+
+
 completion.attach(cli)  # job ids and profile names complete in every command: after every add_command
 
 

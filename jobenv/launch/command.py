@@ -160,7 +160,8 @@ def run(rec: JobRecord, command: List[str], opts: Options, base_env: Mapping[str
             _say(f"warning: {w}")
         snapshot: List[ranks.RunState] = []
         out = _supervised(plan, argv, opts, _attempt_env(plan, base_env, run_dir, log_dir, gpu_bind),
-                          log_dir, partial(_snapshot, snapshot, run_dir))
+                          log_dir, partial(_snapshot, snapshot, run_dir),
+                          partial(_stacks, run_dir, plan.size.nranks, log_dir, plan.family))
         rc = out.returncode
         if rc == 0 and not out.expired:
             return 0
@@ -199,7 +200,8 @@ def _attempt_env(plan: Attempt, base_env: Mapping[str, str], run_dir: str, log_d
 
 
 def _supervised(plan: Attempt, argv: List[str], opts: Options, env: Dict[str, str], log_dir: Optional[str],
-                before_kill: Callable[[], None]) -> supervise.Outcome:
+                before_kill: Callable[[], None],
+                on_stacks: Optional[Callable[[List[bytes], bool], None]] = None) -> supervise.Outcome:
     """Run one attempt under supervision.  With a time limit, a launcher whose ranks on other
     hosts outlive its process group (srun, flux run) is given a name to be cancelled by."""
     launcher = list(plan.launcher)
@@ -209,7 +211,7 @@ def _supervised(plan: Attempt, argv: List[str], opts: Options, env: Dict[str, st
         step = f"jobenv-{os.path.basename(env['JOBENV_RUN_DIR'])}"
         families.insert(launcher, row, [row.step_flag + step])
         on_expire = partial(supervise.cancel_step, row.cancel, env, step)
-    out = supervise.run(launcher + argv, env, opts.limits, log_dir, on_expire, before_kill)
+    out = supervise.run(launcher + argv, env, opts.limits, log_dir, on_expire, before_kill, on_stacks=on_stacks)
     if out.dropped:
         _say(f"warning: {out.dropped} bytes of output dropped: our output was not read fast enough "
              "(--log-dir DIR keeps every byte)")
@@ -218,6 +220,20 @@ def _supervised(plan: Attempt, argv: List[str], opts: Options, env: Dict[str, st
 
 def _snapshot(into: List[ranks.RunState], run_dir: str) -> None:
     into.append(ranks.read(run_dir))
+
+
+def _stacks(run_dir: str, nranks: int, log_dir: Optional[str], family: str, last: List[bytes],
+            at_limit: bool) -> None:
+    """The ranks' grouped stacks on stderr (at a time limit, before the kill; on SIGUSR1);
+    a failure to collect them is a warning: the launch (or its kill) goes on."""
+    from . import stacks
+
+    try:
+        lines = stacks.collect(run_dir, at_limit, nranks, log_dir, family, last)
+    except (JobenvError, OSError) as exc:
+        lines = [f"warning: cannot collect the ranks' stacks: {exc}"]
+    for line in lines:
+        _say(line)
 
 
 def fast_main(argv: List[str]) -> Optional[int]:

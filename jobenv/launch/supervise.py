@@ -2,13 +2,13 @@
 
 The launcher runs in its own session (so it is one process group we can kill whole, and
 a terminal's job control cannot stop it); SIGINT, SIGTERM and SIGHUP sent to `jobenv
-launch` (Ctrl-C, `timeout`, a closing terminal) are forwarded to it.  On --timeout or
+launch` (Ctrl-C, `timeout`, a closing terminal) are forwarded to it; SIGUSR1 prints the ranks' stacks (jobenv.launch.stacks) and the launch goes on.  On --timeout or
 --idle-timeout the group gets SIGTERM, then SIGKILL after a grace period; under srun or flux run
 the launch is also cancelled by name (scancel, flux pkill: the launcher family's `cancel`), since
 tasks on other nodes are not in our group.
 
 If `jobenv launch` itself dies, of anything (SIGKILL from the OOM killer, Ctrl-\\, a
-stray SIGUSR1), the launcher gets SIGTERM from the kernel and a watchdog ends what is left
+stray SIGUSR2), the launcher gets SIGTERM from the kernel and a watchdog ends what is left
 of the launch on this host (jobenv.launch.reaper).  On expiry or a forwarded signal, the
 processes that left the group (a rank's `setsid` daemon, Open MPI's ranks) are ended too;
 after a normal end, what a rank deliberately left running is left alone.
@@ -160,8 +160,10 @@ class _Watch:
             self.kill_at = None
 
 
-def _forward_signals(pgid: int, forwarded: Dict[str, int]) -> Dict[signal.Signals, Any]:
-    """SIGINT, SIGTERM and SIGHUP to us go to the launcher's group; the old handlers, to restore."""
+def _forward_signals(pgid: int, forwarded: Dict[str, int], asked: Optional[Dict[str, int]] = None
+                     ) -> Dict[signal.Signals, Any]:
+    """SIGINT, SIGTERM and SIGHUP to us go to the launcher's group; SIGUSR1 asks for the
+    ranks' stacks (`asked`, served by the loop: the launch goes on); the old handlers, to restore."""
     def forward(signum: int, _frame: Any) -> None:
         forwarded["sig"] = signum
         reaper.kill_group(pgid, signum)
@@ -170,23 +172,35 @@ def _forward_signals(pgid: int, forwarded: Dict[str, int]) -> Dict[signal.Signal
     for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
         if signal.getsignal(sig) is not signal.SIG_IGN:  # nohup: keep ignoring SIGHUP
             old[sig] = signal.signal(sig, forward)
+    if asked is not None:
+        old[signal.SIGUSR1] = signal.signal(signal.SIGUSR1, lambda _s, _f: asked.update(stacks=1))
     return old
 
 
 def run(argv: List[str], env: Mapping[str, str], limits: Limits, log_dir: Optional[str] = None,
         on_expire: Optional[Callable[[], None]] = None, before_kill: Optional[Callable[[], None]] = None,
         keep_lines: int = 200,
-        stdout_fd: int = 1, stderr_fd: int = 2) -> Outcome:
-    """Start argv, copy its output, enforce the limits; JobenvError if it cannot start."""
+        stdout_fd: int = 1, stderr_fd: int = 2,
+        on_stacks: Optional[Callable[[List[bytes], bool], None]] = None) -> Outcome:
+    """Start argv, copy its output, enforce the limits; JobenvError if it cannot start.
+    `on_stacks(last lines, at a limit)` reports the ranks' stacks: when a limit runs out
+    (before the kill) and on SIGUSR1."""
     output.ensure_std_fds()
     proc = _start(argv, env)
     pgid = proc.pid
     mark = reaper.marker(env.get("JOBENV_RUN_DIR", ""))
     watchdog = reaper.Watchdog(pgid, mark, on_expire) if env.get("JOBENV_RUN_DIR") else None
-    watch = _Watch(limits, log_dir, pgid, mark, on_expire, before_kill)
-    forwarded: Dict[str, int] = {}
-    old = _forward_signals(pgid, forwarded)
     last: Deque[bytes] = deque(maxlen=keep_lines)
+
+    def at_limit() -> None:
+        if before_kill:
+            before_kill()
+        if on_stacks:
+            on_stacks(list(last), True)
+    watch = _Watch(limits, log_dir, pgid, mark, on_expire, at_limit)
+    forwarded: Dict[str, int] = {}
+    asked: Dict[str, int] = {}
+    old = _forward_signals(pgid, forwarded, asked if on_stacks else None)
     partial = {proc.stdout.fileno(): b"", proc.stderr.fileno(): b""}  # type: ignore[union-attr]
     def reader_gone() -> None:  # EPIPE on our output: end the launch as SIGPIPE ends mpiexec
         if not forwarded:
@@ -204,6 +218,8 @@ def run(argv: List[str], env: Mapping[str, str], limits: Limits, log_dir: Option
                 if _pump(int(key.fd), sel, partial, last, out_for, keep_lines):
                     watch.last_output = time.monotonic()
             watch.tick()
+            if asked.pop("stacks", 0) and on_stacks:
+                on_stacks(list(last), False)
     finally:
         sel.close()
         rc = proc.wait()
