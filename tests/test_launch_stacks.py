@@ -6,11 +6,17 @@ as STAT does, and naming the ranks without a stack and the rank silent longest."
 from __future__ import annotations
 
 import os
+import re
+import signal
+import subprocess
+import time
+from pathlib import Path
 from typing import Dict, Optional
 
 import pytest
 
 from jobenv.launch import stacks
+from launchkit import BIN, fresh_env, need_torch, save, shell, tools
 
 DATA = os.path.join(os.path.dirname(__file__), "data", "stacks")
 
@@ -104,3 +110,108 @@ def test_hostile_names_in_a_dump_are_printed_inert():
     text = 'Current thread 0x1 (most recent call first):\n  File "/x/\x1b[2Jevil.py", line 1 in f\x1b]0;t\x07\n'
     lines = stacks.render({0: stacks.parse(text) or ()}, {}, "d")
     assert "\x1b" not in "".join(lines) and "\\x1b[2Jevil.py:1" in lines[1]
+
+
+# --- end to end: `jobenv launch` under the MPICH wheel's mpiexec, 2 ranks on this host ---
+
+@pytest.fixture
+def job(tmp_path):
+    if not (BIN / "mpiexec").exists():
+        pytest.skip("the mpich wheel is not installed")
+    home = tmp_path / "home"
+    home.mkdir()
+    env = fresh_env(home, f"{tools(tmp_path / 'bin')}:/usr/bin:/bin")
+    save(env, "--ranks-per-host", "2")
+    return env
+
+
+def dumps_kept(env) -> list:
+    return sorted(p.name for p in Path(env["JOBENV_HOME"]).glob("runs/*/*/stacks/rank-*.txt"))
+
+
+HANG = """import os, time
+import torch, torch.distributed as dist
+dist.init_process_group("gloo")
+if dist.get_rank() == 1:
+    time.sleep(300)
+dist.all_reduce(torch.ones(1))
+"""
+
+
+@pytest.mark.e2e
+def test_a_gloo_hang_at_timeout_names_each_ranks_stack(job, tmp_path):
+    """Rank 1 sleeps before the all_reduce rank 0 waits in: the timeout says so, per rank."""
+    need_torch()
+    (tmp_path / "hang.py").write_text(HANG)
+    p = shell(job, "jobenv launch --timeout 40 -- python3 hang.py", cwd=tmp_path, timeout=200)
+    assert p.returncode == 124, p.stderr
+    assert re.search(r"jobenv:   rank 0 in all_reduce at distributed_c10d\.py:\d+ `[^`]+` ← ", p.stderr), p.stderr
+    assert "jobenv:   rank 1 in <module> at hang.py:5 `time.sleep(300)`\n" in p.stderr, p.stderr
+    assert p.stderr.index("stacks of 2 ranks") < p.stderr.index("launch ran past --timeout"), p.stderr
+    assert [n.split(".")[0] for n in dumps_kept(job)] == ["rank-0", "rank-1"]
+
+
+STOP = """import os, signal, sys, time
+def wait_for_peer():
+    time.sleep(300)
+def stop_here():
+    os.kill(os.getpid(), signal.SIGSTOP)
+    time.sleep(300)
+print("ready", flush=True)
+stop_here() if os.environ["RANK"] == "1" else wait_for_peer()
+"""
+
+
+@pytest.mark.e2e
+def test_a_stopped_rank_is_named_with_its_python_stack_at_timeout(job, tmp_path):
+    (tmp_path / "stop.py").write_text(STOP)
+    p = shell(job, "jobenv launch --timeout 8 -- python3 stop.py", cwd=tmp_path, timeout=120)
+    assert p.returncode == 124, p.stderr
+    assert "jobenv:   rank 0 in wait_for_peer at stop.py:3 `time.sleep(300)` ← <module> at stop.py:8" in p.stderr
+    assert re.search(r"jobenv:   rank 1 in stop_here at stop.py:[56] `[^`]+` ← <module> at stop.py:8", p.stderr), \
+        p.stderr
+
+
+WORK = """import os, sys, time
+def work():
+    open(sys.argv[1] + "/ready-" + os.environ["RANK"], "w").close()
+    time.sleep(float(sys.argv[2]))
+work()
+print("done-" + os.environ["RANK"], flush=True)
+"""
+
+
+def _until(pred, seconds: float) -> bool:
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline and not pred():
+        time.sleep(0.1)
+    return pred()
+
+
+@pytest.mark.e2e
+def test_sigusr1_and_jobenv_stacks_print_stacks_and_the_launch_goes_on(job, tmp_path):
+    (tmp_path / "work.py").write_text(WORK)
+    argv = ["env", "-i", *[f"{k}={v}" for k, v in job.items()], "jobenv", "launch", "--", "python3",
+            str(tmp_path / "work.py"), str(tmp_path), "25"]
+    launch = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=tmp_path)
+    try:
+        assert _until(lambda: len(list(tmp_path.glob("ready-*"))) == 2, 60), "the ranks never started"
+        other = shell(job, "jobenv stacks", cwd=tmp_path, timeout=60)
+        assert other.returncode == 0, other.stderr
+        assert other.stdout.splitlines()[1] == "  2 ranks (0-1) in work at work.py:4 " \
+            "`time.sleep(float(sys.argv[2]))` ← <module> at work.py:5", other.stdout
+        launch.send_signal(signal.SIGUSR1)
+        out, err = launch.communicate(timeout=90)
+    finally:
+        launch.kill()
+    assert launch.returncode == 0, err
+    assert sorted(out.split()) == ["done-0", "done-1"]
+    assert "jobenv:   2 ranks (0-1) in work at work.py:4 `time.sleep(float(sys.argv[2]))`" in err, err
+    assert len(dumps_kept(job)) == 4  # two requests, each rank's dump kept
+
+
+@pytest.mark.e2e
+def test_jobenv_stacks_without_a_running_launch_is_one_error(job):
+    p = shell(job, "jobenv stacks")
+    assert p.returncode == 1 and p.stderr.startswith("jobenv: error: no running launch of job ") and \
+        p.stderr.count("\n") == 1, p.stderr
