@@ -182,10 +182,11 @@ def _attempt_env(plan: Attempt, base_env: Mapping[str, str], run_dir: str, log_d
                  gpu_bind: str) -> Dict[str, str]:
     """The launcher's environment for one attempt; writes the attempt's hostfile when it has one."""
     hostfile = os.path.join(run_dir, "hostfile")
-    from ..rankwrap import LAUNCH_SETS
+    from ..rankwrap import DUMP_SIGNAL, LAUNCH_SETS
 
     env = {k: v for k, v in base_env.items() if k not in LAUNCH_SETS}
     env.update(JOBENV_RUN_DIR=run_dir, JOBENV_LAUNCH_TIME=f"{time.time():.6f}", JOBENV_GPU_BIND=gpu_bind)
+    env["JOBENV_DUMP_SIGNAL"] = str(DUMP_SIGNAL)
     if log_dir:
         env["JOBENV_LOG_DIR"] = log_dir
     if plan.size.subset:  # the wrapper's node rank and MASTER_ADDR follow this launch's hosts
@@ -201,13 +202,14 @@ def _attempt_env(plan: Attempt, base_env: Mapping[str, str], run_dir: str, log_d
 
 def _supervised(plan: Attempt, argv: List[str], opts: Options, env: Dict[str, str], log_dir: Optional[str],
                 before_kill: Callable[[], None],
-                on_stacks: Optional[Callable[[List[bytes], bool], None]] = None) -> supervise.Outcome:
-    """Run one attempt under supervision.  With a time limit, a launcher whose ranks on other
-    hosts outlive its process group (srun, flux run) is given a name to be cancelled by."""
+                on_stacks: Optional[Callable[[List[bytes], bool], List[str]]] = None) -> supervise.Outcome:
+    """Run one attempt under supervision.  A launcher whose ranks on other hosts outlive its
+    process group (srun, flux run) is given a name to be cancelled by (at a time limit, or
+    when a failed rank leaves the others running), `jobenv-<run directory's name>`."""
     launcher = list(plan.launcher)
     on_expire: Optional[Callable[[], None]] = None
     row = families.get(plan.family)
-    if row.cancel and (opts.limits.timeout or opts.limits.idle_timeout):
+    if row.cancel:
         step = f"jobenv-{os.path.basename(env['JOBENV_RUN_DIR'])}"
         families.insert(launcher, row, [row.step_flag + step])
         on_expire = partial(supervise.cancel_step, row.cancel, env, step)
@@ -223,17 +225,15 @@ def _snapshot(into: List[ranks.RunState], run_dir: str) -> None:
 
 
 def _stacks(run_dir: str, nranks: int, log_dir: Optional[str], family: str, last: List[bytes],
-            at_limit: bool) -> None:
-    """The ranks' grouped stacks on stderr (at a time limit, before the kill; on SIGUSR1);
+            at_limit: bool) -> List[str]:
+    """The report of the ranks' grouped stacks (at a time limit, before the kill; on SIGUSR1);
     a failure to collect them is a warning: the launch (or its kill) goes on."""
     from . import stacks
 
     try:
-        lines = stacks.collect(run_dir, at_limit, nranks, log_dir, family, last)
+        return stacks.collect(run_dir, at_limit, nranks, log_dir, family, last)
     except (JobenvError, OSError) as exc:
-        lines = [f"warning: cannot collect the ranks' stacks: {exc}"]
-    for line in lines:
-        _say(line)
+        return [f"warning: cannot collect the ranks' stacks: {one_line(str(exc))}"]
 
 
 def fast_main(argv: List[str]) -> Optional[int]:
