@@ -92,6 +92,7 @@ def test_silent_longest_by_log_mtime_else_by_the_output_kept():
     assert stacks.silent_longest([0, 1, 6], {}, {0: 7}, 0.0) == \
         "silent longest: 2 ranks (1,6), no line in the output kept (the last lines)"
     assert stacks.silent_longest([0, 1], {}, {}, 0.0) is None  # unlabelled output: cannot tell
+    assert stacks.silent_longest([1], {1: 5.0}, {1: 3}, 9.0) is None  # the only one left
 
 
 def test_last_seen_reads_the_launchers_labels():

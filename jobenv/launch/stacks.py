@@ -135,6 +135,8 @@ def silent_longest(running: Iterable[int], log_mtime: Mapping[int, float], last_
     where its last labelled line came in the output the supervisor kept (`last_seen`: rank
     -> index of its last line; a rank with none printed nothing in that window)."""
     running = sorted(running)
+    if len(running) < 2:  # one rank left: "silent longest" would say nothing
+        return None
     logged = [r for r in running if r in log_mtime]
     if logged:
         r = min(logged, key=lambda r: (log_mtime[r], r))
