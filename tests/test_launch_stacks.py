@@ -17,6 +17,7 @@ import pytest
 
 from jobenv.launch import stacks
 from launchkit import BIN, fresh_env, need_torch, save, shell, tools
+from test_e2e_slurm import cluster, jobs, store  # noqa: F401 (fixtures)
 
 DATA = os.path.join(os.path.dirname(__file__), "data", "stacks")
 
@@ -216,3 +217,20 @@ def test_jobenv_stacks_without_a_running_launch_is_one_error(job):
     p = shell(job, "jobenv stacks")
     assert p.returncode == 1 and p.stderr.startswith("jobenv: error: no running launch of job ") and \
         p.stderr.count("\n") == 1, p.stderr
+
+
+def test_a_stopped_rank_on_the_slurm_cluster_is_named_with_its_stack(cluster, jobs, store, tmp_path):  # noqa: F811
+    """The issue's test: 8 ranks on 4 Slurm nodes, rank 5 (node3) stopped with SIGSTOP,
+    under --timeout: the report names it with its Python stack, the 7 others grouped."""
+    from test_e2e_slurm import batch_job, fresh
+
+    batch_job(cluster, jobs, store, tmp_path, "-N", "4", "--ntasks-per-node", "2")
+    (tmp_path / "stop.py").write_text(STOP.replace('== "1"', '== "5"'))
+    p = fresh(cluster, "node1", "bash", f"cd {tmp_path} && source <(jobenv get) && "
+              "jobenv launch --timeout 15 -- python3 stop.py", store)
+    assert p.returncode == 124, p.stdout + p.stderr
+    assert "jobenv:   7 ranks (0-4,6-7) in wait_for_peer at stop.py:3 `time.sleep(300)` ← <module> at stop.py:8" \
+        in p.stderr, p.stderr
+    assert re.search(r"jobenv:   rank 5 in stop_here at stop.py:[56] `[^`]+` ← <module> at stop.py:8", p.stderr), \
+        p.stderr
+    print(p.stderr)  # quoted in the README

@@ -46,24 +46,19 @@ _NO_HOOK = "no hook (not a Python program, or --no-hook)"
 def parse(text: str) -> Optional[Stack]:
     """The main thread's stack in a faulthandler all-thread dump, or None when the dump does
     not hold it.  faulthandler lists the newest thread first, so the main thread is the
-    last one, unless it cut the list at 100 threads (an unindented "..."): then the thread
-    that took the signal ("Current thread", the main thread unless it blocks the signal)."""
-    threads: List[Tuple[bool, List[Frame]]] = []
-    truncated = False
+    last one, unless it cut the list at 100 threads (an unindented "..."): then the main
+    thread is not in it (nor is "Current thread" it: the hook dumps from a thread of its own)."""
+    threads: List[List[Frame]] = []
     for line in text.splitlines():
-        head = _THREAD.match(line)
-        if head:
-            threads.append((head.group(1) == "Current thread", []))
+        if _THREAD.match(line):
+            threads.append([])
             continue
         frame = _FRAME.match(line)
         if frame and threads:
-            threads[-1][1].append((frame.group(1), frame.group(2), frame.group(3)))
+            threads[-1].append((frame.group(1), frame.group(2), frame.group(3)))
         elif line.rstrip() == "..." and threads:
-            truncated = True
-    current = [frames for is_current, frames in threads if is_current]
-    if truncated:
-        return tuple(current[0]) if current else None
-    return tuple(threads[-1][1]) if threads else None
+            return None
+    return tuple(threads[-1]) if threads else None
 
 
 def rank_ranges(ranks: Iterable[int], most: int = MAX_RANGES) -> str:
