@@ -102,11 +102,13 @@ _SECONDS = Seconds(above=True)
 @click.option("--exclude-failed", is_flag=True, help="With --retries: drop the first failed rank's host when the job has a spare.")
 @click.option("--gpu-bind", is_flag=True, help="One GPU per local rank, as the profile's gpu_bind maps them.")
 @click.option("--no-python", "no_python", is_flag=True, help="Do not re-activate the job's saved Python environment.")
+@click.option("--no-hook", "no_hook", is_flag=True,
+              help="Leave jobenv's hook (stack dumps, clean-exit record) off the ranks' PYTHONPATH.")
 @click.argument("command", nargs=-1, required=True, type=click.UNPROCESSED)
 def launch(job: Optional[str], allow_stale: bool, dry_run: bool, nranks: Optional[int], ppn: Optional[int],
            nhosts: Optional[int], hosts: Optional[str], exclude: Optional[str], launcher_args: Tuple[str, ...],
            label: bool, log_dir: Optional[str], timeout: Optional[float], idle_timeout: Optional[float], retries: int,
-           exclude_failed: bool, gpu_bind: bool, no_python: bool, command: Tuple[str, ...]) -> None:
+           exclude_failed: bool, gpu_bind: bool, no_python: bool, no_hook: bool, command: Tuple[str, ...]) -> None:
     """Run COMMAND on every rank of the job: jobenv launch [OPTIONS] -- python3 train.py
 
     \b
@@ -128,7 +130,7 @@ def launch(job: Optional[str], allow_stale: bool, dry_run: bool, nranks: Optiona
     opts = cmd.Options(request=Request(nranks, ppn, nhosts, hosts, exclude), launcher_args=extra, label=label,
                        log_dir=os.path.abspath(log_dir) if log_dir else None,
                        limits=Limits(timeout, idle_timeout), retries=retries, exclude_failed=exclude_failed,
-                       gpu_bind=gpu_bind, python=not no_python)
+                       gpu_bind=gpu_bind, python=not no_python, hook=not no_hook)
     raise click.exceptions.Exit(start(job, allow_stale, list(command), opts, os.environ, warn, dry_run))
 
 

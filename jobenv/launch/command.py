@@ -28,13 +28,14 @@ class Options:
     def __init__(self, request: Optional[sizing.Request] = None, launcher_args: Optional[List[str]] = None,
                  label: bool = False, log_dir: Optional[str] = None, limits: Optional[supervise.Limits] = None,
                  retries: int = 0, exclude_failed: bool = False, gpu_bind: bool = False,
-                 python: bool = True) -> None:
+                 python: bool = True, hook: bool = True) -> None:
         self.request = request or sizing.Request()
         self.launcher_args = list(launcher_args or [])
         self.label, self.log_dir = label, log_dir
         self.limits = limits or supervise.Limits()
         self.retries, self.exclude_failed = retries, exclude_failed
         self.gpu_bind, self.python = gpu_bind, python  # gpu_bind: use the profile's binding
+        self.hook = hook  # the ranks' Python hook (jobenv/rankhook) first on their PYTHONPATH
 
 
 def rank_wrapper_argv() -> List[str]:
@@ -56,6 +57,8 @@ def gpu_bind_mode(rec: JobRecord, environ: Mapping[str, str]) -> str:
                        "CUDA_VISIBLE_DEVICES, map: identity}` to it)")
     return mode
 
+
+HOOK_DIR = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "rankhook")
 
 _SYSTEM_BINS = ("/usr/bin", "/bin", "/usr/local/bin")
 
@@ -159,7 +162,7 @@ def run(rec: JobRecord, command: List[str], opts: Options, base_env: Mapping[str
         for w in warnings:
             _say(f"warning: {w}")
         snapshot: List[ranks.RunState] = []
-        out = _supervised(plan, argv, opts, _attempt_env(plan, base_env, run_dir, log_dir, gpu_bind),
+        out = _supervised(plan, argv, opts, _attempt_env(plan, base_env, run_dir, log_dir, gpu_bind, opts.hook),
                           log_dir, partial(_snapshot, snapshot, run_dir),
                           partial(_stacks, run_dir, plan.size.nranks, log_dir, plan.family))
         rc = out.returncode
@@ -179,8 +182,9 @@ def run(rec: JobRecord, command: List[str], opts: Options, base_env: Mapping[str
 
 
 def _attempt_env(plan: Attempt, base_env: Mapping[str, str], run_dir: str, log_dir: Optional[str],
-                 gpu_bind: str) -> Dict[str, str]:
-    """The launcher's environment for one attempt; writes the attempt's hostfile when it has one."""
+                 gpu_bind: str, hook: bool = True) -> Dict[str, str]:
+    """The launcher's environment for one attempt; writes the attempt's hostfile when it has one.
+    With `hook`, the ranks' Python hook's directory goes first on PYTHONPATH (it removes itself)."""
     hostfile = os.path.join(run_dir, "hostfile")
     from ..rankwrap import DUMP_SIGNAL, LAUNCH_SETS
 
@@ -189,6 +193,8 @@ def _attempt_env(plan: Attempt, base_env: Mapping[str, str], run_dir: str, log_d
     env["JOBENV_DUMP_SIGNAL"] = str(DUMP_SIGNAL)
     if log_dir:
         env["JOBENV_LOG_DIR"] = log_dir
+    if hook:
+        env["PYTHONPATH"] = os.pathsep.join(p for p in (HOOK_DIR, env.get("PYTHONPATH")) if p)
     if plan.size.subset:  # the wrapper's node rank and MASTER_ADDR follow this launch's hosts
         ranks.write_private(hostfile, sizing.hostfile_text(plan.size))
         env["JOBENV_HOSTFILE"] = hostfile
