@@ -85,22 +85,22 @@ def test_why_a_running_rank_gave_no_stack():
     assert stacks.why_missing(Rank("a b", 42), {"a_b": 1.0}).startswith("no dump written")
 
 
-def test_silent_longest_by_log_mtime_else_by_the_output_kept():
-    assert stacks.silent_longest([0, 1, 6], {0: 95.0, 1: 99.0, 6: 50.0}, {}, 100.0) == \
+def test_silent_longest_by_the_age_of_its_last_output():
+    assert stacks.silent_longest([0, 1, 6], {0: 5.0, 1: 1.0, 6: 50.0}, "its log last written", "no log") == \
         "rank 6 silent longest: its log last written 50 s ago"
-    assert stacks.silent_longest([0, 1, 6], {}, {0: 7, 1: 9, 6: 2}, 0.0) == \
-        "rank 6 silent longest: its last line came before every other running rank's"
-    assert stacks.silent_longest([0, 1, 6], {}, {0: 7}, 0.0) == \
-        "silent longest: 2 ranks (1,6), no line in the output kept (the last lines)"
-    assert stacks.silent_longest([0, 1], {}, {}, 0.0) is None  # unlabelled output: cannot tell
-    assert stacks.silent_longest([1], {1: 5.0}, {1: 3}, 9.0) is None  # the only one left
+    assert stacks.silent_longest([0, 1, 6], {0: 5.0, 1: 49.5, 6: 50.0}, "its line", "none") == \
+        "2 ranks (1,6) silent longest: its line 50 s ago"
+    assert stacks.silent_longest([0, 1, 6], {0: 7.0}, "x", "no line in the last 200 lines of output") == \
+        "silent longest: 2 ranks (1,6): no line in the last 200 lines of output"
+    assert stacks.silent_longest([0, 1], {}, "x", "y") is None  # unlabelled output: cannot tell
+    assert stacks.silent_longest([1], {1: 5.0}, "x", "y") is None  # the only one left
 
 
-def test_last_seen_reads_the_launchers_labels():
-    lines = [b"[0] a", b"[1] b", b"plain", b"[0] c", b"\xff[1]"]
-    assert stacks.last_seen_of(lines, "mpich") == {0: 3, 1: 1}
-    assert stacks.last_seen_of([b"  1: x", b"0: y"], "srun") == {1: 0, 0: 1}
-    assert stacks.last_seen_of(lines, "no-such") == {}
+def test_silence_of_reads_the_launchers_labels():
+    lines = [(9.0, b"[0] a"), (8.0, b"[1] b"), (7.0, b"plain"), (3.0, b"[0] c"), (1.0, b"\xff[1]")]
+    assert stacks.silence_of(lines, "mpich") == {0: 3.0, 1: 8.0}
+    assert stacks.silence_of([(2.0, b"  1: x"), (1.0, b"0: y")], "srun") == {1: 2.0, 0: 1.0}
+    assert stacks.silence_of(lines, "no-such") == {}
 
 
 @pytest.mark.parametrize("ranks,text", [([3], "3"), ([0, 1, 2, 5, 7, 8], "0-2,5,7-8"), ([2, 1, 2], "1-2")])

@@ -208,7 +208,8 @@ def _attempt_env(plan: Attempt, base_env: Mapping[str, str], run_dir: str, log_d
 
 def _supervised(plan: Attempt, argv: List[str], opts: Options, env: Dict[str, str], log_dir: Optional[str],
                 before_kill: Callable[[], None],
-                on_stacks: Optional[Callable[[List[bytes], bool], List[str]]] = None) -> supervise.Outcome:
+                on_stacks: Optional[Callable[[List[Tuple[float, bytes]], bool], List[str]]] = None
+                ) -> supervise.Outcome:
     """Run one attempt under supervision.  A launcher whose ranks on other hosts outlive its
     process group (srun, flux run) is given a name to be cancelled by (at a time limit, or
     when a failed rank leaves the others running), `jobenv-<run directory's name>`."""
@@ -230,7 +231,7 @@ def _snapshot(into: List[ranks.RunState], run_dir: str) -> None:
     into.append(ranks.read(run_dir))
 
 
-def _stacks(run_dir: str, nranks: int, log_dir: Optional[str], family: str, last: List[bytes],
+def _stacks(run_dir: str, nranks: int, log_dir: Optional[str], family: str, last: List[Tuple[float, bytes]],
             at_limit: bool) -> List[str]:
     """The report of the ranks' grouped stacks (at a time limit, before the kill; on SIGUSR1);
     a failure to collect them is a warning: the launch (or its kill) goes on."""

@@ -124,25 +124,19 @@ def render(stacks: Mapping[int, Stack], missing: Mapping[str, List[int]], where:
     return [one_line(line) for line in lines]
 
 
-def silent_longest(running: Iterable[int], log_mtime: Mapping[int, float], last_seen: Mapping[int, int],
-                   now: float) -> Optional[str]:
-    """Which running rank has been silent longest: by its log's mtime (--log-dir), else by
-    where its last labelled line came in the output the supervisor kept (`last_seen`: rank
-    -> index of its last line; a rank with none printed nothing in that window)."""
+def silent_longest(running: Iterable[int], silence: Mapping[int, float], last: str, none: str) -> Optional[str]:
+    """Which running rank has been silent longest, by `silence` (rank -> seconds since its
+    last output: `last` names it, "its log last written"); a rank without any (`none` says
+    where) is silent longer than every other."""
     running = sorted(running)
-    if len(running) < 2:  # one rank left: "silent longest" would say nothing
+    if len(running) < 2 or not silence:  # one rank left, or nothing to tell them apart by
         return None
-    logged = [r for r in running if r in log_mtime]
-    if logged:
-        r = min(logged, key=lambda r: (log_mtime[r], r))
-        return f"rank {r} silent longest: its log last written {max(0.0, now - log_mtime[r]):.0f} s ago"
-    if not last_seen or not running:
-        return None
-    quiet = [r for r in running if r not in last_seen]
+    quiet = [r for r in running if r not in silence]
     if quiet:
-        return f"silent longest: {who(quiet)}, no line in the output kept (the last lines)"
-    r = min(running, key=lambda r: (last_seen[r], r))
-    return f"rank {r} silent longest: its last line came before every other running rank's"
+        return f"silent longest: {who(quiet)}: {none}"
+    longest = max(silence[r] for r in running)
+    tied = [r for r in running if silence[r] > longest - 1.0]  # a second apart: no telling them apart
+    return f"{who(tied)} silent longest: {last} {longest:.0f} s ago"
 
 
 def why_missing(state: object, acked: Mapping[str, float]) -> str:
@@ -160,24 +154,26 @@ def host_key(host: str) -> str:
     return re.sub(r"[^A-Za-z0-9._-]", "_", host)
 
 
-def last_seen_of(lines: Sequence[bytes], family: str) -> Dict[int, int]:
-    """Rank -> index of its last labelled line in `lines` (the output the supervisor kept)."""
+def silence_of(lines: Sequence[Tuple[float, bytes]], family: str) -> Dict[int, float]:
+    """Rank -> age in s of its last labelled line in `lines` ((age, line): what the supervisor kept)."""
     from .families import BY_NAME, label_rank
 
     row = BY_NAME.get(family)
-    seen: Dict[int, int] = {}
-    for i, raw in enumerate(lines if row is not None else ()):
+    seen: Dict[int, float] = {}
+    for age, raw in lines if row is not None else ():
         rank = label_rank(row, raw.decode("utf-8", "replace"))  # type: ignore[arg-type]  # row: not None
         if rank is not None:
-            seen[rank] = i
+            seen[rank] = age
     return seen
 
 
-def _log_mtimes(log_dir: Optional[str], ranks: Iterable[int]) -> Dict[int, float]:
+def _log_silence(log_dir: Optional[str], ranks: Iterable[int]) -> Dict[int, float]:
+    """Rank -> seconds since its log under --log-dir was last written."""
     out: Dict[int, float] = {}
+    now = time.time()
     for r in ranks if log_dir else ():
         try:
-            out[r] = os.lstat(os.path.join(log_dir, f"rank-{r}.log")).st_mtime  # type: ignore[arg-type]
+            out[r] = max(0.0, now - os.lstat(os.path.join(log_dir, f"rank-{r}.log")).st_mtime)  # type: ignore[arg-type]
         except OSError:
             pass
     return out
@@ -243,7 +239,7 @@ def _wait(run_dir: str, where: str, seq: int, hooked: Iterable[int], hosts: Iter
 
 
 def collect(run_dir: str, cont: bool, nranks: int = 0, log_dir: Optional[str] = None, family: str = "",
-            last_lines: Sequence[bytes] = (), deadline: float = DEADLINE_S) -> List[str]:
+            last_lines: Sequence[Tuple[float, bytes]] = (), deadline: float = DEADLINE_S) -> List[str]:
     """Ask every running rank of the attempt in `run_dir` for its stack, wait for them (at
     most `deadline`), and return the report's lines.  `cont`: a time limit ran out, resume
     a stopped rank so it dumps too.  The dumps stay in `<run_dir>/stacks/`."""
@@ -276,5 +272,7 @@ def collect(run_dir: str, cont: bool, nranks: int = 0, log_dir: Optional[str] = 
     if never:
         missing["never started"] = never
     lines = render(stacks, missing, where, _source_reader())
-    silent = silent_longest(running, _log_mtimes(log_dir, running), last_seen_of(last_lines, family), time.time())
+    silent = (silent_longest(running, _log_silence(log_dir, running), "its log last written", "no log") if log_dir
+              else silent_longest(running, silence_of(last_lines, family), "its last line of output",
+                                  f"no line in the last {len(last_lines)} lines of output"))
     return lines + ([one_line(silent)] if silent else [])

@@ -74,8 +74,9 @@ def _newest_mtime(log_dir: Optional[str]) -> float:
 
 
 def _pump(fd: int, sel: selectors.BaseSelector, partial: Dict[int, bytes], last: Deque[bytes], out_for: Dict[int, output.Sink],
-          keep_lines: int) -> bool:
-    """Move what the launcher wrote on `fd` to our output; True when there was some."""
+          keep_lines: int, stamps: Optional[Deque[float]] = None) -> bool:
+    """Move what the launcher wrote on `fd` to our output; True when there was some.
+    `stamps` gets when each line kept in `last` came (monotonic), line for line."""
     try:
         data = os.read(fd, 65536)
     except BlockingIOError:
@@ -84,12 +85,16 @@ def _pump(fd: int, sel: selectors.BaseSelector, partial: Dict[int, bytes], last:
         sel.unregister(fd)
         if partial[fd]:
             last.append(partial[fd][:LINE_BYTES])
+            if stamps is not None:
+                stamps.append(time.monotonic())
         del partial[fd]
         return False
     out_for[fd].put(data)
     lines = (partial[fd] + data).split(b"\n")
     partial[fd] = lines.pop()[-LINE_BYTES:]
     last.extend(line[:LINE_BYTES] for line in lines[-keep_lines:])
+    if stamps is not None:
+        stamps.extend([time.monotonic()] * len(lines[-keep_lines:]))
     return True
 
 
@@ -190,9 +195,9 @@ def run(argv: List[str], env: Mapping[str, str], limits: Limits, log_dir: Option
         on_expire: Optional[Callable[[], None]] = None, before_kill: Optional[Callable[[], None]] = None,
         keep_lines: int = 200,
         stdout_fd: int = 1, stderr_fd: int = 2,
-        on_stacks: Optional[Callable[[List[bytes], bool], List[str]]] = None) -> Outcome:
+        on_stacks: Optional[Callable[[List[Tuple[float, bytes]], bool], List[str]]] = None) -> Outcome:
     """Start argv, copy its output, enforce the limits; JobenvError if it cannot start.
-    `on_stacks(last lines, at a limit)` gives the report of the ranks' stacks, printed when
+    `on_stacks(last lines with their age in s, at a limit)` gives the report of the ranks' stacks, printed when
     a limit runs out (before the kill) and on SIGUSR1."""
     output.ensure_std_fds()
     proc = _start(argv, env)
@@ -200,9 +205,11 @@ def run(argv: List[str], env: Mapping[str, str], limits: Limits, log_dir: Option
     mark = reaper.marker(env.get("JOBENV_RUN_DIR", ""))
     watchdog = reaper.Watchdog(pgid, mark, on_expire) if env.get("JOBENV_RUN_DIR") else None
     last: Deque[bytes] = deque(maxlen=keep_lines)
+    stamps: Deque[float] = deque(maxlen=keep_lines)  # when each line of `last` came
 
     def stacks(at_limit: bool) -> None:  # on our stderr's writer: never inside a rank's line
-        for line in on_stacks(list(last), at_limit) if on_stacks else ():
+        now = time.monotonic()
+        for line in on_stacks([(now - t, b) for t, b in zip(stamps, last)], at_limit) if on_stacks else ():
             sinks[stderr_fd].put(f"jobenv: {line}\n".encode())
 
     def at_limit() -> None:
@@ -230,7 +237,7 @@ def run(argv: List[str], env: Mapping[str, str], limits: Limits, log_dir: Option
     try:
         while partial:
             for key, _ in sel.select(timeout=watch.wait()):
-                if _pump(int(key.fd), sel, partial, last, out_for, keep_lines):
+                if _pump(int(key.fd), sel, partial, last, out_for, keep_lines, stamps):
                     watch.last_output = time.monotonic()
             watch.tick()
             if asked.pop("stacks", 0):
