@@ -79,6 +79,11 @@ class Rank:
         self.host, self.hook_pid, self.exit, self.lost = host, hook_pid, None, False
 
 
+def test_no_stack_at_all_says_why_in_two_lines():
+    assert stacks.render({}, {"no hook (not a Python program, or --no-hook)": [0, 1]}, "d") == [
+        "no Python stack from any rank:", "  no stack from 2 ranks (0-1): no hook (not a Python program, or --no-hook)"]
+
+
 def test_why_a_running_rank_gave_no_stack():
     assert stacks.why_missing(Rank("n1"), {"n1": 1.0}) == "no hook (not a Python program, or --no-hook)"
     assert stacks.why_missing(Rank("n2.x", 42), {"n1": 1.0}) == "host n2.x never acked the request"

@@ -112,7 +112,8 @@ def render(stacks: Mapping[int, Stack], missing: Mapping[str, List[int]], where:
            source: Optional[Callable[[str, str], Optional[str]]] = None) -> List[str]:
     """The grouped stacks, at most MAX_GROUPS lines of them, then the ranks without one."""
     groups = group(stacks)
-    lines = [f"stacks of {len(stacks)} rank{'s' if len(stacks) != 1 else ''} (dumps in {where}):"]
+    lines = [f"stacks of {len(stacks)} rank{'s' if len(stacks) != 1 else ''} (dumps in {where}):" if stacks
+             else "no Python stack from any rank:"]
     for stack, ranks in groups[:MAX_GROUPS]:
         lines.append(f"  {who(ranks)} in {describe(stack, source)}")
     rest = groups[MAX_GROUPS:]
