@@ -9,15 +9,15 @@ import os
 import re
 import signal
 import subprocess
-import time
 from pathlib import Path
 from typing import Dict, Optional
 
 import pytest
 
 from jobenv.launch import stacks
-from launchkit import BIN, fresh_env, need_torch, save, shell, tools
+from launchkit import need_torch, shell
 from test_e2e_slurm import cluster, jobs, store  # noqa: F401 (fixtures)
+from test_launch_supervise import _until, job  # noqa: F401 (job: a saved 2-rank MPICH job, a fixture)
 
 DATA = os.path.join(os.path.dirname(__file__), "data", "stacks")
 
@@ -121,17 +121,6 @@ def test_hostile_names_in_a_dump_are_printed_inert():
 
 # --- end to end: `jobenv launch` under the MPICH wheel's mpiexec, 2 ranks on this host ---
 
-@pytest.fixture
-def job(tmp_path):
-    if not (BIN / "mpiexec").exists():
-        pytest.skip("the mpich wheel is not installed")
-    home = tmp_path / "home"
-    home.mkdir()
-    env = fresh_env(home, f"{tools(tmp_path / 'bin')}:/usr/bin:/bin")
-    save(env, "--ranks-per-host", "2")
-    return env
-
-
 def dumps_kept(env) -> list:
     return sorted(p.name for p in Path(env["JOBENV_HOME"]).glob("runs/*/*/stacks/rank-*.txt"))
 
@@ -146,7 +135,7 @@ dist.all_reduce(torch.ones(1))
 
 
 @pytest.mark.e2e
-def test_a_gloo_hang_at_timeout_names_each_ranks_stack(job, tmp_path):
+def test_a_gloo_hang_at_timeout_names_each_ranks_stack(job, tmp_path):  # noqa: F811
     """Rank 1 sleeps before the all_reduce rank 0 waits in: the timeout says so, per rank."""
     need_torch()
     (tmp_path / "hang.py").write_text(HANG)
@@ -170,7 +159,7 @@ stop_here() if os.environ["RANK"] == "1" else wait_for_peer()
 
 
 @pytest.mark.e2e
-def test_a_stopped_rank_is_named_with_its_python_stack_at_timeout(job, tmp_path):
+def test_a_stopped_rank_is_named_with_its_python_stack_at_timeout(job, tmp_path):  # noqa: F811
     (tmp_path / "stop.py").write_text(STOP)
     p = shell(job, "jobenv launch --timeout 8 -- python3 stop.py", cwd=tmp_path, timeout=120)
     assert p.returncode == 124, p.stderr
@@ -188,15 +177,8 @@ print("done-" + os.environ["RANK"], flush=True)
 """
 
 
-def _until(pred, seconds: float) -> bool:
-    deadline = time.monotonic() + seconds
-    while time.monotonic() < deadline and not pred():
-        time.sleep(0.1)
-    return pred()
-
-
 @pytest.mark.e2e
-def test_sigusr1_and_jobenv_stacks_print_stacks_and_the_launch_goes_on(job, tmp_path):
+def test_sigusr1_and_jobenv_stacks_print_stacks_and_the_launch_goes_on(job, tmp_path):  # noqa: F811
     (tmp_path / "work.py").write_text(WORK)
     argv = ["env", "-i", *[f"{k}={v}" for k, v in job.items()], "jobenv", "launch", "--", "python3",
             str(tmp_path / "work.py"), str(tmp_path), "25"]
@@ -218,7 +200,7 @@ def test_sigusr1_and_jobenv_stacks_print_stacks_and_the_launch_goes_on(job, tmp_
 
 
 @pytest.mark.e2e
-def test_jobenv_stacks_without_a_running_launch_is_one_error(job):
+def test_jobenv_stacks_without_a_running_launch_is_one_error(job):  # noqa: F811
     p = shell(job, "jobenv stacks")
     assert p.returncode == 1 and p.stderr.startswith("jobenv: error: no running launch of job ") and \
         p.stderr.count("\n") == 1, p.stderr
