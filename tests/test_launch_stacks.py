@@ -221,3 +221,15 @@ def test_a_stopped_rank_on_the_slurm_cluster_is_named_with_its_stack(cluster, jo
     assert re.search(r"jobenv:   rank 5 in stop_here at stop.py:[56] `[^`]+` ← <module> at stop.py:8", p.stderr), \
         p.stderr
     print(p.stderr)  # quoted in the README
+
+
+@pytest.mark.e2e
+def test_jobenv_stacks_never_writes_into_a_run_directory_another_user_planted(job, other_user, shared_tmp):  # noqa: F811
+    """--run naming a directory another user made (a /tmp path handed around): one error
+    line, and neither a request nor a stacks directory written there for their ranks to act on."""
+    planted = shared_tmp / "20261125-000000-1-a0"
+    other_user.sh(f"mkdir -m 777 {planted} && echo '1 stacks' > {planted}/request")
+    p = shell(job, f"jobenv stacks --run {planted}")
+    assert p.returncode == 6 and p.stderr.startswith("jobenv: error: ") and p.stderr.count("\n") == 1, p.stderr
+    assert "owned by uid" in p.stderr and "Traceback" not in p.stderr
+    assert sorted(os.listdir(planted)) == ["request"] and (planted / "request").read_text() == "1 stacks\n"
