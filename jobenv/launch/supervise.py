@@ -25,6 +25,7 @@ import signal
 import subprocess
 import time
 from collections import deque
+from functools import partial as partial_
 
 from . import live as live_mod, output, reaper
 
@@ -137,6 +138,7 @@ class _Watch:
         self.kill_at: Optional[float] = None
         self.live: Optional[live_mod.Live] = None  # names failures from the ledgers as they happen
         self.ended = False  # ended by us after a failure the launcher left running
+        self.stacks: Optional[Callable[[bool], None]] = None  # prints the ranks' stacks (at a limit?)
 
     def wait(self) -> float:
         """How long the next select may block: until the --timeout runs out, at most 1 s."""
@@ -164,6 +166,8 @@ class _Watch:
             if self.expired:
                 if self.before_kill:  # what the ranks had done when time ran out, before we kill them
                     self.before_kill()
+                if self.stacks:  # and where each one is, stopped ones resumed to tell
+                    self.stacks(True)
                 self._terminate(now)
             elif self.live is not None and self.live.poll(now):
                 self.ended = True
@@ -172,6 +176,15 @@ class _Watch:
             reaper.kill_group(self.pgid, signal.SIGKILL)
             reaper.signal_marked(self.mark, signal.SIGKILL)
             self.kill_at = None
+
+
+def _report_stacks(on_stacks: Callable[[List[Tuple[float, bytes]], bool], List[str]], last: Deque[bytes],
+                   stamps: Deque[float], err: output.Sink, at_limit: bool) -> None:
+    """The report of the ranks' stacks, given the output kept with each line's age, on our
+    stderr's writer (never inside a rank's line)."""
+    now = time.monotonic()
+    for line in on_stacks([(now - t, b) for t, b in zip(stamps, last)], at_limit):
+        err.put(f"jobenv: {line}\n".encode())
 
 
 def _forward_signals(pgid: int, forwarded: Dict[str, int], asked: Optional[Dict[str, int]] = None
@@ -206,17 +219,7 @@ def run(argv: List[str], env: Mapping[str, str], limits: Limits, log_dir: Option
     watchdog = reaper.Watchdog(pgid, mark, on_expire) if env.get("JOBENV_RUN_DIR") else None
     last: Deque[bytes] = deque(maxlen=keep_lines)
     stamps: Deque[float] = deque(maxlen=keep_lines)  # when each line of `last` came
-
-    def stacks(at_limit: bool) -> None:  # on our stderr's writer: never inside a rank's line
-        now = time.monotonic()
-        for line in on_stacks([(now - t, b) for t, b in zip(stamps, last)], at_limit) if on_stacks else ():
-            sinks[stderr_fd].put(f"jobenv: {line}\n".encode())
-
-    def at_limit() -> None:
-        if before_kill:
-            before_kill()
-        stacks(True)
-    watch = _Watch(limits, log_dir, pgid, mark, on_expire, at_limit)
+    watch = _Watch(limits, log_dir, pgid, mark, on_expire, before_kill)
     forwarded: Dict[str, int] = {}
     asked: Dict[str, int] = {}
     old = _forward_signals(pgid, forwarded, asked if on_stacks else None)
@@ -227,6 +230,8 @@ def run(argv: List[str], env: Mapping[str, str], limits: Limits, log_dir: Option
             reaper.kill_group(pgid, signal.SIGTERM)
     sinks = {stdout_fd: output.Sink(stdout_fd, reader_gone), stderr_fd: output.Sink(stderr_fd, reader_gone)}
     out_for = {proc.stdout.fileno(): sinks[stdout_fd], proc.stderr.fileno(): sinks[stderr_fd]}  # type: ignore[union-attr]
+    if on_stacks:
+        watch.stacks = partial_(_report_stacks, on_stacks, last, stamps, sinks[stderr_fd])
     if env.get("JOBENV_RUN_DIR"):
         err = sinks[stderr_fd]
         watch.live = live_mod.Live(env["JOBENV_RUN_DIR"], lambda msg: err.put(f"jobenv: {msg}\n".encode()))
@@ -240,8 +245,8 @@ def run(argv: List[str], env: Mapping[str, str], limits: Limits, log_dir: Option
                 if _pump(int(key.fd), sel, partial, last, out_for, keep_lines, stamps):
                     watch.last_output = time.monotonic()
             watch.tick()
-            if asked.pop("stacks", 0):
-                stacks(False)
+            if asked.pop("stacks", 0) and watch.stacks:
+                watch.stacks(False)
     finally:
         sel.close()
         rc = proc.wait()
