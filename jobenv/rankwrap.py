@@ -60,10 +60,11 @@ Environment protocol (set by `jobenv launch` on the launcher's environment):
                     POSIX mode, i.e. bash as /bin/sh): above 128 with the program gone
                     a second `wait` gives its status while the shell holds it, and the
                     job table (`jobs -l`: dash and ash keep it after `wait`, bash's CHLD
-                    trap saves it before) says exit N or signal; it goes to a new file of
-                    an unguessable name (/proc's uuid) in ${TMPDIR:-/tmp}, node-local and
-                    removed at once (not $(jobs -l): dash empties the table in a subshell,
-                    bash as sh then forgets the status); a shell whose table cannot be read
+                    trap saves it before, in $(jobs -l) with CHLD ignored from then on) says
+                    exit N or signal; dash and ash empty the table in a subshell, so theirs
+                    goes to a new file of an unguessable name (/proc's uuid) in
+                    ${TMPDIR:-/tmp}, node-local, removed at once (only for a status above
+                    128); a shell whose table cannot be read
                     gives exit:<code>.  No `end`: the rank never finished (its wrapper
                     killed with SIGKILL: the agent's `lost`; the host lost: a stale beat).
 - JOBENV_LOG_DIR    a directory; the program's stdout and stderr go to rank-<RANK>.log

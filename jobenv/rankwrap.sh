@@ -369,7 +369,7 @@ _je_new() {
 _je_now() {
     if [ -n "${EPOCHREALTIME:-}" ]; then _je_t=$EPOCHREALTIME; else _je_t=$(date +%s.%N 2>/dev/null) || _je_t=; fi
 }
-_je_led= _je_jl= _je_tf= _je_nl='
+_je_led= _je_jl= _je_nl='
 '
 if [ -n "${JOBENV_RUN_DIR:-}" ]; then
     # one ledger per host, never a file per rank: <H> is the host's name with anything
@@ -393,9 +393,11 @@ if [ -n "${JOBENV_RUN_DIR:-}" ]; then
     export JOBENV_LEDGER JOBENV_HOOK_RANK
     # `wait` says 128+N both for signal N and for exit 128+N; the job table tells them
     # apart.  bash keeps it only until `wait` reaps the program: its CHLD trap saves it,
-    # once, when the program is gone ($! until _je_pid is set)
+    # once, when the program is gone ($! until _je_pid is set), first ignoring CHLD (the
+    # $(...) child's own end would cut the next `wait` short and, in POSIX mode, replace
+    # the program's status with 128+17)
     if [ -n "${BASH_VERSION-}" ]; then
-        trap '[ -n "$_je_tf" ] || kill -0 "${_je_pid:-$!}" 2>/dev/null || _je_jobs' CHLD
+        trap '[ -n "$_je_jl" ] || kill -0 "${_je_pid:-$!}" 2>/dev/null || { trap "" CHLD; _je_jl=$(jobs -l); }' CHLD
     fi
 fi
 # The host agent (protocol: jobenv/rankwrap.py): one background loop per host, started by
@@ -473,17 +475,13 @@ _je_agent() {
         sleep 1
     done
 }
-# The job table, saved where no other user can plant or read a name: `jobs -l` to a new
-# file of an unguessable name in the node's temporary directory (not $(jobs -l): dash
-# and ash empty the table in a subshell, and bash as sh then forgets the status), read
-# back into $_je_jl and removed once the program's end is known
+# dash and ash keep the job table after `wait`, but empty it in a subshell ($(jobs -l)):
+# `jobs -l` goes to a new file of an unguessable name in the node's temporary directory
+# (never the shared run directory), read back into $_je_jl and removed
 _je_jobs() {
     read -r _je_u < /proc/sys/kernel/random/uuid 2>/dev/null || return 0
     _je_tf=${TMPDIR:-/tmp}/jobenv-jobs.$_je_u
-    { jobs -l > "$_je_tf"; } 2>/dev/null || _je_tf=
-}
-_je_jobs_read() {
-    [ -n "$_je_tf" ] || return 0
+    { jobs -l > "$_je_tf"; } 2>/dev/null || return 0
     while IFS= read -r _je_l || [ -n "$_je_l" ]; do _je_jl=$_je_jl$_je_l$_je_nl; done < "$_je_tf"
     rm -f "$_je_tf"
 }
@@ -529,7 +527,6 @@ while :; do
     break
 done
 trap - CHLD
-_je_jobs_read
 # the job table tells the three apart: `[1] + PID Done(147)` (dash, ash), `[1]+ PID Exit
 # 147   CMD` (bash), `... Done`: an exit, with its number; `... Terminated`: the signal
 _je_how=

@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 import subprocess
 
-from jobenv.launch import executable, ranks
+from jobenv.launch import executable, ledger, ranks
 from jobenv.launch.sizing import Request, choose
 
 
@@ -65,7 +65,7 @@ def test_a_huge_ledger_is_read_in_bounded_pieces(tmp_path):
     LEDGER_BYTES per read; the newest lines (the ends) are the ones kept."""
     with open(tmp_path / "host-n1.ledger", "wb") as f:
         f.write(b"start 0 10 11 1.0\n")
-        f.write(b"x" * (ranks.LEDGER_BYTES * 3) + b"\n")  # one endless line
+        f.write(b"x" * (ledger.LEDGER_BYTES * 3) + b"\n")  # one endless line
         f.write(b"end 0 exit:4 9.0\n")
     state = ranks.read(str(tmp_path))
     assert state.ranks[0].exit == "4"

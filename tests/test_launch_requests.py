@@ -12,6 +12,7 @@ import time
 import pytest
 
 from jobenv.launch import ranks, requests
+from test_launch_supervise import _until
 from test_rankwrap import POSIX_SHELLS, RUNS, WRAPPER
 
 PY = sys.executable
@@ -30,15 +31,6 @@ time.sleep(120)
 """
 
 
-def _until(pred, seconds=20.0):
-    deadline = time.monotonic() + seconds
-    while time.monotonic() < deadline:
-        if pred():
-            return True
-        time.sleep(0.05)
-    return pred()
-
-
 def _start(tmp_path, shell, nranks=2):
     run = tmp_path / "run"
     run.mkdir()
@@ -50,7 +42,7 @@ def _start(tmp_path, shell, nranks=2):
         procs.append(subprocess.Popen([argv0, WRAPPER, PY, "-c", RANK, str(tmp_path / f"got{r}")], executable=exe,
                                       env=env, stdin=subprocess.DEVNULL))
     assert _until(lambda: all(r.hook_pid for r in ranks.read(str(run)).ranks.values())
-                  and len(ranks.read(str(run)).ranks) == nranks), "the ranks never armed"
+                  and len(ranks.read(str(run)).ranks) == nranks, 20), "the ranks never armed"
     return run, procs
 
 
@@ -78,12 +70,12 @@ def test_signal_and_stacks_requests_are_carried_out_once_and_acked(tmp_path, she
     run, procs = _start(tmp_path, shell)
     try:
         seq = requests.send(str(run), "signal:USR1")
-        assert _until(lambda: requests.acks(str(run), seq)), "never acked"
+        assert _until(lambda: requests.acks(str(run), seq), 20), "never acked"
         assert list(requests.acks(str(run), seq)) == ["n1"]
-        assert _until(lambda: all(_got(tmp_path, r) == [str(int(signal.SIGUSR1))] for r in range(2)))
+        assert _until(lambda: all(_got(tmp_path, r) == [str(int(signal.SIGUSR1))] for r in range(2)), 20)
         seq2 = requests.send(str(run), "stacks:cont")
-        assert seq2 == seq + 1 and _until(lambda: requests.acks(str(run), seq2))
-        assert _until(lambda: all(sorted(_got(tmp_path, r)) == sorted(["10", "18", "38"]) for r in range(2))), \
+        assert seq2 == seq + 1 and _until(lambda: requests.acks(str(run), seq2), 20)
+        assert _until(lambda: all(sorted(_got(tmp_path, r)) == sorted(["10", "18", "38"]) for r in range(2)), 20), \
             [_got(tmp_path, r) for r in range(2)]
         time.sleep(2.5)  # carried out once, though the request stays in place
         assert all(len(_got(tmp_path, r)) == 3 for r in range(2))
@@ -97,7 +89,7 @@ def test_signal_and_stacks_requests_are_carried_out_once_and_acked(tmp_path, she
 def test_kill_request_ends_every_rank_and_the_agent_then_ends(tmp_path, shell):
     run, procs = _start(tmp_path, shell)
     seq = requests.send(str(run), "kill")
-    assert _until(lambda: requests.acks(str(run), seq))
+    assert _until(lambda: requests.acks(str(run), seq), 20)
     rcs = [p.wait(timeout=30) for p in procs]
     assert rcs == [-signal.SIGTERM] * 2, rcs
     state = ranks.read(str(run))

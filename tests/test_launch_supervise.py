@@ -439,28 +439,20 @@ def test_a_reader_gone_ends_the_launch_as_sigpipe_ends_a_plain_launcher(tokened)
 _LEAVE = "--launcher-args -disable-auto-cleanup"
 
 
-def test_a_rank_killed_with_sigkill_is_named_at_once_and_the_rest_ended(tokened):
+@pytest.mark.parametrize("kill,how", [
+    ("kill -9 $$", "signal 9 (SIGKILL)"),
+    # kill -9 of a rank's wrapper: nothing of it records an end; its host's agent does
+    ("kill -9 $PPID", "lost: its wrapper vanished"),
+], ids=["rank", "wrapper"])
+def test_a_rank_or_wrapper_killed_with_sigkill_is_named_at_once_and_the_rest_ended(tokened, kill, how):
     env, token = tokened
     t = time.monotonic()
     p = shell(env, f"timeout -s KILL 60 jobenv launch {_LEAVE} -- "
-                   "sh -c 'if [ $RANK = 1 ]; then sleep 1; kill -9 $$; fi; sleep 300'")
+                   f"sh -c 'if [ $RANK = 1 ]; then sleep 1; {kill}; fi; sleep 300'")
     took = time.monotonic() - t
     host = os.uname().nodename
-    assert f"jobenv: rank 1 on {host} failed: signal 9 (SIGKILL)\n" in p.stderr, p.stderr
-    assert f"rank 1 on {host} failed first: signal 9 (SIGKILL)" in p.stderr and took < 20, (took, p.stderr)
-    assert p.returncode != 0 and _until(lambda: not _marked(token), 15)
-
-
-def test_a_rank_whose_wrapper_was_killed_is_named_lost(tokened):
-    """kill -9 of a rank's wrapper: nothing of it records an end; its host's agent does."""
-    env, token = tokened
-    t = time.monotonic()
-    p = shell(env, f"timeout -s KILL 60 jobenv launch {_LEAVE} -- "
-                   "sh -c 'if [ $RANK = 1 ]; then sleep 1; kill -9 $PPID; fi; sleep 300'")
-    took = time.monotonic() - t
-    host = os.uname().nodename
-    assert f"jobenv: rank 1 on {host} failed: lost: its wrapper vanished" in p.stderr, p.stderr
-    assert f"rank 1 on {host} failed first: lost" in p.stderr and took < 20, (took, p.stderr)
+    assert f"jobenv: rank 1 on {host} failed: {how}" in p.stderr, p.stderr
+    assert f"rank 1 on {host} failed first: {how}" in p.stderr and took < 20, (took, p.stderr)
     assert p.returncode != 0 and _until(lambda: not _marked(token), 15)
 
 

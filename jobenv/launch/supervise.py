@@ -223,6 +223,7 @@ def run(argv: List[str], env: Mapping[str, str], limits: Limits, log_dir: Option
     forwarded: Dict[str, int] = {}
     asked: Dict[str, int] = {}
     old = _forward_signals(pgid, forwarded, asked if on_stacks else None)
+    kept: Optional[List[bytes]] = None
     partial = {proc.stdout.fileno(): b"", proc.stderr.fileno(): b""}  # type: ignore[union-attr]
     def reader_gone() -> None:  # EPIPE on our output: end the launch as SIGPIPE ends mpiexec
         if not forwarded:
@@ -247,6 +248,8 @@ def run(argv: List[str], env: Mapping[str, str], limits: Limits, log_dir: Option
             watch.tick()
             if asked.pop("stacks", 0) and watch.stacks:
                 watch.stacks(False)
+            if watch.ended and kept is None:  # what the output said before we ended the rest of the launch
+                kept = list(last)
     finally:
         sel.close()
         rc = proc.wait()
@@ -261,7 +264,7 @@ def run(argv: List[str], env: Mapping[str, str], limits: Limits, log_dir: Option
     code = TIMEOUT_EXIT if watch.expired else 128 + signal.SIGPIPE if forwarded.get("sig") == signal.SIGPIPE \
         else (128 - rc if rc < 0 else rc)
     return Outcome(returncode=code, expired=watch.expired, signalled=forwarded.get("sig"),
-                   last_lines=list(last), seconds=time.monotonic() - watch.start,
+                   last_lines=list(last) if kept is None else kept, seconds=time.monotonic() - watch.start,
                    dropped=sum(s.dropped for s in sinks.values()))
 
 
