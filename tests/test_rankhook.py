@@ -58,7 +58,7 @@ def free_port() -> int:
 
 def run_dir(tmp_path: Path) -> Path:
     d = tmp_path / "run"
-    d.mkdir(mode=0o700)
+    d.mkdir(mode=0o700, parents=True)
     (d / "host-vm.ledger").touch()
     return d
 
@@ -194,3 +194,23 @@ def test_teardown_soak(tmp_path, kind):
         if p.returncode != 0 or cleans != ["0", "1"]:
             failed.append((i, p.returncode, cleans, out[-600:]))
     assert not failed, f"{len(failed)} of {SOAK_RUNS} runs failed: {failed[:3]}"
+
+
+@pytest.mark.e2e
+def test_launch_puts_the_hook_first_unless_no_hook(tmp_path):
+    """`jobenv launch` gives each rank's Python the hook (which leaves PYTHONPATH as it was); --no-hook does not."""
+    from launchkit import fresh_env, save, shell, tools
+
+    if not (BIN / "mpiexec").exists():
+        pytest.skip("the mpich wheel is not installed")
+    home = tmp_path / "home"
+    home.mkdir()
+    env = fresh_env(home, f"{tools(tmp_path / 'bin')}:/usr/bin:/bin")
+    save(env, "--ranks-per-host", "1")
+    probe = "python3 -c 'import os, sys; print(\"HOOK\", sys.modules[\"sitecustomize\"].__file__, os.environ[\"PYTHONPATH\"])'"
+    p = shell(env, f"jobenv launch -- {probe}")
+    assert p.returncode == 0, p.stderr
+    word, hook, path = p.stdout.split()
+    assert (word, hook) == ("HOOK", str(HOOK / "sitecustomize.py")) and path.endswith(str(REPO)), p.stdout
+    p = shell(env, f"jobenv launch --no-hook -- {probe}")
+    assert p.returncode != 0 and "KeyError: 'sitecustomize'" in p.stderr, p.stdout + p.stderr
