@@ -1,14 +1,19 @@
-"""What the ranks left behind: the per-rank wrapper's start/exit records and logs.
+"""What the ranks left behind: the hosts' ledgers and beats, and the ranks' logs.
 
-The wrapper (jobenv.rankwrap) writes one-line records into
-JOBENV_RUN_DIR: `rank-<R>.start` ("R host pid time") and `rank-<R>.exit` ("R host
-exit:<code>|signal:<number> time"), and per-rank logs `rank-<R>.log` into JOBENV_LOG_DIR.  Reading them
-is tolerant: a rank can die half-way through writing, and the directory is shared with
-user code.  The summaries are pure functions of what was read.
+The wrapper and its host agent (jobenv.rankwrap, whose docstring has the formats) append
+lines to one ledger per host in JOBENV_RUN_DIR, `host-<H>.ledger` (start, end, lost, ack;
+hook and clean from the rank's Python hook), and the agent rewrites `host-<H>.beat` every
+second; per-rank logs `rank-<R>.log` go to JOBENV_LOG_DIR.  Reading is tolerant: a line
+can be half-written, the directory is shared with user code (a FIFO or a huge file under
+a ledger's name), so only regular files are read, at most LEDGER_BYTES of each per read,
+and a line that does not parse is skipped.  `Ledgers` reads incrementally (the supervisor
+polls every second: only what was appended is read); the summaries are pure functions of
+what was read.
 """
 from __future__ import annotations
 
 import os
+import stat
 import time
 from ..errors import one_line
 
@@ -20,24 +25,155 @@ _SIGNALS = {1: "SIGHUP", 2: "SIGINT", 3: "SIGQUIT", 4: "SIGILL", 6: "SIGABRT", 7
             9: "SIGKILL", 11: "SIGSEGV", 13: "SIGPIPE", 14: "SIGALRM", 15: "SIGTERM"}
 
 
+LEDGER_BYTES = 4 << 20  # read from one ledger per poll (8 ranks write ~1 KiB): a flood is skipped
+LINE_BYTES = 512  # the wrapper's lines are shorter (appends of that size never interleave)
+
+
+_GONE = {"lost": "lost: its wrapper vanished without recording an end (killed with SIGKILL?)",
+         "vanished": "vanished: neither it nor its host's agent recorded an end (killed with SIGKILL, or the "
+                     "host lost)"}
+
+
 class RankState:
-    __slots__ = ("rank", "host", "started", "exit", "ended")
+    __slots__ = ("rank", "host", "started", "exit", "ended", "pid", "wrapper_pid", "hook_pid", "clean", "lost")
 
     def __init__(self, rank: int) -> None:
         self.rank = rank
         self.host: Optional[str] = None
         self.started: Optional[float] = None
-        self.exit: Optional[str] = None  # a code ("3") or a signal ("signal 11"), as `normalize` makes it
+        # a code ("3"), a signal ("signal 11"), as `normalize` makes it; "lost" (the agent saw its
+        # wrapper vanish), "vanished" (no end and no agent left to tell: `infer_vanished`)
+        self.exit: Optional[str] = None
         self.ended: Optional[float] = None
+        self.pid: Optional[int] = None  # the program's
+        self.wrapper_pid: Optional[int] = None
+        self.hook_pid: Optional[int] = None  # the Python process the hook armed in
+        self.clean = False  # the hook saw the program's main finish (atexit)
+        self.lost = False
 
     @property
     def failed(self) -> bool:
         return self.exit is not None and self.exit != "0"
 
 
+class HostState:
+    __slots__ = ("name", "beat", "ranks", "acks")
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+        self.beat: Optional[float] = None  # mtime of host-<H>.beat: the agent's last beat
+        self.ranks: List[int] = []
+        self.acks: Dict[int, float] = {}  # request seq -> when this host's agent carried it out
+
+
 class RunState:
     def __init__(self) -> None:
         self.ranks: Dict[int, RankState] = {}
+        self.hosts: Dict[str, HostState] = {}
+
+
+def _num(text: str) -> Optional[int]:
+    """ASCII digits only (int() takes '²' and '٣'), at most 9 of them."""
+    return int(text) if 0 < len(text) <= 9 and text.isascii() and text.isdigit() else None
+
+
+def _apply(state: RunState, host: HostState, line: str) -> None:
+    """One ledger line into `state`; a line that does not parse changes nothing."""
+    words = line.split()
+    if len(words) < 3 or len(words) > 5:
+        return
+    kind, num, when = words[0], _num(words[1]), _float(words[-1])
+    if num is None or when is None:
+        return
+    if kind == "ack":
+        host.acks[num] = when
+        return
+    if kind not in ("start", "end", "hook", "clean", "lost"):
+        return
+    r = state.ranks.get(num)
+    if r is None:
+        r = state.ranks[num] = RankState(num)
+    if r.host != host.name:
+        r.host = host.name
+        host.ranks.append(num)
+    if kind == "start" and len(words) == 5:
+        r.wrapper_pid, r.pid, r.started = _num(words[2]), _num(words[3]), when
+    elif kind == "end" and len(words) == 4:
+        r.exit, r.ended = normalize(words[2]), when
+    elif kind == "hook" and len(words) == 4:
+        r.hook_pid = _num(words[2])
+    elif kind == "clean" and len(words) == 3:
+        r.clean = True
+    elif kind == "lost" and len(words) == 3:
+        r.lost = True
+        if r.exit is None:
+            r.exit, r.ended = "lost", when
+
+
+class Ledgers:
+    """The run directory's ledgers, read incrementally: each `poll` reads what was appended
+    since the last one (a partial last line waits for its newline) and stats the beats."""
+
+    def __init__(self, run_dir: str) -> None:
+        self.run_dir = run_dir
+        self.state = RunState()
+        self._seen: Dict[str, Tuple[Tuple[int, int], int, bytes]] = {}  # name -> (dev, ino), offset, partial
+
+    def poll(self) -> RunState:
+        try:
+            with os.scandir(self.run_dir) as it:
+                names = [e.name for e in it if e.name.startswith("host-")]
+        except OSError:
+            return self.state
+        for name in names:
+            stem, _, kind = name[5:].rpartition(".")
+            if not stem or kind not in ("ledger", "beat"):
+                continue
+            host = self.state.hosts.get(stem)
+            if host is None:
+                host = self.state.hosts[stem] = HostState(stem)
+            if kind == "beat":
+                try:
+                    st = os.lstat(os.path.join(self.run_dir, name))
+                    host.beat = st.st_mtime if stat.S_ISREG(st.st_mode) else host.beat
+                except OSError:
+                    pass
+            else:
+                self._read(name, host)
+        return self.state
+
+    def _read(self, name: str, host: HostState) -> None:
+        from ..readfile import open_regular
+
+        try:
+            fd, st = open_regular(os.path.join(self.run_dir, name))  # never a FIFO or device
+        except OSError:
+            return
+        try:
+            ident, offset, partial = self._seen.get(name, ((st.st_dev, st.st_ino), 0, b""))
+            if ident != (st.st_dev, st.st_ino) or st.st_size < offset:  # replaced or cut: read afresh
+                offset, partial = 0, b""
+            if st.st_size - offset > LEDGER_BYTES:  # a flood: its head was read, keep the newest lines
+                offset, partial = st.st_size - LEDGER_BYTES, b""
+                skip_first = True
+            else:
+                skip_first = False
+            data = os.pread(fd, min(LEDGER_BYTES, max(0, st.st_size - offset)), offset)
+        except OSError:
+            return
+        finally:
+            os.close(fd)
+        lines = (partial + data).split(b"\n")
+        rest = lines.pop()
+        for i, raw in enumerate(lines):
+            if len(raw) <= LINE_BYTES and not (skip_first and i == 0):
+                _apply(self.state, host, raw.decode("ascii", "replace"))
+        self._seen[name] = ((st.st_dev, st.st_ino), offset + len(data), rest[-LINE_BYTES - 1:])
+
+
+def read(run_dir: str) -> RunState:
+    """Every rank of every host ledger, with the hosts' last beats."""
+    return Ledgers(run_dir).poll()
 
 
 def make_run_dir(base: str, tag: str) -> str:
@@ -99,47 +235,11 @@ def rank_of(name: str, prefix: str, kinds: Tuple[str, ...]) -> Optional[int]:
     return int(num) if ok else None
 
 
-def _fields(path: str) -> Optional[List[str]]:
-    """The words of a record: a regular file (a FIFO or device named like one would block
-    or never end), read by jobenv's one reader of planted names."""
-    from ..readfile import read_bytes
-
-    try:
-        words = read_bytes(path, 4096).decode("utf-8", "replace").split()
-    except OSError:
-        return None
-    return words if len(words) >= 3 else None
-
-
 def _float(text: str) -> Optional[float]:
     try:
         return float(text)
     except ValueError:
         return None
-
-
-def read(run_dir: str) -> RunState:
-    """Every rank that left a start or exit record."""
-    state = RunState()
-    try:
-        names = os.listdir(run_dir)
-    except OSError:
-        return state
-    for name in names:
-        rank = rank_of(name, "rank-", ("start", "exit"))
-        words = None if rank is None else _fields(os.path.join(run_dir, name))
-        if rank is None or words is None:
-            continue
-        kind = name.rpartition(".")[2]
-        r = state.ranks.setdefault(rank, RankState(rank))
-        r.host = r.host or words[1]
-        when = _float(words[-1]) if len(words) >= 4 else None
-        if kind == "start":
-            r.started = when
-        else:
-            r.exit = normalize(" ".join(words[2:-1]) if len(words) >= 4 else words[2])
-            r.ended = when
-    return state
 
 
 def normalize(text: str) -> str:
@@ -163,6 +263,8 @@ def lines_of(lines: List[str], family: str, rank: int) -> List[str]:
 
 def describe_exit(text: str) -> str:
     """'exit code 3', 'signal 11 (SIGSEGV)', 'exit code 137 (128+9: SIGKILL?)'."""
+    if text in _GONE:
+        return _GONE[text]
     if text.lstrip("-").isdigit():
         code = int(text)
         if code > 128 and code - 128 in _SIGNALS:
@@ -174,9 +276,47 @@ def describe_exit(text: str) -> str:
     return f"signal {text}" if not text.lower().startswith("signal") else text
 
 
+def infer_vanished(state: RunState) -> List[RankState]:
+    """After the launch ended: the ranks that started and recorded no end, nor did any agent
+    (the wrapper and its host's agent killed, e.g. every process of the host): each marked
+    "vanished" at its host's last beat (when it was last known alive), and returned."""
+    out = []
+    for r in state.ranks.values():
+        if r.started is not None and r.exit is None:
+            host = state.hosts.get(r.host or "")
+            r.exit, r.ended = "vanished", (host.beat if host is not None and host.beat else r.started)
+            out.append(r)
+    return out
+
+
+def host_silent(state: RunState, host: str) -> List[int]:
+    """The ranks of `host` when every one that started there vanished (the host lost), else []."""
+    h = state.hosts.get(host)
+    started = [state.ranks[n] for n in (h.ranks if h else []) if state.ranks[n].started is not None]
+    return sorted(r.rank for r in started) if started and all(r.exit == "vanished" for r in started) else []
+
+
+def host_lost(host: str, silent: List[int], when: Optional[float]) -> str:
+    """'host node2 lost: ranks 2,3 stopped reporting at 12:00:01' (one phrasing, live and after)."""
+    at = time.strftime(" at %H:%M:%S", time.localtime(when)) if when else ""
+    return f"host {host} lost: rank{'s' if len(silent) > 1 else ''} {','.join(map(str, silent))} stopped reporting{at}"
+
+
 def first_failure(state: RunState) -> Optional[RankState]:
+    """The failure that came first.  A recorded one (an `end` or the agent's `lost`) goes
+    before a vanished rank unless it came more than BEAT_S after that rank's last beat: the
+    rank died after its last beat, but may have died only because of the recorded failure."""
+    from ..rankwrap import BEAT_S
+
+    def key(r: RankState) -> Tuple[float, int]:
+        return (r.ended if r.ended is not None else float("inf"), r.rank)
+
     failed = [r for r in state.ranks.values() if r.failed]
-    return min(failed, key=lambda r: (r.ended if r.ended is not None else float("inf"), r.rank)) if failed else None
+    recorded = min((r for r in failed if r.exit != "vanished"), key=key, default=None)
+    silent = min((r for r in failed if r.exit == "vanished"), key=key, default=None)
+    if silent is None or recorded is not None and key(recorded)[0] <= key(silent)[0] + BEAT_S:
+        return recorded
+    return silent
 
 
 def unfinished(state: RunState, nranks: int, host_of: Callable[[int], Optional[str]]) -> List[str]:
