@@ -114,7 +114,9 @@ def launch(job: Optional[str], allow_stale: bool, dry_run: bool, nranks: Optiona
     \b
     In a restored shell `launch ARGS` is `jobenv launch -- ARGS`.
     Launcher flags: --launcher-args='...' (added after the launcher's own).
-    Exit code: the launcher's; 124 when --timeout/--idle-timeout killed it.
+    Exit code: the launcher's; 124 when --timeout/--idle-timeout killed it; 0 when every
+    rank's Python finished cleanly (the hook saw its main end without an exception or a
+    non-zero sys.exit) and some then died in interpreter teardown (named as warnings).
     """
     import shlex
 

@@ -58,7 +58,7 @@ def free_port() -> int:
 
 def run_dir(tmp_path: Path) -> Path:
     d = tmp_path / "run"
-    d.mkdir(mode=0o700)
+    d.mkdir(mode=0o700, parents=True)
     (d / "host-vm.ledger").touch()
     return d
 
@@ -194,3 +194,70 @@ def test_teardown_soak(tmp_path, kind):
         if p.returncode != 0 or cleans != ["0", "1"]:
             failed.append((i, p.returncode, cleans, out[-600:]))
     assert not failed, f"{len(failed)} of {SOAK_RUNS} runs failed: {failed[:3]}"
+
+
+@pytest.mark.e2e
+def test_launch_puts_the_hook_first_unless_no_hook(tmp_path):
+    """`jobenv launch` gives each rank's Python the hook (which leaves PYTHONPATH as it was); --no-hook does not."""
+    from launchkit import fresh_env, save, shell, tools
+
+    if not (BIN / "mpiexec").exists():
+        pytest.skip("the mpich wheel is not installed")
+    home = tmp_path / "home"
+    home.mkdir()
+    env = fresh_env(home, f"{tools(tmp_path / 'bin')}:/usr/bin:/bin")
+    save(env, "--ranks-per-host", "1")
+    probe = "python3 -c 'import os, sys; print(\"HOOK\", sys.modules[\"sitecustomize\"].__file__, os.environ[\"PYTHONPATH\"])'"
+    p = shell(env, f"jobenv launch -- {probe}")
+    assert p.returncode == 0, p.stderr
+    word, hook, path = p.stdout.split()
+    assert (word, hook) == ("HOOK", str(HOOK / "sitecustomize.py")) and path.endswith(str(REPO)), p.stdout
+    p = shell(env, f"jobenv launch --no-hook -- {probe}")
+    assert p.returncode != 0 and "KeyError: 'sitecustomize'" in p.stderr, p.stdout + p.stderr
+
+
+@pytest.mark.e2e
+def test_a_stacks_request_reaches_a_rank_blocked_in_all_reduce_under_launch(tmp_path):
+    """The whole chain: `jobenv launch`, the wrapper arms the hook, the host agent carries out a `stacks`
+    request by the dump signal, the hook writes the blocked rank's stack."""
+    from jobenv.launch import requests
+    from launchkit import fresh_env, save, tools
+
+    need_torch()
+    if not (BIN / "mpiexec").exists():
+        pytest.skip("the mpich wheel is not installed")
+    home = tmp_path / "home"
+    home.mkdir()
+    env = fresh_env(home, f"{tools(tmp_path / 'bin')}:/usr/bin:/bin")
+    save(env, "--ranks-per-host", "2")
+    prog = tmp_path / "prog.py"
+    prog.write_text(r'''import os, time, torch, torch.distributed as dist
+dist.init_process_group("gloo")
+if dist.get_rank() == 1:
+    while not os.path.exists("release"):
+        time.sleep(0.05)
+else:
+    open("ready", "w").close()
+t = torch.ones(1)
+dist.all_reduce(t)
+print("SUM", t.item(), flush=True)
+''')
+    argv = ["env", "-i", *[f"{k}={v}" for k, v in env.items()], "/bin/bash", "--norc", "-c", "jobenv launch -- python3 prog.py"]
+    p = subprocess.Popen(argv, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        wait_for(lambda: (tmp_path / "ready").exists(), "rank 0 to reach all_reduce")
+        time.sleep(0.5)
+        run = next(p for p in (home / ".jobenv" / "runs").glob("*/*") if p.is_dir())
+        (run / "stacks").mkdir(mode=0o700)
+        seq = requests.send(str(run), "stacks")
+        dump = run / "stacks" / f"rank-0.{seq}.txt"
+        wait_for(lambda: dump.exists() and "prog.py" in dump.read_text(), "rank 0's stack", 30)
+        text = dump.read_text()
+        assert "in all_reduce" in text and 'prog.py", line 9 in <module>' in text, text
+        other = run / "stacks" / f"rank-1.{seq}.txt"  # rank 1 sleeps in Python, waiting for `release`
+        wait_for(lambda: other.exists() and "prog.py" in other.read_text(), "rank 1's stack", 30)
+        assert 'prog.py", line 5 in <module>' in other.read_text()
+    finally:
+        (tmp_path / "release").touch()
+        out, err = p.communicate(timeout=120)
+    assert p.returncode == 0 and "SUM 2.0" in out, err

@@ -12,7 +12,7 @@ from functools import partial
 
 from .. import store
 from ..errors import BadInput, JobenvError, one_line
-from . import families, ranks, report, sizing, supervise
+from . import families, ranks, report, sizing, supervise, teardown
 
 TYPE_CHECKING = False  # `import typing`/`dataclasses` cost ~50 ms: `launch` starts on every run
 if TYPE_CHECKING:
@@ -170,6 +170,11 @@ def run(rec: JobRecord, command: List[str], opts: Options, base_env: Mapping[str
             return 0
         if out.signalled is not None:
             return rc  # the user (or timeout(1)) stopped it: no summary, no retry
+        late = None if out.expired else teardown.excused(ranks.read(run_dir), plan.size.nranks)
+        if late is not None:  # every program finished; some died in interpreter teardown after
+            for line in late:
+                _say(line)
+            return 0
         lines, bad_host = report.summarize(out, run_dir, log_dir, plan.size, opts, plan.family,
                                            snapshot[0] if snapshot else None)
         for line in lines:

@@ -10,8 +10,8 @@ host's ledger, and JOBENV_HOOK_RANK), and then:
 - turns faulthandler on for fatal signals, and on JOBENV_DUMP_SIGNAL writes every thread's
   stack to <JOBENV_RUN_DIR>/stacks/rank-<R>.<seq>.txt, even while the main thread is blocked
   in a C call (a collective): a daemon thread takes the signal with sigwait.
-It leaves no trace for children (its variables and its PYTHONPATH entry leave os.environ, its
-directory leaves sys.path), then runs the sitecustomize it shadows.  It runs in any Python 3.9+
+Armed, it leaves no trace for children (its variables and its PYTHONPATH entry leave os.environ; its
+directory leaves sys.path in any case), then runs the sitecustomize it shadows.  It runs in any Python 3.9+
 the rank uses, so it imports nothing from jobenv; any error inside disarms it silently: the
 hook must never break a program.
 """
@@ -26,10 +26,11 @@ _GLOO_WORKERS = (b"pt_gloo_runloop",)
 _QUIESCE_S = 0.5
 
 
-def _strip_environ() -> "tuple[str, ...]":
+def _strip_environ() -> None:
     """Take the wrapper's variables and our PYTHONPATH entry out of os.environ (children must
-    not arm), our directory out of sys.path; returns (ledger, rank) as the wrapper set them."""
-    found = tuple(os.environ.pop(k, "") for k in _RANK_VARS)
+    not arm).  Only once armed: a Python between launcher and wrapper (torchrun) passes them on."""
+    for k in _RANK_VARS:
+        os.environ.pop(k, None)
     parts = os.environ.get("PYTHONPATH", "").split(os.pathsep)
     if _DIR in parts:
         parts.remove(_DIR)
@@ -37,8 +38,6 @@ def _strip_environ() -> "tuple[str, ...]":
             os.environ["PYTHONPATH"] = os.pathsep.join(parts)
         else:
             del os.environ["PYTHONPATH"]
-    sys.path[:] = [p for p in sys.path if p != _DIR]
-    return found
 
 
 def _open_ledger(path: str) -> int:
@@ -205,9 +204,11 @@ def _chain() -> None:
 
 
 def _main() -> None:
+    sys.path[:] = [p for p in sys.path if p != _DIR]
     try:
-        ledger, rank = _strip_environ()
+        ledger, rank = (os.environ.get(k, "") for k in _RANK_VARS)
         if ledger and rank:
+            _strip_environ()
             _arm(ledger, rank)
     except Exception:
         pass
