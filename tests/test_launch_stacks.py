@@ -16,7 +16,7 @@ from typing import Dict, Optional
 
 import pytest
 
-from jobenv.launch import stacks
+from jobenv.launch import ranks, stacks
 from launchkit import need_torch, shell
 from test_e2e_slurm import cluster, jobs, store  # noqa: F401 (fixtures)
 from test_launch_supervise import _until, job  # noqa: F401 (job: a saved 2-rank MPICH job, a fixture)
@@ -76,20 +76,16 @@ def test_a_thousand_ranks_read_in_a_few_lines():
     assert lines[-1] == "  no stack from 8 ranks (1000-1007): no hook (not a Python program, or --no-hook)"
 
 
-class Rank:
-    def __init__(self, host: str, hook_pid: Optional[int] = None) -> None:
-        self.host, self.hook_pid, self.exit, self.lost = host, hook_pid, None, False
-
-
-def test_no_stack_at_all_says_why_in_two_lines():
-    assert stacks.render({}, {"no hook (not a Python program, or --no-hook)": [0, 1]}, "d") == [
-        "no Python stack from any rank:", "  no stack from 2 ranks (0-1): no hook (not a Python program, or --no-hook)"]
+def rank_state(host: str, hook_pid: Optional[int] = None) -> ranks.RankState:
+    r = ranks.RankState(0)
+    r.host, r.hook_pid = host, hook_pid
+    return r
 
 
 def test_why_a_running_rank_gave_no_stack():
-    assert stacks.why_missing(Rank("n1"), {"n1": 1.0}) == "no hook (not a Python program, or --no-hook)"
-    assert stacks.why_missing(Rank("n2.x", 42), {"n1": 1.0}) == "host n2.x never acked the request"
-    assert stacks.why_missing(Rank("a b", 42), {"a_b": 1.0}).startswith("no dump written")
+    assert stacks.why_missing(rank_state("n1"), {"n1": 1.0}) == "no hook (not a Python program, or --no-hook)"
+    assert stacks.why_missing(rank_state("n2.x", 42), {"n1": 1.0}) == "host n2.x never acked the request"
+    assert stacks.why_missing(rank_state("n1", 42), {"n1": 1.0}).startswith("no dump written")
 
 
 def test_silent_longest_by_the_age_of_its_last_output():

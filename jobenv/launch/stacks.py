@@ -28,11 +28,14 @@ TYPE_CHECKING = False  # `import typing` costs ~5 ms: `launch` imports this on e
 if TYPE_CHECKING:
     from typing import Callable, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple
 
+    from .ranks import Ledgers, RankState
+
     Frame = Tuple[str, str, str]  # file, line, function, as faulthandler wrote them
     Stack = Tuple[Frame, ...]  # innermost call first
 
 DEADLINE_S = 5.0  # how long a collection waits for the hosts' acks and the ranks' dumps
 AFTER_ACKS_S = 1.0  # once every host acked, how long a missing dump is still waited for
+POLL_S = 0.2  # how often the ledgers and the dumps are looked at meanwhile
 MAX_DUMP_BYTES = 2 << 20  # faulthandler caps a dump at 100 threads x 100 frames
 MAX_GROUPS = 10  # lines of stacks printed; the rest are counted, their dumps kept
 SHOWN_FRAMES = 4  # frames of a stack printed, innermost first
@@ -140,19 +143,14 @@ def silent_longest(running: Iterable[int], silence: Mapping[int, float], last: s
     return f"{who(tied)} silent longest: {last} {longest:.0f} s ago"
 
 
-def why_missing(state: object, acked: Mapping[str, float]) -> str:
-    """Why a running rank (its ranks.RankState `state`) gave no dump."""
-    if getattr(state, "hook_pid", None) is None:
+def why_missing(state: RankState, acked: Mapping[str, float]) -> str:
+    """Why a running rank gave no dump.  Its host is named as the ledger's file names it,
+    as the acks are."""
+    if state.hook_pid is None:
         return _NO_HOOK
-    host = getattr(state, "host", None)
-    if host is not None and host_key(host) not in acked:
-        return f"host {host} never acked the request"
+    if state.host is not None and state.host not in acked:
+        return f"host {state.host} never acked the request"
     return "no dump written (stopped, or the dump signal blocked or ignored)"
-
-
-def host_key(host: str) -> str:
-    """A host's name as the run directory's files spell it: outside [A-Za-z0-9._-] is `_`."""
-    return re.sub(r"[^A-Za-z0-9._-]", "_", host)
 
 
 def silence_of(lines: Sequence[Tuple[float, bytes]], family: str) -> Dict[int, float]:
@@ -217,26 +215,25 @@ def _dumps(where: str, seq: int) -> Dict[int, str]:
     return out
 
 
-def _wait(run_dir: str, where: str, seq: int, hooked: Iterable[int], hosts: Iterable[str], deadline: float
+def _wait(ledgers: Ledgers, where: str, seq: int, hooked: Iterable[int], hosts: Iterable[str], deadline: float
           ) -> Tuple[Dict[int, str], Dict[str, float]]:
     """Poll until every host acked `seq` and every hooked rank dumped (or AFTER_ACKS_S after
-    the last ack, or `deadline`): the dumps' paths and the acks, by host key."""
-    from . import requests
-
+    the last ack, or `deadline`): the dumps' paths and the acks by host.  The ledgers are
+    read incrementally (only what was appended: 1,000 hosts polled every POLL_S)."""
     want_ranks, want_hosts = set(hooked), set(hosts)
     start, all_acked = time.monotonic(), None
     while True:
-        acked = {host_key(h): t for h, t in requests.acks(run_dir, seq).items()}
+        acked = {name: h.acks[seq] for name, h in ledgers.poll().hosts.items() if seq in h.acks}
         found = _dumps(where, seq)
         now = time.monotonic()
         if want_hosts <= set(acked):
             all_acked = all_acked if all_acked is not None else now
             if want_ranks <= set(found):
-                time.sleep(0.1)  # the last one may be mid-write: faulthandler writes line by line
+                time.sleep(POLL_S)  # the last one may be mid-write: faulthandler writes line by line
                 return _dumps(where, seq), acked
         if now - start >= deadline or all_acked is not None and now - all_acked >= AFTER_ACKS_S:
             return found, acked
-        time.sleep(0.1)
+        time.sleep(POLL_S)
 
 
 def collect(run_dir: str, cont: bool, nranks: int = 0, log_dir: Optional[str] = None, family: str = "",
@@ -250,11 +247,12 @@ def collect(run_dir: str, cont: bool, nranks: int = 0, log_dir: Optional[str] = 
 
     where = os.path.join(run_dir, "stacks")
     own_dir(where, "stacks directory")
-    state = ranks.read(run_dir)
-    running = {r: s for r, s in state.ranks.items() if s.exit is None and not getattr(s, "lost", False)}
-    hooked = [r for r, s in running.items() if getattr(s, "hook_pid", None) is not None]
+    ledgers = ranks.Ledgers(run_dir)
+    state = ledgers.poll()
+    running = {r: s for r, s in state.ranks.items() if s.exit is None and not s.lost}
+    hooked = [r for r, s in running.items() if s.hook_pid is not None]
     seq = requests.send(run_dir, "stacks:cont" if cont else "stacks")
-    paths, acked = _wait(run_dir, where, seq, hooked, {host_key(s.host) for s in running.values() if s.host},
+    paths, acked = _wait(ledgers, where, seq, hooked, {s.host for s in running.values() if s.host},
                          deadline if hooked else 0.0)
     stacks: Dict[int, Stack] = {}
     missing: Dict[str, List[int]] = {}
