@@ -69,7 +69,7 @@ def test_a_huge_ledger_is_read_in_bounded_pieces(tmp_path):
         f.write(b"x" * (ledger.LEDGER_BYTES * 3) + b"\n")  # one endless line
         f.write(b"end 0 exit:4 9.0\n")
     state = ranks.read(str(tmp_path))
-    assert state.ranks[0].exit == "4"
+    assert state.ranks[0].exit == "4" and state.ranks[0].started == 1.0
 
 
 def test_vanished_ranks_name_their_host_unless_a_failure_was_recorded_first(tmp_path):

@@ -133,30 +133,44 @@ class Ledgers:
     def _read(self, name: str, host: HostState) -> None:
         from ..readfile import open_regular
 
+        path = os.path.join(self.run_dir, name)
+        seen = self._seen.get(name)
         try:
-            fd, st = open_regular(os.path.join(self.run_dir, name))  # never a FIFO or device
+            st = os.stat(path)
+            if seen is not None and seen[0] == (st.st_dev, st.st_ino) and seen[1] == st.st_size:
+                return  # nothing appended: no open
+            fd, st = open_regular(path)  # never a FIFO or device
         except OSError:
             return
         try:
-            ident, offset, partial = self._seen.get(name, ((st.st_dev, st.st_ino), 0, b""))
+            ident, offset, partial = seen or ((st.st_dev, st.st_ino), 0, b"")
             if ident != (st.st_dev, st.st_ino) or st.st_size < offset:  # replaced or cut: read afresh
                 offset, partial = 0, b""
-            if st.st_size - offset > LEDGER_BYTES:  # a flood: its head was read, keep the newest lines
-                offset, partial = st.st_size - LEDGER_BYTES, b""
-                skip_first = True
+            if st.st_size - offset > LEDGER_BYTES:  # a flood: its head (the starts), then its newest lines
+                half = LEDGER_BYTES // 2
+                if offset == 0:
+                    self._lines(host, os.pread(fd, half, 0), b"", False)
+                offset, partial = st.st_size - half, b""
+                data = os.pread(fd, half, offset)
+                rest = self._lines(host, data, partial, True)
             else:
-                skip_first = False
-            data = os.pread(fd, min(LEDGER_BYTES, max(0, st.st_size - offset)), offset)
+                data = os.pread(fd, st.st_size - offset, offset)
+                rest = self._lines(host, data, partial, False)
         except OSError:
             return
         finally:
             os.close(fd)
+        self._seen[name] = ((st.st_dev, st.st_ino), offset + len(data), rest)
+
+    def _lines(self, host: HostState, data: bytes, partial: bytes, skip_first: bool) -> bytes:
+        """Apply the complete lines of `partial + data` (the first skipped: it began before the
+        piece read); the partial last line, kept for the next read."""
         lines = (partial + data).split(b"\n")
         rest = lines.pop()
         for i, raw in enumerate(lines):
             if len(raw) <= LINE_BYTES and not (skip_first and i == 0):
                 _apply(self.state, host, raw.decode("ascii", "replace"))
-        self._seen[name] = ((st.st_dev, st.st_ino), offset + len(data), rest[-LINE_BYTES - 1:])
+        return rest[-LINE_BYTES - 1:]
 
 
 def read(run_dir: str) -> RunState:
