@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from jobenv.launch import ranks, teardown
-from launchkit import BIN, fresh_env, save, shell, tools
+from launchkit import local_job, shell
 
 # a global whose __del__ runs while the interpreter finalizes, after every atexit callback
 # (a second later: the other rank has finished too, as after a real run's last collective)
@@ -14,13 +14,7 @@ BOMB = "import os, sys, time\nclass Bomb:\n    def __del__(self):\n        time.
 
 @pytest.fixture
 def job(tmp_path):
-    if not (BIN / "mpiexec").exists():
-        pytest.skip("the mpich wheel is not installed")
-    home = tmp_path / "home"
-    home.mkdir()
-    env = fresh_env(home, f"{tools(tmp_path / 'bin')}:/usr/bin:/bin")
-    save(env, "--ranks-per-host", "2")
-    return env
+    return local_job(tmp_path, 2)
 
 
 @pytest.mark.e2e

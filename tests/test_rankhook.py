@@ -16,7 +16,7 @@ from typing import Dict, List
 import pytest
 
 from conftest import REPO, mpich
-from launchkit import BIN, need_torch
+from launchkit import BIN, TRAIN, local_job, need_torch, shell
 
 HOOK = REPO / "jobenv" / "rankhook"
 SHIM = 'JOBENV_HOOK_RANK=${PMI_RANK:-${OMPI_COMM_WORLD_RANK:-$RANK}} exec "$@"'
@@ -30,24 +30,28 @@ for k in ("PMI_RANK", "OMPI_COMM_WORLD_RANK"):
         os.environ.setdefault("RANK", os.environ[k])
 os.environ.setdefault("WORLD_SIZE", os.environ.get("PMI_SIZE", os.environ.get("OMPI_COMM_WORLD_SIZE", "1")))
 os.environ.setdefault("MASTER_ADDR", "127.0.0.1")
+os.environ.setdefault("LOCAL_RANK", os.environ["RANK"])
 '''
 
-# A DDP model that outlives destroy_process_group: torch 2.13 aborts such a rank at exit on a busy node
-DDP = PRELUDE + r'''
-import torch, torch.distributed as dist
+# launchkit's DDP script, cut before it releases the model: a DDP model that outlives
+# destroy_process_group, which torch 2.13 aborted at exit on a busy node
+DDP = PRELUDE + TRAIN[:TRAIN.index("dist.destroy_process_group()")] + "dist.destroy_process_group()\n"
+
+# rank 0 blocks in a gloo all_reduce until rank 1, sleeping in Python, sees `release`
+BLOCKED = PRELUDE + r'''
+import time, torch, torch.distributed as dist
 dist.init_process_group("gloo")
-rank = dist.get_rank()
-model = torch.nn.parallel.DistributedDataParallel(torch.nn.Linear(4, 1))
-opt = torch.optim.SGD(model.parameters(), lr=0.1)
-for step in range(3):
-    opt.zero_grad()
-    model(torch.full((8, 4), float(rank + 1))).sum().backward()
-    opt.step()
-t = torch.tensor([float(rank)])
-dist.all_reduce(t)
-print("DONE", rank, t.item(), flush=True)
-dist.destroy_process_group()
+if dist.get_rank() == 1:
+    while not os.path.exists("release"):
+        time.sleep(0.05)
+else:
+    open("ready", "w").close()
+t = torch.ones(1)
+dist.all_reduce(t)  # rank 0 waits here
+print("SUM", t.item(), flush=True)
 '''
+BLOCKED_AT = {0: BLOCKED.splitlines().index("dist.all_reduce(t)  # rank 0 waits here") + 1,
+              1: BLOCKED.splitlines().index("        time.sleep(0.05)") + 1}
 
 
 def free_port() -> int:
@@ -106,19 +110,7 @@ def test_dumps_a_rank_blocked_in_a_gloo_all_reduce(tmp_path):
     d = run_dir(tmp_path)
     (d / "stacks").mkdir(mode=0o700)
     (d / "request").write_text("5 stacks\n")
-    prog = PRELUDE + r'''
-import time, torch, torch.distributed as dist
-dist.init_process_group("gloo")
-if dist.get_rank() == 1:
-    while not os.path.exists("release"):
-        time.sleep(0.05)
-else:
-    open("ready", "w").close()
-t = torch.ones(1)
-dist.all_reduce(t)  # rank 0 waits here
-print("SUM", t.item(), flush=True)
-'''
-    p = start(d, prog, n=2)
+    p = start(d, BLOCKED, n=2)
     wait_for(lambda: (d / "ready").exists(), "rank 0 to reach all_reduce")
     time.sleep(0.5)
     pid = next(int(f[2]) for f in ledger(d) if f[:2] == ["hook", "0"])
@@ -130,8 +122,7 @@ print("SUM", t.item(), flush=True)
     assert p.returncode == 0, out
     text = dump.read_text()
     assert oct(dump.stat().st_mode & 0o777) == "0o600"
-    line = prog.splitlines().index("dist.all_reduce(t)  # rank 0 waits here") + 1
-    assert "in all_reduce" in text and f'prog.py", line {line} in <module>' in text, text
+    assert "in all_reduce" in text and f'prog.py", line {BLOCKED_AT[0]} in <module>' in text, text
     assert "SUM 2.0" in out
     assert not (d / "stacks" / "rank-1.5.txt").exists()
 
@@ -199,14 +190,7 @@ def test_teardown_soak(tmp_path, kind):
 @pytest.mark.e2e
 def test_launch_puts_the_hook_first_unless_no_hook(tmp_path):
     """`jobenv launch` gives each rank's Python the hook (which leaves PYTHONPATH as it was); --no-hook does not."""
-    from launchkit import fresh_env, save, shell, tools
-
-    if not (BIN / "mpiexec").exists():
-        pytest.skip("the mpich wheel is not installed")
-    home = tmp_path / "home"
-    home.mkdir()
-    env = fresh_env(home, f"{tools(tmp_path / 'bin')}:/usr/bin:/bin")
-    save(env, "--ranks-per-host", "1")
+    env = local_job(tmp_path, 1)
     probe = "python3 -c 'import os, sys; print(\"HOOK\", sys.modules[\"sitecustomize\"].__file__, os.environ[\"PYTHONPATH\"])'"
     p = shell(env, f"jobenv launch -- {probe}")
     assert p.returncode == 0, p.stderr
@@ -221,27 +205,11 @@ def test_a_stacks_request_reaches_a_rank_blocked_in_all_reduce_under_launch(tmp_
     """The whole chain: `jobenv launch`, the wrapper arms the hook, the host agent carries out a `stacks`
     request by the dump signal, the hook writes the blocked rank's stack."""
     from jobenv.launch import requests
-    from launchkit import fresh_env, save, tools
 
     need_torch()
-    if not (BIN / "mpiexec").exists():
-        pytest.skip("the mpich wheel is not installed")
-    home = tmp_path / "home"
-    home.mkdir()
-    env = fresh_env(home, f"{tools(tmp_path / 'bin')}:/usr/bin:/bin")
-    save(env, "--ranks-per-host", "2")
-    prog = tmp_path / "prog.py"
-    prog.write_text(r'''import os, time, torch, torch.distributed as dist
-dist.init_process_group("gloo")
-if dist.get_rank() == 1:
-    while not os.path.exists("release"):
-        time.sleep(0.05)
-else:
-    open("ready", "w").close()
-t = torch.ones(1)
-dist.all_reduce(t)
-print("SUM", t.item(), flush=True)
-''')
+    env = local_job(tmp_path, 2)
+    home = Path(env["HOME"])
+    (tmp_path / "prog.py").write_text(BLOCKED)
     argv = ["env", "-i", *[f"{k}={v}" for k, v in env.items()], "/bin/bash", "--norc", "-c", "jobenv launch -- python3 prog.py"]
     p = subprocess.Popen(argv, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
@@ -253,10 +221,10 @@ print("SUM", t.item(), flush=True)
         dump = run / "stacks" / f"rank-0.{seq}.txt"
         wait_for(lambda: dump.exists() and "prog.py" in dump.read_text(), "rank 0's stack", 30)
         text = dump.read_text()
-        assert "in all_reduce" in text and 'prog.py", line 9 in <module>' in text, text
+        assert "in all_reduce" in text and f'prog.py", line {BLOCKED_AT[0]} in <module>' in text, text
         other = run / "stacks" / f"rank-1.{seq}.txt"  # rank 1 sleeps in Python, waiting for `release`
         wait_for(lambda: other.exists() and "prog.py" in other.read_text(), "rank 1's stack", 30)
-        assert 'prog.py", line 5 in <module>' in other.read_text()
+        assert f'prog.py", line {BLOCKED_AT[1]} in <module>' in other.read_text()
     finally:
         (tmp_path / "release").touch()
         out, err = p.communicate(timeout=120)
