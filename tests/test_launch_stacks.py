@@ -166,6 +166,16 @@ def test_a_stopped_rank_is_named_with_its_python_stack_at_timeout(job, tmp_path)
         p.stderr
 
 
+@pytest.mark.e2e
+def test_idle_timeout_with_no_hook_says_why_no_rank_gave_a_stack(job, tmp_path):  # noqa: F811
+    (tmp_path / "stop.py").write_text(STOP.replace('== "1"', '== "none"'))
+    p = shell(job, "jobenv launch --no-hook --idle-timeout 4 -- python3 stop.py", cwd=tmp_path, timeout=120)
+    assert p.returncode == 124, p.stderr
+    assert "jobenv: no Python stack from any rank:\njobenv:   no stack from 2 ranks (0-1): no hook (not a Python " \
+        "program, or --no-hook)\n" in p.stderr, p.stderr
+    assert p.stderr.index("no Python stack") < p.stderr.index("printed nothing for --idle-timeout 4 s")
+
+
 WORK = """import os, sys, time
 def work():
     open(sys.argv[1] + "/ready-" + os.environ["RANK"], "w").close()
