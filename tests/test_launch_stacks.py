@@ -16,7 +16,7 @@ from typing import Dict, Optional
 
 import pytest
 
-from jobenv.launch import ranks, stacks
+from jobenv.launch import ledger, stacks
 from launchkit import need_torch, shell
 from test_e2e_slurm import cluster, jobs, store  # noqa: F401 (fixtures)
 from test_launch_supervise import _until, job  # noqa: F401 (job: a saved 2-rank MPICH job, a fixture)
@@ -76,8 +76,8 @@ def test_a_thousand_ranks_read_in_a_few_lines():
     assert lines[-1] == "  no stack from 8 ranks (1000-1007): no hook (not a Python program, or --no-hook)"
 
 
-def rank_state(host: str, hook_pid: Optional[int] = None) -> ranks.RankState:
-    r = ranks.RankState(0)
+def rank_state(host: str, hook_pid: Optional[int] = None) -> ledger.RankState:
+    r = ledger.RankState(0)
     r.host, r.hook_pid = host, hook_pid
     return r
 

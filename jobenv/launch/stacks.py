@@ -28,7 +28,7 @@ TYPE_CHECKING = False  # `import typing` costs ~5 ms: `launch` imports this on e
 if TYPE_CHECKING:
     from typing import Callable, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple
 
-    from .ranks import Ledgers, RankState
+    from .ledger import Ledgers, RankState
 
     Frame = Tuple[str, str, str]  # file, line, function, as faulthandler wrote them
     Stack = Tuple[Frame, ...]  # innermost call first
@@ -243,11 +243,11 @@ def collect(run_dir: str, cont: bool, nranks: int = 0, log_dir: Optional[str] = 
     a stopped rank so it dumps too.  The dumps stay in `<run_dir>/stacks/`."""
     from ..readfile import read_bytes
     from ..storepath import own_dir
-    from . import ranks, requests
+    from . import ledger, requests
 
     where = os.path.join(run_dir, "stacks")
     own_dir(where, "stacks directory")
-    ledgers = ranks.Ledgers(run_dir)
+    ledgers = ledger.Ledgers(run_dir)
     state = ledgers.poll()
     running = {r: s for r, s in state.ranks.items() if s.exit is None and not s.lost}
     hooked = [r for r, s in running.items() if s.hook_pid is not None]
