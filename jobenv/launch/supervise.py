@@ -199,7 +199,7 @@ def _forward_signals(pgid: int, forwarded: Dict[str, int], asked: Optional[Dict[
     for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
         if signal.getsignal(sig) is not signal.SIG_IGN:  # nohup: keep ignoring SIGHUP
             old[sig] = signal.signal(sig, forward)
-    if asked is not None:
+    if asked is not None and signal.SIGUSR1 not in old:  # unless it is taken above (a pre-emption signal)
         old[signal.SIGUSR1] = signal.signal(signal.SIGUSR1, lambda _s, _f: asked.update(stacks=1))
     return old
 
