@@ -123,12 +123,14 @@ _SECONDS = Seconds(above=True)
               help="With --retries: retire a failed host as --spare-nodes does, the job's unused hosts as spares.")
 @click.option("--gpu-bind", is_flag=True, help="One GPU per local rank, as the profile's gpu_bind maps them.")
 @click.option("--no-python", "no_python", is_flag=True, help="Do not re-activate the job's saved Python environment.")
+@click.option("--no-hook", "no_hook", is_flag=True,
+              help="Leave jobenv's hook (stack dumps, clean-exit record) off the ranks' PYTHONPATH.")
 @click.argument("command", nargs=-1, required=True, type=click.UNPROCESSED)
 def launch(job: Optional[str], allow_stale: bool, dry_run: bool, nranks: Optional[int], ppn: Optional[int],
            nhosts: Optional[int], nproc_per_node: Optional[str], nnodes: Optional[str], hosts: Optional[str],
            exclude: Optional[str], launcher_args: Tuple[str, ...], label: bool, log_dir: Optional[str], tee: Optional[str],
            timeout: Optional[float], idle_timeout: Optional[float], retries: int, spare_nodes: int,
-           exclude_failed: bool, gpu_bind: bool, no_python: bool, command: Tuple[str, ...]) -> None:
+           exclude_failed: bool, gpu_bind: bool, no_python: bool, no_hook: bool, command: Tuple[str, ...]) -> None:
     """Run COMMAND on every rank of the job: jobenv launch [OPTIONS] -- python3 train.py
 
     \b
@@ -136,7 +138,9 @@ def launch(job: Optional[str], allow_stale: bool, dry_run: bool, nranks: Optiona
     before the program are jobenv's: launch -n 4 python3 train.py.
     Launcher flags: --launcher-args='...' (after the launcher's own; one the
     profile sets is replaced).
-    Exit code: the launcher's; 124 when --timeout/--idle-timeout killed it.
+    Exit code: the launcher's; 124 when --timeout/--idle-timeout killed it; 0 when every
+    rank's Python finished cleanly (the hook saw its main end without an exception or a
+    non-zero sys.exit) and some then died in interpreter teardown (named as warnings).
     """
     import shlex
 
@@ -159,7 +163,8 @@ def launch(job: Optional[str], allow_stale: bool, dry_run: bool, nranks: Optiona
     opts = cmd.Options(request=Request(nranks, ppn, nhosts, hosts, exclude), launcher_args=extra, label=label,
                        log_dir=os.path.abspath(log_dir) if log_dir else None,
                        limits=Limits(timeout, idle_timeout), retries=retries, exclude_failed=exclude_failed,
-                       gpu_bind=gpu_bind, python=not no_python, spares=spare_nodes, tee=tee_ranks(tee or "0"))
+                       gpu_bind=gpu_bind, python=not no_python, spares=spare_nodes, tee=tee_ranks(tee or "0"),
+                       hook=not no_hook)
     raise click.exceptions.Exit(start(job, allow_stale, list(command), opts, os.environ, warn, dry_run))
 
 
@@ -209,6 +214,32 @@ from .cli_submit import COMMANDS as _SUBMIT_COMMANDS, take_launch_flags  # noqa:
 take_launch_flags(launch)  # submit passes launch's own options on in its script
 for _cmd in _SUBMIT_COMMANDS:
     cli.add_command(_cmd)
+
+
+@cli.command("stacks")
+@click.option("--job", "-j", metavar="ID", help="Job id (default: as for `get`).")
+@click.option("--run", "run", metavar="RUN", help="An attempt's run directory, or its name under the job's runs "
+              "(default: the newest running attempt).")
+@click.option("--log-dir", metavar="DIR", type=click.Path(file_okay=False),
+              help="The launch's --log-dir: names the rank silent longest by its log.")
+def stacks_cmd(job: Optional[str], run: Optional[str], log_dir: Optional[str]) -> None:
+    """Print the Python stacks of a running launch's ranks, identical ones grouped.
+
+    \b
+    The same report as `jobenv launch` prints at --timeout and on SIGUSR1; the dumps stay
+    in the attempt's run directory (stacks/rank-<R>.<seq>.txt).
+    """
+    from . import store
+    from .launch import liverun, stacks
+    from .lookup import which_job
+
+    _, rec = which_job(os.environ, job, warn)
+    runs = store.runs_dir(store.key_for(rec.scheduler, rec.jobid), os.environ)
+    run_dir = liverun.find(runs, run, os.environ, f"job {rec.jobid}")
+    for line in stacks.collect(run_dir, False, log_dir=os.path.abspath(log_dir) if log_dir else None):
+        click.echo(line)
+
+
 completion.attach(cli)  # job ids and profile names complete in every command: after every add_command
 
 

@@ -117,3 +117,14 @@ def need_torch() -> None:
         if os.environ.get("CI"):
             raise AssertionError("torch is required in CI")
         pytest.skip("torch is not installed")
+
+
+def local_job(tmp_path: Path, ranks_per_host: int) -> Dict[str, str]:
+    """A local job saved with the MPICH wheel's mpiexec (skipped without it): env for fresh shells."""
+    if not (BIN / "mpiexec").exists():
+        pytest.skip("the mpich wheel is not installed")
+    home = tmp_path / "home"
+    home.mkdir()
+    env = fresh_env(home, f"{tools(tmp_path / 'bin')}:/usr/bin:/bin")
+    save(env, "--ranks-per-host", str(ranks_per_host))
+    return env

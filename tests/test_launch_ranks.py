@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import time
 import subprocess
 
 from jobenv.launch import executable, ledger, ranks
@@ -129,7 +130,9 @@ def test_run_dirs_and_private_files(tmp_path):
     ranks.write_private(f, "node1\n")
     ranks.write_private(f, "node2\n")
     assert open(f).read() == "node2\n" and oct(os.stat(f).st_mode & 0o777) == "0o600"
-    assert sorted(os.listdir(d)) == ["hostfile"]
+    assert sorted(os.listdir(d)) == ["hostfile", "supervisor"]
+    host, pid, when = open(os.path.join(d, "supervisor")).read().split()  # who runs the attempt
+    assert host == os.uname().nodename and int(pid) == os.getpid() and abs(float(when) - time.time()) < 60
 
 
 def test_launch_program_survives_hostile_paths(tmp_path):

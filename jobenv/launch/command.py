@@ -13,7 +13,7 @@ from functools import partial
 from .. import runs as runs_history
 from .. import store
 from ..errors import BadInput, JobenvError, one_line
-from . import badhosts, failover, families, flags, ranks, report, sizing, supervise, tee
+from . import badhosts, failover, families, flags, ranks, report, sizing, supervise, tee, teardown
 
 TYPE_CHECKING = False  # `import typing`/`dataclasses` cost ~50 ms: `launch` starts on every run
 if TYPE_CHECKING:
@@ -29,7 +29,8 @@ class Options:
     def __init__(self, request: Optional[sizing.Request] = None, launcher_args: Optional[List[str]] = None,
                  label: bool = False, log_dir: Optional[str] = None, limits: Optional[supervise.Limits] = None,
                  retries: int = 0, exclude_failed: bool = False, gpu_bind: bool = False,
-                 python: bool = True, spares: int = 0, tee: Optional[AbstractSet[int]] = frozenset({0})) -> None:
+                 python: bool = True, spares: int = 0, tee: Optional[AbstractSet[int]] = frozenset({0}),
+                 hook: bool = True) -> None:
         self.request = request or sizing.Request()
         self.launcher_args = list(launcher_args or [])
         self.label, self.log_dir = label, log_dir
@@ -38,6 +39,7 @@ class Options:
         self.gpu_bind, self.python = gpu_bind, python  # gpu_bind: use the profile's binding
         self.spares = spares  # --spare-nodes: hosts held out of the first attempt
         self.tee = tee  # with log_dir: the ranks whose output the terminal gets too (None: all)
+        self.hook = hook  # the ranks' Python hook (jobenv/rankhook) first on their PYTHONPATH
 
     @property
     def failover(self) -> bool:
@@ -65,6 +67,8 @@ def gpu_bind_mode(rec: JobRecord, environ: Mapping[str, str]) -> str:
                        "CUDA_VISIBLE_DEVICES, map: identity}` to it)")
     return mode
 
+
+HOOK_DIR = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "rankhook")
 
 _SYSTEM_BINS = ("/usr/bin", "/bin", "/usr/local/bin")
 
@@ -181,12 +185,13 @@ def run(rec: JobRecord, command: List[str], opts: Options, base_env: Mapping[str
         for w in warnings:
             _say(f"warning: {w}")
         snapshot: List[ranks.RunState] = []
-        env = _attempt_env(plan, base_env, run_dir, log_dir, gpu_bind)
+        env = _attempt_env(plan, base_env, run_dir, log_dir, gpu_bind, opts.hook)
         env.update(JOBENV_RESTART_COUNT=str(failover.restart_count(attempt, base_env)),
                    JOBENV_MAX_RESTARTS=str(opts.retries))
         started = time.time()
         follower = tee.start(log_dir, opts.tee, plan.size.nranks)
-        out = _supervised(plan, argv, opts, env, log_dir, partial(_snapshot, snapshot, run_dir))
+        out = _supervised(plan, argv, opts, env, log_dir, partial(_snapshot, snapshot, run_dir),
+                          partial(_stacks, run_dir, plan.size.nranks, log_dir, plan.family))
         tee.stop(follower)
         rc = out.returncode
         runs_history.record(run_dir, rec, command, plan, attempt, out, started, base_env)
@@ -195,6 +200,11 @@ def run(rec: JobRecord, command: List[str], opts: Options, base_env: Mapping[str
         if out.signalled is not None:
             return rc  # the user (or timeout(1)) stopped it: no summary, no retry
         at_expiry = snapshot[0] if snapshot else None
+        late = None if out.expired else teardown.excused(ranks.read(run_dir), plan.size.nranks)
+        if late is not None:  # every program finished; some died in interpreter teardown after
+            for line in late:
+                _say(line)
+            return 0
         lines, _ = report.summarize(out, run_dir, log_dir, plan.size, opts, plan.family, at_expiry)
         for line in lines:
             _say(line)
@@ -265,8 +275,9 @@ def _fail_over(rec: JobRecord, hosts: failover.Hosts, plan: Attempt, failure: fa
 
 
 def _attempt_env(plan: Attempt, base_env: Mapping[str, str], run_dir: str, log_dir: Optional[str],
-                 gpu_bind: str) -> Dict[str, str]:
-    """The launcher's environment for one attempt; writes the attempt's hostfile when it has one."""
+                 gpu_bind: str, hook: bool = True) -> Dict[str, str]:
+    """The launcher's environment for one attempt; writes the attempt's hostfile when it has one.
+    With `hook`, the ranks' Python hook's directory goes first on PYTHONPATH (it removes itself)."""
     hostfile = os.path.join(run_dir, "hostfile")
     from ..rankwrap import DUMP_SIGNAL, LAUNCH_SETS
 
@@ -275,6 +286,8 @@ def _attempt_env(plan: Attempt, base_env: Mapping[str, str], run_dir: str, log_d
     env["JOBENV_DUMP_SIGNAL"] = str(DUMP_SIGNAL)
     if log_dir:
         env["JOBENV_LOG_DIR"] = log_dir
+    if hook:
+        env["PYTHONPATH"] = os.pathsep.join(p for p in (HOOK_DIR, env.get("PYTHONPATH")) if p)
     if plan.size.subset:  # the wrapper's node rank and MASTER_ADDR follow this launch's hosts
         ranks.write_private(hostfile, sizing.hostfile_text(plan.size))
         env["JOBENV_HOSTFILE"] = hostfile
@@ -287,7 +300,9 @@ def _attempt_env(plan: Attempt, base_env: Mapping[str, str], run_dir: str, log_d
 
 
 def _supervised(plan: Attempt, argv: List[str], opts: Options, env: Dict[str, str], log_dir: Optional[str],
-                before_kill: Callable[[], None]) -> supervise.Outcome:
+                before_kill: Callable[[], None],
+                on_stacks: Optional[Callable[[List[Tuple[float, bytes]], bool], List[str]]] = None
+                ) -> supervise.Outcome:
     """Run one attempt under supervision.  A launcher whose ranks on other hosts outlive its
     process group (srun, flux run) is given a name to be cancelled by (at a time limit, or
     when a failed rank leaves the others running), `jobenv-<run directory's name>`."""
@@ -298,7 +313,7 @@ def _supervised(plan: Attempt, argv: List[str], opts: Options, env: Dict[str, st
         step = f"jobenv-{os.path.basename(env['JOBENV_RUN_DIR'])}"
         families.insert(launcher, row, [row.step_flag + step])
         on_expire = partial(supervise.cancel_step, row.cancel, env, step)
-    out = supervise.run(launcher + argv, env, opts.limits, log_dir, on_expire, before_kill)
+    out = supervise.run(launcher + argv, env, opts.limits, log_dir, on_expire, before_kill, on_stacks=on_stacks)
     if out.dropped:
         _say(f"warning: {out.dropped} bytes of output dropped: our output was not read fast enough "
              "(--log-dir DIR keeps every byte)")
@@ -307,6 +322,18 @@ def _supervised(plan: Attempt, argv: List[str], opts: Options, env: Dict[str, st
 
 def _snapshot(into: List[ranks.RunState], run_dir: str) -> None:
     into.append(ranks.read(run_dir))
+
+
+def _stacks(run_dir: str, nranks: int, log_dir: Optional[str], family: str, last: List[Tuple[float, bytes]],
+            at_limit: bool) -> List[str]:
+    """The report of the ranks' grouped stacks (at a time limit, before the kill; on SIGUSR1);
+    a failure to collect them is a warning: the launch (or its kill) goes on."""
+    from . import stacks
+
+    try:
+        return stacks.collect(run_dir, at_limit, nranks, log_dir, family, last)
+    except (JobenvError, OSError) as exc:
+        return [f"warning: cannot collect the ranks' stacks: {one_line(str(exc))}"]
 
 
 def fast_main(argv: List[str]) -> Optional[int]:

@@ -36,6 +36,9 @@ def make_run_dir(base: str, tag: str) -> str:
     stamp = time.strftime("%Y%m%d-%H%M%S")
     path = os.path.join(base, f"{stamp}-{os.getpid()}-{tag}")
     os.mkdir(path, 0o700)
+    from ..hostlist import this_host  # who runs the attempt: `jobenv stacks` finds a live one by it
+
+    write_private(os.path.join(path, "supervisor"), f"{this_host()} {os.getpid()} {time.time():.3f}\n")
     return path
 
 

@@ -2,13 +2,13 @@
 
 The launcher runs in its own session (so it is one process group we can kill whole, and
 a terminal's job control cannot stop it); SIGINT, SIGTERM and SIGHUP sent to `jobenv
-launch` (Ctrl-C, `timeout`, a closing terminal) are forwarded to it.  On --timeout or
+launch` (Ctrl-C, `timeout`, a closing terminal) are forwarded to it; SIGUSR1 prints the ranks' stacks (jobenv.launch.stacks) and the launch goes on.  On --timeout or
 --idle-timeout the group gets SIGTERM, then SIGKILL after a grace period; under srun or flux run
 the launch is also cancelled by name (scancel, flux pkill: the launcher family's `cancel`), since
 tasks on other nodes are not in our group.
 
 If `jobenv launch` itself dies, of anything (SIGKILL from the OOM killer, Ctrl-\\, a
-stray SIGUSR1), the launcher gets SIGTERM from the kernel and a watchdog ends what is left
+stray SIGUSR2), the launcher gets SIGTERM from the kernel and a watchdog ends what is left
 of the launch on this host (jobenv.launch.reaper).  On expiry or a forwarded signal, the
 processes that left the group (a rank's `setsid` daemon, Open MPI's ranks) are ended too;
 after a normal end, what a rank deliberately left running is left alone.
@@ -25,6 +25,7 @@ import signal
 import subprocess
 import time
 from collections import deque
+from functools import partial as partial_
 
 from . import live as live_mod, output, reaper
 
@@ -74,8 +75,9 @@ def _newest_mtime(log_dir: Optional[str]) -> float:
 
 
 def _pump(fd: int, sel: selectors.BaseSelector, partial: Dict[int, bytes], last: Deque[bytes], out_for: Dict[int, output.Sink],
-          keep_lines: int) -> bool:
-    """Move what the launcher wrote on `fd` to our output; True when there was some."""
+          keep_lines: int, stamps: Optional[Deque[float]] = None) -> bool:
+    """Move what the launcher wrote on `fd` to our output; True when there was some.
+    `stamps` gets when each line kept in `last` came (monotonic), line for line."""
     try:
         data = os.read(fd, 65536)
     except BlockingIOError:
@@ -84,12 +86,16 @@ def _pump(fd: int, sel: selectors.BaseSelector, partial: Dict[int, bytes], last:
         sel.unregister(fd)
         if partial[fd]:
             last.append(partial[fd][:LINE_BYTES])
+            if stamps is not None:
+                stamps.append(time.monotonic())
         del partial[fd]
         return False
     out_for[fd].put(data)
     lines = (partial[fd] + data).split(b"\n")
     partial[fd] = lines.pop()[-LINE_BYTES:]
     last.extend(line[:LINE_BYTES] for line in lines[-keep_lines:])
+    if stamps is not None:
+        stamps.extend([time.monotonic()] * len(lines[-keep_lines:]))
     return True
 
 
@@ -132,6 +138,7 @@ class _Watch:
         self.kill_at: Optional[float] = None
         self.live: Optional[live_mod.Live] = None  # names failures from the ledgers as they happen
         self.ended = False  # ended by us after a failure the launcher left running
+        self.stacks: Optional[Callable[[bool], None]] = None  # prints the ranks' stacks (at a limit?)
 
     def wait(self) -> float:
         """How long the next select may block: until the --timeout runs out, at most 1 s."""
@@ -159,6 +166,8 @@ class _Watch:
             if self.expired:
                 if self.before_kill:  # what the ranks had done when time ran out, before we kill them
                     self.before_kill()
+                if self.stacks:  # and where each one is, stopped ones resumed to tell
+                    self.stacks(True)
                 self._terminate(now)
             elif self.live is not None and self.live.poll(now):
                 self.ended = True
@@ -169,8 +178,19 @@ class _Watch:
             self.kill_at = None
 
 
-def _forward_signals(pgid: int, forwarded: Dict[str, int]) -> Dict[signal.Signals, Any]:
-    """SIGINT, SIGTERM and SIGHUP to us go to the launcher's group; the old handlers, to restore."""
+def _report_stacks(on_stacks: Callable[[List[Tuple[float, bytes]], bool], List[str]], last: Deque[bytes],
+                   stamps: Deque[float], err: output.Sink, at_limit: bool) -> None:
+    """The report of the ranks' stacks, given the output kept with each line's age, on our
+    stderr's writer (never inside a rank's line)."""
+    now = time.monotonic()
+    for line in on_stacks([(now - t, b) for t, b in zip(stamps, last)], at_limit):
+        err.put(f"jobenv: {line}\n".encode())
+
+
+def _forward_signals(pgid: int, forwarded: Dict[str, int], asked: Optional[Dict[str, int]] = None
+                     ) -> Dict[signal.Signals, Any]:
+    """SIGINT, SIGTERM and SIGHUP to us go to the launcher's group; SIGUSR1 asks for the
+    ranks' stacks (`asked`, served by the loop: the launch goes on); the old handlers, to restore."""
     def forward(signum: int, _frame: Any) -> None:
         forwarded["sig"] = signum
         reaper.kill_group(pgid, signum)
@@ -179,23 +199,30 @@ def _forward_signals(pgid: int, forwarded: Dict[str, int]) -> Dict[signal.Signal
     for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
         if signal.getsignal(sig) is not signal.SIG_IGN:  # nohup: keep ignoring SIGHUP
             old[sig] = signal.signal(sig, forward)
+    if asked is not None and signal.SIGUSR1 not in old:  # unless it is taken above (a pre-emption signal)
+        old[signal.SIGUSR1] = signal.signal(signal.SIGUSR1, lambda _s, _f: asked.update(stacks=1))
     return old
 
 
 def run(argv: List[str], env: Mapping[str, str], limits: Limits, log_dir: Optional[str] = None,
         on_expire: Optional[Callable[[], None]] = None, before_kill: Optional[Callable[[], None]] = None,
         keep_lines: int = 200,
-        stdout_fd: int = 1, stderr_fd: int = 2) -> Outcome:
-    """Start argv, copy its output, enforce the limits; JobenvError if it cannot start."""
+        stdout_fd: int = 1, stderr_fd: int = 2,
+        on_stacks: Optional[Callable[[List[Tuple[float, bytes]], bool], List[str]]] = None) -> Outcome:
+    """Start argv, copy its output, enforce the limits; JobenvError if it cannot start.
+    `on_stacks(last lines with their age in s, at a limit)` gives the report of the ranks' stacks, printed when
+    a limit runs out (before the kill) and on SIGUSR1."""
     output.ensure_std_fds()
     proc = _start(argv, env)
     pgid = proc.pid
     mark = reaper.marker(env.get("JOBENV_RUN_DIR", ""))
     watchdog = reaper.Watchdog(pgid, mark, on_expire) if env.get("JOBENV_RUN_DIR") else None
+    last: Deque[bytes] = deque(maxlen=keep_lines)
+    stamps: Deque[float] = deque(maxlen=keep_lines)  # when each line of `last` came
     watch = _Watch(limits, log_dir, pgid, mark, on_expire, before_kill)
     forwarded: Dict[str, int] = {}
-    old = _forward_signals(pgid, forwarded)
-    last: Deque[bytes] = deque(maxlen=keep_lines)
+    asked: Dict[str, int] = {}
+    old = _forward_signals(pgid, forwarded, asked if on_stacks else None)
     kept: Optional[List[bytes]] = None
     partial = {proc.stdout.fileno(): b"", proc.stderr.fileno(): b""}  # type: ignore[union-attr]
     def reader_gone() -> None:  # EPIPE on our output: end the launch as SIGPIPE ends mpiexec
@@ -204,6 +231,8 @@ def run(argv: List[str], env: Mapping[str, str], limits: Limits, log_dir: Option
             reaper.kill_group(pgid, signal.SIGTERM)
     sinks = {stdout_fd: output.Sink(stdout_fd, reader_gone), stderr_fd: output.Sink(stderr_fd, reader_gone)}
     out_for = {proc.stdout.fileno(): sinks[stdout_fd], proc.stderr.fileno(): sinks[stderr_fd]}  # type: ignore[union-attr]
+    if on_stacks:
+        watch.stacks = partial_(_report_stacks, on_stacks, last, stamps, sinks[stderr_fd])
     if env.get("JOBENV_RUN_DIR"):
         err = sinks[stderr_fd]
         watch.live = live_mod.Live(env["JOBENV_RUN_DIR"], lambda msg: err.put(f"jobenv: {msg}\n".encode()))
@@ -214,9 +243,11 @@ def run(argv: List[str], env: Mapping[str, str], limits: Limits, log_dir: Option
     try:
         while partial:
             for key, _ in sel.select(timeout=watch.wait()):
-                if _pump(int(key.fd), sel, partial, last, out_for, keep_lines):
+                if _pump(int(key.fd), sel, partial, last, out_for, keep_lines, stamps):
                     watch.last_output = time.monotonic()
             watch.tick()
+            if asked.pop("stacks", 0) and watch.stacks:
+                watch.stacks(False)
             if watch.ended and kept is None:  # what the output said before we ended the rest of the launch
                 kept = list(last)
     finally:

@@ -1,0 +1,37 @@
+"""The exit-code policy for an attempt whose programs all finished, then died in interpreter teardown.
+
+The ranks' Python hook (jobenv/rankhook) records `clean` at the program's last atexit callback,
+and only when its main finished without an unhandled exception or a non-zero sys.exit.  A rank
+that is clean and then ends by a signal (torch 2.13's gloo teardown abort, SIGABRT; or the
+launcher killing the others after it) or is lost, did all its work: when every rank of the
+attempt is like that or exited 0, `jobenv launch` exits 0 and names those ranks as warnings.
+Any rank without `clean` (a program that failed, used os._exit, or ran without the hook), or
+ending with a non-zero exit code, keeps the launcher's failure: the policy never hides a failure
+the program itself reported.
+"""
+from __future__ import annotations
+
+from . import ranks
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import List, Optional
+
+
+def _after_clean(r: ranks.RankState) -> bool:
+    """Ended after its program finished cleanly: by a signal, or with no end recorded (the
+    launcher ended its wrapper after another rank's abort)."""
+    return r.clean and (r.exit is None or r.exit.startswith("signal") or r.exit in ("lost", "vanished"))
+
+
+def excused(state: ranks.RunState, nranks: int) -> Optional[List[str]]:
+    """The warning lines when every failed rank only died after finishing cleanly; None otherwise."""
+    rows = [state.ranks.get(r) for r in range(nranks)]
+    if not rows or any(r is None or not r.clean for r in rows):
+        return None
+    late = [r for r in rows if r is not None and r.exit != "0"]
+    if not late or not all(_after_clean(r) for r in late):
+        return None
+    return [f"warning: rank {r.rank} on {r.host or '?'} finished (atexit ran), then ended during interpreter "
+            f"teardown: {ranks.describe_exit(r.exit) if r.exit else 'no end recorded'}; counted as a success (see README: teardown aborts)"
+            for r in late]

@@ -1,0 +1,218 @@
+"""jobenv's hook in a rank's Python: imported by `site` at start-up because `jobenv launch` puts
+this directory first on the ranks' PYTHONPATH (`--no-hook` leaves it out).
+
+It arms only in the process the rank wrapper started (the wrapper exports JOBENV_LEDGER, its
+host's ledger, and JOBENV_HOOK_RANK), and then:
+- appends `hook <R> <pid> <epoch>` to the ledger, and at exit `clean <R> <epoch>` when the
+  program's main finished without an unhandled exception or a non-zero sys.exit: the supervisor
+  tells a rank that aborted during interpreter teardown from one that failed;
+- waits, at exit, until torch's gloo worker threads are idle (see `_quiesce`);
+- turns faulthandler on for fatal signals, and on JOBENV_DUMP_SIGNAL writes every thread's
+  stack to <JOBENV_RUN_DIR>/stacks/rank-<R>.<seq>.txt, even while the main thread is blocked
+  in a C call (a collective): a daemon thread takes the signal with sigwait.
+Armed, it leaves no trace for children (its variables and its PYTHONPATH entry leave os.environ; its
+directory leaves sys.path in any case), then runs the sitecustomize it shadows.  It runs in any Python 3.9+
+the rank uses, so it imports nothing from jobenv; any error inside disarms it silently: the
+hook must never break a program.
+"""
+import os
+import stat  # os imported it already
+import sys
+
+_DIR = os.path.dirname(os.path.abspath(__file__))
+_RANK_VARS = ("JOBENV_LEDGER", "JOBENV_HOOK_RANK")
+# torch's ProcessGroupGloo worker threads (thread names are cut to 15 bytes by the kernel)
+_GLOO_WORKERS = (b"pt_gloo_runloop",)
+_QUIESCE_S = 0.5
+
+
+def _strip_environ() -> None:
+    """Take the wrapper's variables and our PYTHONPATH entry out of os.environ (children must
+    not arm).  Only once armed: a Python between launcher and wrapper (torchrun) passes them on."""
+    for k in _RANK_VARS:
+        os.environ.pop(k, None)
+    parts = os.environ.get("PYTHONPATH", "").split(os.pathsep)
+    if _DIR in parts:
+        parts.remove(_DIR)
+        if any(parts):
+            os.environ["PYTHONPATH"] = os.pathsep.join(parts)
+        else:
+            del os.environ["PYTHONPATH"]
+
+
+def _open_ledger(path: str) -> int:
+    """The host's ledger, for appending: an existing regular file of our own (the wrapper made it)."""
+    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_NOFOLLOW | os.O_CLOEXEC)
+    st = os.fstat(fd)
+    if not (stat.S_ISREG(st.st_mode) and st.st_uid == os.geteuid()):
+        os.close(fd)
+        raise OSError("ledger")
+    return fd
+
+
+class _Armed:
+    """What an armed hook holds: the ledger's descriptor, the rank, our pid, the exit status."""
+
+    def __init__(self, fd: int, rank: str) -> None:
+        self.fd, self.rank, self.pid = fd, rank, os.getpid()
+        self.status: "str | int | None" = None  # the last sys.exit argument
+
+    def note(self, line: str) -> None:
+        """One line, one write: appends from the ranks of a host never interleave."""
+        import time
+
+        os.write(self.fd, f"{line} {time.time():.3f}\n".encode())
+
+    def at_exit(self) -> None:
+        """Last atexit callback (registered first): the program's own ran already."""
+        if os.getpid() != self.pid:  # a forked child exiting through Python
+            return
+        try:
+            failed = hasattr(sys, "last_value") or hasattr(sys, "last_exc")  # set for an unhandled exception
+            if not failed and (self.status is None or self.status == 0):
+                self.note(f"clean {self.rank}")
+        except Exception:
+            pass
+        _quiesce()
+
+
+def _quiesce() -> None:
+    """torch's gloo worker drops its last reference to a finished collective's tensors after the
+    caller was woken; when that lands after the interpreter began finalizing, the decref asks for
+    the GIL, CPython ends the thread with pthread_exit, and its unwinding through a noexcept
+    destructor calls std::terminate ("terminate called without an active exception", SIGABRT).
+    Before finalizing, give those threads time (at most _QUIESCE_S) until each is seen asleep twice."""
+    if "torch.distributed" not in sys.modules:
+        return
+    import time
+
+    deadline = time.monotonic() + _QUIESCE_S
+    quiet = 0
+    try:
+        while quiet < 2 and time.monotonic() < deadline:
+            states = _worker_states()
+            if not states:
+                return
+            quiet = quiet + 1 if all(s == b"S" for s in states) else 0
+            time.sleep(0.002)  # lets a worker waiting for the GIL take it
+    except Exception:
+        pass
+
+
+def _worker_states() -> "list[bytes]":
+    """The scheduler state (R, S, D...) of each gloo worker thread of this process."""
+    out = []
+    for tid in os.listdir("/proc/self/task"):
+        try:
+            with open(f"/proc/self/task/{tid}/stat", "rb") as f:
+                line = f.read()
+        except OSError:
+            continue
+        end = line.rindex(b")")
+        if line[line.index(b"(") + 1:end] in _GLOO_WORKERS:
+            out.append(line[end + 2:end + 3])
+    return out
+
+
+def _dump(run_dir: str, rank: str) -> None:
+    """Every thread's stack into stacks/rank-<R>.<seq>.txt, <seq> from the run's `request`; the
+    file is created new (never through a planted name) in a directory of our own."""
+    import faulthandler
+
+    seq = "0"
+    try:
+        fd = os.open(os.path.join(run_dir, "request"), os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+        try:
+            head = os.read(fd, 64).split()
+        finally:
+            os.close(fd)
+        if head and head[0].isdigit() and len(head[0]) < 20:
+            seq = head[0].decode()
+    except OSError:
+        pass
+    dfd = os.open(os.path.join(run_dir, "stacks"), os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
+    try:
+        st = os.fstat(dfd)
+        if st.st_uid != os.geteuid() or st.st_mode & 0o022:
+            return
+        flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
+        fd = os.open(f"rank-{rank}.{seq}.txt", flags, 0o600, dir_fd=dfd)
+    finally:
+        os.close(dfd)
+    try:
+        faulthandler.dump_traceback(fd, all_threads=True)
+    finally:
+        os.close(fd)
+
+
+def _dumper(signum: int, run_dir: str, rank: str) -> None:
+    """The dump thread: the signal is blocked everywhere else, so it always lands here."""
+    import _signal  # type: ignore[import-not-found]  # `signal` would import enum: start-up cost
+
+    while True:
+        _signal.sigwait({signum})
+        try:
+            _dump(run_dir, rank)
+        except Exception:
+            pass
+
+
+def _arm_dump(rank: str) -> None:
+    """Block JOBENV_DUMP_SIGNAL (threads started later inherit the mask) and take it in a
+    daemon thread; nothing when the variable or the run directory is missing."""
+    import _signal
+    import _thread
+
+    sig, run_dir = os.environ.get("JOBENV_DUMP_SIGNAL", ""), os.environ.get("JOBENV_RUN_DIR", "")
+    if not (sig.isdigit() and os.path.isabs(run_dir)):
+        return
+    signum = int(sig)
+    _signal.pthread_sigmask(_signal.SIG_BLOCK, {signum})
+    _thread.start_new_thread(_dumper, (signum, run_dir, rank))
+
+
+def _arm(ledger: str, rank: str) -> None:
+    import atexit
+    import faulthandler
+
+    if not (rank.isdigit() and len(rank) < 10 and os.path.isabs(ledger)):
+        return
+    armed = _Armed(_open_ledger(ledger), rank)
+    real_exit = sys.exit
+
+    def exit_noting(status: "str | int | None" = None) -> None:  # sys.exit, remembering its status for `clean`
+        armed.status = status
+        real_exit(status)
+
+    armed.note(f"hook {rank} {armed.pid}")
+    atexit.register(armed.at_exit)
+    sys.exit = exit_noting  # type: ignore[assignment]
+    if not faulthandler.is_enabled():
+        faulthandler.enable()
+    _arm_dump(rank)
+
+
+def _chain() -> None:
+    """Run the sitecustomize this one shadows (Debian's python3 has one), as `site` would have."""
+    bootstrap = sys.modules["_frozen_importlib"]  # importlib's core, loaded in every Python
+    spec = sys.modules["_frozen_importlib_external"].PathFinder.find_spec("sitecustomize", sys.path)
+    if spec is None or spec.loader is None:
+        return
+    mod = bootstrap.module_from_spec(spec)
+    sys.modules["sitecustomize"] = mod
+    spec.loader.exec_module(mod)
+
+
+def _main() -> None:
+    sys.path[:] = [p for p in sys.path if p != _DIR]
+    try:
+        ledger, rank = (os.environ.get(k, "") for k in _RANK_VARS)
+        if ledger and rank:
+            _strip_environ()
+            _arm(ledger, rank)
+    except Exception:
+        pass
+    _chain()  # its errors are reported by `site`, as without us
+
+
+_main()

@@ -1,0 +1,70 @@
+"""jobenv.launch.liverun: the newest live attempt of a job's launches, found from another
+shell by the `supervisor` file of each run directory (a real process of this host, or a
+fresh host-agent beat when the supervisor runs on another host)."""
+from __future__ import annotations
+
+import os
+import subprocess
+import time
+
+import pytest
+
+from jobenv.errors import JobenvError
+from jobenv.launch import liverun
+
+HERE = "thishost"
+
+
+def attempt(runs, name: str, host: str, pid: int, epoch: float):
+    d = runs / name
+    d.mkdir(parents=True)
+    (d / "supervisor").write_text(f"{host} {pid} {epoch}\n")
+    return d
+
+
+@pytest.fixture
+def sleeper():
+    p = subprocess.Popen(["sleep", "60"])
+    yield p.pid
+    p.kill()
+    p.wait()
+
+
+def dead_pid() -> int:
+    p = subprocess.Popen(["true"])
+    p.wait()
+    return p.pid
+
+
+def test_the_newest_live_attempt_wins(tmp_path, sleeper):
+    runs = tmp_path / "runs"
+    old = attempt(runs, "20261124-100000-11-a0", HERE, sleeper, 100.0)
+    attempt(runs, "20261124-100005-11-a1", HERE, dead_pid(), 105.0)  # ended: its pid is gone
+    attempt(runs, "20261124-100009-12-a0", "other.example", 1, 109.0)  # another host, no beat
+    (runs / "20261124-100010-13-a0").mkdir()  # no supervisor file (an older jobenv's)
+    env = {"JOBENV_HOSTNAME": HERE}
+    assert liverun.find(str(runs), None, env, "job 7") == str(old)
+    assert [os.path.basename(p) for p in liverun.attempts(str(runs))][:3] == [
+        "20261124-100009-12-a0", "20261124-100005-11-a1", "20261124-100000-11-a0"]
+
+
+def test_a_supervisor_on_another_host_is_live_while_a_beat_is_fresh(tmp_path):
+    runs = tmp_path / "runs"
+    d = attempt(runs, "20261124-100000-11-a10", "node7.cluster", dead_pid(), 100.0)
+    beat = d / "host-node7.beat"
+    beat.write_text("1\n")
+    assert liverun.alive(str(d), "login1")
+    assert not liverun.alive(str(d), "node7")  # its own host: the pid decides, and it is gone
+    os.utime(beat, (time.time() - 60, time.time() - 60))
+    assert not liverun.alive(str(d), "login1")
+
+
+def test_none_live_or_a_bad_run_is_one_error(tmp_path):
+    runs = tmp_path / "runs"
+    attempt(runs, "20261124-100005-11-a1", HERE, dead_pid(), 105.0)
+    with pytest.raises(JobenvError, match="no running launch of job 7"):
+        liverun.find(str(runs), None, {"JOBENV_HOSTNAME": HERE}, "job 7")
+    for bad in ("nope", "..", str(tmp_path / "missing")):
+        with pytest.raises(JobenvError, match="no such run directory"):
+            liverun.find(str(runs), bad, {}, "job 7")
+    assert liverun.find(str(runs), "20261124-100005-11-a1", {}, "job 7").endswith("-a1")
