@@ -20,13 +20,16 @@ if TYPE_CHECKING:
 
 def start(job: Optional[str], allow_stale: bool, command: List[str], opts: Options,
           environ: Mapping[str, str], warn: Callable[[str], None], dry_run: bool = False) -> int:
-    """Choose the job, refuse an ended one, launch: the exit code of the last attempt."""
+    """Choose the job, refuse an ended one, launch: the exit code of the last attempt.
+
+    Liveness is asked of the scheduler now, not taken from `get`'s one-minute cache: a job
+    cancelled since is refused here, naming it, before any launcher runs into it."""
     from . import plan
     from .get import restore_plan
     from .launch.command import run
     from .stage import rank_prefix
 
-    p, _, rec = restore_plan(environ, job, allow_stale, python=opts.python)
+    p, _, rec = restore_plan(environ, job, allow_stale, python=opts.python, fresh=True)
     for w in p.warnings:
         warn(w)
     return run(rec, command, opts, plan.apply(p, environ), dry_run, rank_prefix(rec))
