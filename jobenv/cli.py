@@ -102,17 +102,24 @@ _SECONDS = Seconds(above=True)
 @click.option("--exclude-failed", is_flag=True, help="With --retries: drop the first failed rank's host when the job has a spare.")
 @click.option("--gpu-bind", is_flag=True, help="One GPU per local rank, as the profile's gpu_bind maps them.")
 @click.option("--no-python", "no_python", is_flag=True, help="Do not re-activate the job's saved Python environment.")
+@click.option("--requeue", is_flag=True,
+              help="On SIGUSR1/SIGUSR2/SIGTERM (pre-emption): pass it to every rank, wait --grace, requeue the job "
+                   "(else resubmit its batch script once). The batch script must `exec jobenv launch ...`.")
+@click.option("--grace", type=Seconds(above=False), metavar="S",
+              help="With --requeue: seconds the ranks get to checkpoint and end (default 60).")
 @click.argument("command", nargs=-1, required=True, type=click.UNPROCESSED)
 def launch(job: Optional[str], allow_stale: bool, dry_run: bool, nranks: Optional[int], ppn: Optional[int],
            nhosts: Optional[int], hosts: Optional[str], exclude: Optional[str], launcher_args: Tuple[str, ...],
            label: bool, log_dir: Optional[str], timeout: Optional[float], idle_timeout: Optional[float], retries: int,
-           exclude_failed: bool, gpu_bind: bool, no_python: bool, command: Tuple[str, ...]) -> None:
+           exclude_failed: bool, gpu_bind: bool, no_python: bool, requeue: bool, grace: Optional[float],
+           command: Tuple[str, ...]) -> None:
     """Run COMMAND on every rank of the job: jobenv launch [OPTIONS] -- python3 train.py
 
     \b
     In a restored shell `launch ARGS` is `jobenv launch -- ARGS`.
     Launcher flags: --launcher-args='...' (added after the launcher's own).
-    Exit code: the launcher's; 124 when --timeout/--idle-timeout killed it.
+    Exit code: the launcher's; 124 when --timeout/--idle-timeout killed it;
+    128+N when pre-emption signal N ended it (--requeue).
     """
     import shlex
 
@@ -128,7 +135,9 @@ def launch(job: Optional[str], allow_stale: bool, dry_run: bool, nranks: Optiona
     opts = cmd.Options(request=Request(nranks, ppn, nhosts, hosts, exclude), launcher_args=extra, label=label,
                        log_dir=os.path.abspath(log_dir) if log_dir else None,
                        limits=Limits(timeout, idle_timeout), retries=retries, exclude_failed=exclude_failed,
-                       gpu_bind=gpu_bind, python=not no_python)
+                       gpu_bind=gpu_bind, python=not no_python, requeue=requeue, grace=grace)
+    if grace is not None and not requeue:
+        raise click.UsageError("--grace needs --requeue")
     raise click.exceptions.Exit(start(job, allow_stale, list(command), opts, os.environ, warn, dry_run))
 
 

@@ -12,7 +12,7 @@ from functools import partial
 
 from .. import store
 from ..errors import BadInput, JobenvError, one_line
-from . import families, ranks, report, sizing, supervise
+from . import families, preempt, ranks, report, sizing, supervise
 
 TYPE_CHECKING = False  # `import typing`/`dataclasses` cost ~50 ms: `launch` starts on every run
 if TYPE_CHECKING:
@@ -28,13 +28,14 @@ class Options:
     def __init__(self, request: Optional[sizing.Request] = None, launcher_args: Optional[List[str]] = None,
                  label: bool = False, log_dir: Optional[str] = None, limits: Optional[supervise.Limits] = None,
                  retries: int = 0, exclude_failed: bool = False, gpu_bind: bool = False,
-                 python: bool = True) -> None:
+                 python: bool = True, requeue: bool = False, grace: Optional[float] = None) -> None:
         self.request = request or sizing.Request()
         self.launcher_args = list(launcher_args or [])
         self.label, self.log_dir = label, log_dir
         self.limits = limits or supervise.Limits()
         self.retries, self.exclude_failed = retries, exclude_failed
         self.gpu_bind, self.python = gpu_bind, python  # gpu_bind: use the profile's binding
+        self.requeue, self.grace = requeue, grace  # pre-emption: jobenv.launch.preempt
 
 
 def rank_wrapper_argv() -> List[str]:
@@ -151,6 +152,7 @@ def run(rec: JobRecord, command: List[str], opts: Options, base_env: Mapping[str
         print(join(plan.launcher + argv))
         return 0
     rc = 1
+    restarts = preempt.scheduler_restarts(base_env, _restart_var(rec))
     for attempt in range(opts.retries + 1):
         run_dir = ranks.make_run_dir(runs, f"a{attempt}")
         # the wrapper sends a rank's output there instead of the launcher's
@@ -159,9 +161,15 @@ def run(rec: JobRecord, command: List[str], opts: Options, base_env: Mapping[str
         for w in warnings:
             _say(f"warning: {w}")
         snapshot: List[ranks.RunState] = []
-        out = _supervised(plan, argv, opts, _attempt_env(plan, base_env, run_dir, log_dir, gpu_bind),
-                          log_dir, partial(_snapshot, snapshot, run_dir))
+        env = _attempt_env(plan, base_env, run_dir, log_dir, gpu_bind)
+        env["JOBENV_RESTART_COUNT"] = str(restarts + attempt)
+        out = _supervised(plan, argv, opts, env, log_dir, partial(_snapshot, snapshot, run_dir))
         rc = out.returncode
+        if out.preempted is not None:  # the ranks had their grace; bring the job back
+            from .requeue import bring_back
+
+            bring_back(rec, base_env, out.preempted, run_dir, _say)
+            return rc
         if rc == 0 and not out.expired:
             return 0
         if out.signalled is not None:
@@ -205,15 +213,32 @@ def _supervised(plan: Attempt, argv: List[str], opts: Options, env: Dict[str, st
     launcher = list(plan.launcher)
     on_expire: Optional[Callable[[], None]] = None
     row = families.get(plan.family)
-    if row.cancel and (opts.limits.timeout or opts.limits.idle_timeout):
-        step = f"jobenv-{os.path.basename(env['JOBENV_RUN_DIR'])}"
+    step = f"jobenv-{os.path.basename(env['JOBENV_RUN_DIR'])}"
+    if row.cancel and (opts.limits.timeout or opts.limits.idle_timeout or opts.requeue):
         families.insert(launcher, row, [row.step_flag + step])
         on_expire = partial(supervise.cancel_step, row.cancel, env, step)
-    out = supervise.run(launcher + argv, env, opts.limits, log_dir, on_expire, before_kill)
+    grace = preempt.DEFAULT_GRACE_S if opts.grace is None else opts.grace
+    watch_for = preempt.Preempt(preempt.signal_numbers(), grace, partial(
+        _tell_ranks, env["JOBENV_RUN_DIR"], row.cancel, env, step)) if opts.requeue else None
+    out = supervise.run(launcher + argv, env, opts.limits, log_dir, on_expire, before_kill, preempt=watch_for)
     if out.dropped:
         _say(f"warning: {out.dropped} bytes of output dropped: our output was not read fast enough "
              "(--log-dir DIR keeps every byte)")
     return out
+
+
+def _tell_ranks(run_dir: str, cancel: str, env: Mapping[str, str], step: str, signum: int) -> None:
+    from .requeue import deliver
+
+    deliver(run_dir, cancel, env, step, signum, _say)
+
+
+def _restart_var(rec: JobRecord) -> str:
+    """The variable in which the job's scheduler counts its reruns (SLURM_RESTART_COUNT)."""
+    from .. import schedulers
+
+    req = schedulers.descriptor(rec.scheduler).requeue if rec.scheduler in schedulers.NAMES else None
+    return req.restart_var if req is not None else ""
 
 
 def _snapshot(into: List[ranks.RunState], run_dir: str) -> None:

@@ -32,6 +32,8 @@ TYPE_CHECKING = False  # `import typing`/`dataclasses` cost ~50 ms: `launch` sta
 if TYPE_CHECKING:
     from typing import Any, Callable, Deque, Dict, List, Mapping, Optional, Tuple
 
+    from .preempt import Preempt
+
 GRACE_S = 5.0
 TIMEOUT_EXIT = 124  # as timeout(1)
 # The failure summary quotes the failed rank's last lines from the last `keep_lines` lines
@@ -47,8 +49,10 @@ class Limits:
 
 class Outcome:
     def __init__(self, returncode: int, expired: Optional[str] = None, signalled: Optional[int] = None,
-                 last_lines: Optional[List[bytes]] = None, seconds: float = 0.0, dropped: int = 0) -> None:
+                 last_lines: Optional[List[bytes]] = None, seconds: float = 0.0, dropped: int = 0,
+                 preempted: Optional[int] = None) -> None:
         self.returncode = returncode
+        self.preempted = preempted  # the pre-emption signal (--requeue) that ended the launch
         self.expired = expired  # "timeout" | "idle-timeout"
         self.signalled = signalled  # a signal we forwarded (Ctrl-C, timeout(1))
         self.last_lines = last_lines or []
@@ -130,6 +134,17 @@ class _Watch:
         self.start = self.last_output = time.monotonic()
         self.expired: Optional[str] = None
         self.kill_at: Optional[float] = None
+        self.preempt: Optional[Preempt] = None
+        self.preempt_at: Optional[float] = None  # the end of the ranks' grace after a pre-emption
+
+    def preempted(self, forwarded: Dict[str, int], now: float) -> bool:
+        """Tell the ranks of a pre-emption signal the handler noted; True once their grace is over."""
+        if self.preempt is None or "preempt" not in forwarded:
+            return False
+        if self.preempt_at is None:
+            self.preempt.deliver(forwarded["preempt"])
+            self.preempt_at = now + self.preempt.grace
+        return now >= self.preempt_at
 
     def wait(self) -> float:
         """How long the next select may block: until the --timeout runs out, at most 1 s."""
@@ -141,11 +156,13 @@ class _Watch:
         """Whether the --timeout has run out (the output still queued is then given up)."""
         return self.limits.timeout is not None and time.monotonic() >= self.start + self.limits.timeout
 
-    def tick(self) -> None:
+    def tick(self, forwarded: Dict[str, int]) -> None:
         """Enforce the limits: SIGTERM (and cancel) when one runs out, SIGKILL after the grace."""
         now = time.monotonic()
         if self.expired is None:
             self.expired, self.last_output = _expiry(self.limits, self.start, now, self.last_output, self.log_dir)
+            if self.expired is None and self.preempted(forwarded, now):
+                self.expired = "preempted"
             if self.expired:
                 if self.before_kill:  # what the ranks had done when time ran out, before we kill them
                     self.before_kill()
@@ -160,14 +177,18 @@ class _Watch:
             self.kill_at = None
 
 
-def _forward_signals(pgid: int, forwarded: Dict[str, int]) -> Dict[signal.Signals, Any]:
-    """SIGINT, SIGTERM and SIGHUP to us go to the launcher's group; the old handlers, to restore."""
+def _forward_signals(pgid: int, forwarded: Dict[str, int], preempt: Tuple[int, ...] = ()) -> Dict[signal.Signals, Any]:
+    """SIGINT, SIGTERM and SIGHUP to us go to the launcher's group; the old handlers, to restore.
+    A first `preempt` signal (--requeue) is only noted: the loop tells the ranks (_Watch.preempted)."""
     def forward(signum: int, _frame: Any) -> None:
+        if signum in preempt and "preempt" not in forwarded:
+            forwarded["preempt"] = signum
+            return
         forwarded["sig"] = signum
         reaper.kill_group(pgid, signum)
 
     old: Dict[signal.Signals, Any] = {}
-    for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+    for sig in dict.fromkeys((signal.SIGINT, signal.SIGTERM, signal.SIGHUP, *map(signal.Signals, preempt))):
         if signal.getsignal(sig) is not signal.SIG_IGN:  # nohup: keep ignoring SIGHUP
             old[sig] = signal.signal(sig, forward)
     return old
@@ -175,7 +196,7 @@ def _forward_signals(pgid: int, forwarded: Dict[str, int]) -> Dict[signal.Signal
 
 def run(argv: List[str], env: Mapping[str, str], limits: Limits, log_dir: Optional[str] = None,
         on_expire: Optional[Callable[[], None]] = None, before_kill: Optional[Callable[[], None]] = None,
-        keep_lines: int = 200,
+        keep_lines: int = 200, preempt: Optional[Preempt] = None,
         stdout_fd: int = 1, stderr_fd: int = 2) -> Outcome:
     """Start argv, copy its output, enforce the limits; JobenvError if it cannot start."""
     output.ensure_std_fds()
@@ -184,8 +205,9 @@ def run(argv: List[str], env: Mapping[str, str], limits: Limits, log_dir: Option
     mark = reaper.marker(env.get("JOBENV_RUN_DIR", ""))
     watchdog = reaper.Watchdog(pgid, mark, on_expire) if env.get("JOBENV_RUN_DIR") else None
     watch = _Watch(limits, log_dir, pgid, mark, on_expire, before_kill)
+    watch.preempt = preempt
     forwarded: Dict[str, int] = {}
-    old = _forward_signals(pgid, forwarded)
+    old = _forward_signals(pgid, forwarded, preempt.signals if preempt else ())
     last: Deque[bytes] = deque(maxlen=keep_lines)
     partial = {proc.stdout.fileno(): b"", proc.stderr.fileno(): b""}  # type: ignore[union-attr]
     def reader_gone() -> None:  # EPIPE on our output: end the launch as SIGPIPE ends mpiexec
@@ -203,7 +225,7 @@ def run(argv: List[str], env: Mapping[str, str], limits: Limits, log_dir: Option
             for key, _ in sel.select(timeout=watch.wait()):
                 if _pump(int(key.fd), sel, partial, last, out_for, keep_lines):
                     watch.last_output = time.monotonic()
-            watch.tick()
+            watch.tick(forwarded)
     finally:
         sel.close()
         rc = proc.wait()
@@ -212,29 +234,32 @@ def run(argv: List[str], env: Mapping[str, str], limits: Limits, log_dir: Option
         if watchdog is not None:
             watchdog.done()
         for sink in sinks.values():
-            sink.drain(lambda: bool(forwarded) or watch.past_deadline())
+            sink.drain(lambda: "sig" in forwarded or watch.past_deadline())
         for sig, handler in old.items():
             signal.signal(sig, handler)
-    code = TIMEOUT_EXIT if watch.expired else 128 + signal.SIGPIPE if forwarded.get("sig") == signal.SIGPIPE \
-        else (128 - rc if rc < 0 else rc)
-    return Outcome(returncode=code, expired=watch.expired, signalled=forwarded.get("sig"),
+    preempted = forwarded.get("preempt") if watch.preempt_at is not None else None
+    expired = None if watch.expired == "preempted" else watch.expired
+    code = TIMEOUT_EXIT if expired else 128 + signal.SIGPIPE if forwarded.get("sig") == signal.SIGPIPE \
+        else 128 + preempted if preempted else (128 - rc if rc < 0 else rc)
+    return Outcome(returncode=code, expired=expired, signalled=forwarded.get("sig"), preempted=preempted,
                    last_lines=list(last), seconds=time.monotonic() - watch.start,
                    dropped=sum(s.dropped for s in sinks.values()))
 
 
-def cancel_step(how: str, env: Mapping[str, str], name: str) -> None:
+def cancel_step(how: str, env: Mapping[str, str], name: str, signame: str = "") -> None:
     """Cancel the launch named `name` in this job, whose tasks on other nodes are not in our
-    process group: `how` is the launcher family's `cancel` (jobenv.launch.families)."""
+    process group: `how` is the launcher family's `cancel` (jobenv.launch.families).  With
+    `signame` (USR1...), Slurm sends that signal to every process of the step instead."""
     try:
         if how == "slurm-step":
-            _scancel_step(env, name)
-        elif how == "flux-pkill":
+            _scancel_step(env, name, signame)
+        elif how == "flux-pkill" and not signame:
             subprocess.run(["flux", "pkill", name], env=dict(env), capture_output=True, timeout=20)
     except (OSError, subprocess.SubprocessError):
         pass
 
 
-def _scancel_step(env: Mapping[str, str], step_name: str) -> None:
+def _scancel_step(env: Mapping[str, str], step_name: str, signame: str = "") -> None:
     """Cancel the Slurm step(s) named `step_name` in this job (scancel --name names jobs, not steps)."""
     jobid = env.get("SLURM_JOB_ID")
     if not jobid:
@@ -244,4 +269,5 @@ def _scancel_step(env: Mapping[str, str], step_name: str) -> None:
     for line in out.splitlines():
         step, _, name = line.partition(" ")
         if name.strip() == step_name:
-            subprocess.run(["scancel", step], env=dict(env), capture_output=True, timeout=20)
+            subprocess.run(["scancel", *([f"--signal={signame}"] if signame else []), step], env=dict(env),
+                           capture_output=True, timeout=20)

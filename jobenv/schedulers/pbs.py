@@ -6,7 +6,7 @@ PBS_NODEFILE, so both are required to call a job PBS.
 """
 from __future__ import annotations
 
-from .base import Capture, Scheduler, parse_nodefile, pick_env, run_parsed, read_text, table_rows
+from .base import Capture, JobFacts, Requeue, Scheduler, parse_nodefile, pick_env, run_parsed, read_text, table_rows
 
 TYPE_CHECKING = False  # `import typing` costs ~5 ms per shell; type checkers still read the block below
 if TYPE_CHECKING:
@@ -130,6 +130,45 @@ def query(jobids: Sequence[str], env: Optional[Mapping[str, str]] = None,
     return run_parsed(["qstat", "-x", "-f", "-F", "json", *jobids], jobids, parse_qstat, env, timeout)
 
 
+# qsub(1B) options that take no value: any other option's next word is its value, never the script
+_QSUB_BARE = ("-f", "-h", "-I", "-n", "-V", "-X", "-z")
+
+
+def parse_show(out: str) -> JobFacts:
+    """The facts of `qstat -f -F json ID`: `Submit_arguments` (qsub's flags and the script,
+    relative to PBS_O_WORKDIR), `Rerunable`, `run_count`, `job_state`."""
+    import json
+    import shlex
+
+    try:
+        jobs = json.JSONDecoder().raw_decode(out, out.index("{"))[0].get("Jobs") or {}
+        attrs = next(iter(jobs.values())) if isinstance(jobs, dict) and jobs else {}
+    except (ValueError, AttributeError, StopIteration):
+        attrs = {}
+    if not isinstance(attrs, dict):
+        attrs = {}
+    found = attrs.get("Variable_List")
+    variables: Dict[str, object] = found if isinstance(found, dict) else {}
+    try:
+        words = tuple(shlex.split(str(attrs.get("Submit_arguments", ""))))
+    except ValueError:
+        words = ()
+    script = words[-1] if words and not words[-1].startswith("-") and \
+        (len(words) == 1 or not words[-2].startswith("-") or words[-2] in _QSUB_BARE) else ""
+    runs = attrs.get("run_count")
+    return JobFacts(state=str(attrs.get("job_state", "")), script=script,
+                    workdir=str(variables.get("PBS_O_WORKDIR", "")), submit=words if script else (),
+                    requeueable={"True": True, "False": False}.get(str(attrs.get("Rerunable", ""))),
+                    restarts=runs - 1 if isinstance(runs, int) and runs >= 1 else None,
+                    why="" if script else "PBS keeps no copy of a script given on stdin: submit it as a file "
+                    "(`qsub job.sh`) and with `-r y` (rerunnable), so that qrerun can bring it back")
+
+
+REQUEUE = Requeue(
+    ("qrerun", "{jobid}"), ("qstat", "-f", "-F", "json", "{jobid}"), parse_show, submit="qsub",
+    running=("R",), cancelled=("E",),
+    needs="PBS's client commands (qrerun, qsub, qstat) on PATH and pbs.conf (PBS_CONF_FILE) inside the container")
+
 SCHEDULER = Scheduler(
     NAME, jobid_vars=("PBS_JOBID",), prefixes=PREFIXES,
     # Slurm's PBS-compatibility plugin sets PBS_JOBID but never PBS_NODEFILE
@@ -139,5 +178,5 @@ SCHEDULER = Scheduler(
     # pbs.conf names PBS_EXEC, where qsub/qstat/pbsdsh come from
     program_vars=("PBS_CONF_FILE", "PBS_EXEC", "PBS_HOME"),
     nodefile_var="PBS_NODEFILE", hosts="PBS_NODEFILE: one line per MPI slot, FQDNs, first-seen order",
-    priority=20, profile="pbs", capture=capture, query=query, parse=parse_qstat,
+    priority=20, profile="pbs", capture=capture, query=query, parse=parse_qstat, requeue=REQUEUE,
 )
