@@ -39,3 +39,84 @@ def test_launch_refuses_a_job_cancelled_within_the_cache_minute(cluster, jobs, s
     # the cached verdict serves `get` no longer either: launch refreshed it
     p = fresh(cluster, "node1", "bash", f"jobenv get --job {jobid}", store)
     assert p.returncode == 4 and f"job {jobid} has ended" in p.stderr
+
+
+CKPT = r'''
+import os, signal, socket, sys, time
+d, rank, again = sys.argv[1], os.environ["RANK"], os.environ.get("JOBENV_RESTART_COUNT")
+host = socket.gethostname()
+print(f"rank {rank} on {host} up, JOBENV_RESTART_COUNT={again}", flush=True)
+open(f"{d}/start-{again}-{rank}", "w").write(host)
+if again != "0":
+    state = open(f"{d}/ckpt-{rank}").read()
+    open(f"{d}/done-{rank}", "w").write(f"{again} {state}")
+    print(f"rank {rank} resumed from {state}", flush=True)
+    sys.exit(0)
+def checkpoint(signum, frame):
+    open(f"{d}/ckpt-{rank}", "w").write(f"step-7-{host}")
+    print(f"rank {rank} checkpointed on SIG{signal.Signals(signum).name[3:]}", flush=True)
+    sys.exit(0)
+signal.signal(signal.SIGUSR1, checkpoint)
+time.sleep(300)
+'''
+
+
+def requeue_script(store, work, grace=20):  # noqa: F811
+    from test_e2e_slurm import PY
+    from conftest import REPO
+
+    return (f"#!/bin/bash\nexport JOBENV_HOME={store} PYTHONPATH={REPO}\n{PY} -m jobenv save --quiet || exit 1\n"
+            f"exec {PY} -m jobenv launch --requeue --grace {grace} -- {PY} {work}/ckpt.py {work}\n")
+
+
+def wait_for(paths, timeout, what, log=None):
+    import time
+
+    deadline = time.time() + timeout
+    while not all(os.path.exists(p) for p in paths):
+        assert time.time() < deadline, f"{what}: missing {[p for p in paths if not os.path.exists(p)]}" + (
+            "\n" + log.read_text() if log and log.exists() else "")
+        time.sleep(0.2)
+
+
+def preempted_job(cluster, jobs, store, tmp_path, *sbatch_args):  # noqa: F811
+    """A 2-node job whose batch script execs `jobenv launch --requeue`, pre-empted by hand
+    (`scancel --signal=USR1 --batch`, what `--signal=B:USR1@90` does at the time limit)."""
+    work = tmp_path / "work"
+    work.mkdir()
+    (work / "ckpt.py").write_text(CKPT)
+    out = tmp_path / "job.out"
+    jobid = cluster.sbatch(requeue_script(store, work), "-N", "2", "--ntasks-per-node", "1", "-o", str(out),
+                           "--open-mode=append", *sbatch_args)
+    jobs.append(jobid)
+    wait_for([work / "start-0-0", work / "start-0-1"], 90, "attempt 1's ranks did not start", out)
+    cluster.run(["scancel", "--signal=USR1", "--batch", jobid])
+    wait_for([work / "ckpt-0", work / "ckpt-1"], 30, "the ranks were not told to checkpoint", out)
+    return jobid, work, out
+
+
+def test_preemption_requeues_and_attempt_2_resumes(cluster, jobs, store, tmp_path):  # noqa: F811
+    jobid, work, out = preempted_job(cluster, jobs, store, tmp_path, "--requeue")
+    cluster.wait_state(jobid, {"PENDING"}, timeout=60)  # requeued; held for AuthInfo=cred_expire (30 s)
+    wait_for([work / "done-0", work / "done-1"], 120, "attempt 2 did not resume", out)
+    for r in (0, 1):
+        assert (work / f"done-{r}").read_text().split()[0] == "1"  # JOBENV_RESTART_COUNT=1
+        assert (work / f"done-{r}").read_text().split()[1].startswith("step-7-node")
+    assert {(work / f"start-0-{r}").read_text() for r in (0, 1)} == {"node1", "node2"}  # attempt 1's marks kept
+    text = out.read_text()
+    assert "rank 0 checkpointed on SIGUSR1" in text and "rank 1 checkpointed on SIGUSR1" in text, text
+    assert f"requeueing job {jobid}: scontrol requeue {jobid}" in text, text
+    assert "JOBENV_RESTART_COUNT=0" in text and "rank 1 resumed from step-7-node" in text, text
+    runs = os.listdir(os.path.join(store, "runs", f"slurm-{jobid}"))
+    assert len(runs) == 2, runs  # each attempt's run directory, the first one intact
+
+
+def test_preemption_without_requeue_rights_resubmits_once(cluster, jobs, store, tmp_path):  # noqa: F811
+    jobid, work, out = preempted_job(cluster, jobs, store, tmp_path, "--no-requeue")
+    wait_for([work / "done-0", work / "done-1"], 120, "the resubmitted job did not resume", out)
+    text = out.read_text()
+    assert "Requested operation is presently disabled" in text and "resubmitting job" in text, text
+    assert (work / "done-0").read_text().split()[0] == "1"  # JOBENV_RESTART_COUNT=1 in the new job
+    assert "rank 0 resumed from step-7-node" in text, text  # the new job appended to the same output
+    new = cluster.run(["squeue", "-h", "-t", "all", "-o", "%i", "-n", "sbatch"], check=False).stdout.split()
+    jobs.extend(j for j in new if j != jobid)
