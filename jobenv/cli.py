@@ -173,6 +173,21 @@ cli.add_command(completion.completion_cmd)
 
 from .stage.cli import stage as _stage  # noqa: E402  (jobenv stage; heavy imports stay inside it)
 
+
+# ---- jobenv kill (jobenv.launch.kill)
+@cli.command("kill")
+@click.option("--job", "-j", metavar="ID", help="Job id (default: as for `get`).")
+@click.option("--run", metavar="RUN", help="Which launch: its run directory's name (default: the newest).")
+def kill_cmd(job: Optional[str], run: Optional[str]) -> None:
+    """End a launch's ranks on every host, and say which ended.
+
+    \b
+    Exit code: 0 when every rank found running ended; 1 when some still run.
+    """
+    from .launch.kill import for_job
+
+    raise click.exceptions.Exit(for_job(job, run, os.environ, lambda m: click.echo(f"jobenv: {m}", err=True)))
+
 cli.add_command(_stage)
 completion.attach(cli)  # job ids and profile names complete in every command: after every add_command
 

@@ -10,7 +10,8 @@ import stat
 
 import pytest
 
-from test_e2e_slurm import batch_job, cluster, fresh, jobs, store  # noqa: F401 (fixtures)
+from conftest import REPO
+from test_e2e_slurm import PY, batch_job, cluster, fresh, jobs, store  # noqa: F401 (fixtures)
 
 pytestmark = pytest.mark.e2e
 
@@ -62,9 +63,6 @@ time.sleep(300)
 
 
 def requeue_script(store, work, grace=20):  # noqa: F811
-    from test_e2e_slurm import PY
-    from conftest import REPO
-
     return (f"#!/bin/bash\nexport JOBENV_HOME={store} PYTHONPATH={REPO}\n{PY} -m jobenv save --quiet || exit 1\n"
             f"exec {PY} -m jobenv launch --requeue --grace {grace} -- {PY} {work}/ckpt.py {work}\n")
 
@@ -120,3 +118,32 @@ def test_preemption_without_requeue_rights_resubmits_once(cluster, jobs, store, 
     assert "rank 0 resumed from step-7-node" in text, text  # the new job appended to the same output
     new = cluster.run(["squeue", "-h", "-t", "all", "-o", "%i", "-n", "sbatch"], check=False).stdout.split()
     jobs.extend(j for j in new if j != jobid)
+
+
+def test_kill_from_another_shell_leaves_no_rank(cluster, jobs, store, tmp_path):  # noqa: F811
+    import subprocess
+    import time
+
+    jobid = batch_job(cluster, jobs, store, tmp_path, "-N", "2", "--ntasks-per-node", "2")
+    mark = f"jobenv-kill-test-{os.getpid()}"
+    (tmp_path / "sleeper.py").write_text("import time, sys\nprint('up', flush=True)\ntime.sleep(300)\n")
+    launch = subprocess.Popen(cluster.on_node("node1", [
+        "env", "-i", f"HOME={os.environ.get('HOME', '/root')}", f"JOBENV_HOME={store}", f"PATH={os.path.dirname(PY)}:/usr/bin:/bin",
+        f"PYTHONPATH={REPO}", "bash", "-c", f"jobenv launch --job {jobid} -- python3 {tmp_path}/sleeper.py {mark}"]),
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True)
+    try:
+        deadline = time.time() + 60
+        while len(subprocess.run(["pgrep", "-f", mark], capture_output=True, text=True).stdout.split()) < 4:
+            assert time.time() < deadline and launch.poll() is None, "the 4 ranks did not start"
+            time.sleep(0.2)
+        p = fresh(cluster, "node2", "bash", f"jobenv kill --job {jobid}", store)  # another shell, another node
+        assert p.returncode == 0, p.stdout + p.stderr
+        assert "ended 4 rank(s)" in p.stderr and "on 2 host(s): node1; node2" in p.stderr, p.stderr
+        left = subprocess.run(["pgrep", "-af", mark], capture_output=True, text=True).stdout
+        assert not [ln for ln in left.splitlines() if "pgrep" not in ln], left  # no rank on any node
+        launch.wait(timeout=30)  # and the launch itself ended
+    finally:
+        if launch.poll() is None:
+            os.killpg(launch.pid, 9)
+            launch.wait()
+

@@ -12,7 +12,8 @@ from functools import partial
 
 from .. import store
 from ..errors import BadInput, JobenvError, one_line
-from . import families, preempt, ranks, report, sizing, supervise
+from ..hostlist import this_host
+from . import families, kill, preempt, ranks, report, sizing, supervise
 
 TYPE_CHECKING = False  # `import typing`/`dataclasses` cost ~50 ms: `launch` starts on every run
 if TYPE_CHECKING:
@@ -162,6 +163,7 @@ def run(rec: JobRecord, command: List[str], opts: Options, base_env: Mapping[str
             _say(f"warning: {w}")
         snapshot: List[ranks.RunState] = []
         env = _attempt_env(plan, base_env, run_dir, log_dir, gpu_bind)
+        kill.write_supervisor(run_dir, this_host(base_env))  # `jobenv kill` ends us through it
         env["JOBENV_RESTART_COUNT"] = str(restarts + attempt)
         out = _supervised(plan, argv, opts, env, log_dir, partial(_snapshot, snapshot, run_dir))
         rc = out.returncode

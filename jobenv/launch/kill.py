@@ -1,0 +1,167 @@
+"""`jobenv kill [-j JOB] [--run RUN]`: end one launch's ranks on every host, from any shell,
+and say what was ended.
+
+A launch's ranks live on many hosts, and only some of the ways to reach them work from
+a given shell, so all that apply are used: the host agents' `kill` request (every host,
+when the run has agents: the run directory's `request`), the step's cancel by name under
+srun or flux run (every attempt's step is `jobenv-<run directory>`; the launcher family's
+`cancel`), SIGTERM to `jobenv launch` itself when its `supervisor` file names this host
+(it ends its launcher's group and what left it), and this host's processes marked with the
+run directory.  What ended is read back from the ranks' records.
+"""
+from __future__ import annotations
+
+import os
+import signal
+import time
+
+from ..errors import BadInput, NoRecord, visible
+from . import ranks
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Callable, Dict, List, Mapping, Optional, Tuple
+
+SUPERVISOR = "supervisor"  # `<host> <pid> <epoch>` of `jobenv launch`, written at each attempt's start
+WAIT_S = 30.0  # how long kill waits for the ranks' records to say they ended
+
+
+def write_supervisor(run_dir: str, host: str) -> None:
+    ranks.write_private(os.path.join(run_dir, SUPERVISOR), f"{host} {os.getpid()} {time.time():.3f}\n")
+
+
+def pick_run(runs: str, run: Optional[str]) -> str:
+    """The run directory: --run (its name, as `jobenv launch` made it below the job's runs),
+    else the newest (names start with their time stamp)."""
+    try:
+        names = sorted(n for n in os.listdir(runs) if os.path.isdir(os.path.join(runs, n)))
+    except OSError:
+        names = []
+    if run is not None:
+        name = os.path.basename(run.rstrip("/"))
+        if name not in names:
+            known = ", ".join(visible(n) for n in names[-5:]) or "none"
+            raise BadInput(f"--run {visible(run)!r}: no such run of this job (newest: {known})")
+        return os.path.join(runs, name)
+    if not names:
+        raise NoRecord(f"this job has no launch runs in {runs}")
+    return os.path.join(runs, names[-1])
+
+
+def supervisor(run_dir: str) -> Optional[Tuple[str, int, float]]:
+    """(host, pid, epoch) of the run's `jobenv launch`, when its file is whole."""
+    from ..readfile import read_bytes
+
+    try:
+        words = read_bytes(os.path.join(run_dir, SUPERVISOR), 4096).decode("utf-8", "replace").split()
+        return words[0], int(words[1]), float(words[2])
+    except (OSError, IndexError, ValueError):
+        return None
+
+
+def started_before(pid: int, epoch: float) -> bool:
+    """Is `pid` our process and older than `epoch`?  A pid reused since the supervisor wrote
+    its file started after it, so it is never signalled."""
+    try:
+        if os.stat(f"/proc/{pid}").st_uid != os.getuid():
+            return False
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            ticks = int(f.read().rsplit(b")", 1)[1].split()[19])
+        with open("/proc/stat", "rb") as f:
+            boot = next(int(ln.split()[1]) for ln in f if ln.startswith(b"btime "))
+    except (OSError, ValueError, IndexError, StopIteration):
+        return False
+    return boot + ticks / os.sysconf("SC_CLK_TCK") <= epoch + 1.0
+
+
+def running(run_dir: str, host: str) -> Dict[int, Optional[str]]:
+    """Rank -> host of every rank that started and left no end, less those of this host whose
+    wrapper is gone (a wrapper killed outright writes no end; the host agents' `lost` says it
+    for other hosts)."""
+    state = ranks.read(run_dir)
+    out = {}
+    for r in state.ranks.values():
+        if r.started is None or r.exit is not None:
+            continue
+        pid = getattr(r, "wrapper_pid", None) or _start_pid(run_dir, r.rank)
+        if r.host == host and pid and r.started and not started_before(pid, r.started):
+            continue
+        out[r.rank] = r.host
+    return out
+
+
+def _start_pid(run_dir: str, rank: int) -> Optional[int]:
+    """The wrapper's pid from its start record (`R host pid time`)."""
+    from ..readfile import read_bytes
+
+    try:
+        return int(read_bytes(os.path.join(run_dir, f"rank-{rank}.start"), 4096).split()[2])
+    except (OSError, IndexError, ValueError):
+        return None
+
+
+def report(before: Dict[int, Optional[str]], after: Dict[int, Optional[str]]) -> Tuple[List[str], int]:
+    """The lines kill prints and its exit code: 0 when nothing it found running is left."""
+    ended = sorted(set(before) - set(after))
+    lines = []
+    if ended:
+        hosts = sorted({before[r] or "?" for r in ended})
+        lines.append(f"ended {len(ended)} rank(s) ({ranks.compact([str(r) for r in ended])}) on "
+                     f"{len(hosts)} host(s): {ranks.compact(hosts)}")
+    if after:
+        left = [f"rank {r} on {h or '?'}" for r, h in sorted(after.items())]
+        lines.append(f"still running after {WAIT_S:.0f} s: {ranks.compact(left)}")
+    if not before:
+        lines.append("no rank of this run was running")
+    return lines, 1 if after else 0
+
+
+def for_job(job: Optional[str], run: Optional[str], environ: Mapping[str, str], say: Callable[[str], None]) -> int:
+    """`jobenv kill`: the job as `launch` finds it (its restored environment names the job to
+    scancel/flux), its run, then `kill`."""
+    from .. import plan, store
+    from ..get import restore_plan
+    from ..hostlist import this_host
+    from ..software import launcher_path
+    from . import families
+    from .command import _which
+
+    p, _, rec = restore_plan(environ, job, allow_stale=True)
+    env = plan.apply(p, environ)
+    run_dir = pick_run(store.runs_dir(store.key_for(rec.scheduler, rec.jobid), dict(environ)), run)
+    prog, _ = launcher_path(rec, rec.launch[0])
+    fam = families.family(rec.launch[0], prog if os.path.isabs(prog) else _which(prog, env))
+    say(f"killing run {os.path.basename(run_dir)} of job {rec.jobid}")
+    return kill(run_dir, families.get(fam).cancel, env, this_host(environ), say)
+
+
+def kill(run_dir: str, cancel: str, env: Mapping[str, str], host: str, say: Callable[[str], None],
+         wait_s: float = WAIT_S) -> int:
+    """End the run's ranks every way that applies here; the exit code of `report`."""
+    from . import reaper
+    from .requeue import _has_agent
+    from .supervise import cancel_step
+
+    before = running(run_dir, host)
+    if _has_agent(run_dir):
+        from . import requests  # type: ignore[attr-defined,unused-ignore]
+
+        requests.send(run_dir, "kill")
+    if cancel:
+        cancel_step(cancel, env, f"jobenv-{os.path.basename(run_dir)}")
+    sup = supervisor(run_dir)
+    if sup and sup[0] == host and started_before(sup[1], sup[2]):
+        try:
+            os.kill(sup[1], signal.SIGTERM)
+        except OSError:
+            pass
+    reaper.signal_marked(reaper.marker(run_dir), signal.SIGTERM)
+    deadline = time.monotonic() + wait_s
+    after = before
+    while after and time.monotonic() < deadline:
+        time.sleep(0.2)
+        after = {r: h for r, h in running(run_dir, host).items() if r in before}
+    lines, code = report(before, after)
+    for line in lines:
+        say(line)
+    return code
