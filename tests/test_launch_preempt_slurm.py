@@ -137,7 +137,10 @@ def test_kill_from_another_shell_leaves_no_rank(cluster, jobs, store, tmp_path):
             assert time.time() < deadline and launch.poll() is None, "the 4 ranks did not start"
             time.sleep(0.2)
         p = fresh(cluster, "node2", "bash", f"jobenv kill --job {jobid}", store)  # another shell, another node
-        assert p.returncode == 0, p.stdout + p.stderr
+        import glob
+        dbg = subprocess.run(["pgrep", "-af", mark], capture_output=True, text=True).stdout + "".join(
+            f"{f}: {open(f).read()}" for f in sorted(glob.glob(f"{store}/runs/*/*/*")) if "rank-" in f)
+        assert p.returncode == 0, p.stdout + p.stderr + dbg
         assert "ended 4 rank(s)" in p.stderr and "on 2 host(s): node1; node2" in p.stderr, p.stderr
         left = subprocess.run(["pgrep", "-af", mark], capture_output=True, text=True).stdout
         assert not [ln for ln in left.splitlines() if "pgrep" not in ln], left  # no rank on any node

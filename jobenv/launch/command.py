@@ -210,13 +210,13 @@ def _attempt_env(plan: Attempt, base_env: Mapping[str, str], run_dir: str, log_d
 
 def _supervised(plan: Attempt, argv: List[str], opts: Options, env: Dict[str, str], log_dir: Optional[str],
                 before_kill: Callable[[], None]) -> supervise.Outcome:
-    """Run one attempt under supervision.  With a time limit, a launcher whose ranks on other
-    hosts outlive its process group (srun, flux run) is given a name to be cancelled by."""
+    """Run one attempt under supervision.  A launcher whose ranks on other hosts outlive its
+    process group (srun, flux run) is given a name to be cancelled by (`jobenv-<run dir>`)."""
     launcher = list(plan.launcher)
     on_expire: Optional[Callable[[], None]] = None
     row = families.get(plan.family)
     step = f"jobenv-{os.path.basename(env['JOBENV_RUN_DIR'])}"
-    if row.cancel and (opts.limits.timeout or opts.limits.idle_timeout or opts.requeue):
+    if row.cancel:  # `jobenv kill`, a time limit and pre-emption find the launch by this name
         families.insert(launcher, row, [row.step_flag + step])
         on_expire = partial(supervise.cancel_step, row.cancel, env, step)
     grace = preempt.DEFAULT_GRACE_S if opts.grace is None else opts.grace

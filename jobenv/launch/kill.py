@@ -24,6 +24,7 @@ if TYPE_CHECKING:
 
 SUPERVISOR = "supervisor"  # `<host> <pid> <epoch>` of `jobenv launch`, written at each attempt's start
 WAIT_S = 30.0  # how long kill waits for the ranks' records to say they ended
+TERM_S = 5.0  # then the step is cancelled outright (SIGKILL), as the host agents do
 
 
 def write_supervisor(run_dir: str, host: str) -> None:
@@ -147,20 +148,25 @@ def kill(run_dir: str, cancel: str, env: Mapping[str, str], host: str, say: Call
         from . import requests  # type: ignore[attr-defined,unused-ignore]
 
         requests.send(run_dir, "kill")
-    if cancel:
-        cancel_step(cancel, env, f"jobenv-{os.path.basename(run_dir)}")
+    step = f"jobenv-{os.path.basename(run_dir)}"
+    if cancel:  # SIGTERM first: the wrappers pass it on and record the end (a bare cancel is SIGKILL)
+        cancel_step(cancel, env, step, "TERM")
     sup = supervisor(run_dir)
     if sup and sup[0] == host and started_before(sup[1], sup[2]):
         try:
             os.kill(sup[1], signal.SIGTERM)
         except OSError:
             pass
-    reaper.signal_marked(reaper.marker(run_dir), signal.SIGTERM)
-    deadline = time.monotonic() + wait_s
-    after = before
-    while after and time.monotonic() < deadline:
+    if not cancel:  # the step's cancel reaches every host; else this host's marked processes
+        reaper.signal_marked(reaper.marker(run_dir), signal.SIGTERM)
+    start = time.monotonic()
+    after, hard = before, not cancel
+    while after and time.monotonic() < start + wait_s:
         time.sleep(0.2)
         after = {r: h for r, h in running(run_dir, host).items() if r in before}
+        if not hard and time.monotonic() > start + TERM_S:
+            cancel_step(cancel, env, step)  # what outlived SIGTERM
+            hard = True
     lines, code = report(before, after)
     for line in lines:
         say(line)
