@@ -39,7 +39,7 @@ PATH_SYSCALLS = ("open", "openat", "stat", "lstat", "newfstatat", "statx", "acce
 def _fresh(env) -> None:
     """Empty the run and log directories: the supervised wrapper writes only new files."""
     for key in ("JOBENV_RUN_DIR", "JOBENV_LOG_DIR"):
-        for f in Path(env[key]).glob("rank-*") if env.get(key) else ():
+        for f in [p for g in ("rank-*", "host-*", "agent-*") for p in Path(env[key]).glob(g)] if env.get(key) else ():
             f.unlink()
 
 

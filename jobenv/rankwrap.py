@@ -23,30 +23,50 @@ What it does, per rank, in this order:
    one; an exit code of 128+N is an exit code, never a signal raised).
 
 Exit status: the program's; 5 when the environment is refused (step 1, a bad
-JOBENV_GPU_BIND or MASTER_PORT, an unwritable RUN_DIR or LOG_DIR, a record or log name
-that already exists); 2 without a program.
+JOBENV_GPU_BIND or MASTER_PORT, an unwritable RUN_DIR or LOG_DIR, a log name that already
+exists, a ledger name that is not a regular file); 2 without a program.
 
 Environment protocol (set by `jobenv launch` on the launcher's environment):
 - JOBENV_GPU_BIND   `VAR:MAP:DEVICES[:TILES]` (see `gpu_bind_value`; from the profile's
                     `gpu_bind`, `jobenv.profiles.gpu_bind_mode`), or empty for none.
-- JOBENV_RUN_DIR    a directory; per rank the wrapper writes two one-line files,
-                    each written by one `printf` and complete once it ends in a newline:
-                      rank-<RANK>.start   `<rank> <host> <pid> <epoch>`
-                      rank-<RANK>.exit    `<rank> <host> exit:<code>|signal:<number> <epoch>`
-                    <pid> is the wrapper's (signals sent to it reach the program);
-                    <epoch> is seconds since 1970 (bash: $EPOCHREALTIME; else `date
-                    +%s.%N`, one fork, only on this supervised path; empty if neither).
+- JOBENV_RUN_DIR    a directory shared by the hosts; no file per rank in it (at 1,000 hosts x
+                    8 ranks that is what a shared file system cannot take), one ledger per host:
+                    host-<H>.ledger (<H>: the host's name, anything outside [A-Za-z0-9._-] as _),
+                    lines appended with `>>`, each by one `printf` (< 512 bytes: appends of
+                    several ranks never interleave), complete once it ends in a newline:
+                      start <rank> <wrapper-pid> <program-pid> <epoch>   (program started)
+                      end <rank> exit:<code>|signal:<number> <epoch>     (program ended)
+                      lost <rank> <epoch>        (agent: the wrapper vanished without `end`)
+                      ack <seq> <verb> <epoch>   (agent: request <seq> carried out here)
+                    and, from the rank's Python hook, `hook <rank> <pid> <epoch>` and
+                    `clean <rank> <epoch>`.  <epoch> is seconds since 1970 (bash:
+                    $EPOCHREALTIME; else `date +%s.%N`, one fork, only on this supervised
+                    path).  The ledger is refused (exit 5) when its name is a link or not a
+                    regular file.  The program gets JOBENV_LEDGER (that path) and
+                    JOBENV_HOOK_RANK (its rank).
+                    The host agent: the wrapper whose O_EXCL create of `agent-<H>` succeeds
+                    (after its `start` line) runs one background loop for the host that every
+                    BEAT_S (1 s) rewrites host-<H>.beat (`<epoch>`; its mtime is the
+                    heartbeat), writes `lost` for a wrapper gone two scans without an `end`,
+                    carries out the `request` file (`<seq> <verb>`, replaced by rename,
+                    jobenv.launch.requests): `stacks` (JOBENV_DUMP_SIGNAL to every hooked
+                    running rank; `stacks:cont` also SIGCONT), `kill` (TERM to every running
+                    program and wrapper, KILL 5 s later), `signal:USR1|USR2|TERM|INT|HUP` (to
+                    every running program), each once, with an `ack` line; and ends, removing
+                    agent-<H>, when no rank of the host runs (a `start` written before that
+                    removal keeps it going; one after it makes its wrapper the next agent).
                     `wait` gives 128+N for exit 128+N, for signal N and for a trapped
                     signal N that cut it short (a forwarded one; bash's CHLD trap in
                     POSIX mode, i.e. bash as /bin/sh): above 128 with the program gone
                     a second `wait` gives its status while the shell holds it, and the
                     job table (`jobs -l`: dash and ash keep it after `wait`, bash's CHLD
-                    trap saves it before) says exit N or signal, in rank-<RANK>.job;
-                    a shell whose table cannot be read gives exit:<code>.  No .exit
-                    file: the rank never finished (killed with SIGKILL, host lost).
-                    Every file the wrapper writes is new: a name that exists (a planted
-                    link, a FIFO, an old record) is refused (exit 5), and noclobber
-                    creates the file with O_EXCL.
+                    trap saves it before, in $(jobs -l) with CHLD ignored from then on) says
+                    exit N or signal; dash and ash empty the table in a subshell, so theirs
+                    goes to a new file of an unguessable name (/proc's uuid) in
+                    ${TMPDIR:-/tmp}, node-local, removed at once (only for a status above
+                    128); a shell whose table cannot be read
+                    gives exit:<code>.  No `end`: the rank never finished (its wrapper
+                    killed with SIGKILL: the agent's `lost`; the host lost: a stale beat).
 - JOBENV_LOG_DIR    a directory; the program's stdout and stderr go to rank-<RANK>.log
                     there (and not to the launcher's output); `jobenv launch` checks it is
                     the user's own and removes the previous attempt's logs first.
@@ -68,6 +88,11 @@ if TYPE_CHECKING:
     from typing import Any, List, Sequence, Tuple
 
 SCRIPT = "rankwrap.sh"
+# The signal the host agent sends a rank for its Python stacks (`stacks` requests): SIGRTMIN+4
+# on Linux, free in CPython, torch and MPI; the launch exports it as JOBENV_DUMP_SIGNAL.
+DUMP_SIGNAL = 38
+# How often the host agent rewrites host-<H>.beat (seconds; the agent's `sleep 1`).
+BEAT_S = 1.0
 # Device-selection variables a profile may bind (anything else could load code: LD_PRELOAD).
 GPU_VARS = ("CUDA_VISIBLE_DEVICES", "HIP_VISIBLE_DEVICES", "ROCR_VISIBLE_DEVICES", "ZE_AFFINITY_MASK")
 GPU_MAPS = ("identity", "reverse", "tile")
@@ -80,7 +105,8 @@ def script_path() -> str:
 # The protocol variables `jobenv launch` sets itself, for every attempt; one inherited from
 # the environment (a nested launch, a user's export) is dropped, never trusted: a log or
 # run directory reaches the wrapper only after the launch has checked it is the user's own.
-LAUNCH_SETS = ("JOBENV_RUN_DIR", "JOBENV_LOG_DIR", "JOBENV_HOSTFILE", "JOBENV_GPU_BIND", "JOBENV_LAUNCH_TIME")
+LAUNCH_SETS = ("JOBENV_RUN_DIR", "JOBENV_LOG_DIR", "JOBENV_HOSTFILE", "JOBENV_GPU_BIND", "JOBENV_LAUNCH_TIME",
+               "JOBENV_DUMP_SIGNAL", "JOBENV_LEDGER", "JOBENV_HOOK_RANK")
 
 
 def wrapper_argv() -> List[str]:

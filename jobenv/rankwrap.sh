@@ -369,17 +369,122 @@ _je_new() {
 _je_now() {
     if [ -n "${EPOCHREALTIME:-}" ]; then _je_t=$EPOCHREALTIME; else _je_t=$(date +%s.%N 2>/dev/null) || _je_t=; fi
 }
-_je_jf=
+_je_led= _je_jl= _je_nl='
+'
 if [ -n "${JOBENV_RUN_DIR:-}" ]; then
-    _je_f=$JOBENV_RUN_DIR/rank-$_je_R.start
-    _je_new "$_je_f"
-    _je_now
-    printf '%s %s %s %s\n' "$_je_R" "$_je_host" "$$" "$_je_t" > "$_je_f" || _je_die "cannot write $_je_f"
+    # one ledger per host, never a file per rank: <H> is the host's name with anything
+    # outside [A-Za-z0-9._-] as _
+    _je_H=$_je_host
+    case $_je_H in
+    ''|*[!A-Za-z0-9._-]*)
+        _je_s2=$_je_H _je_H=
+        while [ -n "$_je_s2" ]; do
+            _je_rest=${_je_s2#?}; _je_c=${_je_s2%"$_je_rest"}; _je_s2=$_je_rest
+            case $_je_c in [A-Za-z0-9._-]) _je_H=$_je_H$_je_c ;; *) _je_H=${_je_H}_ ;; esac
+        done
+        _je_H=${_je_H:-_} ;;
+    esac
+    _je_led=$JOBENV_RUN_DIR/host-$_je_H.ledger
+    # every rank of the host appends to it: never through a planted link, FIFO or device
+    if [ -L "$_je_led" ] || { [ -e "$_je_led" ] && ! [ -f "$_je_led" ]; }; then
+        _je_die "$_je_led exists and is not a regular file; refusing to write through it"
+    fi
+    JOBENV_LEDGER=$_je_led JOBENV_HOOK_RANK=$_je_R
+    export JOBENV_LEDGER JOBENV_HOOK_RANK
     # `wait` says 128+N both for signal N and for exit 128+N; the job table tells them
-    # apart (dash keeps it after `wait`, bash only until then: its CHLD trap saves it)
-    _je_jf=$JOBENV_RUN_DIR/rank-$_je_R.job
-    if [ -n "${BASH_VERSION-}" ]; then trap 'jobs -l >| "$_je_jf"' CHLD; fi
+    # apart.  bash keeps it only until `wait` reaps the program: its CHLD trap saves it,
+    # once, when the program is gone ($! until _je_pid is set), first ignoring CHLD (the
+    # $(...) child's own end would cut the next `wait` short and, in POSIX mode, replace
+    # the program's status with 128+17)
+    if [ -n "${BASH_VERSION-}" ]; then
+        trap '[ -n "$_je_jl" ] || kill -0 "${_je_pid:-$!}" 2>/dev/null || { trap "" CHLD; _je_jl=$(jobs -l); }' CHLD
+    fi
 fi
+# The host agent (protocol: jobenv/rankwrap.py): one background loop per host, started by
+# the wrapper that creates agent-<H>; it beats, records wrappers that vanished, carries out
+# requests and ends when no rank of the host runs.  It may fork: it runs once per host.
+_je_alive() {  # pid $1 runs (a zombie: killed, not yet reaped by its launcher, does not)
+    kill -0 "$1" 2>/dev/null || return 1
+    read -r _je_ps < "/proc/$1/stat" 2>/dev/null || return 0
+    case ${_je_ps##*") "} in Z*|X*) return 1 ;; esac
+}
+_je_scan() {  # the ledger: running ranks' program and wrapper pids, hooks, acks; lost lines
+    _je_ast= _je_afin=' ' _je_ahk= _je_aacked=' ' _je_anrun=0 _je_arun= _je_awr= _je_agone2=' '
+    while read -r _je_k _je_a _je_b _je_c _je_d; do
+        case $_je_a in ''|*[!0-9]*|??????????*) continue ;; esac
+        case $_je_k in
+        start) case $_je_b:$_je_c in *[!0-9:]*|:*|*:) continue ;; esac; _je_ast="$_je_ast $_je_a:$_je_b:$_je_c" ;;
+        end|lost) _je_afin="$_je_afin$_je_a " ;;
+        hook) case $_je_b in ''|*[!0-9]*) continue ;; esac; _je_ahk="$_je_ahk $_je_a:$_je_b" ;;
+        ack) _je_aacked="$_je_aacked$_je_a " ;;
+        esac
+    done < "$_je_led"
+    for _je_e in $_je_ast; do
+        _je_ar=${_je_e%%:*} _je_aw=${_je_e#*:}; _je_ap=${_je_aw#*:} _je_aw=${_je_aw%%:*}
+        case $_je_afin in *" $_je_ar "*) continue ;; esac
+        if _je_alive "$_je_aw"; then
+            _je_anrun=$((_je_anrun + 1)) _je_arun="$_je_arun $_je_ap" _je_awr="$_je_awr $_je_aw"
+        else  # gone: lost when still without an `end` one scan later
+            case $_je_agone in
+            *" $_je_ar "*) _je_now; printf 'lost %s %s\n' "$_je_ar" "$_je_t" >> "$_je_led"; _je_afin="$_je_afin$_je_ar " ;;
+            *) _je_agone2="$_je_agone2$_je_ar " _je_anrun=$((_je_anrun + 1)) ;;
+            esac
+        fi
+    done
+    _je_agone=$_je_agone2
+}
+_je_request() {  # `<seq> <verb>` in the run directory's `request`, carried out once and acked
+    [ -f "$_je_arq" ] || return 0
+    _je_aq=
+    read -r _je_aq _je_av < "$_je_arq" 2>/dev/null
+    case $_je_aq in ''|*[!0-9]*|??????????*) return 0 ;; esac
+    case $_je_aacked$_je_adid in *" $_je_aq "*) return 0 ;; esac
+    _je_adid="$_je_adid $_je_aq "
+    case $_je_av in
+    stacks|stacks:cont)
+        for _je_e in $_je_ahk; do
+            case $_je_afin in *" ${_je_e%%:*} "*) continue ;; esac
+            kill -"$_je_ads" "${_je_e#*:}" 2>/dev/null
+            [ "$_je_av" = stacks ] || kill -CONT "${_je_e#*:}" 2>/dev/null
+        done ;;
+    kill)
+        [ -z "$_je_arun$_je_awr" ] || kill -TERM $_je_arun $_je_awr 2>/dev/null
+        [ -z "$_je_arun$_je_awr" ] || { sleep 5; kill -KILL $_je_arun $_je_awr 2>/dev/null; } & ;;
+    signal:USR1|signal:USR2|signal:TERM|signal:INT|signal:HUP)
+        [ -z "$_je_arun" ] || kill -s "${_je_av#signal:}" $_je_arun 2>/dev/null ;;
+    *) return 0 ;;
+    esac
+    _je_now
+    printf 'ack %s %s %s\n' "$_je_aq" "$_je_av" "$_je_t" >> "$_je_led"
+}
+_je_agent() {
+    _je_alock=$JOBENV_RUN_DIR/agent-$_je_H _je_abeat=$JOBENV_RUN_DIR/host-$_je_H.beat
+    _je_arq=$JOBENV_RUN_DIR/request _je_agone=' ' _je_adid=' ' _je_ads=${JOBENV_DUMP_SIGNAL:-38}
+    case $_je_ads in *[!0-9]*|???*) _je_ads=38 ;; esac
+    while :; do
+        _je_scan
+        if [ "$_je_anrun" -eq 0 ]; then  # a wrapper writes `start` before it tries agent-<H>
+            rm -f "$_je_alock"
+            _je_scan
+            [ "$_je_anrun" -gt 0 ] && { [ -e "$_je_alock" ] || [ -L "$_je_alock" ] || true > "$_je_alock"; } \
+                2>/dev/null || return 0
+        fi
+        _je_now
+        printf '%s\n' "$_je_t" >| "$_je_abeat"
+        _je_request
+        sleep 1
+    done
+}
+# dash and ash keep the job table after `wait`, but empty it in a subshell ($(jobs -l)):
+# `jobs -l` goes to a new file of an unguessable name in the node's temporary directory
+# (never the shared run directory), read back into $_je_jl and removed
+_je_jobs() {
+    read -r _je_u < /proc/sys/kernel/random/uuid 2>/dev/null || return 0
+    _je_tf=${TMPDIR:-/tmp}/jobenv-jobs.$_je_u
+    { jobs -l > "$_je_tf"; } 2>/dev/null || return 0
+    while IFS= read -r _je_l || [ -n "$_je_l" ]; do _je_jl=$_je_jl$_je_l$_je_nl; done < "$_je_tf"
+    rm -f "$_je_tf"
+}
 _je_pid= _je_sig=
 _je_fwd() { _je_sig=$1; [ -z "$_je_pid" ] || kill -s "$1" "$_je_pid" 2>/dev/null; }
 trap '_je_fwd TERM' TERM
@@ -401,6 +506,15 @@ else
     _je_pid=$!
 fi
 exec 3<&-
+if [ -n "$_je_led" ]; then
+    _je_now
+    printf 'start %s %s %s %s\n' "$_je_R" "$$" "$_je_pid" "$_je_t" >> "$_je_led" || {
+        kill -KILL "$_je_pid"; _je_die "cannot write $_je_led"; }
+    _je_f=$JOBENV_RUN_DIR/agent-$_je_H
+    if ! [ -e "$_je_f" ] && ! [ -L "$_je_f" ] && { true > "$_je_f"; } 2>/dev/null; then
+        _je_agent </dev/null >/dev/null 2>&1 &
+    fi
+fi
 # `wait` says 128+N for a signal N that cut it short (a forwarded one; bash's CHLD trap
 # in POSIX mode, /bin/sh on RHEL), for the program's death by signal N and for its exit
 # 128+N.  Cut short with the program still running: wait again.  Gone: the shell may
@@ -411,7 +525,7 @@ while :; do
     wait "$_je_pid"; _je_rc=$?
     [ "$_je_rc" -gt 128 ] || break
     if kill -0 "$_je_pid" 2>/dev/null; then continue; fi
-    if [ -n "$_je_jf" ] && [ -z "${BASH_VERSION-}" ]; then jobs -l >| "$_je_jf"; fi
+    if [ -n "$_je_led" ] && [ -z "${BASH_VERSION-}" ]; then _je_jobs; fi
     wait "$_je_pid" 2>/dev/null; _je_rc2=$?
     break
 done
@@ -419,12 +533,10 @@ trap - CHLD
 # the job table tells the three apart: `[1] + PID Done(147)` (dash, ash), `[1]+ PID Exit
 # 147   CMD` (bash), `... Done`: an exit, with its number; `... Terminated`: the signal
 _je_how=
-if [ -n "$_je_rc2" ] && [ -n "$_je_jf" ]; then
-    _je_l=
-    read -r _je_l < "$_je_jf" || :
-    case $_je_l in
+if [ -n "$_je_rc2" ]; then
+    case $_je_jl in
     *" $_je_pid "*)
-        _je_l=${_je_l#*" $_je_pid "}; _je_l=${_je_l%%"  "*}; _je_n=${_je_l#Exit }
+        _je_l=${_je_jl#*" $_je_pid "}; _je_l=${_je_l%%"$_je_nl"*}; _je_l=${_je_l%%"  "*}; _je_n=${_je_l#Exit }
         case $_je_l in "Done("*")") _je_n=${_je_l#"Done("}; _je_n=${_je_n%")"} ;; Done) _je_n=0 ;; esac
         case $_je_n in
         ''|*[!0-9]*|????*) case $_je_l in Stopped*|Suspended*) ;; *) _je_how=signal ;; esac ;;
@@ -440,11 +552,9 @@ case $_je_how in
 signal) [ "$_je_rc" -gt 128 ] && _je_how=signal:$((_je_rc - 128)) || _je_how=exit:$_je_rc ;;
 '') _je_how=exit:$_je_rc ;;
 esac
-if [ -n "${JOBENV_RUN_DIR:-}" ]; then
-    _je_f=$JOBENV_RUN_DIR/rank-$_je_R.exit
-    _je_new "$_je_f"
+if [ -n "$_je_led" ]; then
     _je_now
-    printf '%s %s %s %s\n' "$_je_R" "$_je_host" "$_je_how" "$_je_t" > "$_je_f"
+    printf 'end %s %s %s\n' "$_je_R" "$_je_how" "$_je_t" >> "$_je_led"
 fi
 case $_je_how in
 signal:*)  # die of the program's signal (a program can die of no stop signal)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 import subprocess
 
-from jobenv.launch import executable, ranks
+from jobenv.launch import executable, ledger, ranks
 from jobenv.launch.sizing import Request, choose
 
 
@@ -14,18 +14,22 @@ def write(d, name, text):
 
 
 def test_read_and_first_failure(tmp_path):
-    write(tmp_path, "rank-0.start", "0 node1 100 10.0\n")
-    write(tmp_path, "rank-0.exit", "0 node1 0 19.0\n")
-    write(tmp_path, "rank-1.start", "1 node1 101 10.1\n")
-    write(tmp_path, "rank-1.exit", "1 node1 3 12.5\n")
-    write(tmp_path, "rank-2.start", "2 node2 102 10.2\n")
-    write(tmp_path, "rank-2.exit", "2 node2 SIGSEGV 12.0\n")
-    write(tmp_path, "rank-3.start", "3 node2 103 10.3\n")  # still running
-    for junk in ("rank-4.exit", "rank-x.start", "rank-5.start.tmp", "notes.txt"):
-        write(tmp_path, junk, b"\xff\xfe garbage")
-    write(tmp_path, "rank-6.exit", "")  # torn: written half-way
+    write(tmp_path, "host-node1.ledger", "start 0 90 100 10.0\nstart 1 91 101 10.1\nend 1 exit:3 12.5\n"
+                                         "end 0 exit:0 19.0\nhook 0 100 10.5\nclean 0 18.0\n")
+    write(tmp_path, "host-node2.ledger", "start 2 92 102 10.2\nend 2 SIGSEGV 12.0\n"
+                                         "start 3 93 103 10.3\n"  # still running
+                                         "start 4 94 104 1\xff\nstart x 1 2 3\nend 5\n\xfe garbage\n"
+                                         "ack 7 stacks 11.0\nend 6 exit:0")  # torn: written half-way
+    write(tmp_path, "host-node2.beat", "11.0\n")
+    for junk in ("host-.ledger", "host-node3.ledger.tmp", "rank-4.exit", "notes.txt"):
+        write(tmp_path, junk, b"start 9 1 2 3.0\n")
     state = ranks.read(str(tmp_path))
     assert sorted(state.ranks) == [0, 1, 2, 3]
+    r0 = state.ranks[0]
+    assert (r0.pid, r0.wrapper_pid, r0.hook_pid, r0.clean, r0.lost) == (100, 90, 100, True, False)
+    assert sorted(state.hosts) == ["node1", "node2"] and state.hosts["node2"].ranks == [2, 3]
+    assert state.hosts["node2"].beat and state.hosts["node1"].beat is None
+    assert state.hosts["node2"].acks == {7: 11.0}
     first = ranks.first_failure(state)
     assert (first.rank, first.host, first.exit) == (2, "node2", "SIGSEGV")
     size = choose(["node1", "node2", "node3"], 2, Request(), "j")
@@ -36,13 +40,55 @@ def test_read_and_first_failure(tmp_path):
 
 
 def test_wrapper_exit_records_are_normalized(tmp_path):
-    write(tmp_path, "rank-0.exit", "0 node1 exit:0 5.0\n")
-    write(tmp_path, "rank-1.exit", "1 node2 signal:9 4.0\n")
-    write(tmp_path, "rank-2.exit", "2 node2 exit:3 3.0\n")
+    write(tmp_path, "host-node1.ledger", "end 0 exit:0 5.0\n")
+    write(tmp_path, "host-node2.ledger", "end 1 signal:9 4.0\nend 2 exit:3 3.0\n")
     state = ranks.read(str(tmp_path))
     assert [state.ranks[r].exit for r in range(3)] == ["0", "signal 9", "3"]
     assert not state.ranks[0].failed and ranks.first_failure(state).rank == 2
     assert ranks.describe_exit(state.ranks[1].exit) == "signal 9 (SIGKILL)"
+
+
+def test_ledgers_are_read_incrementally_and_a_torn_line_waits_for_its_end(tmp_path):
+    led = tmp_path / "host-n1.ledger"
+    led.write_bytes(b"start 0 10 11 1.0\nend 0 sig")
+    reader = ranks.Ledgers(str(tmp_path))
+    assert reader.poll().ranks[0].exit is None
+    with open(led, "ab") as f:
+        f.write(b"nal:9 2.0\nlost 1 3.0\n")
+    state = reader.poll()
+    assert state.ranks[0].exit == "signal 9" and state.ranks[1].exit == "lost" and state.ranks[1].lost
+    assert ranks.describe_exit("lost").startswith("lost: its wrapper vanished")
+
+
+def test_a_huge_ledger_is_read_in_bounded_pieces(tmp_path):
+    """A ledger flooded by user code (the run directory is the user's) costs at most
+    LEDGER_BYTES per read; the newest lines (the ends) are the ones kept."""
+    with open(tmp_path / "host-n1.ledger", "wb") as f:
+        f.write(b"start 0 10 11 1.0\n")
+        f.write(b"x" * (ledger.LEDGER_BYTES * 3) + b"\n")  # one endless line
+        f.write(b"end 0 exit:4 9.0\n")
+    state = ranks.read(str(tmp_path))
+    assert state.ranks[0].exit == "4" and state.ranks[0].started == 1.0
+
+
+def test_vanished_ranks_name_their_host_unless_a_failure_was_recorded_first(tmp_path):
+    """After the launch: a rank with no end and no `lost` vanished with its agent; all of a
+    host's ranks so: the host was lost, at its last beat.  A failure recorded before that
+    beat (+ BEAT_S) stays first: the others may have died of it."""
+    write(tmp_path, "host-n1.ledger", "start 0 10 11 1.0\nstart 1 12 13 1.0\nend 1 signal:15 30.0\n")
+    write(tmp_path, "host-n2.ledger", "start 2 20 21 1.0\nstart 3 22 23 1.0\n")
+    for host, beat in (("n1", 30.0), ("n2", 20.0)):
+        write(tmp_path, f"host-{host}.beat", "")
+        os.utime(tmp_path / f"host-{host}.beat", (beat, beat))
+    state = ranks.read(str(tmp_path))
+    assert ranks.first_failure(state).rank == 1  # nothing inferred while it runs
+    assert sorted(r.rank for r in ranks.infer_vanished(state)) == [0, 2, 3]
+    first = ranks.first_failure(state)
+    assert (first.host, first.ended) == ("n2", 20.0) and ranks.host_silent(state, "n2") == [2, 3]
+    assert ranks.host_silent(state, "n1") == []
+    assert ranks.host_lost("n2", [2, 3], None) == "host n2 lost: ranks 2,3 stopped reporting"
+    state.ranks[1].ended = 20.5  # within a beat of n2's last: it may have come first
+    assert ranks.first_failure(state).rank == 1
 
 
 def test_lines_of_a_rank_in_each_launchers_labels():
@@ -120,13 +166,12 @@ def test_launch_program_refuses_a_bin_dir_others_can_write(tmp_path):
 
 
 def test_names_int_cannot_read_and_fifos_are_skipped_never_fatal(tmp_path):
-    """The run directory is shared with user code: `rank-².start` ('²' is isdigit(), int()
-    refuses it) raised ValueError, and a FIFO named `rank-9.exit` (or a rank's log) blocked
+    """The run directory is shared with user code: a rank `²` ('²' is isdigit(), int()
+    refuses it) raised ValueError, and a FIFO named like a ledger (or a rank's log) blocked
     open() for ever, in the snapshot taken at --timeout and in the summary."""
-    write(tmp_path, "rank-0.start", "0 node1 100 10.0\n")
-    write(tmp_path, "rank-\u00b2.start", "0 h 1 2\n")
-    write(tmp_path, "rank-\u0663.exit", "0 h exit:0 2\n")  # Arabic-Indic three
-    os.mkfifo(tmp_path / "rank-9.exit")
+    write(tmp_path, "host-node1.ledger", "start 0 1 100 10.0\nstart \u00b2 1 2 3\nend \u0663 exit:0 2\n")
+    os.mkfifo(tmp_path / "host-node9.ledger")
+    os.mkfifo(tmp_path / "host-node9.beat")
     os.mkfifo(tmp_path / "rank-1.log")
     (tmp_path / "rank-2.log").mkdir()
     done = {}
@@ -142,5 +187,6 @@ def test_names_int_cannot_read_and_fifos_are_skipped_never_fatal(tmp_path):
     t.join(10)
     assert not t.is_alive(), "blocked on a FIFO"
     assert sorted(done["state"].ranks) == [0] and done["tails"] == [[], []]
+    assert done["state"].hosts["node9"].beat is None
     assert ranks.rank_of("rank-12.log", "rank-", ("log",)) == 12
     assert ranks.rank_of("rank-\u00b2.log", "rank-", ("log",)) is None

@@ -121,7 +121,12 @@ def test_a_killed_supervisor_leaves_no_step_running(cluster, store, job4):  # no
     p = fresh(cluster, "node1", "bash", f"{RESTORE} && timeout -s KILL 8 jobenv launch -- sh -c 'sleep 300'; "
               "echo rc=$?", store)
     assert p.stdout.strip().endswith("rc=137"), p.stdout + p.stderr
-    deadline = time.monotonic() + 30
+    no_step_left(cluster)
+
+
+def no_step_left(cluster, seconds: float = 30) -> None:  # noqa: F811
+    """Within `seconds`, no step of any job runs but the batch and extern ones."""
+    deadline = time.monotonic() + seconds
     while True:
         steps = cluster.run(["squeue", "-h", "-s", "-o", "%i %j"], check=False).stdout
         left = [s for s in steps.splitlines() if not s.split()[0].endswith((".batch", ".extern"))]

@@ -366,12 +366,12 @@ def test_run_directories_are_made_only_under_the_users_own(job, other_user, shar
 
 
 @pytest.mark.parametrize("plant", [
-    'printf "0 h 1 2\\n" > "$JOBENV_RUN_DIR/rank-\u00b2.start"',
-    'mkfifo "$JOBENV_RUN_DIR/rank-9.exit"',
+    'printf "start \u00b2 1 2 3\\nend \u00b2 exit:3 4\\n" >> "$JOBENV_LEDGER"',
+    'mkfifo "$JOBENV_RUN_DIR/host-node9.ledger" "$JOBENV_RUN_DIR/host-node9.beat"',
 ], ids=["superscript-digit", "fifo"])
 def test_a_planted_record_name_neither_stops_the_timeout_nor_tracebacks(tokened, plant):
-    """A rank writes `rank-².start` ('²' is isdigit(), int() refuses it) or a FIFO named
-    like a record into JOBENV_RUN_DIR: the snapshot taken at --timeout raised (or blocked),
+    """A rank writes a rank `²` ('²' is isdigit(), int() refuses it) or a FIFO named
+    like a ledger into JOBENV_RUN_DIR: the snapshot taken at --timeout raised (or blocked),
     and supervise.run's `finally` waited for a launcher nobody had killed: --timeout 3
     never fired; after a failure the summary was a traceback, exit 1."""
     env, _ = tokened
@@ -431,3 +431,45 @@ def test_a_reader_gone_ends_the_launch_as_sigpipe_ends_a_plain_launcher(tokened)
     assert p.stdout.startswith("out-") and took < 20, (f"{took:.0f} s", p.stderr[-1000:])
     assert p.stderr.split()[-1] == "rc=141", p.stderr[-1000:]
     assert _until(lambda: not _marked(token), 10), "ranks outlived the launch"
+
+
+# ------------------------------------------------------------------ failures named as they happen
+# -disable-auto-cleanup: Hydra leaves the other ranks running after one fails, as srun does
+# without --kill-on-bad-exit (the others then wait in a collective for ever)
+_LEAVE = "--launcher-args -disable-auto-cleanup"
+
+
+@pytest.mark.parametrize("kill,how", [
+    ("kill -9 $$", "signal 9 (SIGKILL)"),
+    # kill -9 of a rank's wrapper: nothing of it records an end; its host's agent does
+    ("kill -9 $PPID", "lost: its wrapper vanished"),
+], ids=["rank", "wrapper"])
+def test_a_rank_or_wrapper_killed_with_sigkill_is_named_at_once_and_the_rest_ended(tokened, kill, how):
+    env, token = tokened
+    t = time.monotonic()
+    p = shell(env, f"timeout -s KILL 60 jobenv launch {_LEAVE} -- "
+                   f"sh -c 'if [ $RANK = 1 ]; then sleep 1; {kill}; fi; sleep 300'")
+    took = time.monotonic() - t
+    host = os.uname().nodename
+    assert f"jobenv: rank 1 on {host} failed: {how}" in p.stderr, p.stderr
+    assert f"rank 1 on {host} failed first: {how}" in p.stderr and took < 20, (took, p.stderr)
+    assert p.returncode != 0 and _until(lambda: not _marked(token), 15)
+
+
+def test_every_process_of_the_host_killed_names_the_host(tokened):
+    """kill -9 of the ranks, their wrappers and the host's agent (what a dead node leaves):
+    no line from anything on the host; the summary names the host lost, at its last beat."""
+    import subprocess
+
+    env, token = tokened
+    p = _popen_launch(env, f"{_LEAVE} -- sh -c 'sleep 300'", stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    assert _until(lambda: _ranks_sleeping(token) == 2, 60), "the ranks never started"
+    time.sleep(1.5)  # the agent's first beats
+    launch = {p.pid} | {pid for pid in _marked(token)
+                        if Path(f"/proc/{pid}/comm").read_text().strip() in ("mpiexec", "hydra_pmi_proxy", "python3")
+                        or b"jobenv" in Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")[1:3]}
+    for pid in set(_marked(token)) - launch:
+        os.kill(pid, 9)
+    _, err = p.communicate(timeout=60)
+    host = os.uname().nodename
+    assert re.search(rf"host {host} lost: ranks 0,1 stopped reporting at \d\d:\d\d:\d\d first", err.decode()), err

@@ -288,23 +288,37 @@ def test_profile_gpu_bind_is_validated(text, why):
 # ------------------------------------------------------------------ supervised path
 
 
+def ledger(run, kind="end", rank=None):
+    """The words of the run directory's `kind` lines (of `rank`), from its one host ledger."""
+    (path,) = run.glob("host-*.ledger")
+    return [line.split() for line in path.read_text().splitlines()
+            if line.split()[0] == kind and (rank is None or line.split()[1] == str(rank))]
+
+
+def how(run, rank=None):
+    """exit:N or signal:N of the (one) rank's `end` line."""
+    (end,) = ledger(run, "end", rank)
+    return end[2]
+
+
 def test_run_dir_records_start_and_exit_and_log_dir_keeps_output(tmp_path):
     run, logs = tmp_path / "run", tmp_path / "logs"
     run.mkdir()
     logs.mkdir()
     env = {**HYDRA, "JOBENV_HOSTNAME": "n2", "JOBENV_RUN_DIR": str(run), "JOBENV_LOG_DIR": str(logs)}
-    p = wrap(env, ["/bin/sh", "-c", 'echo "out $RANK"; echo err >&2; exit 3'])
+    p = wrap(env, ["/bin/sh", "-c", 'echo "out $RANK $JOBENV_HOOK_RANK $JOBENV_LEDGER"; echo err >&2; exit 3'])
     assert p.returncode == 3 and p.stdout == ""
-    assert (logs / "rank-3.log").read_text() == "out 3\nerr\n"
-    start = (run / "rank-3.start").read_text().split()
-    assert start[:2] == ["3", "n2"] and start[2].isdigit() and abs(float(start[3]) - time.time()) < 60
-    end = (run / "rank-3.exit").read_text()
-    assert end.endswith("\n") and end.split()[:3] == ["3", "n2", "exit:3"]
-    (run / "rank-3.exit").unlink()
-    (run / "rank-3.start").unlink()
-    p = wrap({**env, "JOBENV_LOG_DIR": ""}, ["/bin/sh", "-c", "kill -USR1 $$"])
+    assert (logs / "rank-3.log").read_text() == f"out 3 3 {run}/host-n2.ledger\nerr\n"
+    (start,) = ledger(run, "start")
+    assert start[1] == "3" and start[2].isdigit() and start[3].isdigit() and abs(float(start[4]) - time.time()) < 60
+    text = (run / "host-n2.ledger").read_text()
+    assert text.endswith("\n") and ledger(run)[0][:3] == ["end", "3", "exit:3"]
+    (run / "host-n2.ledger").unlink()
+    p = wrap({**env, "JOBENV_LOG_DIR": "", "JOBENV_HOSTNAME": "n2.x y/z"}, ["/bin/sh", "-c", "kill -USR1 $$"])
     assert p.returncode == -signal.SIGUSR1  # the program's signal, re-raised
-    assert (run / "rank-3.exit").read_text().split()[2] == f"signal:{int(signal.SIGUSR1)}"
+    assert [p.name for p in run.glob("*.ledger")] == ["host-n2.x_y_z.ledger"]
+    assert how(run) == f"signal:{int(signal.SIGUSR1)}"
+    assert not [p for p in run.iterdir() if p.name.startswith("rank-")]  # no file per rank
 
 
 def test_supervised_wrapper_forwards_term_and_keeps_stdin(tmp_path):
@@ -317,13 +331,13 @@ def test_supervised_wrapper_forwards_term_and_keeps_stdin(tmp_path):
         f.unlink()
     proc = subprocess.Popen(["dash", WRAPPER, "sleep", "60"], env={"PATH": "/usr/bin:/bin", **env})
     deadline = time.time() + 20
-    while not (run / "rank-3.start").exists():
+    while not list(run.glob("*.ledger")) or not ledger(run, "start"):
         assert time.time() < deadline
         time.sleep(0.05)
     time.sleep(0.2)
     proc.send_signal(signal.SIGTERM)
     assert proc.wait(timeout=20) == -signal.SIGTERM
-    assert (run / "rank-3.exit").read_text().split()[2] == f"signal:{int(signal.SIGTERM)}"
+    assert how(run) == f"signal:{int(signal.SIGTERM)}"
 
 
 @pytest.mark.parametrize("shell", sorted(set(SHELLS + POSIX_SHELLS)))
@@ -336,7 +350,8 @@ def test_exit_codes_above_128_are_exits_and_signals_are_signals(tmp_path, shell)
              ("kill -TERM $$", -signal.SIGTERM, f"signal:{int(signal.SIGTERM)}"),
              ("kill -SEGV $$", -signal.SIGSEGV, f"signal:{int(signal.SIGSEGV)}"),
              ("sleep 143 & p=$!; kill $p; wait $p", 143, "exit:143")]
-    for i, (script, rc, how) in enumerate(cases):
+    how_ = how
+    for i, (script, rc, want) in enumerate(cases):
         run = tmp_path / f"run{i}"
         run.mkdir()
         env = {**HYDRA, "JOBENV_HOSTNAME": "n2", "JOBENV_RUN_DIR": str(run)}
@@ -344,7 +359,7 @@ def test_exit_codes_above_128_are_exits_and_signals_are_signals(tmp_path, shell)
             p = wrap(env, ["/bin/sh", "-c", script], shell=shell, timeout=20)
         except subprocess.TimeoutExpired:
             raise AssertionError(f"{script!r}: the wrapper never ended (stopped itself?)") from None
-        assert (p.returncode, (run / "rank-3.exit").read_text().split()[2]) == (rc, how), (script, p.stderr)
+        assert (p.returncode, how_(run)) == (rc, want), (script, p.stderr)
 
 
 PY = "/usr/bin/python3" if os.path.exists("/usr/bin/python3") else sys.executable
@@ -371,7 +386,7 @@ def test_a_wait_cut_short_by_a_trap_is_never_the_programs_status(tmp_path, shell
         run = tmp_path / f"r{i}"
         run.mkdir()
         p = wrap({"JOBENV_RUN_DIR": str(run)}, argv, shell=shell)
-        got.append((p.returncode, (run / "rank-0.exit").read_text().split()[2]))
+        got.append((p.returncode, how(run)))
     assert got == [want] * 6, got
 
 
@@ -402,14 +417,15 @@ def test_a_program_that_exits_on_the_forwarded_sigterm_is_an_exit(tmp_path, shel
         finally:
             proc.kill()
             proc.wait()
-        got.append((rc, (run / "rank-0.exit").read_text().split()[2]))
+        got.append((rc, how(run)))
     assert got == [(3, "exit:3")] * 8, got
 
 
-@pytest.mark.parametrize("record", ["rank-3.start", "rank-3.exit", "log"])
+@pytest.mark.parametrize("record", ["host-n2.ledger", "agent-n2", "log"])
 def test_records_and_logs_are_new_files_never_a_planted_name(tmp_path, record):
     """A name that already exists in the run or log directory (a link to the user's
-    ~/.bashrc, a FIFO, an old file) is refused, never written through."""
+    ~/.bashrc, a FIFO, an old file) is refused (the ledger, a log) or left alone (the
+    agent's lock: no agent), never written through."""
     run, logs = tmp_path / "run", tmp_path / "logs"
     run.mkdir()
     logs.mkdir()
@@ -418,18 +434,25 @@ def test_records_and_logs_are_new_files_never_a_planted_name(tmp_path, record):
     planted = logs / "rank-3.log" if record == "log" else run / record
     planted.symlink_to(victim)
     env = {**HYDRA, "JOBENV_HOSTNAME": "n2", "JOBENV_RUN_DIR": str(run), "JOBENV_LOG_DIR": str(logs)}
+    want = (0, "") if record.startswith("agent") else (5, f"{planted} exists")
     p = wrap(env, ["/bin/sh", "-c", "echo owned"])
     assert victim.read_text() == "keep me\n"
-    assert p.returncode == 5 and f"{planted} exists; refusing" in p.stderr, p.stderr
+    assert p.returncode == want[0] and want[1] in p.stderr and ("refusing" in p.stderr) == bool(want[0]), p.stderr
+    def clean():
+        for f in [*run.glob("host-*"), *logs.glob("rank-*")]:
+            if f != planted:
+                f.unlink()
     planted.unlink()
+    clean()
     os.mkfifo(planted)  # nobody reads it: opening it for writing would hang the rank
     p = wrap(env, ["/bin/sh", "-c", "echo owned"], timeout=20)
-    assert p.returncode == 5 and "exists; refusing" in p.stderr
+    assert p.returncode == want[0] and ("refusing" in p.stderr) == bool(want[0])
     planted.unlink()
+    clean()
     planted.symlink_to(tmp_path / "nowhere")  # dangling: following it would create the target
     p = wrap(env, ["/bin/sh", "-c", "echo owned"])
-    assert p.returncode == 5 and not (tmp_path / "nowhere").exists(), p.stderr
-    assert p.stderr.count("\n") == 1 and "exists; refusing" in p.stderr, p.stderr
+    assert p.returncode == want[0] and not (tmp_path / "nowhere").exists(), p.stderr
+    assert p.stderr.count("\n") == want[0] // 5 and ("refusing" in p.stderr) == bool(want[0]), p.stderr
 
 
 def test_no_program_is_a_usage_error():

@@ -191,10 +191,11 @@ def _attempt_env(plan: Attempt, base_env: Mapping[str, str], run_dir: str, log_d
                  gpu_bind: str) -> Dict[str, str]:
     """The launcher's environment for one attempt; writes the attempt's hostfile when it has one."""
     hostfile = os.path.join(run_dir, "hostfile")
-    from ..rankwrap import LAUNCH_SETS
+    from ..rankwrap import DUMP_SIGNAL, LAUNCH_SETS
 
     env = {k: v for k, v in base_env.items() if k not in LAUNCH_SETS}
     env.update(JOBENV_RUN_DIR=run_dir, JOBENV_LAUNCH_TIME=f"{time.time():.6f}", JOBENV_GPU_BIND=gpu_bind)
+    env["JOBENV_DUMP_SIGNAL"] = str(DUMP_SIGNAL)
     if log_dir:
         env["JOBENV_LOG_DIR"] = log_dir
     if plan.size.subset:  # the wrapper's node rank and MASTER_ADDR follow this launch's hosts
@@ -211,12 +212,13 @@ def _attempt_env(plan: Attempt, base_env: Mapping[str, str], run_dir: str, log_d
 def _supervised(plan: Attempt, argv: List[str], opts: Options, env: Dict[str, str], log_dir: Optional[str],
                 before_kill: Callable[[], None]) -> supervise.Outcome:
     """Run one attempt under supervision.  A launcher whose ranks on other hosts outlive its
-    process group (srun, flux run) is given a name to be cancelled by (`jobenv-<run dir>`)."""
+    process group (srun, flux run) is given a name to be cancelled by (at a time limit, when a
+    failed rank leaves the others running, by `jobenv kill`, on pre-emption), `jobenv-<run directory's name>`."""
     launcher = list(plan.launcher)
     on_expire: Optional[Callable[[], None]] = None
     row = families.get(plan.family)
     step = f"jobenv-{os.path.basename(env['JOBENV_RUN_DIR'])}"
-    if row.cancel:  # `jobenv kill`, a time limit and pre-emption find the launch by this name
+    if row.cancel:
         families.insert(launcher, row, [row.step_flag + step])
         on_expire = partial(supervise.cancel_step, row.cancel, env, step)
     grace = preempt.DEFAULT_GRACE_S if opts.grace is None else opts.grace

@@ -76,29 +76,19 @@ def started_before(pid: int, epoch: float) -> bool:
 
 
 def running(run_dir: str, host: str) -> Dict[int, Optional[str]]:
-    """Rank -> host of every rank that started and left no end, less those of this host whose
-    wrapper is gone (a wrapper killed outright writes no end; the host agents' `lost` says it
-    for other hosts)."""
+    """Rank -> host of every rank that started and has no end in the ledgers, less those of
+    this host whose wrapper is gone (a wrapper killed outright writes no end; elsewhere its
+    host agent's `lost` says so)."""
     state = ranks.read(run_dir)
     out = {}
     for r in state.ranks.values():
         if r.started is None or r.exit is not None:
             continue
-        pid = getattr(r, "wrapper_pid", None) or _start_pid(run_dir, r.rank)
+        pid = r.wrapper_pid
         if r.host == host and pid and r.started and not started_before(pid, r.started):
             continue
         out[r.rank] = r.host
     return out
-
-
-def _start_pid(run_dir: str, rank: int) -> Optional[int]:
-    """The wrapper's pid from its start record (`R host pid time`)."""
-    from ..readfile import read_bytes
-
-    try:
-        return int(read_bytes(os.path.join(run_dir, f"rank-{rank}.start"), 4096).split()[2])
-    except (OSError, IndexError, ValueError):
-        return None
 
 
 def report(before: Dict[int, Optional[str]], after: Dict[int, Optional[str]]) -> Tuple[List[str], int]:
@@ -140,12 +130,12 @@ def kill(run_dir: str, cancel: str, env: Mapping[str, str], host: str, say: Call
          wait_s: float = WAIT_S) -> int:
     """End the run's ranks every way that applies here; the exit code of `report`."""
     from . import reaper
-    from .requeue import _has_agent
+    from .requeue import has_agent
     from .supervise import cancel_step
 
     before = running(run_dir, host)
-    if _has_agent(run_dir):
-        from . import requests  # type: ignore[attr-defined,unused-ignore]
+    if has_agent(run_dir):
+        from . import requests
 
         requests.send(run_dir, "kill")
     step = f"jobenv-{os.path.basename(run_dir)}"

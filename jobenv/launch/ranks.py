@@ -1,43 +1,30 @@
-"""What the ranks left behind: the per-rank wrapper's start/exit records and logs.
+"""What the ranks left behind, and the summaries made of it (pure functions of what was read).
 
-The wrapper (jobenv.rankwrap) writes one-line records into
-JOBENV_RUN_DIR: `rank-<R>.start` ("R host pid time") and `rank-<R>.exit` ("R host
-exit:<code>|signal:<number> time"), and per-rank logs `rank-<R>.log` into JOBENV_LOG_DIR.  Reading them
-is tolerant: a rank can die half-way through writing, and the directory is shared with
-user code.  The summaries are pure functions of what was read.
+The hosts' ledgers and beats are read by jobenv.launch.ledger (`read`, re-exported here:
+`ranks.read(run_dir)` is what the other modules call); the ranks' logs `rank-<R>.log` in
+JOBENV_LOG_DIR by `tail`.
 """
 from __future__ import annotations
 
 import os
 import time
+
 from ..errors import one_line
+# the API the other modules call: ranks.read(run_dir) and its types
+from .ledger import HostState as HostState, Ledgers as Ledgers, RankState as RankState, RunState as RunState
+from .ledger import normalize as normalize, read as read
 
 TYPE_CHECKING = False  # `import typing`/`dataclasses` cost ~50 ms: `launch` starts on every run
 if TYPE_CHECKING:
-    from typing import Callable, Dict, List, Optional, Tuple
+    from typing import Callable, List, Optional, Tuple
 
 _SIGNALS = {1: "SIGHUP", 2: "SIGINT", 3: "SIGQUIT", 4: "SIGILL", 6: "SIGABRT", 7: "SIGBUS", 8: "SIGFPE",
             9: "SIGKILL", 11: "SIGSEGV", 13: "SIGPIPE", 14: "SIGALRM", 15: "SIGTERM"}
 
 
-class RankState:
-    __slots__ = ("rank", "host", "started", "exit", "ended")
-
-    def __init__(self, rank: int) -> None:
-        self.rank = rank
-        self.host: Optional[str] = None
-        self.started: Optional[float] = None
-        self.exit: Optional[str] = None  # a code ("3") or a signal ("signal 11"), as `normalize` makes it
-        self.ended: Optional[float] = None
-
-    @property
-    def failed(self) -> bool:
-        return self.exit is not None and self.exit != "0"
-
-
-class RunState:
-    def __init__(self) -> None:
-        self.ranks: Dict[int, RankState] = {}
+_GONE = {"lost": "lost: its wrapper vanished without recording an end (killed with SIGKILL?)",
+         "vanished": "vanished: neither it nor its host's agent recorded an end (killed with SIGKILL, or the "
+                     "host lost)"}
 
 
 def make_run_dir(base: str, tag: str) -> str:
@@ -99,59 +86,6 @@ def rank_of(name: str, prefix: str, kinds: Tuple[str, ...]) -> Optional[int]:
     return int(num) if ok else None
 
 
-def _fields(path: str) -> Optional[List[str]]:
-    """The words of a record: a regular file (a FIFO or device named like one would block
-    or never end), read by jobenv's one reader of planted names."""
-    from ..readfile import read_bytes
-
-    try:
-        words = read_bytes(path, 4096).decode("utf-8", "replace").split()
-    except OSError:
-        return None
-    return words if len(words) >= 3 else None
-
-
-def _float(text: str) -> Optional[float]:
-    try:
-        return float(text)
-    except ValueError:
-        return None
-
-
-def read(run_dir: str) -> RunState:
-    """Every rank that left a start or exit record."""
-    state = RunState()
-    try:
-        names = os.listdir(run_dir)
-    except OSError:
-        return state
-    for name in names:
-        rank = rank_of(name, "rank-", ("start", "exit"))
-        words = None if rank is None else _fields(os.path.join(run_dir, name))
-        if rank is None or words is None:
-            continue
-        kind = name.rpartition(".")[2]
-        r = state.ranks.setdefault(rank, RankState(rank))
-        r.host = r.host or words[1]
-        when = _float(words[-1]) if len(words) >= 4 else None
-        if kind == "start":
-            r.started = when
-        else:
-            r.exit = normalize(" ".join(words[2:-1]) if len(words) >= 4 else words[2])
-            r.ended = when
-    return state
-
-
-def normalize(text: str) -> str:
-    """The wrapper's `exit:3` / `signal:9` as "3" / "signal 9" (other spellings kept)."""
-    kind, _, value = text.partition(":")
-    if kind == "exit" and value.isdigit():
-        return value
-    if kind == "signal" and value.isdigit():
-        return f"signal {value}"
-    return text
-
-
 def lines_of(lines: List[str], family: str, rank: int) -> List[str]:
     """The lines of `rank` in output labelled by `family`'s --label flag (families.py); empty
     when the output carries no labels or the family is not known."""
@@ -163,6 +97,8 @@ def lines_of(lines: List[str], family: str, rank: int) -> List[str]:
 
 def describe_exit(text: str) -> str:
     """'exit code 3', 'signal 11 (SIGSEGV)', 'exit code 137 (128+9: SIGKILL?)'."""
+    if text in _GONE:
+        return _GONE[text]
     if text.lstrip("-").isdigit():
         code = int(text)
         if code > 128 and code - 128 in _SIGNALS:
@@ -174,9 +110,47 @@ def describe_exit(text: str) -> str:
     return f"signal {text}" if not text.lower().startswith("signal") else text
 
 
+def infer_vanished(state: RunState) -> List[RankState]:
+    """After the launch ended: the ranks that started and recorded no end, nor did any agent
+    (the wrapper and its host's agent killed, e.g. every process of the host): each marked
+    "vanished" at its host's last beat (when it was last known alive), and returned."""
+    out = []
+    for r in state.ranks.values():
+        if r.started is not None and r.exit is None:
+            host = state.hosts.get(r.host or "")
+            r.exit, r.ended = "vanished", (host.beat if host is not None and host.beat else r.started)
+            out.append(r)
+    return out
+
+
+def host_silent(state: RunState, host: str) -> List[int]:
+    """The ranks of `host` when every one that started there vanished (the host lost), else []."""
+    h = state.hosts.get(host)
+    started = [state.ranks[n] for n in (h.ranks if h else []) if state.ranks[n].started is not None]
+    return sorted(r.rank for r in started) if started and all(r.exit == "vanished" for r in started) else []
+
+
+def host_lost(host: str, silent: List[int], when: Optional[float]) -> str:
+    """'host node2 lost: ranks 2,3 stopped reporting at 12:00:01' (one phrasing, live and after)."""
+    at = time.strftime(" at %H:%M:%S", time.localtime(when)) if when else ""
+    return f"host {host} lost: rank{'s' if len(silent) > 1 else ''} {','.join(map(str, silent))} stopped reporting{at}"
+
+
 def first_failure(state: RunState) -> Optional[RankState]:
+    """The failure that came first.  A recorded one (an `end` or the agent's `lost`) goes
+    before a vanished rank unless it came more than BEAT_S after that rank's last beat: the
+    rank died after its last beat, but may have died only because of the recorded failure."""
+    from ..rankwrap import BEAT_S
+
+    def key(r: RankState) -> Tuple[float, int]:
+        return (r.ended if r.ended is not None else float("inf"), r.rank)
+
     failed = [r for r in state.ranks.values() if r.failed]
-    return min(failed, key=lambda r: (r.ended if r.ended is not None else float("inf"), r.rank)) if failed else None
+    recorded = min((r for r in failed if r.exit != "vanished"), key=key, default=None)
+    silent = min((r for r in failed if r.exit == "vanished"), key=key, default=None)
+    if silent is None or recorded is not None and key(recorded)[0] <= key(silent)[0] + BEAT_S:
+        return recorded
+    return silent
 
 
 def unfinished(state: RunState, nranks: int, host_of: Callable[[int], Optional[str]]) -> List[str]:

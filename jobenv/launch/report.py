@@ -22,6 +22,8 @@ def summarize(out: supervise.Outcome, run_dir: str, log_dir: Optional[str], size
     After a timeout the ranks' state is the one seen just before the kill: the exits the
     kill itself caused say nothing about what went wrong."""
     state = at_expiry if out.expired and at_expiry is not None else ranks.read(run_dir)
+    if not out.expired:  # the launch is over: a rank with no end vanished
+        ranks.infer_vanished(state)
     lines: List[str] = []
     if out.expired:
         limit = opts.limits.timeout if out.expired == "timeout" else opts.limits.idle_timeout
@@ -36,8 +38,13 @@ def summarize(out: supervise.Outcome, run_dir: str, log_dir: Optional[str], size
     first = ranks.first_failure(state)
     if first is not None:
         nfailed = sum(1 for r in state.ranks.values() if r.failed)
-        lines.append(f"rank {first.rank} on {first.host} failed first: {ranks.describe_exit(first.exit or '')}"
-                     f" ({nfailed} of {size.nranks} ranks failed)")
+        silent = ranks.host_silent(state, first.host or "") if first.exit == "vanished" else []
+        if silent:
+            lines.append(f"{ranks.host_lost(first.host or '', silent, first.ended)} first"
+                         f" ({nfailed} of {size.nranks} ranks failed)")
+        else:
+            lines.append(f"rank {first.rank} on {first.host} failed first: {ranks.describe_exit(first.exit or '')}"
+                         f" ({nfailed} of {size.nranks} ranks failed)")
         log = os.path.join(log_dir, f"rank-{first.rank}.log") if log_dir else ""
         last = ranks.tail(log) if log else []
         if last:

@@ -25,9 +25,9 @@ def deliver(run_dir: str, cancel: str, env: Mapping[str, str], step: str, signum
             say: Callable[[str], None]) -> None:
     """`signum` to every rank's program, by preempt.route."""
     name = preempt.signal_name(signum)
-    how = preempt.route(cancel, _has_agent(run_dir))
+    how = preempt.route(cancel, has_agent(run_dir))
     if how == "agent":
-        from . import requests  # type: ignore[attr-defined,unused-ignore]
+        from . import requests
 
         requests.send(run_dir, f"signal:{name}")
     elif how == "step":
@@ -41,19 +41,13 @@ def deliver(run_dir: str, cancel: str, env: Mapping[str, str], step: str, signum
     say(f"pre-empted: SIG{name} passed to the ranks ({how})")
 
 
-def _has_agent(run_dir: str) -> bool:
+def has_agent(run_dir: str) -> bool:
     """A host agent beats in the run directory (jobenv.launch.requests is its mailbox)."""
     try:
         names = os.listdir(run_dir)
     except OSError:
         return False
-    if not any(n.startswith("host-") and n.endswith(".beat") for n in names):
-        return False
-    try:
-        from . import requests  # type: ignore[attr-defined,unused-ignore]  # noqa: F401
-    except ImportError:
-        return False
-    return True
+    return any(n.startswith("host-") and n.endswith(".beat") for n in names)
 
 
 def signal_programs_here(run_dir: str, signum: int) -> int:

@@ -26,7 +26,7 @@ import subprocess
 import time
 from collections import deque
 
-from . import output, reaper
+from . import live as live_mod, output, reaper
 
 TYPE_CHECKING = False  # `import typing`/`dataclasses` cost ~50 ms: `launch` starts on every run
 if TYPE_CHECKING:
@@ -134,6 +134,8 @@ class _Watch:
         self.start = self.last_output = time.monotonic()
         self.expired: Optional[str] = None
         self.kill_at: Optional[float] = None
+        self.live: Optional[live_mod.Live] = None  # names failures from the ledgers as they happen
+        self.ended = False  # ended by us after a failure the launcher left running
         self.preempt: Optional[Preempt] = None
         self.preempt_at: Optional[float] = None  # the end of the ranks' grace after a pre-emption
 
@@ -152,25 +154,32 @@ class _Watch:
             return 1.0
         return min(1.0, max(0.0, self.start + self.limits.timeout - time.monotonic()))
 
+    def _terminate(self, now: float) -> None:
+        reaper.kill_group(self.pgid, signal.SIGTERM)
+        reaper.signal_marked(self.mark, signal.SIGTERM)  # what left the group (setsid)
+        if self.on_expire:
+            self.on_expire()
+        self.kill_at = now + GRACE_S
+
     def past_deadline(self) -> bool:
         """Whether the --timeout has run out (the output still queued is then given up)."""
         return self.limits.timeout is not None and time.monotonic() >= self.start + self.limits.timeout
 
     def tick(self, forwarded: Dict[str, int]) -> None:
-        """Enforce the limits: SIGTERM (and cancel) when one runs out, SIGKILL after the grace."""
+        """Enforce the limits: SIGTERM (and cancel) when one runs out, a failure was named and
+        the launcher left the rest running, or a pre-emption's grace is over; SIGKILL after the grace."""
         now = time.monotonic()
-        if self.expired is None:
+        if self.expired is None and not self.ended:
             self.expired, self.last_output = _expiry(self.limits, self.start, now, self.last_output, self.log_dir)
             if self.expired is None and self.preempted(forwarded, now):
                 self.expired = "preempted"
             if self.expired:
                 if self.before_kill:  # what the ranks had done when time ran out, before we kill them
                     self.before_kill()
-                reaper.kill_group(self.pgid, signal.SIGTERM)
-                reaper.signal_marked(self.mark, signal.SIGTERM)  # what left the group (setsid)
-                if self.on_expire:
-                    self.on_expire()
-                self.kill_at = now + GRACE_S
+                self._terminate(now)
+            elif self.live is not None and self.live.poll(now):
+                self.ended = True
+                self._terminate(now)
         if self.kill_at is not None and now >= self.kill_at:
             reaper.kill_group(self.pgid, signal.SIGKILL)
             reaper.signal_marked(self.mark, signal.SIGKILL)
@@ -209,6 +218,7 @@ def run(argv: List[str], env: Mapping[str, str], limits: Limits, log_dir: Option
     forwarded: Dict[str, int] = {}
     old = _forward_signals(pgid, forwarded, preempt.signals if preempt else ())
     last: Deque[bytes] = deque(maxlen=keep_lines)
+    kept: Optional[List[bytes]] = None
     partial = {proc.stdout.fileno(): b"", proc.stderr.fileno(): b""}  # type: ignore[union-attr]
     def reader_gone() -> None:  # EPIPE on our output: end the launch as SIGPIPE ends mpiexec
         if not forwarded:
@@ -216,6 +226,9 @@ def run(argv: List[str], env: Mapping[str, str], limits: Limits, log_dir: Option
             reaper.kill_group(pgid, signal.SIGTERM)
     sinks = {stdout_fd: output.Sink(stdout_fd, reader_gone), stderr_fd: output.Sink(stderr_fd, reader_gone)}
     out_for = {proc.stdout.fileno(): sinks[stdout_fd], proc.stderr.fileno(): sinks[stderr_fd]}  # type: ignore[union-attr]
+    if env.get("JOBENV_RUN_DIR"):
+        err = sinks[stderr_fd]
+        watch.live = live_mod.Live(env["JOBENV_RUN_DIR"], lambda msg: err.put(f"jobenv: {msg}\n".encode()))
     sel = selectors.DefaultSelector()
     for fd in partial:
         os.set_blocking(fd, False)
@@ -226,10 +239,12 @@ def run(argv: List[str], env: Mapping[str, str], limits: Limits, log_dir: Option
                 if _pump(int(key.fd), sel, partial, last, out_for, keep_lines):
                     watch.last_output = time.monotonic()
             watch.tick(forwarded)
+            if watch.ended and kept is None:  # what the output said before we ended the rest of the launch
+                kept = list(last)
     finally:
         sel.close()
         rc = proc.wait()
-        if watch.expired or forwarded:  # stragglers that closed their output or left the group
+        if watch.expired or watch.ended or forwarded:  # stragglers that closed their output or left the group
             reaper.end_launch(pgid, mark, grace=0.0 if watch.expired else GRACE_S)
         if watchdog is not None:
             watchdog.done()
@@ -242,7 +257,7 @@ def run(argv: List[str], env: Mapping[str, str], limits: Limits, log_dir: Option
     code = TIMEOUT_EXIT if expired else 128 + signal.SIGPIPE if forwarded.get("sig") == signal.SIGPIPE \
         else 128 + preempted if preempted else (128 - rc if rc < 0 else rc)
     return Outcome(returncode=code, expired=expired, signalled=forwarded.get("sig"), preempted=preempted,
-                   last_lines=list(last), seconds=time.monotonic() - watch.start,
+                   last_lines=list(last) if kept is None else kept, seconds=time.monotonic() - watch.start,
                    dropped=sum(s.dropped for s in sinks.values()))
 
 

@@ -1,0 +1,195 @@
+"""Reading the hosts' ledgers: what every rank did, from one file per host.
+
+The wrapper and its host agent (jobenv.rankwrap, whose docstring has the formats) append
+lines to one ledger per host in JOBENV_RUN_DIR, `host-<H>.ledger` (start, end, lost, ack;
+hook and clean from the rank's Python hook), and the agent rewrites `host-<H>.beat` every
+second.  Reading is tolerant: a line can be half-written, the directory is shared with
+user code (a FIFO or a huge file under a ledger's name), so only regular files are read
+(jobenv.readfile), at most LEDGER_BYTES of each per read, and a line that does not parse
+is skipped.  `Ledgers` reads incrementally: the supervisor polls every second and only
+what was appended since is read.
+"""
+from __future__ import annotations
+
+import os
+import stat
+
+TYPE_CHECKING = False  # `import typing`/`dataclasses` cost ~50 ms: `launch` starts on every run
+if TYPE_CHECKING:
+    from typing import Dict, List, Optional, Tuple
+
+LEDGER_BYTES = 4 << 20  # read from one ledger per poll (8 ranks write ~1 KiB): a flood is skipped
+LINE_BYTES = 512  # the wrapper's lines are shorter (appends of that size never interleave)
+
+
+class RankState:
+    __slots__ = ("rank", "host", "started", "exit", "ended", "pid", "wrapper_pid", "hook_pid", "clean", "lost")
+
+    def __init__(self, rank: int) -> None:
+        self.rank = rank
+        self.host: Optional[str] = None
+        self.started: Optional[float] = None
+        # a code ("3"), a signal ("signal 11"), as `normalize` makes it; "lost" (the agent saw its
+        # wrapper vanish), "vanished" (no end and no agent left to tell: `infer_vanished`)
+        self.exit: Optional[str] = None
+        self.ended: Optional[float] = None
+        self.pid: Optional[int] = None  # the program's
+        self.wrapper_pid: Optional[int] = None
+        self.hook_pid: Optional[int] = None  # the Python process the hook armed in
+        self.clean = False  # the hook saw the program's main finish (atexit)
+        self.lost = False
+
+    @property
+    def failed(self) -> bool:
+        return self.exit is not None and self.exit != "0"
+
+
+class HostState:
+    __slots__ = ("name", "beat", "ranks", "acks")
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+        self.beat: Optional[float] = None  # mtime of host-<H>.beat: the agent's last beat
+        self.ranks: List[int] = []
+        self.acks: Dict[int, float] = {}  # request seq -> when this host's agent carried it out
+
+
+class RunState:
+    def __init__(self) -> None:
+        self.ranks: Dict[int, RankState] = {}
+        self.hosts: Dict[str, HostState] = {}
+
+
+def _num(text: str) -> Optional[int]:
+    """ASCII digits only (int() takes '²' and '٣'), at most 9 of them."""
+    return int(text) if 0 < len(text) <= 9 and text.isascii() and text.isdigit() else None
+
+
+def _apply(state: RunState, host: HostState, line: str) -> None:
+    """One ledger line into `state`; a line that does not parse changes nothing."""
+    words = line.split()
+    if len(words) < 3 or len(words) > 5:
+        return
+    kind, num, when = words[0], _num(words[1]), _float(words[-1])
+    if num is None or when is None:
+        return
+    if kind == "ack":
+        host.acks[num] = when
+        return
+    if kind not in ("start", "end", "hook", "clean", "lost"):
+        return
+    r = state.ranks.get(num)
+    if r is None:
+        r = state.ranks[num] = RankState(num)
+    if r.host != host.name:
+        r.host = host.name
+        host.ranks.append(num)
+    if kind == "start" and len(words) == 5:
+        r.wrapper_pid, r.pid, r.started = _num(words[2]), _num(words[3]), when
+    elif kind == "end" and len(words) == 4:
+        r.exit, r.ended = normalize(words[2]), when
+    elif kind == "hook" and len(words) == 4:
+        r.hook_pid = _num(words[2])
+    elif kind == "clean" and len(words) == 3:
+        r.clean = True
+    elif kind == "lost" and len(words) == 3:
+        r.lost = True
+        if r.exit is None:
+            r.exit, r.ended = "lost", when
+
+
+class Ledgers:
+    """The run directory's ledgers, read incrementally: each `poll` reads what was appended
+    since the last one (a partial last line waits for its newline) and stats the beats."""
+
+    def __init__(self, run_dir: str) -> None:
+        self.run_dir = run_dir
+        self.state = RunState()
+        self._seen: Dict[str, Tuple[Tuple[int, int], int, bytes]] = {}  # name -> (dev, ino), offset, partial
+
+    def poll(self) -> RunState:
+        try:
+            with os.scandir(self.run_dir) as it:
+                names = [e.name for e in it if e.name.startswith("host-")]
+        except OSError:
+            return self.state
+        for name in names:
+            stem, _, kind = name[5:].rpartition(".")
+            if not stem or kind not in ("ledger", "beat"):
+                continue
+            host = self.state.hosts.get(stem)
+            if host is None:
+                host = self.state.hosts[stem] = HostState(stem)
+            if kind == "beat":
+                try:
+                    st = os.lstat(os.path.join(self.run_dir, name))
+                    host.beat = st.st_mtime if stat.S_ISREG(st.st_mode) else host.beat
+                except OSError:
+                    pass
+            else:
+                self._read(name, host)
+        return self.state
+
+    def _read(self, name: str, host: HostState) -> None:
+        from ..readfile import open_regular
+
+        path = os.path.join(self.run_dir, name)
+        seen = self._seen.get(name)
+        try:
+            st = os.stat(path)
+            if seen is not None and seen[0] == (st.st_dev, st.st_ino) and seen[1] == st.st_size:
+                return  # nothing appended: no open
+            fd, st = open_regular(path)  # never a FIFO or device
+        except OSError:
+            return
+        try:
+            ident, offset, partial = seen or ((st.st_dev, st.st_ino), 0, b"")
+            if ident != (st.st_dev, st.st_ino) or st.st_size < offset:  # replaced or cut: read afresh
+                offset, partial = 0, b""
+            if st.st_size - offset > LEDGER_BYTES:  # a flood: its head (the starts), then its newest lines
+                half = LEDGER_BYTES // 2
+                if offset == 0:
+                    self._lines(host, os.pread(fd, half, 0), b"", False)
+                offset, partial = st.st_size - half, b""
+                data = os.pread(fd, half, offset)
+                rest = self._lines(host, data, partial, True)
+            else:
+                data = os.pread(fd, st.st_size - offset, offset)
+                rest = self._lines(host, data, partial, False)
+        except OSError:
+            return
+        finally:
+            os.close(fd)
+        self._seen[name] = ((st.st_dev, st.st_ino), offset + len(data), rest)
+
+    def _lines(self, host: HostState, data: bytes, partial: bytes, skip_first: bool) -> bytes:
+        """Apply the complete lines of `partial + data` (the first skipped: it began before the
+        piece read); the partial last line, kept for the next read."""
+        lines = (partial + data).split(b"\n")
+        rest = lines.pop()
+        for i, raw in enumerate(lines):
+            if len(raw) <= LINE_BYTES and not (skip_first and i == 0):
+                _apply(self.state, host, raw.decode("ascii", "replace"))
+        return rest[-LINE_BYTES - 1:]
+
+
+def read(run_dir: str) -> RunState:
+    """Every rank of every host ledger, with the hosts' last beats."""
+    return Ledgers(run_dir).poll()
+
+
+def _float(text: str) -> Optional[float]:
+    try:
+        return float(text)
+    except ValueError:
+        return None
+
+
+def normalize(text: str) -> str:
+    """The wrapper's `exit:3` / `signal:9` as "3" / "signal 9" (other spellings kept)."""
+    kind, _, value = text.partition(":")
+    if kind == "exit" and value.isdigit():
+        return value
+    if kind == "signal" and value.isdigit():
+        return f"signal {value}"
+    return text

@@ -1,0 +1,114 @@
+"""Requests to the host agents (jobenv.launch.requests) carried out by real wrappers and
+their agent under each POSIX shell /bin/sh is on HPC nodes: signals, stacks, kill, acks,
+and the agent's end when no rank of the host runs."""
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+
+from jobenv.launch import ranks, requests
+from test_launch_supervise import _until
+from test_rankwrap import POSIX_SHELLS, RUNS, WRAPPER
+
+PY = sys.executable
+# a rank that arms like the Python hook (a `hook` line), writes what it receives, and waits
+RANK = """
+import os, signal, sys, time
+out = sys.argv[1]
+def got(num, _frame):
+    with open(out, "a") as f:
+        f.write(f"{num}\\n")
+for s in (signal.SIGUSR1, signal.SIGCONT, 38):
+    signal.signal(s, got)
+with open(os.environ["JOBENV_LEDGER"], "a") as f:
+    f.write(f"hook {os.environ['JOBENV_HOOK_RANK']} {os.getpid()} {time.time()}\\n")
+time.sleep(120)
+"""
+
+
+def _start(tmp_path, shell, nranks=2):
+    run = tmp_path / "run"
+    run.mkdir()
+    exe, argv0 = RUNS[shell]
+    procs = []
+    for r in range(nranks):
+        env = {"PATH": "/usr/bin:/bin", "JOBENV_RUN_DIR": str(run), "JOBENV_HOSTNAME": "n1", "PMI_RANK": str(r),
+               "PMI_SIZE": str(nranks), "JOBENV_DUMP_SIGNAL": "38"}
+        procs.append(subprocess.Popen([argv0, WRAPPER, PY, "-c", RANK, str(tmp_path / f"got{r}")], executable=exe,
+                                      env=env, stdin=subprocess.DEVNULL))
+    assert _until(lambda: all(r.hook_pid for r in ranks.read(str(run)).ranks.values())
+                  and len(ranks.read(str(run)).ranks) == nranks, 20), "the ranks never armed"
+    return run, procs
+
+
+def _end(run, procs):
+    """Kill what a failed test leaves: the wrappers and their programs."""
+    for p in procs:
+        p.kill()
+        p.wait()
+    for r in ranks.read(str(run)).ranks.values():
+        try:
+            os.kill(r.pid or 0, signal.SIGKILL) if r.pid else None
+        except OSError:
+            pass
+
+
+def _got(tmp_path, r):
+    try:
+        return (tmp_path / f"got{r}").read_text().split()
+    except FileNotFoundError:
+        return []
+
+
+@pytest.mark.parametrize("shell", POSIX_SHELLS)
+def test_signal_and_stacks_requests_are_carried_out_once_and_acked(tmp_path, shell):
+    run, procs = _start(tmp_path, shell)
+    try:
+        seq = requests.send(str(run), "signal:USR1")
+        assert _until(lambda: requests.acks(str(run), seq), 20), "never acked"
+        assert list(requests.acks(str(run), seq)) == ["n1"]
+        assert _until(lambda: all(_got(tmp_path, r) == [str(int(signal.SIGUSR1))] for r in range(2)), 20)
+        seq2 = requests.send(str(run), "stacks:cont")
+        assert seq2 == seq + 1 and _until(lambda: requests.acks(str(run), seq2), 20)
+        assert _until(lambda: all(sorted(_got(tmp_path, r)) == sorted(["10", "18", "38"]) for r in range(2)), 20), \
+            [_got(tmp_path, r) for r in range(2)]
+        time.sleep(2.5)  # carried out once, though the request stays in place
+        assert all(len(_got(tmp_path, r)) == 3 for r in range(2))
+        with pytest.raises(ValueError):
+            requests.send(str(run), "signal:KILL")
+    finally:
+        _end(run, procs)
+
+
+@pytest.mark.parametrize("shell", POSIX_SHELLS)
+def test_kill_request_ends_every_rank_and_the_agent_then_ends(tmp_path, shell):
+    run, procs = _start(tmp_path, shell)
+    seq = requests.send(str(run), "kill")
+    assert _until(lambda: requests.acks(str(run), seq), 20)
+    rcs = [p.wait(timeout=30) for p in procs]
+    assert rcs == [-signal.SIGTERM] * 2, rcs
+    state = ranks.read(str(run))
+    assert [state.ranks[r].exit for r in range(2)] == ["signal 15"] * 2
+    assert _until(lambda: not (run / "agent-n1").exists(), 10), "the agent never ended"
+    beat = os.stat(run / "host-n1.beat").st_mtime
+    time.sleep(2)
+    assert os.stat(run / "host-n1.beat").st_mtime == beat  # no agent beats for a host with no rank
+
+
+@pytest.mark.parametrize("shell", POSIX_SHELLS)
+def test_a_wrapper_killed_with_sigkill_is_recorded_lost_by_the_agent(tmp_path, shell):
+    run, procs = _start(tmp_path, shell)
+    try:
+        procs[1].kill()
+        procs[1].wait()
+        assert _until(lambda: ranks.read(str(run)).ranks[1].lost, 10)
+        state = ranks.read(str(run))
+        assert state.ranks[1].exit == "lost" and state.ranks[0].exit is None
+        assert state.hosts["n1"].beat and time.time() - state.hosts["n1"].beat < 5
+    finally:
+        _end(run, procs)

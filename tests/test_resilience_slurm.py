@@ -1,0 +1,103 @@
+"""Failures named as they happen on the real 4-node Slurm cluster (tests/cluster): a rank
+killed with SIGKILL on node2, and every process of the launch on node2 killed (what a dead
+node leaves), each named with its host within seconds, the launch ended though srun (no
+--kill-on-bad-exit) would leave the other ranks running.
+
+Run under `flock /tmp/jobenv-slurm.lock`: one cluster at a time on a machine.
+"""
+from __future__ import annotations
+
+import os
+import re
+import signal
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+
+from launchkit import RESTORE
+from test_launch_slurm import no_step_left
+from test_e2e_slurm import PYBIN, batch_job, cluster, jobs, store  # noqa: F401 (fixtures)
+from conftest import REPO
+
+pytestmark = pytest.mark.e2e
+
+
+@pytest.fixture
+def job4(cluster, jobs, store, tmp_path):  # noqa: F811
+    return batch_job(cluster, jobs, store, tmp_path, "-N", "4", "--ntasks-per-node", "2")
+
+
+def _launch(cluster, store, script: str) -> subprocess.Popen:  # noqa: F811
+    env = {"HOME": os.environ.get("HOME", "/root"), "PATH": f"{PYBIN}:/usr/bin:/bin", "JOBENV_HOME": store,
+           "PYTHONPATH": str(REPO), "OMP_NUM_THREADS": "1"}
+    argv = cluster.on_node("node1", ["env", "-i", *[f"{k}={v}" for k, v in env.items()], "/usr/bin/bash",
+                                     "--norc", "--noprofile", "-c", f"{RESTORE} && {script}"])
+    return subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+def _node_procs(node: str, run_dir: str) -> list:
+    """Pids of the launch's processes on `node` (the cluster's nodes share one pid space)."""
+    want = [f"SLURMD_NODENAME={node}".encode(), f"JOBENV_RUN_DIR={run_dir}".encode()]
+    out = []
+    for name in os.listdir("/proc"):
+        try:
+            env = b"\0" + Path(f"/proc/{name}/environ").read_bytes() + b"\0"
+        except OSError:
+            continue
+        if name.isdigit() and all(b"\0" + w + b"\0" in env for w in want):
+            out.append(int(name))
+    return out
+
+
+def _ledger(store: str, node: str, nstarts: int, timeout: float = 60) -> Path:  # noqa: F811
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        for path in Path(store).glob(f"runs/*/*/host-{node}.ledger"):
+            if path.read_text().count("start ") >= nstarts and (path.parent / f"host-{node}.beat").exists():
+                return path
+        time.sleep(0.2)
+    raise AssertionError(f"no ledger of {nstarts} ranks from {node}")
+
+
+def test_a_rank_killed_with_sigkill_on_node2_is_named_with_its_host(cluster, store, job4):  # noqa: F811
+    p = _launch(cluster, store, "timeout -s KILL 120 jobenv launch -- sh -c "
+                                "'if [ $RANK = 3 ]; then sleep 3; kill -9 $$; fi; sleep 300'")
+    t = time.monotonic()
+    out, err = p.communicate(timeout=200)
+    ended = time.time()
+    assert time.monotonic() - t < 40, err  # rank 3 died ~3 s after its start; srun alone waits 300 s
+    (ledger,) = Path(store).glob("runs/*/*/host-node2.ledger")
+    died = next(float(line.split()[-1]) for line in ledger.read_text().splitlines() if line.startswith("end 3 "))
+    print(f"\nrank 3 died -> launch ended in {ended - died:.1f} s")
+    host = re.search(r"jobenv: rank 3 on (\S+) failed: signal 9 \(SIGKILL\)\n", err)
+    assert host and host.group(1) == "node2", err
+    assert "jobenv: rank 3 on node2 failed first: signal 9 (SIGKILL)" in err, err
+    print(f"\n{err}")
+    assert p.returncode != 0, err
+    no_step_left(cluster)
+
+
+def test_every_process_of_node2_killed_names_the_host(cluster, store, job4):  # noqa: F811
+    t0 = time.monotonic()
+    p = _launch(cluster, store, "timeout -s KILL 150 jobenv launch -- sh -c 'sleep 300'")
+    try:
+        ledger = _ledger(store, "node2", 2)
+        time.sleep(1.5)
+        procs = _node_procs("node2", str(ledger.parent))
+        assert len(procs) >= 5, procs  # 2 wrappers, 2 programs (sh, sleep), the agent
+        for pid in procs:  # stopped first, so nothing there sees the others die
+            os.kill(pid, signal.SIGSTOP)
+        killed = time.monotonic()
+        for pid in procs:
+            os.kill(pid, signal.SIGKILL)
+        out, err = p.communicate(timeout=200)
+    finally:
+        p.kill()
+    took = time.monotonic() - killed
+    assert re.search(r"jobenv: host node2 lost: ranks 2,3 stopped reporting at \d\d:\d\d:\d\d\n", err), err
+    assert re.search(r"jobenv: host node2 lost: ranks 2,3 stopped reporting at \S+ first", err), err
+    assert p.returncode != 0 and took < 40, (p.returncode, took, err)
+    print(f"\nnode2 killed -> launch ended in {took:.1f} s (of {time.monotonic() - t0:.1f} s)\n{err}")
+    no_step_left(cluster)
