@@ -98,8 +98,14 @@ _SECONDS = Seconds(above=True)
               help="Each rank's output to DIR/rank-<R>.log instead of the terminal.")
 @click.option("--timeout", type=_SECONDS, metavar="S", help="Kill the whole launch after S seconds.")
 @click.option("--idle-timeout", type=_SECONDS, metavar="S", help="Kill it when no rank printed anything for S seconds.")
-@click.option("--retries", type=Count(0, 1000), default=0, metavar="N", help="Re-launch up to N times after a failure.")
-@click.option("--exclude-failed", is_flag=True, help="With --retries: drop the first failed rank's host when the job has a spare.")
+@click.option("--retries", type=Count(0, 1000), default=0, metavar="N",
+              help="Re-launch up to N times after a failure (each attempt's --log-dir logs are kept: "
+                   "DIR/attempt-<n>/; the ranks see JOBENV_RESTART_COUNT).")
+@click.option("--spare-nodes", type=Count(0, MAX_HOSTS), default=0, metavar="K",
+              help="With --retries: hold K of the job's hosts back; a failed host is retired (bad-host "
+                   "ledger, `jobenv show`) and a spare takes its place.")
+@click.option("--exclude-failed", is_flag=True,
+              help="With --retries: retire a failed host as --spare-nodes does, the job's unused hosts as spares.")
 @click.option("--gpu-bind", is_flag=True, help="One GPU per local rank, as the profile's gpu_bind maps them.")
 @click.option("--no-python", "no_python", is_flag=True, help="Do not re-activate the job's saved Python environment.")
 @click.option("--requeue", is_flag=True,
@@ -111,8 +117,8 @@ _SECONDS = Seconds(above=True)
 def launch(job: Optional[str], allow_stale: bool, dry_run: bool, nranks: Optional[int], ppn: Optional[int],
            nhosts: Optional[int], hosts: Optional[str], exclude: Optional[str], launcher_args: Tuple[str, ...],
            label: bool, log_dir: Optional[str], timeout: Optional[float], idle_timeout: Optional[float], retries: int,
-           exclude_failed: bool, gpu_bind: bool, no_python: bool, requeue: bool, grace: Optional[float],
-           command: Tuple[str, ...]) -> None:
+           spare_nodes: int, exclude_failed: bool, gpu_bind: bool, no_python: bool, requeue: bool,
+           grace: Optional[float], command: Tuple[str, ...]) -> None:
     """Run COMMAND on every rank of the job: jobenv launch [OPTIONS] -- python3 train.py
 
     \b
@@ -128,6 +134,11 @@ def launch(job: Optional[str], allow_stale: bool, dry_run: bool, nranks: Optiona
     from .launch.sizing import Request
     from .launch.supervise import Limits
 
+    if (spare_nodes or exclude_failed) and not retries:
+        flag = "--spare-nodes" if spare_nodes else "--exclude-failed"
+        raise click.UsageError(f"{flag} needs --retries N: a failed host is only replaced on a retry")
+    if grace is not None and not requeue:
+        raise click.UsageError("--grace needs --requeue")
     try:
         extra = [a for text in launcher_args for a in shlex.split(text)]
     except ValueError as exc:
@@ -135,9 +146,7 @@ def launch(job: Optional[str], allow_stale: bool, dry_run: bool, nranks: Optiona
     opts = cmd.Options(request=Request(nranks, ppn, nhosts, hosts, exclude), launcher_args=extra, label=label,
                        log_dir=os.path.abspath(log_dir) if log_dir else None,
                        limits=Limits(timeout, idle_timeout), retries=retries, exclude_failed=exclude_failed,
-                       gpu_bind=gpu_bind, python=not no_python, requeue=requeue, grace=grace)
-    if grace is not None and not requeue:
-        raise click.UsageError("--grace needs --requeue")
+                       gpu_bind=gpu_bind, python=not no_python, spares=spare_nodes, requeue=requeue, grace=grace)
     raise click.exceptions.Exit(start(job, allow_stale, list(command), opts, os.environ, warn, dry_run))
 
 

@@ -31,8 +31,14 @@ def show(job: Optional[str], as_json: bool) -> None:
     if as_json:
         write_out(rec.to_json())
         return
+    from .launch import badhosts
+    from .store import key_for, runs_dir
+
     state, reason = job_state(rec, os.environ)
-    print_summary(rec, str(path), [["state", f"{state} ({reason})"]] + [["warning", w] for w in rec.warnings])
+    runs = runs_dir(key_for(rec.scheduler, rec.jobid), os.environ)
+    retired = [["retired host", badhosts.describe(e)] for e in badhosts.load(runs, warn)]
+    print_summary(rec, str(path), [["state", f"{state} ({reason})"]] + [["warning", w] for w in rec.warnings]
+                  + retired)
 
 
 def _pick(job: Optional[str]) -> Tuple[str, JobRecord]:

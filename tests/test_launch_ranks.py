@@ -190,3 +190,28 @@ def test_names_int_cannot_read_and_fifos_are_skipped_never_fatal(tmp_path):
     assert done["state"].hosts["node9"].beat is None
     assert ranks.rank_of("rank-12.log", "rank-", ("log",)) == 12
     assert ranks.rank_of("rank-\u00b2.log", "rank-", ("log",)) is None
+
+
+def test_each_attempts_logs_are_set_aside_and_a_new_launch_clears_them_without_following_links(tmp_path):
+    import pytest
+
+    from jobenv.errors import BadInput
+
+    logs, elsewhere = tmp_path / "logs", tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    (elsewhere / "rank-0.log").write_text("not a log of ours\n")
+    d = ranks.prepare_log_dir(str(logs))
+    for r in (0, 1):
+        (logs / f"rank-{r}.log").write_text(f"attempt 1 rank {r}\n")
+    (logs / "notes.txt").write_text("mine\n")
+    ranks.set_aside(d, 1)
+    assert sorted(os.listdir(logs)) == ["attempt-1", "notes.txt"]
+    assert (logs / "attempt-1" / "rank-1.log").read_text() == "attempt 1 rank 1\n"
+    assert oct(os.stat(logs / "attempt-1").st_mode & 0o777) == "0o700"
+    (logs / "rank-0.log").write_text("attempt 2\n")
+    with pytest.raises(BadInput, match="cannot keep attempt 1's logs"):
+        ranks.set_aside(d, 1)  # never into a directory that is there already
+    os.symlink(elsewhere, logs / "attempt-2")
+    ranks.prepare_log_dir(str(logs))  # the next launch: the earlier attempts' logs go
+    assert sorted(os.listdir(logs)) == ["attempt-2", "notes.txt"]  # a link named like one is not ours
+    assert (elsewhere / "rank-0.log").read_text() == "not a log of ours\n"

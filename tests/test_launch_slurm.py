@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import re
 import time
+from pathlib import Path
 
 import pytest
 
@@ -110,7 +111,8 @@ def test_retry_without_the_failed_host(cluster, store, job4, tmp_path):  # noqa:
               f"-- sh {script}", store)
     assert p.returncode == 0, p.stdout + p.stderr
     assert "rank 1 on node2 failed first: exit code 4" in p.stderr
-    assert "excluding node2 (first failure) from the next attempt" in p.stderr and "retrying (2 of 2)" in p.stderr
+    assert re.search(r"jobenv: retired node2 \(exit code 4 of rank 1, guessed; ledger \S+\): node3 takes its place\n"
+                     r"jobenv: retrying \(2 of 2\)", p.stderr), p.stderr
     assert sorted(line for line in p.stdout.splitlines() if line.startswith("ok on")) == \
         ["ok on node1", "ok on node1", "ok on node3"]  # attempt 1: node1; attempt 2: node1 and node3
 
@@ -134,3 +136,62 @@ def no_step_left(cluster, seconds: float = 30) -> None:  # noqa: F811
             break
         time.sleep(0.5)
     assert not left, steps
+
+
+KILLER = """import os, socket, sys
+print(f"rank {os.environ['RANK']} on {socket.gethostname()} restart={os.environ.get('JOBENV_RESTART_COUNT')}", flush=True)
+if socket.gethostname() == "node2":
+    os.kill(os.getpid(), 9)
+"""
+
+
+def restart_cost(home: str) -> tuple:
+    """(seconds from attempt 1's first failure to attempt 2's first rank start, from attempt 1's
+    last rank end to it): from the ranks' own records in the two run directories."""
+    from jobenv.launch import ranks
+
+    second = next(Path(home, "runs").glob("*/*-a1"))
+    pid = second.name.split("-")[-2]  # <stamp>-<pid>-a<N>: the same launch's first attempt has its pid
+    a0, a1 = ranks.read(str(next(second.parent.glob(f"*-{pid}-a0")))), ranks.read(str(second))
+    failed = ranks.first_failure(a0)
+    assert failed is not None and failed.ended is not None
+    started = min(r.started for r in a1.ranks.values() if r.started is not None)
+    last = max(r.ended for r in a0.ranks.values() if r.ended is not None)
+    return started - failed.ended, started - last
+
+
+def test_a_host_that_kills_its_ranks_is_replaced_by_a_spare(cluster, store, job4, tmp_path):  # noqa: F811
+    prog, logs = tmp_path / "killer.py", tmp_path / "logs"
+    prog.write_text(KILLER)
+    p = fresh(cluster, "node1", "bash", f"{RESTORE} && jobenv launch --spare-nodes 1 --retries 1 --log-dir {logs} "
+              f"-- python3 {prog} && jobenv show && echo == && jobenv launch --ppn 1 -- hostname", store)
+    assert p.returncode == 0, p.stdout + p.stderr
+    assert re.search(r"jobenv: rank [23] on node2 failed first: signal 9 \(SIGKILL\)", p.stderr), p.stderr
+    assert re.search(r"jobenv: retired node2 \(signal 9 \(SIGKILL\) of rank [23], named; ledger \S+/bad-hosts.json\): "
+                     r"node4 takes its place\njobenv: retrying \(2 of 2\)", p.stderr), p.stderr
+    assert re.search(r"retired host +node2: signal 9 \(SIGKILL\) of rank [23], named; run \S+-a0 at ", p.stdout)
+    first = {f.name: f.read_text() for f in (logs / "attempt-1").iterdir()}  # attempt 1's logs, intact
+    assert sorted(first) == [f"rank-{r}.log" for r in range(6)]
+    assert first["rank-0.log"] == "rank 0 on node1 restart=0\n" and first["rank-5.log"] == "rank 5 on node3 restart=0\n"
+    assert first["rank-2.log"] == "rank 2 on node2 restart=0\n"
+    second = sorted((logs / f"rank-{r}.log").read_text() for r in range(6))
+    assert second == sorted(f"rank {r} on {h} restart=1\n" for r, h in enumerate(["node1", "node1", "node3", "node3",
+                                                                                  "node4", "node4"]))
+    # the next launch of the job leaves the retired host out, saying why
+    assert re.search(r"jobenv: leaving out node2: signal 9 \(SIGKILL\) of rank [23], named; run \S+ at .*\(retired; "
+                     r"--hosts naming it uses it again\)", p.stderr), p.stderr
+    assert hosts_of(p.stdout.split("==")[-1]) == ["node1", "node3", "node4"], p.stdout
+    print(p.stderr + p.stdout)  # quoted in the README
+    cost, own = restart_cost(store)
+    print(f"restart cost of one failover: {cost:.2f} s from the failure to attempt 2's first rank "
+          f"({own:.2f} s from attempt 1's last rank end)")
+
+
+def test_the_same_import_error_on_every_rank_retires_no_host(cluster, store, job4, tmp_path):  # noqa: F811
+    p = fresh(cluster, "node1", "bash", f"{RESTORE} && jobenv launch --spare-nodes 1 --retries 1 "
+              "-- python3 -c 'import no_such_module_jobenv'; jobenv show", store)
+    assert "ModuleNotFoundError: No module named 'no_such_module_jobenv'" in p.stderr, p.stderr
+    assert p.stderr.count("jobenv: no host retired: import error: the environment lacks a module") == 1, p.stderr
+    assert "retired host" not in p.stdout and "retired node" not in p.stderr
+    assert not list(Path(store, "runs").glob("*/bad-hosts.json"))
+    print(p.stderr)

@@ -120,16 +120,30 @@ def test_idle_timeout_kills_a_silent_launch(job):
     assert out == "0", "the launch's processes were not all killed"
 
 
-def test_retries_rerun_and_log_dir_has_one_log_per_rank(job, tmp_path):
+def test_retries_keep_each_attempts_logs_and_count_restarts(job, tmp_path):
     marker = tmp_path / "failed-once"
     logs = tmp_path / "logs"
-    script = f"echo line-$RANK; if [ $RANK = 0 ] && [ ! -e {marker} ]; then touch {marker}; exit 7; fi"
+    script = (f"echo line-$RANK restart=$JOBENV_RESTART_COUNT of $JOBENV_MAX_RESTARTS; "
+              f"if [ $RANK = 0 ] && [ ! -e {marker} ]; then touch {marker}; exit 7; fi")
     p = shell(job, f"jobenv launch --retries 1 --log-dir {logs} -- sh -c '{script}'")
     assert p.returncode == 0, p.stderr
     assert "failed first: exit code 7" in p.stderr and "retrying (2 of 2)" in p.stderr
-    assert sorted(f.name for f in logs.iterdir()) == ["rank-0.log", "rank-1.log"]
-    assert (logs / "rank-1.log").read_text().strip().endswith("line-1")
+    assert sorted(str(f.relative_to(logs)) for f in logs.rglob("*")) == \
+        ["attempt-1", "attempt-1/rank-0.log", "attempt-1/rank-1.log", "rank-0.log", "rank-1.log"]
+    assert (logs / "attempt-1" / "rank-1.log").read_text() == "line-1 restart=0 of 1\n"
+    assert (logs / "rank-1.log").read_text() == "line-1 restart=1 of 1\n"
     assert len(runs(job)) == 2  # one run directory per attempt
+    p = shell(job, f"SLURM_RESTART_COUNT=2 jobenv launch --log-dir {logs} -- sh -c '{script}'")
+    assert p.returncode == 0, p.stderr  # a new launch: the previous one's attempts are gone
+    assert sorted(f.name for f in logs.iterdir()) == ["rank-0.log", "rank-1.log"]
+    assert (logs / "rank-1.log").read_text() == "line-1 restart=2 of 0\n"
+
+
+def test_spare_nodes_and_exclude_failed_need_retries(job):
+    for flag in ("--spare-nodes 1", "--exclude-failed"):
+        p = shell(job, f"jobenv launch {flag} -- true")
+        assert p.returncode == 2 and p.stderr.count("\n") == 1, p.stderr
+        assert f"jobenv: error: {flag.split()[0]} needs --retries N" in p.stderr
 
 
 def test_retries_stop_at_the_limit(job):

@@ -13,7 +13,7 @@ from functools import partial
 from .. import store
 from ..errors import BadInput, JobenvError, one_line
 from ..hostlist import this_host
-from . import families, kill, preempt, ranks, report, sizing, supervise
+from . import badhosts, failover, families, kill, preempt, ranks, report, sizing, supervise
 
 TYPE_CHECKING = False  # `import typing`/`dataclasses` cost ~50 ms: `launch` starts on every run
 if TYPE_CHECKING:
@@ -29,14 +29,21 @@ class Options:
     def __init__(self, request: Optional[sizing.Request] = None, launcher_args: Optional[List[str]] = None,
                  label: bool = False, log_dir: Optional[str] = None, limits: Optional[supervise.Limits] = None,
                  retries: int = 0, exclude_failed: bool = False, gpu_bind: bool = False,
-                 python: bool = True, requeue: bool = False, grace: Optional[float] = None) -> None:
+                 python: bool = True, spares: int = 0, requeue: bool = False, grace: Optional[float] = None) -> None:
         self.request = request or sizing.Request()
         self.launcher_args = list(launcher_args or [])
         self.label, self.log_dir = label, log_dir
         self.limits = limits or supervise.Limits()
         self.retries, self.exclude_failed = retries, exclude_failed
         self.gpu_bind, self.python = gpu_bind, python  # gpu_bind: use the profile's binding
+        self.spares = spares  # --spare-nodes: hosts held out of the first attempt
         self.requeue, self.grace = requeue, grace  # pre-emption: jobenv.launch.preempt
+
+    @property
+    def failover(self) -> bool:
+        """A failed host is retired and replaced on a retry (--spare-nodes, --exclude-failed:
+        then the job's hosts this launch does not use are its spares)."""
+        return self.retries > 0 and (self.spares > 0 or self.exclude_failed)
 
 
 def rank_wrapper_argv() -> List[str]:
@@ -145,26 +152,26 @@ def run(rec: JobRecord, command: List[str], opts: Options, base_env: Mapping[str
     runs = store.runs_dir(store.key_for(rec.scheduler, rec.jobid), dict(base_env))
     argv = rank_wrapper_argv() + list(rank_prefix) + command
     gpu_bind = gpu_bind_mode(rec, base_env) if opts.gpu_bind else ""
-    req = opts.request
+    hosts = _first_hosts(rec, opts, runs, dry_run)
     if dry_run:
-        plan, _ = plan_attempt(rec, req, opts, os.path.join(runs, "<run>", "hostfile"), base_env)
+        plan, _ = plan_attempt(rec, hosts.request, opts, os.path.join(runs, "<run>", "hostfile"), base_env)
         from ..shell import join
 
         print(join(plan.launcher + argv))
         return 0
-    rc = 1
-    restarts = preempt.scheduler_restarts(base_env, _restart_var(rec))
+    rc, log_dir = 1, None
     for attempt in range(opts.retries + 1):
         run_dir = ranks.make_run_dir(runs, f"a{attempt}")
-        # the wrapper sends a rank's output there instead of the launcher's
-        log_dir = ranks.prepare_log_dir(opts.log_dir) if opts.log_dir else None
-        plan, warnings = plan_attempt(rec, req, opts, os.path.join(run_dir, "hostfile"), base_env)
+        if opts.log_dir:  # the wrapper sends a rank's output there instead of the launcher's
+            log_dir = ranks.set_aside(log_dir, attempt) if log_dir else ranks.prepare_log_dir(opts.log_dir)
+        plan, warnings = plan_attempt(rec, hosts.request, opts, os.path.join(run_dir, "hostfile"), base_env)
         for w in warnings:
             _say(f"warning: {w}")
         snapshot: List[ranks.RunState] = []
         env = _attempt_env(plan, base_env, run_dir, log_dir, gpu_bind)
         kill.write_supervisor(run_dir, this_host(base_env))  # `jobenv kill` ends us through it
-        env["JOBENV_RESTART_COUNT"] = str(restarts + attempt)
+        env.update(JOBENV_RESTART_COUNT=str(failover.restart_count(attempt, base_env, _restart_var(rec))),
+                   JOBENV_MAX_RESTARTS=str(opts.retries))
         out = _supervised(plan, argv, opts, env, log_dir, partial(_snapshot, snapshot, run_dir))
         rc = out.returncode
         if out.preempted is not None:  # the ranks had their grace; bring the job back
@@ -176,15 +183,74 @@ def run(rec: JobRecord, command: List[str], opts: Options, base_env: Mapping[str
             return 0
         if out.signalled is not None:
             return rc  # the user (or timeout(1)) stopped it: no summary, no retry
-        lines, bad_host = report.summarize(out, run_dir, log_dir, plan.size, opts, plan.family,
-                                           snapshot[0] if snapshot else None)
+        at_expiry = snapshot[0] if snapshot else None
+        lines, _ = report.summarize(out, run_dir, log_dir, plan.size, opts, plan.family, at_expiry)
         for line in lines:
             _say(line)
         if attempt < opts.retries:
-            if opts.exclude_failed and bad_host:
-                req = _without(rec, req, bad_host, len(plan.size.hosts))
+            if opts.failover:
+                state = at_expiry if out.expired and at_expiry is not None else ranks.read(run_dir)
+                hosts = _fail_over(rec, hosts, plan, _failure(state, out, log_dir, plan.family), run_dir, runs,
+                                   base_env)
             _say(f"retrying ({attempt + 2} of {opts.retries + 1})")
     return rc
+
+
+def _first_hosts(rec: JobRecord, opts: Options, runs: str, dry_run: bool) -> failover.Hosts:
+    """The first attempt's hosts: the request less the job's retired hosts, spares held back."""
+    if not dry_run:
+        from ..storepath import own_dir
+
+        own_dir(runs, "run directory")  # the ledger is read from there: a directory of our own
+    entries = badhosts.load(runs, lambda m: _say(f"warning: {m}"))
+    hosts = failover.first_hosts(rec.hosts, rec.ranks_per_host, opts.request, opts.spares if opts.failover else 0,
+                                 badhosts.retired(entries), opts.failover, rec.jobid)
+    latest = {e["host"]: e for e in entries}
+    for host in hosts.left_out:  # the ledger names the job's hosts as the record spells them
+        if host in latest:
+            _say(f"leaving out {badhosts.describe(latest[host])} (retired; --hosts naming it uses it again)")
+    return hosts
+
+
+def _failure(state: ranks.RunState, out: supervise.Outcome, log_dir: Optional[str], family: str
+             ) -> failover.Failure:
+    lines: Dict[int, List[str]] = {}
+    shared: List[str] = []
+    for r in state.ranks.values():
+        if r.failed or getattr(r, "lost", False):
+            where, last = report.rank_lines(out, log_dir, family, r.rank)
+            if where:
+                lines[r.rank] = last
+            else:
+                shared = last
+    return failover.Failure(state, lines, shared)
+
+
+def _fail_over(rec: JobRecord, hosts: failover.Hosts, plan: Attempt, failure: failover.Failure, run_dir: str,
+               runs: str, base_env: Mapping[str, str]) -> failover.Hosts:
+    """Retire the host the failed attempt names (in the ledger), and put a spare in its place."""
+    from ..hostlist import host_index
+
+    v = failover.judge(failure)
+    i = host_index(rec.hosts, v.host) if v.host else None
+    if v.host is None or i is None:
+        why = f"{v.fault}: {v.why}" if v.fault else v.why or f"{v.host} is not a host of job {rec.jobid}"
+        _say(f"no host retired: {why}")
+        return hosts
+    v.host = rec.hosts[i]
+    evidence = "named" if v.named else "guessed"
+    entry = {"host": v.host, "rank": v.rank, "how": v.how, "evidence": evidence,
+             "run": os.path.basename(run_dir), "why": v.why}
+    badhosts.add(runs, entry, dict(base_env), lambda m: _say(f"warning: {m}"))
+    nxt = failover.replace(rec.hosts, rec.ranks_per_host, hosts, v.host, rec.jobid)
+    if nxt is None:
+        _say(f"retired {v.host} ({v.how}, {evidence}) but no spare host is left: retrying on the same hosts")
+        return hosts
+    now = sizing.choose(rec.hosts, rec.ranks_per_host, nxt.request, rec.jobid).hosts
+    spare = [h for h in now if h not in plan.size.hosts]
+    _say(f"retired {v.host} ({v.how} of rank {v.rank}, {evidence}; ledger {badhosts.path(runs)}): "
+         f"{', '.join(spare) or 'no host'} takes its place")
+    return nxt
 
 
 def _attempt_env(plan: Attempt, base_env: Mapping[str, str], run_dir: str, log_dir: Optional[str],
@@ -254,18 +320,3 @@ def fast_main(argv: List[str]) -> Optional[int]:
     None sends them to the full CLI (`jobenv launch`).  A save writes the new program
     (jobenv.fastlaunch), which skips click."""
     return None
-
-
-def _without(rec: JobRecord, req: sizing.Request, host: str, nhosts: int) -> sizing.Request:
-    """`req` minus `host`, when the job has a spare host to take its place (same host count)."""
-    from ..hostlist import compress, expand
-
-    excluded = expand(req.exclude) if req.exclude else []
-    trial = req.replace(exclude=compress(excluded + [host]), nhosts=nhosts)
-    try:
-        sizing.choose(rec.hosts, rec.ranks_per_host, trial, rec.jobid)
-    except BadInput:
-        _say(f"no spare host to replace {host}; retrying on the same hosts")
-        return req
-    _say(f"excluding {host} (first failure) from the next attempt")
-    return trial

@@ -50,8 +50,8 @@ def scheduler_restarts(env: Mapping[str, str], restart_var: str) -> int:
     own retries to it."""
     total = 0
     for name in (restart_var, RESUBMITS_VAR):
-        value = env.get(name, "") if name else ""
-        if value.isdigit() and len(value) < 7:
+        value = env.get(name, "").strip() if name else ""
+        if value.isascii() and value.isdigit() and len(value) <= 9:
             total += int(value)
     return total
 

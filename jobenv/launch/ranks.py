@@ -45,8 +45,8 @@ _LOG_HINT = "give --log-dir a directory of your own"
 def prepare_log_dir(path: str) -> str:
     """--log-dir: a directory of the user's own (the store's rule: not another user's, not
     writable by others, nothing above it replaceable), created 0700 when missing, without
-    the previous attempt's rank logs (the wrapper creates each log new, never through an
-    existing name).  Returns the absolute path; BadInput when it is not safe."""
+    the previous launch's rank logs, its earlier attempts' too (the wrapper creates each log
+    new, never through an existing name).  Returns the absolute path; BadInput when it is not safe."""
     from ..errors import BadInput, BadRecord
     from ..storepath import own_dir
 
@@ -55,8 +55,7 @@ def prepare_log_dir(path: str) -> str:
         own_dir(path, "log directory", _LOG_HINT, _LOG_HINT)
     except BadRecord as exc:
         raise BadInput(str(exc)) from None
-    with os.scandir(path) as it:
-        stale = [e.name for e in it if rank_of(e.name, "rank-", ("log",)) is not None]
+    stale, attempts = _previous_logs(path)
     for name in stale:
         try:
             os.unlink(os.path.join(path, name))  # unlink never follows a link
@@ -65,7 +64,55 @@ def prepare_log_dir(path: str) -> str:
         except OSError as exc:  # a directory of that name: the rank could not write its log
             raise BadInput(f"log directory {path!r}: cannot remove the previous {name}: {exc.strerror}; "
                            f"remove it or {_LOG_HINT}") from None
+    for name in attempts:
+        try:
+            os.rmdir(os.path.join(path, name))  # left when the user put files of their own in it
+        except OSError:
+            pass
     return path
+
+
+def _previous_logs(path: str) -> Tuple[List[str], List[str]]:
+    """(rank logs, attempt-N directories) a previous launch left in the log directory `path`;
+    the logs of its earlier attempts are named `attempt-N/rank-R.log` (real directories only:
+    a link named like one is never followed)."""
+    with os.scandir(path) as it:
+        entries = [(e.name, e.is_dir(follow_symlinks=False)) for e in it]
+    logs = [n for n, _ in entries if rank_of(n, "rank-", ("log",)) is not None]
+    attempts = [n for n, is_dir in entries if is_dir and _attempt_of(n) is not None]
+    for name in attempts:
+        try:
+            with os.scandir(os.path.join(path, name)) as it:
+                logs += [f"{name}/{e.name}" for e in it if rank_of(e.name, "rank-", ("log",)) is not None]
+        except OSError:
+            pass
+    return logs, attempts
+
+
+def _attempt_of(name: str) -> Optional[int]:
+    """N of a directory `attempt-N` in a log directory, else None."""
+    num = name[len("attempt-"):]
+    ok = name.startswith("attempt-") and 0 < len(num) <= 6 and num.isascii() and num.isdigit()
+    return int(num) if ok else None
+
+
+def set_aside(log_dir: str, attempt: int) -> str:
+    """Before a retry: move attempt `attempt`'s rank logs (1 = the first) from `log_dir` into
+    `log_dir/attempt-<attempt>/`, made 0700 here (an existing one is refused: not ours), so the
+    next attempt's logs never overwrite them.  Returns `log_dir`."""
+    from ..errors import BadInput
+
+    aside = os.path.join(log_dir, f"attempt-{attempt}")
+    try:
+        os.mkdir(aside, 0o700)
+        with os.scandir(log_dir) as it:
+            names = [e.name for e in it if rank_of(e.name, "rank-", ("log",)) is not None]
+        for name in names:
+            os.rename(os.path.join(log_dir, name), os.path.join(aside, name))  # never follows a link
+    except OSError as exc:
+        raise BadInput(f"log directory {log_dir!r}: cannot keep attempt {attempt}'s logs in {aside}: "
+                       f"{exc.strerror}; {_LOG_HINT}") from None
+    return log_dir
 
 
 def write_private(path: str, text: str) -> None:

@@ -45,19 +45,11 @@ def summarize(out: supervise.Outcome, run_dir: str, log_dir: Optional[str], size
         else:
             lines.append(f"rank {first.rank} on {first.host} failed first: {ranks.describe_exit(first.exit or '')}"
                          f" ({nfailed} of {size.nranks} ranks failed)")
-        log = os.path.join(log_dir, f"rank-{first.rank}.log") if log_dir else ""
-        last = ranks.tail(log) if log else []
-        if last:
-            lines.append(f"last lines of rank {first.rank} ({log}):")
-        else:
-            output = [one_line(b.decode("utf-8", "replace")) for b in out.last_lines]
-            last = ranks.lines_of(output, family, first.rank)[-10:]
-            if last:
-                lines.append(f"last lines of rank {first.rank}:")
-            else:  # unlabelled output: every rank's, and the launcher's own
-                last = output[-10:]
-                if last:
-                    lines.append("last lines of output (all ranks; --label or --log-dir DIR tell them apart):")
+        where, last = rank_lines(out, log_dir, family, first.rank)
+        if where:
+            lines.append(f"last lines of rank {first.rank}" + (f" ({where}):" if where != "label" else ":"))
+        elif last:  # unlabelled output: every rank's, and the launcher's own
+            lines.append("last lines of output (all ranks; --label or --log-dir DIR tell them apart):")
         lines += [f"  | {line}" for line in last]
     elif not out.expired:
         lines.append(f"launcher exited with {ranks.describe_exit(str(out.returncode))}; "
@@ -66,3 +58,15 @@ def summarize(out: supervise.Outcome, run_dir: str, log_dir: Optional[str], size
             lines.append("last lines of output:")
             lines += [f"  | {one_line(b.decode('utf-8', 'replace'))}" for b in out.last_lines[-10:]]
     return lines, first.host if first is not None else None
+
+
+def rank_lines(out: supervise.Outcome, log_dir: Optional[str], family: str, rank: int) -> Tuple[str, List[str]]:
+    """(where, last lines) of `rank`: its log (where: the log's path), else its lines of labelled
+    output (where: "label"), else ("", the last lines of all output, which do not tell ranks apart)."""
+    log = os.path.join(log_dir, f"rank-{rank}.log") if log_dir else ""
+    last = ranks.tail(log) if log else []
+    if last:
+        return log, last
+    output = [one_line(b.decode("utf-8", "replace")) for b in out.last_lines]
+    last = ranks.lines_of(output, family, rank)[-10:]
+    return ("label", last) if last else ("", output[-10:])

@@ -43,12 +43,15 @@ class Request:
 class Size:
     """The decision: these hosts, this many ranks per host and in all."""
 
-    __slots__ = ("hosts", "ppn", "nranks", "whole", "subset")
+    __slots__ = ("hosts", "ppn", "nranks", "whole", "subset", "avoid")
 
-    def __init__(self, hosts: Tuple[str, ...], ppn: int, nranks: int, whole: bool, subset: bool = False) -> None:
+    def __init__(self, hosts: Tuple[str, ...], ppn: int, nranks: int, whole: bool, subset: bool = False,
+                 avoid: Tuple[str, ...] = ()) -> None:
         self.hosts, self.ppn, self.nranks = hosts, ppn, nranks
         self.whole = whole  # exactly the job as saved: the recorded argv can be used as it is
         self.subset = subset  # fewer hosts than the job: the launcher must be told which
+        self.avoid = avoid  # hosts --exclude named (a retired host among them): a launcher that
+        # may add hosts of its own to a step (srun -N beyond --nodelist) is told to keep off them
 
     def __repr__(self) -> str:
         return "Size(" + ", ".join(f"{k}={getattr(self, k)!r}" for k in self.__slots__) + ")"
@@ -70,42 +73,50 @@ def _select(job_hosts: Sequence[str], text: str, what: str, jobid: str) -> List[
     return out
 
 
-def choose(job_hosts: Sequence[str], ranks_per_host: int, req: Request, jobid: str = "") -> Size:
-    """The hosts and rank counts for `req`, or BadInput naming why it cannot be met."""
-    pool = list(dict.fromkeys(job_hosts))
+def pool(job_hosts: Sequence[str], req: Request, jobid: str = "") -> List[str]:
+    """The job's hosts that `req.hosts`/`req.exclude` leave to launch on, in the job's order
+    (it decides rank placement; the spares of a failover are the last ones)."""
+    out = list(dict.fromkeys(job_hosts))
     if req.hosts:
-        wanted = set(_select(pool, req.hosts, "--hosts", jobid))
-        pool = [h for h in pool if h in wanted]  # the job's order: it decides rank placement
+        wanted = set(_select(out, req.hosts, "--hosts", jobid))
+        out = [h for h in out if h in wanted]
     if req.exclude:
         dropped = set(_select(job_hosts, req.exclude, "--exclude", jobid))
-        pool = [h for h in pool if h not in dropped]
-    if not pool:
+        out = [h for h in out if h not in dropped]
+    return out
+
+
+def choose(job_hosts: Sequence[str], ranks_per_host: int, req: Request, jobid: str = "") -> Size:
+    """The hosts and rank counts for `req`, or BadInput naming why it cannot be met."""
+    offer = pool(job_hosts, req, jobid)
+    if not offer:
         raise BadInput(f"no hosts left to launch on in job {jobid} after --hosts/--exclude")
     ppn = req.ppn or ranks_per_host
     if req.nhosts is not None:
-        if req.nhosts > len(pool):
-            raise BadInput(f"--nhosts {req.nhosts}: job {jobid} has only {len(pool)} host(s) to offer "
-                           f"({compress(pool)})")
+        if req.nhosts > len(offer):
+            raise BadInput(f"--nhosts {req.nhosts}: job {jobid} has only {len(offer)} host(s) to offer "
+                           f"({compress(offer)})")
         k = req.nhosts
         if req.nranks is not None and req.ppn is None:
             ppn = -(-req.nranks // k)
     elif req.nranks is not None:
         k = -(-req.nranks // ppn)
-        if k > len(pool):
+        if k > len(offer):
             raise BadInput(f"-n {req.nranks} at {ppn} per host needs {k} hosts; job {jobid} has only "
-                           f"{len(pool)} to offer ({compress(pool)}); raise --ppn or lower -n")
+                           f"{len(offer)} to offer ({compress(offer)}); raise --ppn or lower -n")
     else:
-        k = len(pool)
+        k = len(offer)
     n = req.nranks if req.nranks is not None else k * ppn
     if n > k * ppn:
         raise BadInput(f"-n {n} does not fit on {k} host(s) at --ppn {ppn}")
     if n < k:
         raise BadInput(f"-n {n} leaves hosts without a rank on {k} host(s); lower --nhosts")
     ppn = min(ppn, n)  # one host: `-n 2` of 4 slots is 2 per host (torchrun's --nproc-per-node)
-    hosts = tuple(pool[:k])
+    hosts = tuple(offer[:k])
     whole = hosts == tuple(dict.fromkeys(job_hosts)) and ppn == ranks_per_host and n == k * ppn
     subset = len(hosts) < len(dict.fromkeys(job_hosts))
-    return Size(hosts=hosts, ppn=ppn, nranks=n, whole=whole and not subset, subset=subset)
+    avoid = tuple(_select(job_hosts, req.exclude, "--exclude", jobid)) if req.exclude and subset else ()
+    return Size(hosts=hosts, ppn=ppn, nranks=n, whole=whole and not subset, subset=subset, avoid=avoid)
 
 
 def hostfile_text(size: Size) -> str:
@@ -137,7 +148,8 @@ def render_sized(template: List[Any], size: Size, gpus_per_host: int, jobid: str
         if row.subset != "flag":
             raise BadInput(f"{row.title} cannot be told which hosts of the job to use: launch on all of them "
                            "(no --hosts, --exclude or --nhosts, and -n that needs every host)")
-        families.insert(argv, row, [row.hosts[0] + compress(size.hosts)])
+        avoid = [row.exclude[0] + compress(list(size.avoid))] if size.avoid and row.exclude else []
+        families.insert(argv, row, [row.hosts[0] + compress(size.hosts)] + avoid)
     return argv, None
 
 
