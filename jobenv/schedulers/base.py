@@ -79,7 +79,7 @@ class JobFacts:
         self.state = state  # the scheduler's own word: RUNNING, PREEMPTED, CANCELLED; R, E
         self.script = script  # the batch script's path, "" when it came on stdin
         self.workdir = workdir  # where it was submitted from
-        self.submit = submit  # the submission's flags and script, as a resubmission passes them
+        self.submit = submit  # the submission's flags (the script apart), as a resubmission passes them
         self.requeueable, self.restarts = requeueable, restarts
         self.why = why  # why `submit` is empty: what a resubmission needs
 

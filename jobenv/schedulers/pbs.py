@@ -157,7 +157,7 @@ def parse_show(out: str) -> JobFacts:
         (len(words) == 1 or not words[-2].startswith("-") or words[-2] in _QSUB_BARE) else ""
     runs = attrs.get("run_count")
     return JobFacts(state=str(attrs.get("job_state", "")), script=script,
-                    workdir=str(variables.get("PBS_O_WORKDIR", "")), submit=words if script else (),
+                    workdir=str(variables.get("PBS_O_WORKDIR", "")), submit=words[:-1] if script else (),
                     requeueable={"True": True, "False": False}.get(str(attrs.get("Rerunable", ""))),
                     restarts=runs - 1 if isinstance(runs, int) and runs >= 1 else None,
                     why="" if script else "PBS keeps no copy of a script given on stdin: submit it as a file "
