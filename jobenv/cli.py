@@ -193,9 +193,9 @@ def kill_cmd(job: Optional[str], run: Optional[str]) -> None:
     \b
     Exit code: 0 when every rank found running ended; 1 when some still run.
     """
-    from .launch.kill import for_job
+    from .fastlaunch import kill
 
-    raise click.exceptions.Exit(for_job(job, run, os.environ, lambda m: click.echo(f"jobenv: {m}", err=True)))
+    raise click.exceptions.Exit(kill(job, run, os.environ, lambda m: click.echo(f"jobenv: {m}", err=True)))
 
 cli.add_command(_stage)
 completion.attach(cli)  # job ids and profile names complete in every command: after every add_command

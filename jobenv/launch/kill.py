@@ -107,25 +107,6 @@ def report(before: Dict[int, Optional[str]], after: Dict[int, Optional[str]]) ->
     return lines, 1 if after else 0
 
 
-def for_job(job: Optional[str], run: Optional[str], environ: Mapping[str, str], say: Callable[[str], None]) -> int:
-    """`jobenv kill`: the job as `launch` finds it (its restored environment names the job to
-    scancel/flux), its run, then `kill`."""
-    from .. import plan, store
-    from ..get import restore_plan
-    from ..hostlist import this_host
-    from ..software import launcher_path
-    from . import families
-    from .command import _which
-
-    p, _, rec = restore_plan(environ, job, allow_stale=True)
-    env = plan.apply(p, environ)
-    run_dir = pick_run(store.runs_dir(store.key_for(rec.scheduler, rec.jobid), dict(environ)), run)
-    prog, _ = launcher_path(rec, rec.launch[0])
-    fam = families.family(rec.launch[0], prog if os.path.isabs(prog) else _which(prog, env))
-    say(f"killing run {os.path.basename(run_dir)} of job {rec.jobid}")
-    return kill(run_dir, families.get(fam).cancel, env, this_host(environ), say)
-
-
 def kill(run_dir: str, cancel: str, env: Mapping[str, str], host: str, say: Callable[[str], None],
          wait_s: float = WAIT_S) -> int:
     """End the run's ranks every way that applies here; the exit code of `report`."""
