@@ -13,8 +13,8 @@ import pytest
 
 from jobenv.launch import preempt
 from jobenv.schedulers import SITE_VARS, pbs, slurm
-from launchkit import BIN, fresh_env, save, tools
 from machines import polaris
+from test_launch_supervise import job  # noqa: F401 (fixture: a local 2-rank mpiexec job)
 
 # `scontrol show job 1` on the test cluster (Slurm 22.05.8), a batch script given on stdin
 SHOW_JOB = """JobId=1 JobName=sbatch
@@ -38,12 +38,12 @@ SHOW_JOB = """JobId=1 JobName=sbatch
 
 def qstat_f(jobid: str, **attrs: object) -> str:
     """`qstat -f -F json ID` as PBS Pro 2022 prints it (Polaris), with `attrs` over the defaults."""
-    job = {"Job_Name": "train.sh", "job_state": "R", "queue": "debug", "Rerunable": "True", "run_count": 1,
-           "Submit_arguments": "-l select=2:system=polaris -l walltime=1:00:00 -A datascience -q debug train.sh",
-           "Variable_List": {"PBS_O_WORKDIR": "/home/alice/proj", "PBS_O_HOME": "/home/alice"}}
-    job.update(attrs)
+    attrs_ = {"Job_Name": "train.sh", "job_state": "R", "queue": "debug", "Rerunable": "True", "run_count": 1,
+              "Submit_arguments": "-l select=2:system=polaris -l walltime=1:00:00 -A datascience -q debug train.sh",
+              "Variable_List": {"PBS_O_WORKDIR": "/home/alice/proj", "PBS_O_HOME": "/home/alice"}}
+    attrs_.update(attrs)
     return json.dumps({"timestamp": 1732500000, "pbs_version": "2022.1.3", "pbs_server": "polaris-pbs-01",
-                       "Jobs": {jobid: job}}, indent=4)
+                       "Jobs": {jobid: attrs_}}, indent=4)
 
 
 def test_slurm_show_job_gives_the_resubmission():
@@ -107,18 +107,6 @@ def test_restart_count_sums_the_schedulers_and_jobenvs():
     assert preempt.route("", False) == "here"
 
 
-@pytest.fixture
-def job(tmp_path):
-    """A local job of 2 ranks with the MPICH wheel's mpiexec; env for fresh processes."""
-    if not (BIN / "mpiexec").exists():
-        pytest.skip("the mpich wheel is not installed")
-    home = tmp_path / "home"
-    home.mkdir()
-    env = fresh_env(home, f"{tools(tmp_path / 'bin')}:/usr/bin:/bin")
-    save(env, "--ranks-per-host", "2")
-    return env
-
-
 def launch(env, *args: str) -> subprocess.Popen:
     return subprocess.Popen(["jobenv", "launch", *args], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                             text=True, start_new_session=True)
@@ -131,7 +119,7 @@ def until(path_glob, home: Path, n: int, timeout: float = 60) -> None:
         time.sleep(0.1)
 
 
-def test_requeue_gives_the_ranks_the_grace_then_ends_them(job, tmp_path):
+def test_requeue_gives_the_ranks_the_grace_then_ends_them(job, tmp_path):  # noqa: F811
     prog = tmp_path / "ckpt.py"
     prog.write_text("import os, signal, sys, time\nr = os.environ['RANK']\n"
                     "def h(s, f):\n    open(f'" + str(tmp_path) + "/ckpt-' + r, 'w').write('x')\n"
@@ -150,7 +138,7 @@ def test_requeue_gives_the_ranks_the_grace_then_ends_them(job, tmp_path):
     assert "Traceback" not in err
 
 
-def test_kill_ends_a_local_launch_and_names_its_ranks(job, tmp_path):
+def test_kill_ends_a_local_launch_and_names_its_ranks(job, tmp_path):  # noqa: F811
     p = launch(job, "--", "sleep", "120")
     home = Path(job["JOBENV_HOME"])
     until("runs/*/*/host-*.ledger", home, 1)
