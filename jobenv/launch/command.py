@@ -170,7 +170,7 @@ def run(rec: JobRecord, command: List[str], opts: Options, base_env: Mapping[str
         snapshot: List[ranks.RunState] = []
         env = _attempt_env(plan, base_env, run_dir, log_dir, gpu_bind)
         kill.write_supervisor(run_dir, this_host(base_env))  # `jobenv kill` ends us through it
-        env.update(JOBENV_RESTART_COUNT=str(failover.restart_count(attempt, base_env, _restart_var(rec))),
+        env.update(JOBENV_RESTART_COUNT=str(failover.restart_count(attempt, base_env)),
                    JOBENV_MAX_RESTARTS=str(opts.retries))
         out = _supervised(plan, argv, opts, env, log_dir, partial(_snapshot, snapshot, run_dir))
         rc = out.returncode
@@ -301,14 +301,6 @@ def _tell_ranks(run_dir: str, cancel: str, env: Mapping[str, str], step: str, si
     from .requeue import deliver
 
     deliver(run_dir, cancel, env, step, signum, _say)
-
-
-def _restart_var(rec: JobRecord) -> str:
-    """The variable in which the job's scheduler counts its reruns (SLURM_RESTART_COUNT)."""
-    from .. import schedulers
-
-    req = schedulers.descriptor(rec.scheduler).requeue if rec.scheduler in schedulers.NAMES else None
-    return req.restart_var if req is not None else ""
 
 
 def _snapshot(into: List[ranks.RunState], run_dir: str) -> None:
