@@ -125,12 +125,18 @@ _SECONDS = Seconds(above=True)
 @click.option("--no-python", "no_python", is_flag=True, help="Do not re-activate the job's saved Python environment.")
 @click.option("--no-hook", "no_hook", is_flag=True,
               help="Leave jobenv's hook (stack dumps, clean-exit record) off the ranks' PYTHONPATH.")
+@click.option("--requeue", is_flag=True,
+              help="On SIGUSR1/SIGUSR2/SIGTERM (pre-emption): pass it to every rank, wait --grace, requeue the job "
+                   "(else resubmit its batch script once). The batch script must `exec jobenv launch ...`.")
+@click.option("--grace", type=Seconds(above=False), metavar="S",
+              help="With --requeue: seconds the ranks get to checkpoint and end (default 60).")
 @click.argument("command", nargs=-1, required=True, type=click.UNPROCESSED)
 def launch(job: Optional[str], allow_stale: bool, dry_run: bool, nranks: Optional[int], ppn: Optional[int],
            nhosts: Optional[int], nproc_per_node: Optional[str], nnodes: Optional[str], hosts: Optional[str],
            exclude: Optional[str], launcher_args: Tuple[str, ...], label: bool, log_dir: Optional[str], tee: Optional[str],
            timeout: Optional[float], idle_timeout: Optional[float], retries: int, spare_nodes: int,
-           exclude_failed: bool, gpu_bind: bool, no_python: bool, no_hook: bool, command: Tuple[str, ...]) -> None:
+           exclude_failed: bool, gpu_bind: bool, no_python: bool, no_hook: bool, requeue: bool,
+           grace: Optional[float], command: Tuple[str, ...]) -> None:
     """Run COMMAND on every rank of the job: jobenv launch [OPTIONS] -- python3 train.py
 
     \b
@@ -138,7 +144,8 @@ def launch(job: Optional[str], allow_stale: bool, dry_run: bool, nranks: Optiona
     before the program are jobenv's: launch -n 4 python3 train.py.
     Launcher flags: --launcher-args='...' (after the launcher's own; one the
     profile sets is replaced).
-    Exit code: the launcher's; 124 when --timeout/--idle-timeout killed it; 0 when every
+    Exit code: the launcher's; 124 when --timeout/--idle-timeout killed it;
+    128+N when pre-emption signal N ended it (--requeue); 0 when every
     rank's Python finished cleanly (the hook saw its main end without an exception or a
     non-zero sys.exit) and some then died in interpreter teardown (named as warnings).
     """
@@ -156,6 +163,8 @@ def launch(job: Optional[str], allow_stale: bool, dry_run: bool, nranks: Optiona
     nhosts = same("--nhosts", nhosts, "--nnodes", parse_nnodes(nnodes))
     refuse_conflicts(nranks, ppn, nhosts, hosts, exclude, retries, exclude_failed, tee=tee, log_dir=log_dir,
                      spare_nodes=spare_nodes)
+    if grace is not None and not requeue:
+        raise click.UsageError("--grace needs --requeue")
     try:
         extra = [a for text in launcher_args for a in shlex.split(text)]
     except ValueError as exc:
@@ -164,7 +173,7 @@ def launch(job: Optional[str], allow_stale: bool, dry_run: bool, nranks: Optiona
                        log_dir=os.path.abspath(log_dir) if log_dir else None,
                        limits=Limits(timeout, idle_timeout), retries=retries, exclude_failed=exclude_failed,
                        gpu_bind=gpu_bind, python=not no_python, spares=spare_nodes, tee=tee_ranks(tee or "0"),
-                       hook=not no_hook)
+                       hook=not no_hook, requeue=requeue, grace=grace)
     raise click.exceptions.Exit(start(job, allow_stale, list(command), opts, os.environ, warn, dry_run))
 
 
@@ -199,6 +208,21 @@ cli.add_command(completion.completion_cmd)
 
 
 from .stage.cli import stage as _stage  # noqa: E402  (jobenv stage; heavy imports stay inside it)
+
+
+# ---- jobenv kill (jobenv.launch.kill)
+@cli.command("kill")
+@click.option("--job", "-j", metavar="ID", help="Job id (default: as for `get`).")
+@click.option("--run", metavar="RUN", help="Which launch: its run directory's name (default: the newest).")
+def kill_cmd(job: Optional[str], run: Optional[str]) -> None:
+    """End a launch's ranks on every host, and say which ended.
+
+    \b
+    Exit code: 0 when every rank found running ended; 1 when some still run.
+    """
+    from .fastlaunch import kill
+
+    raise click.exceptions.Exit(kill(job, run, os.environ, lambda m: click.echo(f"jobenv: {m}", err=True)))
 
 cli.add_command(_stage)
 

@@ -4,8 +4,9 @@
 way of the restore plan), refuse an ended one, then run in the restore plan's environment
 (the one `source <(jobenv get)` gives a shell) with the job's staged copy before each
 rank's command (jobenv.stage).  It lives here, above get, stage and launch, so that none
-of those calls up into another.  `run` is the `launch` program's click-free parser (click
-costs ~50 ms per launch), like jobenv.fastget for `get`.
+of those calls up into another; `kill` (`jobenv kill`) finds a launch the same way.  `run` is
+the `launch` program's click-free parser (click costs ~50 ms per launch), like
+jobenv.fastget for `get`.
 """
 from __future__ import annotations
 
@@ -20,16 +21,40 @@ if TYPE_CHECKING:
 
 def start(job: Optional[str], allow_stale: bool, command: List[str], opts: Options,
           environ: Mapping[str, str], warn: Callable[[str], None], dry_run: bool = False) -> int:
-    """Choose the job, refuse an ended one, launch: the exit code of the last attempt."""
+    """Choose the job, refuse an ended one, launch: the exit code of the last attempt.
+
+    Liveness is asked of the scheduler now, not taken from `get`'s one-minute cache: a job
+    cancelled since is refused here, naming it, before any launcher runs into it."""
     from . import plan
     from .get import restore_plan
     from .launch.command import run
     from .stage import rank_prefix
 
-    p, _, rec = restore_plan(environ, job, allow_stale, python=opts.python)
+    p, _, rec = restore_plan(environ, job, allow_stale, python=opts.python, fresh=True)
     for w in p.warnings:
         warn(w)
     return run(rec, command, opts, plan.apply(p, environ), dry_run, rank_prefix(rec))
+
+
+def kill(job: Optional[str], run: Optional[str], environ: Mapping[str, str], say: Callable[[str], None]) -> int:
+    """`jobenv kill`: the job as `launch` finds it (its restored environment names the job to
+    scancel/flux), its run (jobenv.launch.kill.pick_run), then jobenv.launch.kill."""
+    from . import plan, store
+    from .get import restore_plan
+    from .hostlist import this_host
+    from .software import launcher_path
+    from .launch import families
+    from .launch.command import _which
+    from .launch.kill import kill as end_run
+    from .launch.kill import pick_run
+
+    p, _, rec = restore_plan(environ, job, allow_stale=True)
+    env = plan.apply(p, environ)
+    run_dir = pick_run(store.runs_dir(store.key_for(rec.scheduler, rec.jobid), dict(environ)), run)
+    prog, _ = launcher_path(rec, rec.launch[0])
+    fam = families.family(rec.launch[0], prog if os.path.isabs(prog) else _which(prog, env))
+    say(f"killing run {os.path.basename(run_dir)} of job {rec.jobid}")
+    return end_run(run_dir, families.get(fam).cancel, env, this_host(environ), say)
 
 
 def run(argv: List[str]) -> Optional[int]:

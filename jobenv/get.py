@@ -24,13 +24,23 @@ if TYPE_CHECKING:
     from .record import JobRecord
 
 LIVENESS_TIMEOUT = 2.0  # the whole scheduler query in `get`: a login must not stall on qstat
+FRESH_TIMEOUT = 5.0  # `launch` asks afresh: a busy scheduler gets longer, the launch waits anyway
 
 
 def cached_state(rec: JobRecord, env: Mapping[str, str], now: Optional[float] = None,
-                 timeout: float = LIVENESS_TIMEOUT) -> Tuple[str, str, float]:
+                 timeout: float = LIVENESS_TIMEOUT, fresh: bool = False) -> Tuple[str, str, float]:
     """(live|ended|unknown, reason, trusted-until): jobenv.liveness's rule (job_state), with
-    the scheduler's word cached for a minute so most new shells fork no qstat/squeue."""
+    the scheduler's word cached for a minute so most new shells fork no qstat/squeue.
+
+    `fresh` (launch) asks the scheduler now (liveness.fresh_state): a job cancelled within
+    the minute must be refused before a launcher runs into it.  Its answer refreshes the cache."""
     now = time.time() if now is None else now
+    if fresh:
+        state, reason = liveness.fresh_state(rec, env, timeout)
+        if rec.scheduler != "local":
+            getcache.write_verdict(env, store.key_for(rec.scheduler, rec.jobid), state, reason,
+                                   now + getcache.VERDICT_TTL)
+        return state, reason, now + getcache.VERDICT_TTL
     known = liveness.without_query(rec, now)
     if known is not None:
         beat = liveness.heartbeat(rec, now)
@@ -89,12 +99,15 @@ def _cacheable(env: Mapping[str, str], jobid: Optional[str]) -> bool:
 
 
 def restore_plan(env: Mapping[str, str], jobid: Optional[str] = None, allow_stale: bool = False,
-                 hostname: Optional[str] = None, python: bool = True) -> Tuple[plan.Plan, float, JobRecord]:
+                 hostname: Optional[str] = None, python: bool = True,
+                 fresh: bool = False) -> Tuple[plan.Plan, float, JobRecord]:
     """The plan for this shell, until when its liveness verdict holds, and the record.
-    `python=False` (--no-python) leaves the job's Python environment and staged copy out."""
+    `python=False` (--no-python) leaves the job's Python environment and staged copy out;
+    `fresh` asks the scheduler afresh instead of trusting a cached verdict (launch)."""
     host = hostname or this_host(env)
     path, rec, why, warnings = select(env, jobid, host)
-    state, reason, until = cached_state(rec, env)
+    state, reason, until = cached_state(rec, env, timeout=FRESH_TIMEOUT if fresh else LIVENESS_TIMEOUT,
+                                        fresh=fresh)
     p = plan.build(rec, path, env, why=why, state=(state, reason), store="owner, mode and schema checked",
                    allow_stale=allow_stale, jobenv_argv=shell.jobenv_argv(),
                    extra=_extra_items(rec, env, host, python) + _launch_program(env), warnings=warnings)

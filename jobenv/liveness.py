@@ -5,7 +5,8 @@ said so or the job's nodefile vanished), a fresh heartbeat from `jobenv watch` (
 no scheduler command is forked), then the scheduler's own CLI.  A heartbeat that stopped
 proves nothing: the watcher may have been killed, stopped or lost its node while the job
 runs on, so it gives "unknown", never "ended" (and `clean` removes only ended jobs).
-`get` adds a short-lived cache of the scheduler's word around `ask` (get.cached_state).
+`get` adds a short-lived cache of the scheduler's word around `ask` (get.cached_state);
+`launch` asks afresh (`fresh_state`): a minute-old "live" must not send a launcher into an ended job.
 """
 from __future__ import annotations
 
@@ -85,6 +86,12 @@ def ask(rec: JobRecord, env: Mapping[str, str], timeout: float = 5.0) -> Verdict
     """The scheduler's word (one bounded query), else what the heartbeat allows."""
     found = schedulers.query_states(rec.scheduler, [rec.jobid], query_env(rec, env), timeout)
     return found.get(rec.jobid) or _fallback(rec)
+
+
+def fresh_state(rec: JobRecord, env: Mapping[str, str], timeout: float = 5.0) -> Verdict:
+    """The verdict `launch` acts on: the record's own "ended", else the scheduler asked now
+    (a watcher's heartbeat may be three intervals old), else what the heartbeat allows."""
+    return marked(rec) or ask(rec, env, timeout)
 
 
 def job_state(rec: JobRecord, env: Mapping[str, str], timeout: float = 5.0) -> Verdict:

@@ -490,6 +490,9 @@ _je_fwd() { _je_sig=$1; [ -z "$_je_pid" ] || kill -s "$1" "$_je_pid" 2>/dev/null
 trap '_je_fwd TERM' TERM
 trap '_je_fwd HUP' HUP
 trap '_je_fwd TERM' INT
+# a scheduler's pre-emption warning (srun --signal=USR1@S, scancel --signal) reaches every process
+# of the step: the wrapper must outlive it, and the program (signalled itself) must not get it twice
+trap : USR1 USR2
 if [ -e /proc/self/fd/0 ]; then exec 3<&0; else exec 3</dev/null; fi
 if [ -n "${JOBENV_LOG_DIR:-}" ]; then
     _je_f=$JOBENV_LOG_DIR/rank-$_je_R.log
@@ -555,7 +558,7 @@ if [ -n "$_je_led" ]; then
 fi
 case $_je_how in
 signal:*)  # die of the program's signal (a program can die of no stop signal)
-    trap - TERM HUP INT
+    trap - TERM HUP INT USR1 USR2
     kill -"${_je_how#signal:}" "$$" 2>/dev/null ;;
 esac
 exit "$_je_rc"

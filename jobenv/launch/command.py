@@ -13,7 +13,8 @@ from functools import partial
 from .. import runs as runs_history
 from .. import store
 from ..errors import BadInput, JobenvError, one_line
-from . import badhosts, failover, families, flags, ranks, report, sizing, supervise, tee, teardown
+from ..hostlist import this_host
+from . import badhosts, failover, families, flags, kill, preempt, ranks, report, sizing, supervise, tee, teardown
 
 TYPE_CHECKING = False  # `import typing`/`dataclasses` cost ~50 ms: `launch` starts on every run
 if TYPE_CHECKING:
@@ -30,7 +31,7 @@ class Options:
                  label: bool = False, log_dir: Optional[str] = None, limits: Optional[supervise.Limits] = None,
                  retries: int = 0, exclude_failed: bool = False, gpu_bind: bool = False,
                  python: bool = True, spares: int = 0, tee: Optional[AbstractSet[int]] = frozenset({0}),
-                 hook: bool = True) -> None:
+                 hook: bool = True, requeue: bool = False, grace: Optional[float] = None) -> None:
         self.request = request or sizing.Request()
         self.launcher_args = list(launcher_args or [])
         self.label, self.log_dir = label, log_dir
@@ -40,6 +41,7 @@ class Options:
         self.spares = spares  # --spare-nodes: hosts held out of the first attempt
         self.tee = tee  # with log_dir: the ranks whose output the terminal gets too (None: all)
         self.hook = hook  # the ranks' Python hook (jobenv/rankhook) first on their PYTHONPATH
+        self.requeue, self.grace = requeue, grace  # pre-emption: jobenv.launch.preempt
 
     @property
     def failover(self) -> bool:
@@ -186,6 +188,7 @@ def run(rec: JobRecord, command: List[str], opts: Options, base_env: Mapping[str
             _say(f"warning: {w}")
         snapshot: List[ranks.RunState] = []
         env = _attempt_env(plan, base_env, run_dir, log_dir, gpu_bind, opts.hook)
+        kill.write_supervisor(run_dir, this_host(base_env))  # `jobenv kill` ends us through it
         env.update(JOBENV_RESTART_COUNT=str(failover.restart_count(attempt, base_env)),
                    JOBENV_MAX_RESTARTS=str(opts.retries))
         started = time.time()
@@ -195,6 +198,11 @@ def run(rec: JobRecord, command: List[str], opts: Options, base_env: Mapping[str
         tee.stop(follower)
         rc = out.returncode
         runs_history.record(run_dir, rec, command, plan, attempt, out, started, base_env)
+        if out.preempted is not None:  # the ranks had their grace; bring the job back
+            from .requeue import bring_back
+
+            bring_back(rec, base_env, out.preempted, run_dir, _say)
+            return rc
         if rc == 0 and not out.expired:
             return 0
         if out.signalled is not None:
@@ -304,20 +312,30 @@ def _supervised(plan: Attempt, argv: List[str], opts: Options, env: Dict[str, st
                 on_stacks: Optional[Callable[[List[Tuple[float, bytes]], bool], List[str]]] = None
                 ) -> supervise.Outcome:
     """Run one attempt under supervision.  A launcher whose ranks on other hosts outlive its
-    process group (srun, flux run) is given a name to be cancelled by (at a time limit, or
-    when a failed rank leaves the others running), `jobenv-<run directory's name>`."""
+    process group (srun, flux run) is given a name to be cancelled by (at a time limit, when a
+    failed rank leaves the others running, by `jobenv kill`, on pre-emption), `jobenv-<run directory's name>`."""
     launcher = list(plan.launcher)
     on_expire: Optional[Callable[[], None]] = None
     row = families.get(plan.family)
+    step = f"jobenv-{os.path.basename(env['JOBENV_RUN_DIR'])}"
     if row.cancel:
-        step = f"jobenv-{os.path.basename(env['JOBENV_RUN_DIR'])}"
         families.insert(launcher, row, [row.step_flag + step])
         on_expire = partial(supervise.cancel_step, row.cancel, env, step)
-    out = supervise.run(launcher + argv, env, opts.limits, log_dir, on_expire, before_kill, on_stacks=on_stacks)
+    grace = preempt.DEFAULT_GRACE_S if opts.grace is None else opts.grace
+    watch_for = preempt.Preempt(preempt.signal_numbers(), grace, partial(
+        _tell_ranks, env["JOBENV_RUN_DIR"], row.cancel, env, step)) if opts.requeue else None
+    out = supervise.run(launcher + argv, env, opts.limits, log_dir, on_expire, before_kill, preempt=watch_for,
+                        on_stacks=on_stacks)
     if out.dropped:
         _say(f"warning: {out.dropped} bytes of output dropped: our output was not read fast enough "
              "(--log-dir DIR keeps every byte)")
     return out
+
+
+def _tell_ranks(run_dir: str, cancel: str, env: Mapping[str, str], step: str, signum: int) -> None:
+    from .requeue import deliver
+
+    deliver(run_dir, cancel, env, step, signum, _say)
 
 
 def _snapshot(into: List[ranks.RunState], run_dir: str) -> None:

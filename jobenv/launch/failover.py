@@ -197,9 +197,10 @@ def replace(job_hosts: Sequence[str], ranks_per_host: int, hosts: Hosts, bad: st
     return Hosts(trial, hosts.nhosts, hosts.left_out)
 
 
-def restart_count(attempt: int, environ: Mapping[str, str]) -> int:
+def restart_count(attempt: int, environ: Mapping[str, str], restart_var: str = "SLURM_RESTART_COUNT") -> int:
     """JOBENV_RESTART_COUNT of attempt `attempt` (0 = the first): attempts before it in this
-    launch plus the restarts the scheduler counted (SLURM_RESTART_COUNT, set in a requeued job)."""
-    raw = environ.get("SLURM_RESTART_COUNT", "").strip()
-    before = int(raw) if raw.isascii() and raw.isdigit() and len(raw) <= 9 else 0
-    return attempt + before
+    launch plus the restarts the scheduler counted (SLURM_RESTART_COUNT, set in a requeued
+    job) and jobenv's resubmissions (jobenv.launch.preempt.scheduler_restarts)."""
+    from .preempt import scheduler_restarts
+
+    return attempt + scheduler_restarts(environ, restart_var)

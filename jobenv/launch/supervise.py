@@ -33,6 +33,8 @@ TYPE_CHECKING = False  # `import typing`/`dataclasses` cost ~50 ms: `launch` sta
 if TYPE_CHECKING:
     from typing import Any, Callable, Deque, Dict, List, Mapping, Optional, Tuple
 
+    from .preempt import Preempt
+
 GRACE_S = 5.0
 TIMEOUT_EXIT = 124  # as timeout(1)
 # The failure summary quotes the failed rank's last lines from the last `keep_lines` lines
@@ -48,8 +50,10 @@ class Limits:
 
 class Outcome:
     def __init__(self, returncode: int, expired: Optional[str] = None, signalled: Optional[int] = None,
-                 last_lines: Optional[List[bytes]] = None, seconds: float = 0.0, dropped: int = 0) -> None:
+                 last_lines: Optional[List[bytes]] = None, seconds: float = 0.0, dropped: int = 0,
+                 preempted: Optional[int] = None) -> None:
         self.returncode = returncode
+        self.preempted = preempted  # the pre-emption signal (--requeue) that ended the launch
         self.expired = expired  # "timeout" | "idle-timeout"
         self.signalled = signalled  # a signal we forwarded (Ctrl-C, timeout(1))
         self.last_lines = last_lines or []
@@ -139,6 +143,17 @@ class _Watch:
         self.live: Optional[live_mod.Live] = None  # names failures from the ledgers as they happen
         self.ended = False  # ended by us after a failure the launcher left running
         self.stacks: Optional[Callable[[bool], None]] = None  # prints the ranks' stacks (at a limit?)
+        self.preempt: Optional[Preempt] = None
+        self.preempt_at: Optional[float] = None  # the end of the ranks' grace after a pre-emption
+
+    def preempted(self, forwarded: Dict[str, int], now: float) -> bool:
+        """Tell the ranks of a pre-emption signal the handler noted; True once their grace is over."""
+        if self.preempt is None or "preempt" not in forwarded:
+            return False
+        if self.preempt_at is None:
+            self.preempt.deliver(forwarded["preempt"])
+            self.preempt_at = now + self.preempt.grace
+        return now >= self.preempt_at
 
     def wait(self) -> float:
         """How long the next select may block: until the --timeout runs out, at most 1 s."""
@@ -157,16 +172,18 @@ class _Watch:
         """Whether the --timeout has run out (the output still queued is then given up)."""
         return self.limits.timeout is not None and time.monotonic() >= self.start + self.limits.timeout
 
-    def tick(self) -> None:
-        """Enforce the limits: SIGTERM (and cancel) when one runs out or a failure was named
-        and the launcher left the rest running, SIGKILL after the grace."""
+    def tick(self, forwarded: Dict[str, int]) -> None:
+        """Enforce the limits: SIGTERM (and cancel) when one runs out, a failure was named and
+        the launcher left the rest running, or a pre-emption's grace is over; SIGKILL after the grace."""
         now = time.monotonic()
         if self.expired is None and not self.ended:
             self.expired, self.last_output = _expiry(self.limits, self.start, now, self.last_output, self.log_dir)
+            if self.expired is None and self.preempted(forwarded, now):
+                self.expired = "preempted"
             if self.expired:
                 if self.before_kill:  # what the ranks had done when time ran out, before we kill them
                     self.before_kill()
-                if self.stacks:  # and where each one is, stopped ones resumed to tell
+                if self.stacks and self.expired != "preempted":  # where each one is, stopped ones resumed to tell
                     self.stacks(True)
                 self._terminate(now)
             elif self.live is not None and self.live.poll(now):
@@ -187,16 +204,21 @@ def _report_stacks(on_stacks: Callable[[List[Tuple[float, bytes]], bool], List[s
         err.put(f"jobenv: {line}\n".encode())
 
 
-def _forward_signals(pgid: int, forwarded: Dict[str, int], asked: Optional[Dict[str, int]] = None
-                     ) -> Dict[signal.Signals, Any]:
-    """SIGINT, SIGTERM and SIGHUP to us go to the launcher's group; SIGUSR1 asks for the
-    ranks' stacks (`asked`, served by the loop: the launch goes on); the old handlers, to restore."""
+def _forward_signals(pgid: int, forwarded: Dict[str, int], asked: Optional[Dict[str, int]] = None,
+                     preempt: Tuple[int, ...] = ()) -> Dict[signal.Signals, Any]:
+    """SIGINT, SIGTERM and SIGHUP to us go to the launcher's group; a first `preempt` signal
+    (--requeue) is only noted: the loop tells the ranks (_Watch.preempted); SIGUSR1, when it is
+    no pre-emption signal, asks for the ranks' stacks (`asked`, served by the loop: the launch
+    goes on); the old handlers, to restore."""
     def forward(signum: int, _frame: Any) -> None:
+        if signum in preempt and "preempt" not in forwarded:
+            forwarded["preempt"] = signum
+            return
         forwarded["sig"] = signum
         reaper.kill_group(pgid, signum)
 
     old: Dict[signal.Signals, Any] = {}
-    for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+    for sig in dict.fromkeys((signal.SIGINT, signal.SIGTERM, signal.SIGHUP, *map(signal.Signals, preempt))):
         if signal.getsignal(sig) is not signal.SIG_IGN:  # nohup: keep ignoring SIGHUP
             old[sig] = signal.signal(sig, forward)
     if asked is not None and signal.SIGUSR1 not in old:  # unless it is taken above (a pre-emption signal)
@@ -206,12 +228,12 @@ def _forward_signals(pgid: int, forwarded: Dict[str, int], asked: Optional[Dict[
 
 def run(argv: List[str], env: Mapping[str, str], limits: Limits, log_dir: Optional[str] = None,
         on_expire: Optional[Callable[[], None]] = None, before_kill: Optional[Callable[[], None]] = None,
-        keep_lines: int = 200,
+        keep_lines: int = 200, preempt: Optional[Preempt] = None,
         stdout_fd: int = 1, stderr_fd: int = 2,
         on_stacks: Optional[Callable[[List[Tuple[float, bytes]], bool], List[str]]] = None) -> Outcome:
     """Start argv, copy its output, enforce the limits; JobenvError if it cannot start.
     `on_stacks(last lines with their age in s, at a limit)` gives the report of the ranks' stacks, printed when
-    a limit runs out (before the kill) and on SIGUSR1."""
+    a limit runs out (before the kill) and on SIGUSR1 (unless --requeue takes SIGUSR1 as pre-emption)."""
     output.ensure_std_fds()
     proc = _start(argv, env)
     pgid = proc.pid
@@ -220,9 +242,10 @@ def run(argv: List[str], env: Mapping[str, str], limits: Limits, log_dir: Option
     last: Deque[bytes] = deque(maxlen=keep_lines)
     stamps: Deque[float] = deque(maxlen=keep_lines)  # when each line of `last` came
     watch = _Watch(limits, log_dir, pgid, mark, on_expire, before_kill)
+    watch.preempt = preempt
     forwarded: Dict[str, int] = {}
     asked: Dict[str, int] = {}
-    old = _forward_signals(pgid, forwarded, asked if on_stacks else None)
+    old = _forward_signals(pgid, forwarded, asked if on_stacks else None, preempt.signals if preempt else ())
     kept: Optional[List[bytes]] = None
     partial = {proc.stdout.fileno(): b"", proc.stderr.fileno(): b""}  # type: ignore[union-attr]
     def reader_gone() -> None:  # EPIPE on our output: end the launch as SIGPIPE ends mpiexec
@@ -245,7 +268,7 @@ def run(argv: List[str], env: Mapping[str, str], limits: Limits, log_dir: Option
             for key, _ in sel.select(timeout=watch.wait()):
                 if _pump(int(key.fd), sel, partial, last, out_for, keep_lines, stamps):
                     watch.last_output = time.monotonic()
-            watch.tick()
+            watch.tick(forwarded)
             if asked.pop("stacks", 0) and watch.stacks:
                 watch.stacks(False)
             if watch.ended and kept is None:  # what the output said before we ended the rest of the launch
@@ -258,29 +281,32 @@ def run(argv: List[str], env: Mapping[str, str], limits: Limits, log_dir: Option
         if watchdog is not None:
             watchdog.done()
         for sink in sinks.values():
-            sink.drain(lambda: bool(forwarded) or watch.past_deadline())
+            sink.drain(lambda: "sig" in forwarded or watch.past_deadline())
         for sig, handler in old.items():
             signal.signal(sig, handler)
-    code = TIMEOUT_EXIT if watch.expired else 128 + signal.SIGPIPE if forwarded.get("sig") == signal.SIGPIPE \
-        else (128 - rc if rc < 0 else rc)
-    return Outcome(returncode=code, expired=watch.expired, signalled=forwarded.get("sig"),
+    preempted = forwarded.get("preempt") if watch.preempt_at is not None else None
+    expired = None if watch.expired == "preempted" else watch.expired
+    code = TIMEOUT_EXIT if expired else 128 + signal.SIGPIPE if forwarded.get("sig") == signal.SIGPIPE \
+        else 128 + preempted if preempted else (128 - rc if rc < 0 else rc)
+    return Outcome(returncode=code, expired=expired, signalled=forwarded.get("sig"), preempted=preempted,
                    last_lines=list(last) if kept is None else kept, seconds=time.monotonic() - watch.start,
                    dropped=sum(s.dropped for s in sinks.values()))
 
 
-def cancel_step(how: str, env: Mapping[str, str], name: str) -> None:
+def cancel_step(how: str, env: Mapping[str, str], name: str, signame: str = "") -> None:
     """Cancel the launch named `name` in this job, whose tasks on other nodes are not in our
-    process group: `how` is the launcher family's `cancel` (jobenv.launch.families)."""
+    process group: `how` is the launcher family's `cancel` (jobenv.launch.families).  With
+    `signame` (USR1...), Slurm sends that signal to every process of the step instead."""
     try:
         if how == "slurm-step":
-            _scancel_step(env, name)
-        elif how == "flux-pkill":
+            _scancel_step(env, name, signame)
+        elif how == "flux-pkill" and not signame:
             subprocess.run(["flux", "pkill", name], env=dict(env), capture_output=True, timeout=20)
     except (OSError, subprocess.SubprocessError):
         pass
 
 
-def _scancel_step(env: Mapping[str, str], step_name: str) -> None:
+def _scancel_step(env: Mapping[str, str], step_name: str, signame: str = "") -> None:
     """Cancel the Slurm step(s) named `step_name` in this job (scancel --name names jobs, not steps)."""
     jobid = env.get("SLURM_JOB_ID")
     if not jobid:
@@ -290,4 +316,5 @@ def _scancel_step(env: Mapping[str, str], step_name: str) -> None:
     for line in out.splitlines():
         step, _, name = line.partition(" ")
         if name.strip() == step_name:
-            subprocess.run(["scancel", step], env=dict(env), capture_output=True, timeout=20)
+            subprocess.run(["scancel", *([f"--signal={signame}"] if signame else []), step], env=dict(env),
+                           capture_output=True, timeout=20)

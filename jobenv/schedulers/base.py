@@ -48,9 +48,11 @@ class Scheduler:
     says, for people, where the host list comes from.  `profile` is the shipped profile
     used when no machine profile matches.  `query` asks the scheduler about jobs; `parse`
     turns its output into verdicts.
+    `requeue` (jobenv.launch.preempt reads it) says how a pre-empted job goes back in its
+    queue, and how it is resubmitted where it cannot; None where jobenv cannot do either.
     """
 
-    __slots__ = ("name", "jobid_vars", "prefixes", "detect_any", "detect_all", "marks", "site_vars",
+    __slots__ = ("requeue", "name", "jobid_vars", "prefixes", "detect_any", "detect_all", "marks", "site_vars",
                  "query_vars", "secrets", "program_vars", "nodefile_var", "hosts", "priority", "profile", "capture",
                  "query", "parse", "batch", "outside")
 
@@ -61,7 +63,8 @@ class Scheduler:
                  program_vars: Tuple[str, ...] = (),
                  nodefile_var: str = "", hosts: str, priority: int, profile: str,
                  capture: CaptureFn, query: Query, parse: Optional[Parser] = None,
-                 batch: Optional[Batch] = None, outside: Optional[Outside] = None) -> None:
+                 batch: Optional[Batch] = None, outside: Optional[Outside] = None,
+                 requeue: Optional[Requeue] = None) -> None:
         self.name, self.jobid_vars, self.prefixes = name, jobid_vars, prefixes
         self.detect_any, self.detect_all = detect_any, detect_all
         self.marks = tuple(dict.fromkeys(jobid_vars + detect_any + marks))
@@ -71,6 +74,7 @@ class Scheduler:
         self.capture, self.query, self.parse = capture, query, parse
         self.batch = batch  # how `jobenv submit` hands it a script (None: it takes none)
         self.outside = outside  # how `jobenv save --job ID` reads the job from outside it
+        self.requeue = requeue
 
 
 class Batch:
@@ -120,6 +124,40 @@ class Outside:
         self.show, self.parse, self.find, self.found, self.id_ok = show, parse, find, found, id_ok
         self.running = running  # the job states in which the job holds its nodes
         self.ended = ended  # the states of a job that is over (any other: not started yet)
+
+
+class JobFacts:
+    """What the scheduler says of a running job that a requeue or a resubmission needs
+    (a scheduler file's `Requeue.parse` makes it from the `show` command's output)."""
+
+    def __init__(self, state: str = "", script: str = "", workdir: str = "", submit: Tuple[str, ...] = (),
+                 requeueable: Optional[bool] = None, restarts: Optional[int] = None, why: str = "") -> None:
+        self.state = state  # the scheduler's own word: RUNNING, PREEMPTED, CANCELLED; R, E
+        self.script = script  # the batch script's path, "" when it came on stdin
+        self.workdir = workdir  # where it was submitted from
+        self.submit = submit  # the submission's flags (the script apart), as a resubmission passes them
+        self.requeueable, self.restarts = requeueable, restarts
+        self.why = why  # why `submit` is empty: what a resubmission needs
+
+
+class Requeue:
+    """How this scheduler puts a pre-empted job back in its queue: data, rendered by
+    jobenv.launch.preempt.  Words in braces are filled in: {jobid}, {path}.
+
+    `argv` requeues the job (it keeps its id; the rerun counts itself in `restart_var`);
+    `show` asks about the job (state, script, flags), `parse` reads its output; `dump`
+    writes a batch script that came on stdin to {path}; `submit` resubmits; `running` and
+    `cancelled` are the states after which a SIGTERM means "you are pre-empted, the job
+    stays" and "someone ended the job on purpose, do not bring it back"; `needs` says what a
+    container without the client commands must bind in."""
+
+    __slots__ = ("argv", "show", "parse", "dump", "submit", "restart_var", "running", "cancelled", "needs")
+
+    def __init__(self, argv: Tuple[str, ...], show: Tuple[str, ...], parse: Callable[[str], JobFacts], *,
+                 submit: str, needs: str, dump: Tuple[str, ...] = (), restart_var: str = "",
+                 running: Tuple[str, ...] = (), cancelled: Tuple[str, ...] = ()) -> None:
+        self.argv, self.show, self.parse, self.dump, self.submit = argv, show, parse, dump, submit
+        self.restart_var, self.running, self.cancelled, self.needs = restart_var, running, cancelled, needs
 
 
 def run_parsed(argv: List[str], jobids: Sequence[str], parse: Parser, env: Optional[Mapping[str, str]],

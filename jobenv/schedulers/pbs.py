@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from ..errors import BadInput
 from ..numparse import MAX_PER_HOST, is_uint
-from .base import Batch, Capture, Outside, Scheduler, parse_nodefile, pick_env, run_parsed, read_text, table_rows
+from .base import Batch, Capture, JobFacts, Outside, Requeue, Scheduler, parse_nodefile, pick_env, run_parsed, read_text, table_rows
 
 TYPE_CHECKING = False  # `import typing` costs ~5 ms per shell; type checkers still read the block below
 if TYPE_CHECKING:
@@ -249,6 +249,37 @@ OUTSIDE = Outside(show=("qstat", "-f", "-F", "json"), parse=parse_job,
                   find=lambda host, user: ["qstat", "-f", "-F", "json"], found=parse_found,
                   id_ok=lambda j: _query_safe(j), running=("R",), ended=tuple(_ENDED))
 
+# qsub(1B) options that take no value: any other option's next word is its value, never the script
+_QSUB_BARE = ("-f", "-h", "-I", "-n", "-V", "-X", "-z")
+
+
+def parse_show(out: str) -> JobFacts:
+    """The facts of `qstat -f -F json ID`: `Submit_arguments` (qsub's flags and the script,
+    relative to PBS_O_WORKDIR), `Rerunable`, `run_count`, `job_state`."""
+    import shlex
+
+    attrs = next(iter(_jobs(out).values()), {})  # the one reader of `qstat -f -F json` (as `save --job`)
+    found = attrs.get("Variable_List")
+    variables: Dict[str, object] = found if isinstance(found, dict) else {}
+    try:
+        words = tuple(shlex.split(str(attrs.get("Submit_arguments", ""))))
+    except ValueError:
+        words = ()
+    script = words[-1] if words and not words[-1].startswith("-") and \
+        (len(words) == 1 or not words[-2].startswith("-") or words[-2] in _QSUB_BARE) else ""
+    runs = attrs.get("run_count")
+    return JobFacts(state=str(attrs.get("job_state", "")), script=script,
+                    workdir=str(variables.get("PBS_O_WORKDIR", "")), submit=words[:-1] if script else (),
+                    requeueable={"True": True, "False": False}.get(str(attrs.get("Rerunable", ""))),
+                    restarts=runs - 1 if isinstance(runs, int) and runs >= 1 else None,
+                    why="" if script else "PBS keeps no copy of a script given on stdin: submit it as a file "
+                    "(`qsub job.sh`) and with `-r y` (rerunnable), so that qrerun can bring it back")
+
+
+REQUEUE = Requeue(
+    ("qrerun", "{jobid}"), ("qstat", "-f", "-F", "json", "{jobid}"), parse_show, submit="qsub",
+    running=("R",), cancelled=("E",),
+    needs="PBS's client commands (qrerun, qsub, qstat) on PATH and pbs.conf (PBS_CONF_FILE) inside the container")
 
 SCHEDULER = Scheduler(
     NAME, jobid_vars=("PBS_JOBID",), prefixes=PREFIXES,
@@ -259,7 +290,7 @@ SCHEDULER = Scheduler(
     # pbs.conf names PBS_EXEC, where qsub/qstat/pbsdsh come from
     program_vars=("PBS_CONF_FILE", "PBS_EXEC", "PBS_HOME"),
     nodefile_var="PBS_NODEFILE", hosts="PBS_NODEFILE: one line per MPI slot, FQDNs, first-seen order",
-    priority=20, profile="pbs", capture=capture, query=query, parse=parse_qstat, outside=OUTSIDE,
+    priority=20, profile="pbs", capture=capture, query=query, parse=parse_qstat, outside=OUTSIDE, requeue=REQUEUE,
     # qsub prints the id with its server (`2024084.polaris-pbs-01...`); -j oe joins stderr to -o
     batch=Batch("#PBS", output=("-o {output}", "-j oe"), name="-N {jobname}", submit=("qsub", "{script}"),
                 jobid=r"^([0-9]+(?:\[[0-9]*\])?(?:\.[A-Za-z0-9.-]+)?)\s*$", cancel=("qdel",), id_ok=_query_safe),

@@ -11,7 +11,7 @@ import os
 
 from ..errors import BadInput
 from ..numparse import MAX_PER_HOST, is_uint, parse_uint
-from .base import Batch, Capture, Outside, Scheduler, pick_env, run_parsed
+from .base import Batch, Capture, JobFacts, Outside, Requeue, Scheduler, pick_env, run_parsed
 
 TYPE_CHECKING = False  # `import typing` costs ~5 ms per shell; type checkers still read the block below
 if TYPE_CHECKING:
@@ -323,6 +323,39 @@ def parse_found(text: str, host: str, user: str) -> List[str]:
 OUTSIDE = Outside(show=("scontrol", "show", "job", "-d"), parse=parse_job, find=find_argv, found=parse_found,
                   id_ok=lambda j: _query_safe(j) and "_" not in j and "+" not in j, running=("RUNNING",), ended=tuple(sorted(_ENDED)))
 
+# `scontrol show job` fields a resubmission passes on, as sbatch flags; "(null)", "N/A" and
+# "UNLIMITED" say nothing.  StdOut/StdErr are the paths the first job expanded: with
+# --open-mode=append the resubmitted job adds to them instead of truncating its predecessor's.
+_RESUBMIT_FLAGS = (("NumNodes", "--nodes"), ("NumTasks", "--ntasks"), ("Partition", "--partition"),
+                   ("TimeLimit", "--time"), ("JobName", "--job-name"), ("Account", "--account"),
+                   ("QOS", "--qos"), ("WorkDir", "--chdir"), ("StdOut", "--output"), ("StdErr", "--error"))
+_NOTHING = ("", "(null)", "N/A", "UNLIMITED", "Partition_Limit")
+
+
+def parse_show_job(out: str) -> JobFacts:
+    """The facts of `scontrol show job ID` (`Key=Value` words; Command is the script's path,
+    "(null)" for a script given on stdin, which `scontrol write batch_script` then recovers)."""
+    recs = _records(out)  # the one reader of `scontrol show job` text (as `save --job` reads it)
+    fields: Dict[str, str] = recs[0][0] if recs else {}
+    flags = [f"{flag}={fields[key]}" for key, flag in _RESUBMIT_FLAGS if fields.get(key, "") not in _NOTHING]
+    per_node = fields.get("NtasksPerN:B:S:C", "").split(":")[0]
+    if per_node.isdigit() and per_node != "0":
+        flags.append(f"--ntasks-per-node={per_node}")
+    flags += ["--requeue" if fields.get("Requeue") == "1" else "--no-requeue", "--open-mode=append"]
+    command = fields.get("Command", "")
+    restarts = fields.get("Restarts", "")
+    return JobFacts(state=fields.get("JobState", ""), script="" if command in _NOTHING else command,
+                    workdir=fields.get("WorkDir", ""), submit=tuple(flags),
+                    requeueable={"1": True, "0": False}.get(fields.get("Requeue", "")),
+                    restarts=int(restarts) if restarts.isdigit() else None)
+
+
+REQUEUE = Requeue(
+    ("scontrol", "requeue", "{jobid}"), ("scontrol", "show", "job", "{jobid}"), parse_show_job,
+    dump=("scontrol", "write", "batch_script", "{jobid}", "{path}"), submit="sbatch",
+    restart_var="SLURM_RESTART_COUNT", running=("RUNNING", "COMPLETING"), cancelled=("CANCELLED",),
+    needs="Slurm's client commands (scontrol, sbatch) on PATH, slurm.conf (SLURM_CONF) and munge's socket "
+          "(/run/munge) inside the container (pyxis/enroot: mount them; Apptainer: --bind them)")
 
 SCHEDULER = Scheduler(
     NAME, jobid_vars=("SLURM_JOB_ID", "SLURM_JOBID"), prefixes=PREFIXES,
@@ -336,7 +369,7 @@ SCHEDULER = Scheduler(
                   "SLURM_TASK_EPILOG", "SLURM_EXPORT_ENV", "SLURM_WORKING_DIR", "SLURM_REMOTE_CWD",
                   "SLURM_BCAST", "SLURM_STDINMODE", "SLURM_STDOUTMODE", "SLURM_STDERRMODE"),
     hosts="SLURM_JOB_NODELIST (a hostlist expression; het jobs: the union of SLURM_JOB_NODELIST_HET_GROUP_<n>)",
-    priority=30, profile="slurm", capture=capture, query=query, parse=parse_squeue, outside=OUTSIDE,
+    priority=30, profile="slurm", capture=capture, query=query, parse=parse_squeue, outside=OUTSIDE, requeue=REQUEUE,
     # sbatch(1): --parsable prints `ID` or `ID;cluster`
     batch=Batch("#SBATCH", output=("-o {output}",), name="-J {jobname}", submit=("sbatch", "--parsable", "{script}"),
                 jobid=r"^([0-9]+)(?:;\S*)?\s*$", cancel=("scancel",), id_ok=_query_safe),

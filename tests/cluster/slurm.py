@@ -139,6 +139,9 @@ class SlurmCluster:
             # and Slurm's docs advise more for busy nodes
             "SlurmctldTimeout=30", "SlurmdTimeout=30", "MessageTimeout=60",
             "LaunchParameters=use_interactive_step",
+            # a requeued job waits out its old credential's lifetime before it may start again
+            # (default 120 s; a step's launch must still arrive within it on a loaded machine)
+            "AuthInfo=cred_expire=30", "JobRequeue=1",
         ]
         for node in self.nodes:
             lines.append(f"NodeName={node} NodeAddr={self.addr[node]} NodeHostname={node} Port=6818 "

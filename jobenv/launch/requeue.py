@@ -1,0 +1,144 @@
+"""`jobenv launch --requeue`, carried out: tell the ranks (jobenv.launch.preempt decides
+how), and after the launch has ended bring the job back: requeue it, else resubmit its
+batch script once.  Each step says what it did on stderr, before it runs: a requeue
+ends this very batch script, so the line after it may never be printed.
+"""
+from __future__ import annotations
+
+import os
+import signal
+
+from . import preempt
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Callable, List, Mapping
+
+    from ..record import JobRecord
+    from ..schedulers.base import JobFacts, Requeue
+
+SHOW_TIMEOUT = 20.0
+ACT_TIMEOUT = 60.0
+
+
+def deliver(run_dir: str, cancel: str, env: Mapping[str, str], step: str, signum: int,
+            say: Callable[[str], None]) -> None:
+    """`signum` to every rank's program, by preempt.route."""
+    name = preempt.signal_name(signum)
+    how = preempt.route(cancel, has_agent(run_dir))
+    if how == "agent":
+        from . import requests
+
+        requests.send(run_dir, f"signal:{name}")
+    elif how == "step":
+        from .supervise import cancel_step
+
+        cancel_step(cancel, env, step, name)
+    else:
+        n = signal_programs_here(run_dir, signum)
+        if cancel:
+            say(f"warning: no host agent in {run_dir}: SIG{name} reached this host's {n} rank(s) only")
+    say(f"pre-empted: SIG{name} passed to the ranks ({how})")
+
+
+def has_agent(run_dir: str) -> bool:
+    """A host agent beats in the run directory (jobenv.launch.requests is its mailbox)."""
+    try:
+        names = os.listdir(run_dir)
+    except OSError:
+        return False
+    return any(n.startswith("host-") and n.endswith(".beat") for n in names)
+
+
+def signal_programs_here(run_dir: str, signum: int) -> int:
+    """Send `signum` to this host's rank programs: the launch's marked processes whose parent
+    is a rank wrapper (never the wrappers, launcher or proxies: USR1 would end them)."""
+    from ..rankwrap import script_path
+    from .reaper import marked, marker
+
+    wrapper = os.fsencode(script_path())
+    count = 0
+    for pid in marked(marker(run_dir)):
+        try:
+            with open(f"/proc/{pid}/stat", "rb") as f:
+                ppid = int(f.read().rsplit(b")", 1)[1].split()[1])
+            with open(f"/proc/{ppid}/cmdline", "rb") as f:
+                if wrapper not in f.read().split(b"\0"):
+                    continue
+            os.kill(pid, signum)
+            count += 1
+        except (OSError, ValueError, IndexError):
+            continue
+    return count
+
+
+def bring_back(rec: JobRecord, env: Mapping[str, str], signum: int, run_dir: str,
+               say: Callable[[str], None]) -> None:
+    """Requeue the job after its launch ended, else resubmit its batch script once."""
+    from .. import schedulers
+    from ..schedulers.base import on_path, run_query
+
+    desc = schedulers.descriptor(rec.scheduler)
+    req, jobid, name = desc.requeue, rec.jobid, preempt.signal_name(signum)
+    if req is None:
+        say(f"--requeue: jobenv cannot requeue a {rec.scheduler} job; job {jobid} ends here")
+        return
+    if not on_path(req.argv[0], env.get("PATH")):
+        say(f"cannot requeue job {jobid}: {req.argv[0]} is not on PATH here (inside a container?); it needs "
+            f"{req.needs}; or run `{' '.join(preempt.fill(req.argv, jobid))}` from outside")
+        return
+    shown = run_query(preempt.fill(req.show, jobid), env, SHOW_TIMEOUT)
+    facts = req.parse(shown[1]) if shown and shown[0] == 0 else None
+    why = preempt.decide(name, facts, req, jobid)
+    if why:
+        say(why)
+        return
+    argv = preempt.fill(req.argv, jobid)
+    say(f"requeueing job {jobid}: {' '.join(argv)}")
+    done = run_query(argv, env, ACT_TIMEOUT)
+    if done and done[0] == 0:
+        say(f"job {jobid} requeued")
+        return
+    said = " ".join((done[1] if done else "no answer").split())[:300]
+    say(f"`{' '.join(argv)}` failed ({said}); resubmitting job {jobid}'s batch script once")
+    _resubmit(req, facts, env, jobid, run_dir, desc.prefixes, say)
+
+
+def _resubmit(req: Requeue, facts: JobFacts | None, env: Mapping[str, str], jobid: str, run_dir: str,
+              prefixes: tuple[str, ...], say: Callable[[str], None]) -> None:
+    from .. import schedulers
+    from ..schedulers.base import run_query
+
+    dumped = ""
+    if facts is not None and not facts.script and req.dump:
+        path = os.path.join(run_dir, "batch-script")
+        res = run_query(preempt.fill(req.dump, jobid, path), env, SHOW_TIMEOUT)
+        dumped = path if res and res[0] == 0 and os.path.isfile(path) else ""
+    argv, cwd, why = preempt.resubmission(facts, req, dumped)
+    if not argv:
+        say(f"cannot resubmit job {jobid}: {why}")
+        return
+    sub_env = preempt.resubmit_env(env, prefixes, schedulers.SITE_VARS,
+                                   preempt.scheduler_restarts(env, req.restart_var))
+    say(f"resubmitting: {' '.join(argv)}")
+    out = _run_in(argv, sub_env, cwd)
+    if out[0] == 0:
+        say(f"job {jobid} resubmitted: {' '.join(out[1].split())[:200]}")
+    else:
+        say(f"resubmission of job {jobid} failed: {' '.join(out[1].split())[:300]}")
+
+
+def _run_in(argv: List[str], env: Mapping[str, str], cwd: str) -> tuple[int, str]:
+    import subprocess
+
+    try:
+        p = subprocess.run(argv, env=dict(env), cwd=cwd or None, capture_output=True, text=True,
+                           timeout=ACT_TIMEOUT, stdin=subprocess.DEVNULL)
+    except (OSError, subprocess.SubprocessError) as exc:
+        return 127, str(exc)
+    return p.returncode, (p.stdout or "") + (p.stderr or "")
+
+
+def exit_code(signum: int) -> int:
+    """A pre-empted launch did not finish: 128 + the signal, as a shell reports it."""
+    return 128 + int(signal.Signals(signum))

@@ -1,0 +1,154 @@
+"""Pre-emption decisions (jobenv.launch.preempt) on the schedulers' real outputs and
+environments, and `jobenv launch --requeue` / `jobenv kill` on this host with the MPICH
+wheel's mpiexec.  The Slurm cluster runs the whole flow: tests/test_launch_preempt_slurm.py."""
+from __future__ import annotations
+
+import json
+import signal
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+
+from jobenv.launch import preempt
+from jobenv.schedulers import SITE_VARS, pbs, slurm
+from machines import polaris
+from test_launch_supervise import job  # noqa: F401 (fixture: a local 2-rank mpiexec job)
+
+# `scontrol show job 1` on the test cluster (Slurm 22.05.8), a batch script given on stdin
+SHOW_JOB = """JobId=1 JobName=sbatch
+   UserId=root(0) GroupId=root(0) MCS_label=N/A
+   Priority=4294901759 Nice=0 Account=(null) QOS=(null)
+   JobState=RUNNING Reason=None Dependency=(null)
+   Requeue=1 Restarts=0 BatchFlag=1 Reboot=0 ExitCode=0:0
+   RunTime=00:00:01 TimeLimit=00:10:00 TimeMin=N/A
+   Partition=debug AllocNode:Sid=localhost:26464
+   NodeList=node[1-2]
+   BatchHost=node1
+   NumNodes=2 NumCPUs=4 NumTasks=4 CPUs/Task=1 ReqB:S:C:T=0:0:*:*
+   Socks/Node=* NtasksPerN:B:S:C=2:0:*:* CoreSpec=*
+   Command=(null)
+   WorkDir=/home/alice/proj
+   StdErr=/home/alice/proj/job-1.out
+   StdIn=/dev/null
+   StdOut=/home/alice/proj/job-1.out
+"""
+
+
+def qstat_f(jobid: str, **attrs: object) -> str:
+    """`qstat -f -F json ID` as PBS Pro 2022 prints it (Polaris), with `attrs` over the defaults."""
+    attrs_ = {"Job_Name": "train.sh", "job_state": "R", "queue": "debug", "Rerunable": "True", "run_count": 1,
+              "Submit_arguments": "-l select=2:system=polaris -l walltime=1:00:00 -A datascience -q debug train.sh",
+              "Variable_List": {"PBS_O_WORKDIR": "/home/alice/proj", "PBS_O_HOME": "/home/alice"}}
+    attrs_.update(attrs)
+    return json.dumps({"timestamp": 1732500000, "pbs_version": "2022.1.3", "pbs_server": "polaris-pbs-01",
+                       "Jobs": {jobid: attrs_}}, indent=4)
+
+
+def test_slurm_show_job_gives_the_resubmission():
+    facts = slurm.parse_show_job(SHOW_JOB)
+    assert (facts.state, facts.script, facts.workdir, facts.requeueable, facts.restarts) == \
+        ("RUNNING", "", "/home/alice/proj", True, 0)
+    assert facts.submit == ("--nodes=2", "--ntasks=4", "--partition=debug", "--time=00:10:00", "--job-name=sbatch",
+                            "--chdir=/home/alice/proj", "--output=/home/alice/proj/job-1.out",
+                            "--error=/home/alice/proj/job-1.out", "--ntasks-per-node=2", "--requeue",
+                            "--open-mode=append")
+    argv, cwd, why = preempt.resubmission(facts, slurm.REQUEUE, "/run/a0/batch-script")
+    assert argv == ["sbatch", *facts.submit, "/run/a0/batch-script"] and cwd == "/home/alice/proj" and not why
+    on_file = slurm.parse_show_job(SHOW_JOB.replace("Command=(null)", "Command=/home/alice/proj/job.sh"))
+    assert preempt.resubmission(on_file, slurm.REQUEUE, "")[0][-1] == "/home/alice/proj/job.sh"
+
+
+def test_pbs_requeue_and_resubmission_on_polaris(tmp_path):
+    env = polaris(tmp_path)
+    jobid = env["PBS_JOBID"]
+    assert preempt.fill(pbs.REQUEUE.argv, jobid) == ["qrerun", jobid]
+    facts = pbs.parse_show(qstat_f(jobid))
+    assert (facts.state, facts.script, facts.workdir, facts.requeueable, facts.restarts) == \
+        ("R", "train.sh", "/home/alice/proj", True, 0)
+    argv, cwd, why = preempt.resubmission(facts, pbs.REQUEUE, "")
+    assert argv == ["qsub", "-l", "select=2:system=polaris", "-l", "walltime=1:00:00", "-A", "datascience",
+                    "-q", "debug", "train.sh"] and cwd == "/home/alice/proj"
+    # a script on stdin: PBS keeps no copy, and the last word is an option's value
+    stdin = pbs.parse_show(qstat_f(jobid, Submit_arguments="-l select=2 -A datascience"))
+    argv, _, why = preempt.resubmission(stdin, pbs.REQUEUE, "")
+    assert argv == [] and "qsub job.sh" in why and "-r y" in why
+    assert pbs.parse_show(qstat_f(jobid, Submit_arguments="-V train.sh")).script == "train.sh"
+    assert pbs.parse_show(qstat_f(jobid, run_count=3)).restarts == 2
+    sub = preempt.resubmit_env({**env, "PBS_SERVER": "polaris-pbs-01", "HOME": "/home/alice"}, pbs.PREFIXES,
+                               SITE_VARS, 0)
+    assert not any(k.startswith("PBS_") and k not in SITE_VARS for k in sub) and sub["PBS_SERVER"] == "polaris-pbs-01"
+    assert sub[preempt.RESUBMITS_VAR] == "1" and sub["HOME"] == "/home/alice"
+
+
+@pytest.mark.parametrize("sched,signame,state,brought_back", [
+    ("slurm", "USR1", "RUNNING", True),  # --signal=B:USR1@90: a warning, the job runs on
+    ("slurm", "TERM", "RUNNING", True),  # SIGTERM with the job still running: pre-emption
+    ("slurm", "TERM", "CANCELLED", False),  # scancel: someone ended it on purpose
+    ("slurm", "USR2", "CANCELLED", True),  # USR1/USR2 never come from a cancel
+    ("pbs", "TERM", "R", True),  # SIGTERM before kill_delay, the job still R
+    ("pbs", "TERM", "E", False),  # qdel: exiting
+])
+def test_which_signals_bring_the_job_back(tmp_path, sched, signame, state, brought_back):
+    req = {"slurm": slurm.REQUEUE, "pbs": pbs.REQUEUE}[sched]
+    facts = (slurm.parse_show_job(SHOW_JOB.replace("JobState=RUNNING", f"JobState={state}")) if sched == "slurm"
+             else pbs.parse_show(qstat_f("2024084.polaris-pbs-01", job_state=state)))
+    why = preempt.decide(signame, facts, req, "2024084")
+    assert (why is None) is brought_back, why
+    assert preempt.decide(signame, None, req, "2024084") is None  # the scheduler did not answer: try
+
+
+def test_restart_count_sums_the_schedulers_and_jobenvs():
+    assert preempt.scheduler_restarts({"SLURM_RESTART_COUNT": "2", preempt.RESUBMITS_VAR: "1"},
+                                      "SLURM_RESTART_COUNT") == 3
+    assert preempt.scheduler_restarts({"SLURM_RESTART_COUNT": "x", preempt.RESUBMITS_VAR: "²"}, "") == 0
+    assert preempt.route("slurm-step", True) == "agent" and preempt.route("slurm-step", False) == "step"
+    assert preempt.route("", False) == "here"
+
+
+def launch(env, *args: str) -> subprocess.Popen:
+    return subprocess.Popen(["jobenv", "launch", *args], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True, start_new_session=True)
+
+
+def until(path_glob, home: Path, n: int, timeout: float = 60) -> None:
+    deadline = time.time() + timeout
+    while len(list(home.glob(path_glob))) < n:
+        assert time.time() < deadline, f"fewer than {n} {path_glob}"
+        time.sleep(0.1)
+
+
+def test_requeue_gives_the_ranks_the_grace_then_ends_them(job, tmp_path):  # noqa: F811
+    prog = tmp_path / "ckpt.py"
+    prog.write_text("import os, signal, sys, time\nr = os.environ['RANK']\n"
+                    "def h(s, f):\n    open(f'" + str(tmp_path) + "/ckpt-' + r, 'w').write('x')\n"
+                    "    if r == '0':\n        sys.exit(0)\n"  # rank 0 checkpoints and ends; rank 1 hangs on
+                    "signal.signal(signal.SIGUSR1, h)\nopen(f'" + str(tmp_path) + "/up-' + r, 'w')\ntime.sleep(120)\n")
+    p = launch(job, "--requeue", "--grace", "3", "--", "python3", str(prog))
+    until("up-*", tmp_path, 2)
+    t = time.monotonic()
+    p.send_signal(signal.SIGUSR1)
+    out, err = p.communicate(timeout=60)
+    took = time.monotonic() - t
+    assert p.returncode == 128 + signal.SIGUSR1, err
+    assert (tmp_path / "ckpt-0").exists() and (tmp_path / "ckpt-1").exists(), err  # both were told
+    assert 3 <= took < 15, took  # the grace, then the hung rank was ended
+    assert "pre-empted: SIGUSR1 passed to the ranks" in err and "cannot requeue a local job" in err, err
+    assert "Traceback" not in err
+
+
+def test_kill_ends_a_local_launch_and_names_its_ranks(job, tmp_path):  # noqa: F811
+    p = launch(job, "--", "sleep", "120")
+    home = Path(job["JOBENV_HOME"])
+    until("runs/*/*/host-*.ledger", home, 1)
+    deadline = time.time() + 30
+    while sum(ln.startswith("start ") for f in home.glob("runs/*/*/host-*.ledger") for ln in f.read_text().splitlines()) < 2:
+        assert time.time() < deadline
+        time.sleep(0.1)
+    k = subprocess.run(["jobenv", "kill"], env=job, capture_output=True, text=True, timeout=60)
+    assert k.returncode == 0 and "ended 2 rank(s) (0; 1) on 1 host(s)" in k.stderr, k.stderr
+    p.communicate(timeout=30)
+    assert p.returncode is not None
+    k = subprocess.run(["jobenv", "kill", "--run", "nonesuch"], env=job, capture_output=True, text=True, timeout=60)
+    assert k.returncode == 5 and k.stderr.startswith("jobenv: error: --run 'nonesuch': no such run"), k.stderr
