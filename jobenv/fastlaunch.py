@@ -38,7 +38,7 @@ def start(job: Optional[str], allow_stale: bool, command: List[str], opts: Optio
 
 def kill(job: Optional[str], run: Optional[str], environ: Mapping[str, str], say: Callable[[str], None]) -> int:
     """`jobenv kill`: the job as `launch` finds it (its restored environment names the job to
-    scancel/flux), its run (jobenv.launch.kill.pick_run), then jobenv.launch.kill."""
+    scancel/flux), its running attempt (jobenv.launch.liverun.find), then jobenv.launch.kill."""
     from . import plan, store
     from .get import restore_plan
     from .hostlist import this_host
@@ -46,11 +46,12 @@ def kill(job: Optional[str], run: Optional[str], environ: Mapping[str, str], say
     from .launch import families
     from .launch.command import _which
     from .launch.kill import kill as end_run
-    from .launch.kill import pick_run
+    from .launch.liverun import find
 
     p, _, rec = restore_plan(environ, job, allow_stale=True)
     env = plan.apply(p, environ)
-    run_dir = pick_run(store.runs_dir(store.key_for(rec.scheduler, rec.jobid), dict(environ)), run)
+    run_dir = find(store.runs_dir(store.key_for(rec.scheduler, rec.jobid), dict(environ)), run, environ,
+                   f"job {rec.jobid}")
     prog, _ = launcher_path(rec, rec.launch[0])
     fam = families.family(rec.launch[0], prog if os.path.isabs(prog) else _which(prog, env))
     say(f"killing run {os.path.basename(run_dir)} of job {rec.jobid}")

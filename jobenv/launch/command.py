@@ -13,8 +13,7 @@ from functools import partial
 from .. import runs as runs_history
 from .. import store
 from ..errors import BadInput, JobenvError, one_line
-from ..hostlist import this_host
-from . import badhosts, failover, families, flags, kill, preempt, ranks, report, sizing, supervise, tee, teardown
+from . import badhosts, failover, families, flags, preempt, ranks, report, sizing, supervise, tee, teardown
 
 TYPE_CHECKING = False  # `import typing`/`dataclasses` cost ~50 ms: `launch` starts on every run
 if TYPE_CHECKING:
@@ -188,7 +187,6 @@ def run(rec: JobRecord, command: List[str], opts: Options, base_env: Mapping[str
             _say(f"warning: {w}")
         snapshot: List[ranks.RunState] = []
         env = _attempt_env(plan, base_env, run_dir, log_dir, gpu_bind, opts.hook)
-        kill.write_supervisor(run_dir, this_host(base_env))  # `jobenv kill` ends us through it
         env.update(JOBENV_RESTART_COUNT=str(failover.restart_count(attempt, base_env)),
                    JOBENV_MAX_RESTARTS=str(opts.retries))
         started = time.time()

@@ -15,49 +15,14 @@ import os
 import signal
 import time
 
-from ..errors import BadInput, NoRecord, visible
-from . import ranks
+from . import liverun, ranks
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Callable, Dict, List, Mapping, Optional, Tuple
 
-SUPERVISOR = "supervisor"  # `<host> <pid> <epoch>` of `jobenv launch`, written at each attempt's start
 WAIT_S = 30.0  # how long kill waits for the ranks' records to say they ended
 TERM_S = 5.0  # then the step is cancelled outright (SIGKILL), as the host agents do
-
-
-def write_supervisor(run_dir: str, host: str) -> None:
-    ranks.write_private(os.path.join(run_dir, SUPERVISOR), f"{host} {os.getpid()} {time.time():.3f}\n")
-
-
-def pick_run(runs: str, run: Optional[str]) -> str:
-    """The run directory: --run (its name, as `jobenv launch` made it below the job's runs),
-    else the newest (names start with their time stamp)."""
-    try:
-        names = sorted(n for n in os.listdir(runs) if os.path.isdir(os.path.join(runs, n)))
-    except OSError:
-        names = []
-    if run is not None:
-        name = os.path.basename(run.rstrip("/"))
-        if name not in names:
-            known = ", ".join(visible(n) for n in names[-5:]) or "none"
-            raise BadInput(f"--run {visible(run)!r}: no such run of this job (newest: {known})")
-        return os.path.join(runs, name)
-    if not names:
-        raise NoRecord(f"this job has no launch runs in {runs}")
-    return os.path.join(runs, names[-1])
-
-
-def supervisor(run_dir: str) -> Optional[Tuple[str, int, float]]:
-    """(host, pid, epoch) of the run's `jobenv launch`, when its file is whole."""
-    from ..readfile import read_bytes
-
-    try:
-        words = read_bytes(os.path.join(run_dir, SUPERVISOR), 4096).decode("utf-8", "replace").split()
-        return words[0], int(words[1]), float(words[2])
-    except (OSError, IndexError, ValueError):
-        return None
 
 
 def started_before(pid: int, epoch: float) -> bool:
@@ -122,7 +87,7 @@ def kill(run_dir: str, cancel: str, env: Mapping[str, str], host: str, say: Call
     step = f"jobenv-{os.path.basename(run_dir)}"
     if cancel:  # SIGTERM first: the wrappers pass it on and record the end (a bare cancel is SIGKILL)
         cancel_step(cancel, env, step, "TERM")
-    sup = supervisor(run_dir)
+    sup = liverun.supervisor(run_dir)  # written by ranks.make_run_dir at each attempt's start
     if sup and sup[0] == host and started_before(sup[1], sup[2]):
         try:
             os.kill(sup[1], signal.SIGTERM)

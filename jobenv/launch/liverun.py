@@ -89,7 +89,9 @@ def find(runs: str, run: Optional[str], env: Mapping[str, str], what: str) -> st
     if run:
         path = run if "/" in run else os.path.join(runs, run)
         if run in (".", "..") or not os.path.isdir(path):
-            raise JobenvError(f"--run {run!r}: no such run directory (attempts are under {runs})")
+            from ..errors import BadInput, visible
+
+            raise BadInput(f"--run {visible(run)!r}: no such run directory (attempts are under {runs})")
         return os.path.abspath(path)
     here = this_host(env)
     for path in attempts(runs):
