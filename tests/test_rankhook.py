@@ -141,6 +141,17 @@ def test_clean_only_when_main_finished_well(tmp_path, ending, code, clean):
     assert (["clean", "0"] in [r[:2] for r in rows]) is clean, rows
 
 
+def test_arms_before_the_wrapper_wrote_the_ledger(tmp_path):
+    """The wrapper appends its `start` line after starting the program: the hook may come first."""
+    d = run_dir(tmp_path)
+    (d / "host-vm.ledger").unlink()
+    p = start(d, "pass\n")
+    out = p.communicate(timeout=60)[0]
+    assert p.returncode == 0, out
+    assert [r[:2] for r in ledger(d)] == [["hook", "0"], ["clean", "0"]]
+    assert oct((d / "host-vm.ledger").stat().st_mode & 0o777) == "0o600"
+
+
 def test_a_subprocess_of_the_rank_does_not_arm(tmp_path):
     d = run_dir(tmp_path)
     prog = r'''

@@ -41,8 +41,11 @@ def _strip_environ() -> None:
 
 
 def _open_ledger(path: str) -> int:
-    """The host's ledger, for appending: an existing regular file of our own (the wrapper made it)."""
-    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_NOFOLLOW | os.O_CLOEXEC)
+    """The host's ledger, for appending: a regular file of our own.  Created when missing: the
+    wrapper starts the program before it appends its `start` line, so the first rank of a host
+    may get here first.  Never through a link; a FIFO does not block us (O_NONBLOCK)."""
+    flags = os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK
+    fd = os.open(path, flags, 0o600)
     st = os.fstat(fd)
     if not (stat.S_ISREG(st.st_mode) and st.st_uid == os.geteuid()):
         os.close(fd)
