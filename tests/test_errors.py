@@ -158,7 +158,7 @@ def test_more_error_paths_are_one_line(tmp_path, home, populated):
     data = json.loads(rec_path.read_text())
     data["software"] = {"python": None, "launcher": "/nonexistent/bin/srun", "modules": None}
     rec_path.write_text(json.dumps(data))
-    one_line_error(jobenv(["launch", "--allow-stale", "--", "true"], env), 127, "cannot run 'srun'",
+    one_line_error(jobenv(["launch", "--allow-stale", "--", "/bin/true"], env), 127, "cannot run 'srun'",
                    "/nonexistent/bin/srun", "PATH")
     local = base_env(home, machines.local(tmp_path))
     one_line_error(jobenv(["save", "--scheduler", "pbs"], local), errors.EXIT_BAD_INPUT, "no pbs job variables")
