@@ -69,7 +69,8 @@ def test_launch_passes_arguments_unchanged(tmp_path, home, shell_name):
     stub.chmod(0o755)
     senv = base_env(home, machines.local(tmp_path), path=f"{bindir}:/usr/bin:/bin")
     jobenv(["save", "--quiet"], senv, check=True)
-    args = ["a b", "it's", '"q"', "$(touch pwned)", "*", "[x]", "back\\slash", "", "new\nline", "$HOME"]
+    # a program that exists first (launch looks for it before the launch), then every hard word
+    args = ["echo", "a b", "it's", '"q"', "$(touch pwned)", "*", "[x]", "back\\slash", "", "new\nline", "$HOME"]
     if shell_name == "fish":
         quoted = " ".join(shell.fish_quote(a) for a in args)
     else:
