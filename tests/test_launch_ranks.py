@@ -218,3 +218,16 @@ def test_each_attempts_logs_are_set_aside_and_a_new_launch_clears_them_without_f
     ranks.prepare_log_dir(str(logs))  # the next launch: the earlier attempts' logs go
     assert sorted(os.listdir(logs)) == ["attempt-2", "notes.txt"]  # a link named like one is not ours
     assert (elsewhere / "rank-0.log").read_text() == "not a log of ours\n"
+
+
+def test_a_rank_vanished_beside_a_recorded_failure_is_collateral(tmp_path):
+    """One host: rank 1 recorded SIGKILL; rank 0 left no end because the launcher then killed
+    it with its wrapper.  Its host was alive to record rank 1's end, so rank 1 is first, even
+    when the agent's last beat (late on a loaded node) came well before that end."""
+    write(tmp_path, "host-n1.ledger", "start 0 10 11 1.0\nstart 1 12 13 1.0\nend 1 signal:9 12.0\n")
+    write(tmp_path, "host-n1.beat", "")
+    os.utime(tmp_path / "host-n1.beat", (9.0, 9.0))
+    state = ranks.read(str(tmp_path))
+    assert [r.rank for r in ranks.infer_vanished(state)] == [0]
+    first = ranks.first_failure(state)
+    assert (first.rank, first.exit) == (1, "signal 9")

@@ -47,6 +47,15 @@ class Live:
                 self.say(msg)
         return self.end_at is not None and now >= self.end_at
 
+    def final(self, now: float) -> None:
+        """At the launch's end: name a recorded failure the polls had not seen yet (a launcher
+        that ends every rank within one POLL_S of the first failure)."""
+        if self.named is None:
+            first = ranks.first_failure(self.ledgers.poll())
+            if first is not None:
+                self.named = f"rank {first.rank} on {first.host} failed: {ranks.describe_exit(first.exit or '')}"
+                self.say(self.named)
+
     def _first(self, state: ranks.RunState, now: float) -> Optional[str]:
         first = ranks.first_failure(state)
         if first is not None:

@@ -197,7 +197,10 @@ def first_failure(state: RunState) -> Optional[RankState]:
 
     failed = [r for r in state.ranks.values() if r.failed]
     recorded = min((r for r in failed if r.exit != "vanished"), key=key, default=None)
-    silent = min((r for r in failed if r.exit == "vanished"), key=key, default=None)
+    # a rank that vanished on a host where another rank recorded its failure died with the
+    # launcher's teardown, not with its host: that host was alive to record
+    alive = {r.host for r in failed if r.exit != "vanished"}
+    silent = min((r for r in failed if r.exit == "vanished" and r.host not in alive), key=key, default=None)
     if silent is None or recorded is not None and key(recorded)[0] <= key(silent)[0] + BEAT_S:
         return recorded
     return silent

@@ -276,6 +276,8 @@ def run(argv: List[str], env: Mapping[str, str], limits: Limits, log_dir: Option
     finally:
         sel.close()
         rc = proc.wait()
+        if watch.live is not None and not watch.expired:
+            watch.live.final(time.monotonic())
         if watch.expired or watch.ended or forwarded:  # stragglers that closed their output or left the group
             reaper.end_launch(pgid, mark, grace=0.0 if watch.expired else GRACE_S)
         if watchdog is not None:
