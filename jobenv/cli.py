@@ -85,10 +85,10 @@ def save(profile: Optional[str], scheduler: Optional[str], gpus_per_host: Option
 @click.option("--no-python", is_flag=True, help="Do not re-activate the job's saved Python environment (or staged copy).")
 def get(job: Optional[str], shell_name: Optional[str], allow_stale: bool, no_python: bool) -> None:
     """Print shell code restoring the job: source <(jobenv get)."""
-    from .get import get as do_get
+    from .get import get as do_get, tell_on_terminal
 
     write_out(do_get(os.environ, job, shell_name, allow_stale, warn, python=not no_python,
-                     tell=lambda msg: click.echo(f"jobenv: {one_line(msg)}", err=True) if sys.stderr.isatty() else None))
+                     tell=tell_on_terminal))
 
 
 _SECONDS = Seconds(above=True)

@@ -51,18 +51,14 @@ def run(args: List[str]) -> Optional[int]:
     if opts is None:
         return None
     from .errors import JobenvError, one_line, report_error
-    from .get import get
+    from .get import get, tell_on_terminal
 
     def warn(msg: str) -> None:
         sys.stderr.write(f"jobenv: warning: {one_line(msg)}\n")
 
-    def tell(msg: str) -> None:  # for a person at a terminal; a script's stderr stays clean
-        if sys.stderr.isatty():
-            sys.stderr.write(f"jobenv: {one_line(msg)}\n")
-
     try:
         text = get(os.environ, opts["job"], opts["shell_name"], opts["allow_stale"], warn,
-                   python=not opts["no_python"], tell=tell)
+                   python=not opts["no_python"], tell=tell_on_terminal)
     except (JobenvError, OSError) as exc:
         return report_error(exc)
     sys.stdout.flush()

@@ -114,6 +114,17 @@ def restore_plan(env: Mapping[str, str], jobid: Optional[str] = None, allow_stal
     return p, until, rec
 
 
+def tell_on_terminal(msg: str) -> None:
+    """How `jobenv get` says which job it restored: for a person at a terminal only, so a
+    script's stderr stays clean (getjobenv's cached path tests `[ -t 2 ]` likewise)."""
+    import sys
+
+    from .errors import one_line
+
+    if sys.stderr is not None and sys.stderr.isatty():
+        sys.stderr.write(f"jobenv: {one_line(msg)}\n")
+
+
 def restored_line(jobid: str, scheduler: str) -> str:
     """The one line a restore says on stderr when it chose the job itself (getjobenv's fast
     path in shell/jobenv.sh prints the same words)."""
