@@ -43,11 +43,17 @@ def store(tmp_path):
 
 @pytest.fixture
 def jobs(cluster):
-    """Job ids to cancel after the test, whatever happens."""
+    """Job ids to cancel after the test, whatever happens.
+
+    It waits until each has left squeue: a node still completing the last test's job is
+    skipped by the next allocation, and tests here name the nodes they expect (node1, node2).
+    """
     ids = []
     yield ids
     for j in ids:
         cluster.run(["scancel", j], check=False)
+    for j in ids:
+        cluster.wait_gone(j)
 
 
 def fresh(cluster, node, shell, script, store, **extra):
