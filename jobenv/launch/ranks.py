@@ -206,6 +206,36 @@ def first_failure(state: RunState) -> Optional[RankState]:
     return silent
 
 
+_STOPS = {1, 2, 9, 15}  # SIGHUP, SIGINT, SIGKILL, SIGTERM: how launchers and jobenv end the rest
+
+
+def stopped_after(state: RunState, first: RankState) -> List[int]:
+    """The failed ranks that only ended because `first` did: a stop signal (or 128 + one, as a
+    shell reports it) at or after its end, or a rank that vanished on a host that was alive to
+    record a failure.  A summary counts them apart, so that one fault is not "4 of 4 failed"."""
+    alive = {r.host for r in state.ranks.values() if r.failed and r.exit not in ("vanished", "lost")}
+    when = first.ended if first.ended is not None else float("-inf")
+    out = []
+    for r in state.ranks.values():
+        if r is first or not r.failed or r.ended is not None and r.ended < when:
+            continue
+        text = r.exit or ""
+        num = text[len("signal "):] if text.startswith("signal ") else text
+        code = int(num) if num.isdigit() and len(num) < 4 else -1
+        if code in _STOPS and text.startswith("signal ") or code - 128 in _STOPS or \
+                text == "vanished" and r.host in alive:
+            out.append(r.rank)
+    return sorted(out)
+
+
+def failure_count(state: RunState, first: RankState, nranks: int) -> str:
+    """'(1 of 4 ranks failed; 3 were stopped after it)' (one phrasing, live and after)."""
+    stopped = stopped_after(state, first)
+    nfailed = sum(1 for r in state.ranks.values() if r.failed) - len(stopped)
+    tail = f"; {len(stopped)} {'was' if len(stopped) == 1 else 'were'} stopped after it" if stopped else ""
+    return f"({nfailed} of {nranks} ranks failed{tail})"
+
+
 def unfinished(state: RunState, nranks: int, host_of: Callable[[int], Optional[str]]) -> List[str]:
     """One phrase per rank that never finished: started and running, or never started."""
     out = []

@@ -37,14 +37,13 @@ def summarize(out: supervise.Outcome, run_dir: str, log_dir: Optional[str], size
                          f"{', '.join(size.hosts)}")
     first = ranks.first_failure(state)
     if first is not None:
-        nfailed = sum(1 for r in state.ranks.values() if r.failed)
+        count = ranks.failure_count(state, first, size.nranks)
         silent = ranks.host_silent(state, first.host or "") if first.exit == "vanished" else []
         if silent:
-            lines.append(f"{ranks.host_lost(first.host or '', silent, first.ended)} first"
-                         f" ({nfailed} of {size.nranks} ranks failed)")
+            lines.append(f"{ranks.host_lost(first.host or '', silent, first.ended)} first {count}")
         else:
             lines.append(f"rank {first.rank} on {first.host} failed first: {ranks.describe_exit(first.exit or '')}"
-                         f" ({nfailed} of {size.nranks} ranks failed)")
+                         f" {count}")
         where, last = rank_lines(out, log_dir, family, first.rank)
         if where:
             lines.append(f"last lines of rank {first.rank}" + (f" ({where}):" if where != "label" else ":"))
