@@ -103,6 +103,12 @@ def test_restart_count_sums_the_schedulers_and_jobenvs():
     assert preempt.scheduler_restarts({"SLURM_RESTART_COUNT": "2", preempt.RESUBMITS_VAR: "1"},
                                       "SLURM_RESTART_COUNT") == 3
     assert preempt.scheduler_restarts({"SLURM_RESTART_COUNT": "x", preempt.RESUBMITS_VAR: "²"}, "") == 0
+    for junk in ("", "x", "-1", "١", "9" * 40):
+        assert preempt.scheduler_restarts({"SLURM_RESTART_COUNT": junk}, "SLURM_RESTART_COUNT") == 0
+    # PBS puts no count in the environment: qstat's run_count (as JobFacts.restarts) is the word
+    assert preempt.scheduler_restarts({preempt.RESUBMITS_VAR: "1"}, "", 2) == 3
+    assert preempt.scheduler_restarts({"SLURM_RESTART_COUNT": "1"}, "SLURM_RESTART_COUNT", 5) == 1
+    assert preempt.scheduler_restarts({}, "", -1) == 0 and preempt.scheduler_restarts({}, "", None) == 0
     assert preempt.route("slurm-step", True) == "agent" and preempt.route("slurm-step", False) == "step"
     assert preempt.route("", False) == "here"
 
@@ -152,3 +158,34 @@ def test_kill_ends_a_local_launch_and_names_its_ranks(job, tmp_path):  # noqa: F
     assert p.returncode is not None
     k = subprocess.run(["jobenv", "kill", "--run", "nonesuch"], env=job, capture_output=True, text=True, timeout=60)
     assert k.returncode == 5 and k.stderr.startswith("jobenv: error: --run 'nonesuch': no such run"), k.stderr
+
+
+@pytest.mark.parametrize("answer,count", [("run_count=3", "2"), ("exit 1", "0"), ("garbage", "0")])
+def test_a_pbs_rerun_tells_the_program_its_restart_count(tmp_path, answer, count):
+    """After `qrerun` PBS keeps PBS_JOBID and sets no count variable: the launch reads
+    run_count from `qstat -f -F json` (recorded Polaris output), so attempt 2 of a requeued
+    job sees JOBENV_RESTART_COUNT=1 like torchrun's restarts.  No answer: 0, and the launch
+    goes on."""
+    from launchkit import BIN, fresh_env, save, shell, tools
+    from test_launch_e2e import HOST, profile
+
+    if not (BIN / "mpiexec").exists():
+        pytest.skip("the mpich wheel is not installed")
+    env = polaris(tmp_path, nodes=1)
+    jobid, nodefile = env["PBS_JOBID"], Path(env["PBS_NODEFILE"])
+    nodefile.write_text(f"{HOST}\n")
+    bindir = tools(tmp_path / "bin")
+    body = {"run_count=3": f"cat <<'EOF'\n{qstat_f(jobid, run_count=3)}\nEOF",
+            "exit 1": "echo 'qstat: Unknown Job Id' >&2; exit 1", "garbage": "echo '{not json'"}[answer]
+    (bindir / "qstat").write_text(f"#!/bin/sh\n{body}\n")
+    (bindir / "qstat").chmod(0o755)
+    home = tmp_path / "home"
+    profile(home, "polaris-here", "pbs", "[mpiexec, --launcher, fork, -n, '{nranks}', -ppn, '{ppn}', "
+            "--hostfile, '{hostfile}']")
+    fresh = fresh_env(home, f"{bindir}:/usr/bin:/bin")
+    save({**fresh, **env, "JOBENV_RANKS_PER_HOST": "2"}, "--profile", "polaris-here")
+    p = shell(fresh, f"jobenv launch --job {jobid} --retries 1 -- sh -c "
+              "'echo \"count=$JOBENV_RESTART_COUNT\"; [ $JOBENV_RESTART_COUNT != " + count + " ] || exit 3'")
+    assert p.returncode == 0, p.stdout + p.stderr
+    counts = sorted(line for line in p.stdout.splitlines() if line.startswith("count="))
+    assert counts == [f"count={count}"] * 2 + [f"count={int(count) + 1}"] * 2, p.stdout + p.stderr

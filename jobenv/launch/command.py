@@ -178,6 +178,9 @@ def run(rec: JobRecord, command: List[str], opts: Options, base_env: Mapping[str
             _say(line)
         return 0
     rc, log_dir = 1, None
+    from .requeue import restarts_before
+
+    before = restarts_before(rec, base_env)
     for attempt in range(opts.retries + 1):
         run_dir = ranks.make_run_dir(runs, f"a{attempt}")
         if opts.log_dir:  # the wrapper sends a rank's output there instead of the launcher's
@@ -187,7 +190,7 @@ def run(rec: JobRecord, command: List[str], opts: Options, base_env: Mapping[str
             _say(f"warning: {w}")
         snapshot: List[ranks.RunState] = []
         env = _attempt_env(plan, base_env, run_dir, log_dir, gpu_bind, opts.hook)
-        env.update(JOBENV_RESTART_COUNT=str(failover.restart_count(attempt, base_env)),
+        env.update(JOBENV_RESTART_COUNT=str(failover.restart_count(attempt, before)),
                    JOBENV_MAX_RESTARTS=str(opts.retries))
         started = time.time()
         follower = tee.start(log_dir, opts.tee, plan.size.nranks)

@@ -20,7 +20,7 @@ from . import ranks, sizing
 
 TYPE_CHECKING = False  # `import typing` costs ~5 ms on every `launch`
 if TYPE_CHECKING:
-    from typing import Callable, Dict, List, Mapping, Optional, Sequence, Tuple
+    from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
 
 class Failure:
@@ -197,10 +197,8 @@ def replace(job_hosts: Sequence[str], ranks_per_host: int, hosts: Hosts, bad: st
     return Hosts(trial, hosts.nhosts, hosts.left_out)
 
 
-def restart_count(attempt: int, environ: Mapping[str, str], restart_var: str = "SLURM_RESTART_COUNT") -> int:
+def restart_count(attempt: int, before: int) -> int:
     """JOBENV_RESTART_COUNT of attempt `attempt` (0 = the first): attempts before it in this
-    launch plus the restarts the scheduler counted (SLURM_RESTART_COUNT, set in a requeued
-    job) and jobenv's resubmissions (jobenv.launch.preempt.scheduler_restarts)."""
-    from .preempt import scheduler_restarts
-
-    return attempt + scheduler_restarts(environ, restart_var)
+    launch plus the runs of the job before this one (`before`:
+    jobenv.launch.requeue.restarts_before), as torchrun's TORCHELASTIC_RESTART_COUNT."""
+    return attempt + before

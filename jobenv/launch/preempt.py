@@ -44,11 +44,13 @@ def signal_name(signum: int) -> str:
     return signal.Signals(signum).name[3:]
 
 
-def scheduler_restarts(env: Mapping[str, str], restart_var: str) -> int:
-    """How often the scheduler ran this job before: its own count (`SLURM_RESTART_COUNT`
-    after a requeue) plus jobenv's resubmissions.  JOBENV_RESTART_COUNT adds a launch's
-    own retries to it."""
-    total = 0
+def scheduler_restarts(env: Mapping[str, str], restart_var: str, counted: Optional[int] = None) -> int:
+    """How often the scheduler ran this job before, plus jobenv's resubmissions of it.  The
+    scheduler's own count is in the environment where it puts one (Slurm's
+    `SLURM_RESTART_COUNT`, `restart_var`), else `counted`: what its job query said (PBS sets
+    no variable; `qstat -f` has `run_count`, see jobenv.launch.requeue.restarts_before).
+    JOBENV_RESTART_COUNT adds a launch's own retries to it."""
+    total = counted if not restart_var and counted is not None and 0 <= counted < 10**9 else 0
     for name in (restart_var, RESUBMITS_VAR):
         value = env.get(name, "").strip() if name else ""
         if value.isascii() and value.isdigit() and len(value) <= 9:

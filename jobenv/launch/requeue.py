@@ -18,6 +18,7 @@ if TYPE_CHECKING:
     from ..schedulers.base import JobFacts, Requeue
 
 SHOW_TIMEOUT = 20.0
+START_TIMEOUT = 5.0  # a launch waits this long at most for the run count
 ACT_TIMEOUT = 60.0
 
 
@@ -72,6 +73,23 @@ def signal_programs_here(run_dir: str, signum: int) -> int:
     return count
 
 
+def restarts_before(rec: JobRecord, env: Mapping[str, str]) -> int:
+    """How often the scheduler ran this job before this run (preempt.scheduler_restarts).
+    A scheduler that puts no count in the environment (PBS) is asked once, bounded: after a
+    `qrerun` its `run_count` is the only word, and the program must see attempt 2 as one."""
+    from .. import schedulers
+    from ..schedulers.base import on_path, run_query
+
+    req = schedulers.descriptor(rec.scheduler).requeue
+    if req is None:
+        return preempt.scheduler_restarts(env, "")
+    counted = None
+    if not req.restart_var and on_path(req.show[0], env.get("PATH")):
+        shown = run_query(preempt.fill(req.show, rec.jobid), env, START_TIMEOUT)
+        counted = req.parse(shown[1]).restarts if shown and shown[0] == 0 else None
+    return preempt.scheduler_restarts(env, req.restart_var, counted)
+
+
 def bring_back(rec: JobRecord, env: Mapping[str, str], signum: int, run_dir: str,
                say: Callable[[str], None]) -> None:
     """Requeue the job after its launch ended, else resubmit its batch script once."""
@@ -119,7 +137,7 @@ def _resubmit(req: Requeue, facts: JobFacts | None, env: Mapping[str, str], jobi
         say(f"cannot resubmit job {jobid}: {why}")
         return
     sub_env = preempt.resubmit_env(env, prefixes, schedulers.SITE_VARS,
-                                   preempt.scheduler_restarts(env, req.restart_var))
+                                   preempt.scheduler_restarts(env, req.restart_var, facts.restarts if facts else None))
     say(f"resubmitting: {' '.join(argv)}")
     out = _run_in(argv, sub_env, cwd)
     if out[0] == 0:
