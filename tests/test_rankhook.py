@@ -158,11 +158,19 @@ def test_a_subprocess_of_the_rank_does_not_arm(tmp_path):
 import os, subprocess, sys
 child = "import os, sys; print('CHILD', sorted(k for k in os.environ if k.startswith('JOBENV_') and 'HOOK' in k or k == 'JOBENV_LEDGER'), os.environ.get('PYTHONPATH'), 'rankhook' in repr(sys.modules.get('sitecustomize')))"
 subprocess.run([sys.executable, "-c", child], check=True)
+# the dump signal: neither blocked nor handled in a child, forked or exec'd
+subprocess.run(["grep", "-E", "^Sig(Blk|Cgt)", "/proc/self/status"], check=True)
+if os.fork() == 0:
+    os.execv("/bin/grep", ["grep", "-E", "^Sig(Blk|Cgt)", "/proc/self/status"])
+os.wait()
 '''
+    (d / "stacks").mkdir(mode=0o700)
     p = start(d, prog, PYTHONPATH=f"{HOOK}:/opt/mine")
     out = p.communicate(timeout=60)[0]
     assert p.returncode == 0, out
     assert "CHILD [] /opt/mine False" in out, out
+    masks = [int(line.split()[1], 16) for line in out.splitlines() if line.startswith(("SigBlk", "SigCgt"))]
+    assert len(masks) == 4 and not any(m & 1 << (38 - 1) for m in masks), out
     assert [r[0] for r in ledger(d)] == ["hook", "clean"]
 
 

@@ -9,7 +9,8 @@ host's ledger, and JOBENV_HOOK_RANK), and then:
 - waits, at exit, until torch's gloo worker threads are idle (see `_quiesce`);
 - turns faulthandler on for fatal signals, and on JOBENV_DUMP_SIGNAL writes every thread's
   stack to <JOBENV_RUN_DIR>/stacks/rank-<R>.<seq>.txt, even while the main thread is blocked
-  in a C call (a collective): a daemon thread takes the signal with sigwait.
+  in a C call (a collective): faulthandler's C handler writes it into a pipe, a daemon thread
+  files it.
 Armed, it leaves no trace for children (its variables and its PYTHONPATH entry leave os.environ; its
 directory leaves sys.path in any case), then runs the sitecustomize it shadows.  It runs in any Python 3.9+
 the rank uses, so it imports nothing from jobenv; any error inside disarms it silently: the
@@ -24,6 +25,7 @@ _RANK_VARS = ("JOBENV_LEDGER", "JOBENV_HOOK_RANK")
 # torch's ProcessGroupGloo worker threads (thread names are cut to 15 bytes by the kernel)
 _GLOO_WORKERS = (b"pt_gloo_runloop",)
 _QUIESCE_S = 0.5
+_PIPE_BYTES = 1 << 20  # Linux's default pipe-max-size
 
 
 def _strip_environ() -> None:
@@ -117,11 +119,9 @@ def _worker_states() -> "list[bytes]":
     return out
 
 
-def _dump(run_dir: str, rank: str) -> None:
-    """Every thread's stack into stacks/rank-<R>.<seq>.txt, <seq> from the run's `request`; the
-    file is created new (never through a planted name) in a directory of our own."""
-    import faulthandler
-
+def _dump(run_dir: str, rank: str, text: bytes) -> None:
+    """A dump into stacks/rank-<R>.<seq>.txt, <seq> from the run's `request`; the file is
+    created new (never through a planted name) in a directory of our own."""
     seq = "0"
     try:
         fd = os.open(os.path.join(run_dir, "request"), os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
@@ -143,35 +143,47 @@ def _dump(run_dir: str, rank: str) -> None:
     finally:
         os.close(dfd)
     try:
-        faulthandler.dump_traceback(fd, all_threads=True)
+        os.write(fd, text)
     finally:
         os.close(fd)
 
 
-def _dumper(signum: int, run_dir: str, rank: str) -> None:
-    """The dump thread: the signal is blocked everywhere else, so it always lands here."""
-    import _signal  # type: ignore[import-not-found]  # `signal` would import enum: start-up cost
+def _collector(rfd: int, run_dir: str, rank: str) -> None:
+    """The dump thread: a dump arrives on the pipe in one burst; 0.2 s of quiet ends it."""
+    import select
 
     while True:
-        _signal.sigwait({signum})
+        chunks = [os.read(rfd, _PIPE_BYTES)]
+        while select.select([rfd], [], [], 0.2)[0] and sum(map(len, chunks)) < 4 * _PIPE_BYTES:
+            chunks.append(os.read(rfd, _PIPE_BYTES))
         try:
-            _dump(run_dir, rank)
+            _dump(run_dir, rank, b"".join(chunks))
         except Exception:
             pass
 
 
 def _arm_dump(rank: str) -> None:
-    """Block JOBENV_DUMP_SIGNAL (threads started later inherit the mask) and take it in a
-    daemon thread; nothing when the variable or the run directory is missing."""
-    import _signal
+    """On JOBENV_DUMP_SIGNAL, faulthandler's C handler writes every thread's stack, from the
+    thread the signal lands on and without the GIL (the main thread may be stuck in a
+    collective), into a non-blocking pipe (a dump over its size is cut short, never a hang);
+    a daemon thread files it.  Nothing is blocked, so no child inherits a signal mask, and
+    exec resets the handler.  Nothing when the variable or the run directory is missing."""
     import _thread
+    import faulthandler
 
     sig, run_dir = os.environ.get("JOBENV_DUMP_SIGNAL", ""), os.environ.get("JOBENV_RUN_DIR", "")
-    if not (sig.isdigit() and os.path.isabs(run_dir)):
+    if not (sig.isdigit() and len(sig) < 4 and os.path.isabs(run_dir)):
         return
-    signum = int(sig)
-    _signal.pthread_sigmask(_signal.SIG_BLOCK, {signum})
-    _thread.start_new_thread(_dumper, (signum, run_dir, rank))
+    rfd, wfd = os.pipe()  # close-on-exec: children get neither end
+    os.set_blocking(wfd, False)
+    try:
+        import fcntl
+
+        fcntl.fcntl(wfd, 1031, _PIPE_BYTES)  # F_SETPIPE_SZ (Linux): room for deep stacks of many threads
+    except (OSError, ImportError):
+        pass
+    faulthandler.register(int(sig), file=wfd, all_threads=True, chain=False)
+    _thread.start_new_thread(_collector, (rfd, run_dir, rank))
 
 
 def _arm(ledger: str, rank: str) -> None:
