@@ -236,19 +236,24 @@ def test_a_rank_vanished_beside_a_recorded_failure_is_collateral(tmp_path):
 def test_ranks_stopped_after_the_first_failure_are_counted_apart(tmp_path):
     """One fault, then the launcher's teardown: rank 1 exits 3; ranks 0 and 2 are TERMed
     (one by its signal, one as a shell's 143) after it, rank 3 vanishes on the same live
-    host, rank 4 was SIGKILLed *before* rank 1 (a failure of its own), rank 5 segfaults after."""
+    host, rank 4 was SIGKILLed *before* rank 1 (a failure of its own), rank 5 segfaults after.
+    On n2 the launcher killed wrappers and agent alike: rank 6 lost (its agent saw it),
+    rank 7 vanished, its host's last beat just before the first failure."""
     write(tmp_path, "host-n1.ledger", "start 0 1 2 1.0\nstart 1 3 4 1.0\nstart 2 5 6 1.0\nstart 3 7 8 1.0\n"
                                       "start 4 9 10 1.0\nstart 5 11 12 1.0\n"
                                       "end 4 signal:9 4.0\nend 1 exit:3 5.0\nend 0 signal:15 5.5\n"
                                       "end 2 exit:143 5.6\nend 5 signal:11 5.7\n")
     write(tmp_path, "host-n1.beat", "")
+    write(tmp_path, "host-n2.ledger", "start 6 1 2 1.0\nstart 7 3 4 1.0\nlost 6 4.5\n")
+    write(tmp_path, "host-n2.beat", "")
+    os.utime(tmp_path / "host-n2.beat", (3.5, 3.5))
     state = ranks.read(str(tmp_path))
     ranks.infer_vanished(state)
     first = ranks.first_failure(state)
     assert first.rank == 4
-    assert ranks.stopped_after(state, first) == [0, 2, 3]
-    assert ranks.failure_count(state, first, 6) == "(3 of 6 ranks failed; 3 were stopped after it)"
+    assert ranks.stopped_after(state, first) == [0, 2, 3, 6, 7]
+    assert ranks.failure_count(state, first, 8) == "(3 of 8 ranks failed; 5 were stopped after it)"
     alone = ranks.read(str(tmp_path))
-    del alone.ranks[4], alone.ranks[5], alone.ranks[0], alone.ranks[3]
+    alone.ranks = {n: alone.ranks[n] for n in (1, 2)}
     assert ranks.failure_count(alone, ranks.first_failure(alone), 2) == \
         "(1 of 2 ranks failed; 1 was stopped after it)"

@@ -210,20 +210,29 @@ _STOPS = {1, 2, 9, 15}  # SIGHUP, SIGINT, SIGKILL, SIGTERM: how launchers and jo
 
 
 def stopped_after(state: RunState, first: RankState) -> List[int]:
-    """The failed ranks that only ended because `first` did: a stop signal (or 128 + one, as a
-    shell reports it) at or after its end, or a rank that vanished on a host that was alive to
-    record a failure.  A summary counts them apart, so that one fault is not "4 of 4 failed"."""
+    """The failed ranks that only ended because `first` did, after it: by a stop signal (or
+    128 + one, as a shell reports it); lost (the launcher killed the wrapper too); or vanished
+    where the host was alive to record a failure or beat within BEAT_S of it (the launcher
+    killed the host's agent with the rest; a lost host's ranks stop beating long before).
+    A summary counts them apart, so that one fault is not "8 of 8 ranks failed"."""
+    from ..rankwrap import BEAT_S
+
     alive = {r.host for r in state.ranks.values() if r.failed and r.exit not in ("vanished", "lost")}
     when = first.ended if first.ended is not None else float("-inf")
     out = []
     for r in state.ranks.values():
-        if r is first or not r.failed or r.ended is not None and r.ended < when:
+        if r is first or not r.failed:
             continue
-        text = r.exit or ""
+        text, ended = r.exit or "", r.ended if r.ended is not None else float("inf")
         num = text[len("signal "):] if text.startswith("signal ") else text
         code = int(num) if num.isdigit() and len(num) < 4 else -1
-        if code in _STOPS and text.startswith("signal ") or code - 128 in _STOPS or \
-                text == "vanished" and r.host in alive:
+        if text == "vanished":
+            lost_with = first.exit == "vanished" and r.host == first.host  # the host died: theirs too
+            late = not lost_with and (r.host in alive or ended >= when - BEAT_S)
+        else:
+            late = ended >= when and (text == "lost" or code - 128 in _STOPS or
+                                      code in _STOPS and text.startswith("signal "))
+        if late:
             out.append(r.rank)
     return sorted(out)
 
