@@ -27,8 +27,9 @@ JOBENV_GPU_BIND or MASTER_PORT, an unwritable RUN_DIR or LOG_DIR, a log name tha
 exists, a ledger name that is not a regular file); 2 without a program.
 
 Environment protocol (set by `jobenv launch` on the launcher's environment):
-- JOBENV_GPU_BIND   `VAR:MAP:DEVICES[:TILES]` (see `gpu_bind_value`; from the profile's
-                    `gpu_bind`, `jobenv.profiles.gpu_bind_mode`), or empty for none.
+- JOBENV_GPU_BIND   `VAR:MAP:DEVICES[:TILES]`, for map order `VAR:order:D0,D1,...` (see
+                    `gpu_bind_value`; from the profile's `gpu_bind`,
+                    `jobenv.profiles.gpu_bind_mode`), or empty for none.
 - JOBENV_RUN_DIR    a directory shared by the hosts; no file per rank in it (at 1,000 hosts x
                     8 ranks that is what a shared file system cannot take), one ledger per host:
                     host-<H>.ledger (<H>: the host's name, anything outside [A-Za-z0-9._-] as _),

@@ -344,11 +344,12 @@ def test_profiles_without_binding_and_bad_modes():
     assert profiles.gpu_bind_mode(profs["slurm"]) == ""
     for bad in ("LD_PRELOAD:identity:4", "CUDA_VISIBLE_DEVICES:sideways:4", "CUDA_VISIBLE_DEVICES:identity:0",
                 "CUDA_VISIBLE_DEVICES:tile:4", "ZE_AFFINITY_MASK:tile:6", "CUDA_VISIBLE_DEVICES:identity:x",
-                "CUDA_VISIBLE_DEVICES"):
+                "CUDA_VISIBLE_DEVICES", "CUDA_VISIBLE_DEVICES:identity:010", "CUDA_VISIBLE_DEVICES:identity:4:",
+                "ZE_AFFINITY_MASK:tile:6:02"):
         with pytest.raises(ValueError):
             rankwrap.gpu_bind_value(bad, 0)
         p = wrap({"JOBENV_GPU_BIND": bad}, ["/bin/true"])
-        assert p.returncode == 5 and "JOBENV_GPU_BIND" in p.stderr, bad
+        assert p.returncode == 5 and "JOBENV_GPU_BIND" in p.stderr and p.stderr.count("\n") == 1, bad
 
 
 @pytest.mark.parametrize("text,why", [
