@@ -141,14 +141,14 @@ def launchers(cands: Any, known: Set[str], fail: Fail) -> List[Dict[str, Any]]:
 
 
 def gpu_bind(spec: Any, gpus: Optional[int], fail: Fail) -> Dict[str, Any]:
-    """Validate a profile's `gpu_bind` into {var, map, devices, tiles}; {} when absent."""
+    """Validate a profile's `gpu_bind` into {var, map, devices, tiles, order}; {} when absent."""
     from .rankwrap import GPU_MAPS, GPU_VARS
 
     if spec is None:
         return {}
     if not isinstance(spec, dict):
         raise fail("gpu_bind", "must be a mapping {var: ..., map: ...}")
-    unknown = first_unknown(spec, ("var", "map", "devices", "tiles"))
+    unknown = first_unknown(spec, ("var", "map", "devices", "tiles", "order"))
     if unknown:
         raise fail("gpu_bind", f"unknown key {unknown}")
     if spec.get("var") not in GPU_VARS:
@@ -156,11 +156,16 @@ def gpu_bind(spec: Any, gpus: Optional[int], fail: Fail) -> Dict[str, Any]:
     how = spec.get("map")
     if how not in GPU_MAPS:
         raise fail("gpu_bind", f"map must be one of {', '.join(GPU_MAPS)}")
+    if how == "order":
+        order = _gpu_order(spec, gpus, fail)
+        return {"var": spec["var"], "map": how, "devices": len(order), "tiles": None, "order": order}
     tiles = spec.get("tiles")
     if (how == "tile") != (tiles is not None):
         raise fail("gpu_bind", "tiles is required for map: tile, and only for it")
+    if "order" in spec:
+        raise fail("gpu_bind", "order is for map: order only")
     for key, val in (("tiles", tiles), ("devices", spec.get("devices"))):
-        if val is not None and (not isinstance(val, int) or isinstance(val, bool) or not 0 < val < 10000):
+        if val is not None and not _small(val, 1):
             raise fail("gpu_bind", f"{key} must be a whole number from 1 to 9999")
     devices = spec.get("devices")
     if devices is None:
@@ -169,7 +174,28 @@ def gpu_bind(spec: Any, gpus: Optional[int], fail: Fail) -> Dict[str, Any]:
         devices = gpus // (tiles or 1)
         if devices < 1 or devices * (tiles or 1) != gpus:
             raise fail("gpu_bind", f"gpus_per_host {gpus} is not a multiple of tiles {tiles}")
-    return {"var": spec["var"], "map": how, "devices": devices, "tiles": tiles}
+    return {"var": spec["var"], "map": how, "devices": devices, "tiles": tiles, "order": None}
+
+
+def _small(val: Any, low: int) -> bool:
+    """A whole number from `low` to the wrapper's largest device number (not a bool)."""
+    from .rankwrap import MAX_DEVICE
+
+    return isinstance(val, int) and not isinstance(val, bool) and low <= val <= MAX_DEVICE
+
+
+def _gpu_order(spec: Dict[str, Any], gpus: Optional[int], fail: Fail) -> List[int]:
+    """map: order's `order`: the device of local rank L is order[L % len(order)]."""
+    from .rankwrap import GPU_ORDER_MAX, MAX_DEVICE
+
+    if "devices" in spec or "tiles" in spec:
+        raise fail("gpu_bind", "map: order takes `order` only: its length is the device count")
+    order = spec.get("order")
+    if not isinstance(order, list) or not 0 < len(order) <= GPU_ORDER_MAX or not all(_small(d, 0) for d in order):
+        raise fail("gpu_bind", f"order must be a list of 1 to {GPU_ORDER_MAX} device numbers, each 0 to {MAX_DEVICE}")
+    if gpus and max(order) >= gpus:
+        raise fail("gpu_bind", f"order names device {max(order)}, beyond gpus_per_host {gpus} (0 to {gpus - 1})")
+    return order
 
 
 # `submit` placeholders: what `jobenv submit` knows (jobenv.batch.script.values), plus the profile's vars

@@ -21,9 +21,10 @@ A profile::
 
 `gpu_bind` gives each local rank one device through the per-rank wrapper: `var` is one of
 jobenv.rankwrap.GPU_VARS; `map` is identity (device = local rank % devices), reverse
-(devices - 1 - that: Polaris's NUMA order) or tile (`gpu.tile`, Aurora's
-ZE_AFFINITY_MASK, with `tiles` per device); `devices` defaults to gpus_per_host (divided
-by `tiles` for tile).  `gpu_bind_mode` renders it as the wrapper's JOBENV_GPU_BIND.
+(devices - 1 - that: Polaris's NUMA order), tile (`gpu.tile`, Aurora's
+ZE_AFFINITY_MASK, with `tiles` per device) or order (device = order[local rank %
+len(order)], `order` a list of 1 to 64 device numbers: Frontier's GCDs closest to each
+core group); `devices` defaults to gpus_per_host (divided by `tiles` for tile).  `gpu_bind_mode` renders it as the wrapper's JOBENV_GPU_BIND.
 """
 from __future__ import annotations
 
@@ -136,6 +137,8 @@ def gpu_bind_mode(profile: Profile) -> str:
     b = profile.gpu_bind
     if not b:
         return ""
+    if b.get("order"):
+        return f"{b['var']}:order:{','.join(str(d) for d in b['order'])}"
     return ":".join([b["var"], b["map"], str(b["devices"])] + ([str(b["tiles"])] if b["tiles"] else []))
 
 

@@ -27,8 +27,9 @@ JOBENV_GPU_BIND or MASTER_PORT, an unwritable RUN_DIR or LOG_DIR, a log name tha
 exists, a ledger name that is not a regular file); 2 without a program.
 
 Environment protocol (set by `jobenv launch` on the launcher's environment):
-- JOBENV_GPU_BIND   `VAR:MAP:DEVICES[:TILES]` (see `gpu_bind_value`; from the profile's
-                    `gpu_bind`, `jobenv.profiles.gpu_bind_mode`), or empty for none.
+- JOBENV_GPU_BIND   `VAR:MAP:DEVICES[:TILES]`, for map order `VAR:order:D0,D1,...` (see
+                    `gpu_bind_value`; from the profile's `gpu_bind`,
+                    `jobenv.profiles.gpu_bind_mode`), or empty for none.
 - JOBENV_RUN_DIR    a directory shared by the hosts; no file per rank in it (at 1,000 hosts x
                     8 ranks that is what a shared file system cannot take), one ledger per host:
                     host-<H>.ledger (<H>: the host's name, anything outside [A-Za-z0-9._-] as _),
@@ -95,7 +96,11 @@ DUMP_SIGNAL = 38
 BEAT_S = 1.0
 # Device-selection variables a profile may bind (anything else could load code: LD_PRELOAD).
 GPU_VARS = ("CUDA_VISIBLE_DEVICES", "HIP_VISIBLE_DEVICES", "ROCR_VISIBLE_DEVICES", "ZE_AFFINITY_MASK")
-GPU_MAPS = ("identity", "reverse", "tile")
+GPU_MAPS = ("identity", "reverse", "tile", "order")
+# map `order`: at most this many devices listed, each below MAX_DEVICE (4 ASCII digits), so the
+# wrapper's list is bounded (64 x 5 - 1 bytes) before its sh loops walk it
+GPU_ORDER_MAX = 64
+MAX_DEVICE = 9999
 
 
 def script_path() -> str:
@@ -118,17 +123,25 @@ def gpu_bind_value(mode: str, local_rank: int) -> Tuple[str, str]:
     """(variable, value) binding `local_rank` to one device; `mode` is VAR:MAP:DEVICES[:TILES].
 
     identity: device local_rank % DEVICES; reverse: DEVICES - 1 - that (Polaris: NUMA
-    order); tile: `gpu.tile` over DEVICES x TILES (Aurora: ZE_AFFINITY_MASK, 6 x 2).
-    The wrapper computes the same in sh; ValueError names a malformed mode."""
+    order); tile: `gpu.tile` over DEVICES x TILES (Aurora: ZE_AFFINITY_MASK, 6 x 2);
+    order: DEVICES is a comma list D0,D1,... (1..GPU_ORDER_MAX devices, each 0..MAX_DEVICE
+    in plain digits, no leading zero) and the device is D[local_rank % count] (Frontier:
+    the GCD closest to the rank's cores).  The wrapper computes the same in sh, with the
+    same refusals; ValueError names a malformed mode."""
     parts = mode.split(":")
     if len(parts) not in (3, 4) or parts[0] not in GPU_VARS or parts[1] not in GPU_MAPS:
         raise ValueError(f"JOBENV_GPU_BIND={mode!r}: expected VAR:MAP:DEVICES[:TILES] with VAR in "
                          f"{', '.join(GPU_VARS)} and MAP in {', '.join(GPU_MAPS)}")
-    nums = parts[2:]
-    if not all(n.isascii() and n.isdigit() and 0 < len(n) <= 4 and int(n) > 0 for n in nums) or \
-            (parts[1] == "tile") != (len(nums) == 2):
+    var, how, nums = parts[0], parts[1], parts[2:]
+    if how == "order":
+        order = nums[0].split(",")
+        if len(nums) != 1 or not 0 < len(order) <= GPU_ORDER_MAX or not all(_device(d) for d in order):
+            raise ValueError(f"JOBENV_GPU_BIND={mode[:80]!r}: map order takes 1 to {GPU_ORDER_MAX} devices, "
+                             f"comma-separated, each 0 to {MAX_DEVICE}")
+        return var, order[local_rank % len(order)]
+    if not all(_device(n) and n != "0" for n in nums) or (how == "tile") != (len(nums) == 2):
         raise ValueError(f"JOBENV_GPU_BIND={mode!r}: DEVICES (and TILES, for tile only) must be positive")
-    var, how, devices = parts[0], parts[1], int(nums[0])
+    devices = int(nums[0])
     if how == "identity":
         return var, str(local_rank % devices)
     if how == "reverse":
@@ -136,6 +149,12 @@ def gpu_bind_value(mode: str, local_rank: int) -> Tuple[str, str]:
     tiles = int(nums[1])
     i = local_rank % (devices * tiles)
     return var, f"{i // tiles}.{i % tiles}"
+
+
+def _device(text: str) -> bool:
+    """A device number as the wrapper accepts one: 1-4 ASCII digits, no leading zero."""
+    return text.isascii() and text.isdigit() and len(text) <= len(str(MAX_DEVICE)) and \
+        (text == "0" or not text.startswith("0"))
 
 
 def _first_set(names: Sequence[str], dest: str, who: str) -> List[str]:
@@ -187,6 +206,8 @@ def render() -> str:
     text = text.replace("@NOTSTEP@", "|".join(SLURM_NOT_A_STEP))
     text = text.replace("@DIGITS@", "?" * (MAX_DIGITS + 1))
     text = text.replace("@GPUVARS@", "|".join(GPU_VARS))
+    text = text.replace("@GPUORDERLEN@", str(GPU_ORDER_MAX * (len(str(MAX_DEVICE)) + 1) - 1))
+    text = text.replace("@GPUORDERMAX@", str(GPU_ORDER_MAX)).replace("@GPUMAXDEV@", str(MAX_DEVICE))
     return text
 
 

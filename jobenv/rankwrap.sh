@@ -341,18 +341,39 @@ if [ -n "${JOBENV_GPU_BIND:-}" ]; then
     _je_gv=${JOBENV_GPU_BIND%%:*} _je_rest=${JOBENV_GPU_BIND#*:}
     _je_gm=${_je_rest%%:*} _je_rest=${_je_rest#*:}
     _je_gd=${_je_rest%%:*} _je_gt=
-    case $_je_rest in *:*) _je_gt=${_je_rest#*:} ;; esac
-    _je_bad="JOBENV_GPU_BIND='$JOBENV_GPU_BIND': expected VAR:MAP:DEVICES[:TILES]"
-    case $_je_gv in CUDA_VISIBLE_DEVICES|HIP_VISIBLE_DEVICES|ROCR_VISIBLE_DEVICES|ZE_AFFINITY_MASK) ;; *) _je_die "$_je_bad" ;; esac
-    case $_je_gd in ''|*[!0-9]*|?????*|0|00|000|0000) _je_die "$_je_bad" ;; esac
+    _je_gbad() {  # one line: a value with other characters, or a long one, is not shown
+        _je_v=$JOBENV_GPU_BIND
+        case $_je_v in *[!A-Za-z0-9_:,.]*) _je_v="(not shown: it has characters outside A-Za-z0-9_:,.)" ;; esac
+        [ "${#_je_v}" -le 400 ] || _je_v="(not shown: ${#_je_v} bytes)"
+        _je_die "JOBENV_GPU_BIND='$_je_v': expected VAR:MAP:DEVICES[:TILES] (map order: D0,D1,... up to 64 devices, each 0 to 9999)"
+    }
+    case $_je_rest in *:) _je_gbad ;; *:*) _je_gt=${_je_rest#*:} ;; esac
+    case $_je_gv in CUDA_VISIBLE_DEVICES|HIP_VISIBLE_DEVICES|ROCR_VISIBLE_DEVICES|ZE_AFFINITY_MASK) ;; *) _je_gbad ;; esac
+    case $_je_gm:$_je_gd in
+    order:*) ;;
+    *:|*:*[!0-9]*|*:?????*|*:0*) _je_gbad ;;
+    esac
     case $_je_gm:$_je_gt in
+    order:)
+        # D0,D1,...: 64 at most, each 1-4 digits without a leading zero; the one at local rank % count
+        case $_je_gd in ''|*[!0-9,]*|,*|*,|*,,*|0[0-9]*|*,0[0-9]*) _je_gbad ;; esac
+        [ "${#_je_gd}" -le 319 ] || _je_gbad
+        _je_rest=$_je_gd, _je_i=0
+        while [ -n "$_je_rest" ]; do
+            case ${_je_rest%%,*} in ?????*) _je_gbad ;; esac
+            _je_rest=${_je_rest#*,} _je_i=$((_je_i + 1))
+        done
+        [ "$_je_i" -le 64 ] || _je_gbad
+        _je_i=$((_je_LR % _je_i)) _je_rest=$_je_gd,
+        while [ "$_je_i" -gt 0 ]; do _je_rest=${_je_rest#*,} _je_i=$((_je_i - 1)); done
+        _je_gval=${_je_rest%%,*} ;;
     identity:) _je_gval=$((_je_LR % _je_gd)) ;;
     reverse:) _je_gval=$((_je_gd - 1 - _je_LR % _je_gd)) ;;
     tile:*)
-        case $_je_gt in ''|*[!0-9]*|?????*|0|00|000|0000) _je_die "$_je_bad" ;; esac
+        case $_je_gt in ''|*[!0-9]*|?????*|0*) _je_gbad ;; esac
         _je_i=$((_je_LR % (_je_gd * _je_gt)))
         _je_gval=$((_je_i / _je_gt)).$((_je_i % _je_gt)) ;;
-    *) _je_die "$_je_bad" ;;
+    *) _je_gbad ;;
     esac
     export "$_je_gv=$_je_gval"
 fi

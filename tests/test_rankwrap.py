@@ -236,8 +236,90 @@ PROFILE_BINDINGS = {  # profile: local rank -> (variable, value)
                                     "5.1", "0.0"]),
     "sunspot": ("ZE_AFFINITY_MASK", ["0.0", "0.1", "1.0", "1.1", "2.0", "2.1", "3.0", "3.1", "4.0", "4.1", "5.0",
                                      "5.1"]),
-    "frontier": ("ROCR_VISIBLE_DEVICES", ["0", "1", "2", "3", "4", "5", "6", "7", "0"]),
+    "frontier": ("ROCR_VISIBLE_DEVICES", ["4", "5", "2", "3", "6", "7", "0", "1", "4"]),
 }
+# one mode per map, each sh run under dash and bash against gpu_bind_value
+MAP_MODES = {"identity": "CUDA_VISIBLE_DEVICES:identity:3", "reverse": "CUDA_VISIBLE_DEVICES:reverse:4",
+             "tile": "ZE_AFFINITY_MASK:tile:3:2", "order": "ROCR_VISIBLE_DEVICES:order:4,5,2,3,6,7,0,1,9999,0,10"}
+
+
+def bound(mode, local, shell):
+    """The wrapper's binding for `local` of 70 local ranks: (returncode, value, stderr)."""
+    var = mode.split(":")[0]
+    env = {"PMI_RANK": str(local), "PMI_SIZE": "70", "MPI_LOCALRANKID": str(local), "MPI_LOCALNRANKS": "70",
+           "JOBENV_GPU_BIND": mode}
+    p = wrap(env, ["/bin/sh", "-c", f'printf %s "${{{var}-unset}}"'], shell=shell)
+    return p.returncode, p.stdout, p.stderr
+
+
+@pytest.mark.parametrize("shell", SHELLS)
+@pytest.mark.parametrize("how", sorted(MAP_MODES))
+def test_every_map_is_the_same_rule_in_python_and_sh(how, shell):
+    assert set(MAP_MODES) == set(rankwrap.GPU_MAPS)  # a new map gets a case here
+    for local in (0, 1, 2, 5, 7, 8, 10, 11, 12, 69):
+        var, value = rankwrap.gpu_bind_value(MAP_MODES[how], local)
+        assert bound(MAP_MODES[how], local, shell) == (0, value, ""), (how, local)
+
+
+ORDER = "ROCR_VISIBLE_DEVICES:order:"
+HOSTILE_ORDERS = [ORDER, ORDER + ",", ORDER + "4,", ORDER + ",4", ORDER + "4,,5", ORDER + "04", ORDER + "4,00",
+                  ORDER + "10000", ORDER + "4,12345", ORDER + "-1", ORDER + "+1", ORDER + " 4", ORDER + "4 ",
+                  ORDER + "0x4", ORDER + "4;5", ORDER + "\u0664", ORDER + "4\n5", ORDER + "4:2",
+                  ORDER + "4,5:", ORDER + ",".join(["0"] * 65), ORDER + ",".join(["9999"] * 65),
+                  ORDER + "1" * 100_000, ORDER + "$(touch /tmp/x)", "LD_PRELOAD:order:4", "ROCR_VISIBLE_DEVICES:ordered:4"]
+
+
+@pytest.mark.parametrize("shell", SHELLS)
+def test_order_map_refuses_hostile_values_in_one_line(shell):
+    assert bound(ORDER + ",".join(["7"] * 63 + ["9999"]), 63, shell) == (0, "9999", "")  # 64: the most
+    for bad in HOSTILE_ORDERS:
+        with pytest.raises(ValueError):
+            rankwrap.gpu_bind_value(bad, 0)
+        rc, out, err = bound(bad, 0, shell)
+        assert rc == 5 and out == "" and err.startswith("jobenv: error: JOBENV_GPU_BIND=") and \
+            err.count("\n") == 1 and len(err) < 600, (bad[:80], err[:300])
+
+
+def test_a_frontier_shaped_job_binds_each_rank_to_its_closest_gcd(tmp_path, home):
+    """A Frontier allocation (salloc -N 4 --ntasks-per-node 8 --gpus-per-node 8) saved by its
+    shipped profile and launched with --gpu-bind under an srun that starts one node's tasks."""
+    bindir = tmp_path / "bin"
+    bindir.mkdir()
+    (bindir / "srun").write_text(FRONTIER_SRUN)
+    (bindir / "srun").chmod(0o755)
+    env = base_env(home, machines.frontier(tmp_path), path=f"{bindir}:/usr/bin:/bin")
+    env.update(SLURM_TASKS_PER_NODE="8(x4)", SLURM_NTASKS="32", SLURM_NPROCS="32", SLURM_NTASKS_PER_NODE="8",
+               SLURM_GPUS_ON_NODE="8", SLURM_GPUS_PER_NODE="8", SLURM_JOB_CPUS_PER_NODE="128(x4)")
+    jobenv(["save", "-q"], env, check=True)
+    p = jobenv(["launch", "--gpu-bind", "--nhosts", "1", "--", "sh", "-c",
+                "echo $SLURM_LOCALID:$LOCAL_RANK:$ROCR_VISIBLE_DEVICES"], env)
+    assert p.returncode == 0, p.stdout + p.stderr
+    got = dict(line.split(":", 1) for line in p.stdout.split())
+    assert got == {str(i): f"{i}:{d}" for i, d in enumerate([4, 5, 2, 3, 6, 7, 0, 1])}, p.stdout
+    p = jobenv(["launch", "--dry-run", "--gpu-bind", "--nhosts", "1", "--", "true"], env)
+    assert ("GPU binding on each host: local rank 0 -> ROCR_VISIBLE_DEVICES=4, 1 -> 5, 2 -> 2, 3 -> 3, 4 -> 6, "
+            "5 -> 7, 6 -> 0, 7 -> 1\n") in p.stderr, p.stderr
+
+
+# srun on one node, as far as a launch asks it: -n tasks, each with srun's task variables
+FRONTIER_SRUN = """#!/bin/sh
+n=1
+while [ $# -gt 0 ]; do
+    case $1 in
+    -n) n=$2; shift 2 ;;
+    -N|-c|--ntasks-per-node|--gpus-per-node|--gpu-bind) shift 2 ;;
+    --*=*) shift ;;
+    *) break ;;
+    esac
+done
+i=0
+while [ $i -lt $n ]; do
+    SLURM_PROCID=$i SLURM_LOCALID=$i SLURM_NODEID=0 SLURM_STEP_ID=0 SLURM_STEP_NUM_TASKS=$n \
+        SLURM_STEP_TASKS_PER_NODE=$n SLURM_STEP_NODELIST=frontier00001 "$@" &
+    i=$((i + 1))
+done
+wait
+"""
 
 
 @pytest.mark.parametrize("name", sorted(PROFILE_BINDINGS))
@@ -262,11 +344,12 @@ def test_profiles_without_binding_and_bad_modes():
     assert profiles.gpu_bind_mode(profs["slurm"]) == ""
     for bad in ("LD_PRELOAD:identity:4", "CUDA_VISIBLE_DEVICES:sideways:4", "CUDA_VISIBLE_DEVICES:identity:0",
                 "CUDA_VISIBLE_DEVICES:tile:4", "ZE_AFFINITY_MASK:tile:6", "CUDA_VISIBLE_DEVICES:identity:x",
-                "CUDA_VISIBLE_DEVICES"):
+                "CUDA_VISIBLE_DEVICES", "CUDA_VISIBLE_DEVICES:identity:010", "CUDA_VISIBLE_DEVICES:identity:4:",
+                "ZE_AFFINITY_MASK:tile:6:02"):
         with pytest.raises(ValueError):
             rankwrap.gpu_bind_value(bad, 0)
         p = wrap({"JOBENV_GPU_BIND": bad}, ["/bin/true"])
-        assert p.returncode == 5 and "JOBENV_GPU_BIND" in p.stderr, bad
+        assert p.returncode == 5 and "JOBENV_GPU_BIND" in p.stderr and p.stderr.count("\n") == 1, bad
 
 
 @pytest.mark.parametrize("text,why", [
@@ -276,13 +359,37 @@ def test_profiles_without_binding_and_bad_modes():
     ("gpu_bind: {var: ZE_AFFINITY_MASK, map: tile}", "tiles"),
     ("gpu_bind: {var: CUDA_VISIBLE_DEVICES, map: reverse, extra: 1}", "unknown"),
     ("gpu_bind: [CUDA_VISIBLE_DEVICES]", "mapping"),
+    ("gpu_bind: {var: ROCR_VISIBLE_DEVICES, map: order}", "order must be a list"),
+    ("gpu_bind: {var: ROCR_VISIBLE_DEVICES, map: order, order: []}", "order must be a list"),
+    ("gpu_bind: {var: ROCR_VISIBLE_DEVICES, map: order, order: 4}", "order must be a list"),
+    ("gpu_bind: {var: ROCR_VISIBLE_DEVICES, map: order, order: '4,5'}", "order must be a list"),
+    ("gpu_bind: {var: ROCR_VISIBLE_DEVICES, map: order, order: [1, -1]}", "order must be a list"),
+    ("gpu_bind: {var: ROCR_VISIBLE_DEVICES, map: order, order: [1, true]}", "order must be a list"),
+    ("gpu_bind: {var: ROCR_VISIBLE_DEVICES, map: order, order: [1, '2']}", "order must be a list"),
+    ("gpu_bind: {var: ROCR_VISIBLE_DEVICES, map: order, order: [1.0]}", "order must be a list"),
+    ("gpu_bind: {var: ROCR_VISIBLE_DEVICES, map: order, order: [[1]]}", "order must be a list"),
+    ("gpu_bind: {var: ROCR_VISIBLE_DEVICES, map: order, order: [" + "0, " * 65 + "]}", "order must be a list"),
+    ("gpu_bind: {var: ROCR_VISIBLE_DEVICES, map: order, order: [10000]}", "order must be a list"),
+    ("gpu_bind: {var: ROCR_VISIBLE_DEVICES, map: order, order: [3, 4]}", "order names device 4, beyond"),
+    ("gpu_bind: {var: ROCR_VISIBLE_DEVICES, map: order, order: [1], devices: 1}", "order takes `order` only"),
+    ("gpu_bind: {var: ROCR_VISIBLE_DEVICES, map: identity, order: [1]}", "order is for map: order only"),
 ])
 def test_profile_gpu_bind_is_validated(text, why):
     from jobenv import profiles
 
     base = "name: t\nscheduler: pbs\ngpus_per_host: 4\nlaunchers:\n  - argv: [mpiexec]\n"
-    with pytest.raises(profiles.ProfileError, match=why):
+    with pytest.raises(profiles.ProfileError, match=why) as exc:
         profiles.parse(base + text + "\n", "t.yaml")
+    assert "\n" not in str(exc.value)
+
+
+def test_profile_order_map_renders_as_the_wrappers_mode():
+    from jobenv import profiles
+
+    base = "name: t\nscheduler: slurm\nlaunchers:\n  - argv: [srun]\n"
+    prof = profiles.parse(base + "gpu_bind: {var: ROCR_VISIBLE_DEVICES, map: order, order: [" +
+                          ", ".join(["9999"] * 64) + "]}\n", "t.yaml")
+    assert profiles.gpu_bind_mode(prof) == "ROCR_VISIBLE_DEVICES:order:" + ",".join(["9999"] * 64)
 
 
 # ------------------------------------------------------------------ supervised path
