@@ -252,3 +252,16 @@ def test_het_job_is_the_union_of_its_components():
     cap = slurm.parse_job(lead + "\n" + comp, "1")
     assert cap.hosts == ["node1", "node2", "node4"] and cap.env["SLURM_JOB_NODELIST"] == "node1,node2,node4"
     assert cap.slots is None  # components differ: no one count per node
+
+
+def test_pbs_an_attribute_named_twice_is_refused_not_read_first_wins():
+    """PBS leaves Variable_List values unescaped: one quote in a `qsub -v` value breaks the
+    JSON, and the line-by-line reading then also sees a user's `-v euser=root` (printed inside
+    Variable_List, before the real euser) as the job's owner.  A key named twice in a job's
+    block is ambiguous: refused, and never a match for `save --job` with no id."""
+    text = data("pbs-qstat-fx-json-unescaped.txt").replace(
+        '"PBS_O_SYSTEM":"Linux",', '"PBS_O_SYSTEM":"Linux",\n                "euser":"root",', 1)
+    with pytest.raises(BadInput, match="names euser twice"):
+        pbs.parse_job(text, "2024084")
+    assert pbs.parse_found(text, "x3006c0s19b0n0", "root") == []
+    assert pbs.parse_job(text, "2023999").state == "F"  # the other job's block is its own

@@ -138,17 +138,23 @@ _JOB_KEYS = ("Job_Name", "job_state", "euser", "exec_host", "exec_vnode", "queue
              "ngpus", "nodect", "select")
 
 
+# The one attribute of a job whose block names a key twice: its values cannot be told from
+# a line inside an unescaped Variable_List value (`qsub -v 'X=",euser=root'`).
+AMBIGUOUS = "_ambiguous"
+
+
 def _jobs(text: str) -> Dict[str, Dict[str, Any]]:
     """{qstat id: attributes} from `qstat -f -F json [ID]`; where the document does not parse
-    (unescaped values), each job's `_JOB_KEYS` are read from its own block."""
+    (unescaped values), each job's `_JOB_KEYS` are read from its own block, and a block that
+    names one of them twice keeps nothing but AMBIGUOUS (which key)."""
     import json
     import re
 
+    out: Dict[str, Dict[str, Any]] = {}
     try:
         data = json.JSONDecoder().raw_decode(text, text.index("{"))[0] if "{" in text else {}
         jobs = data.get("Jobs") if isinstance(data, dict) else None
         if isinstance(jobs, dict):
-            out = {}
             for qid, attrs in jobs.items():
                 if isinstance(attrs, dict):
                     res = attrs.get("Resource_List")
@@ -157,14 +163,18 @@ def _jobs(text: str) -> Dict[str, Dict[str, Any]]:
         return {}
     except ValueError:
         pass
-    out, current = {}, None
+    current: Optional[Dict[str, Any]] = None
     keys = "|".join(_JOB_KEYS)
     for m in re.finditer(r'^\s*"([0-9]+(?:\[[0-9]*\])?(?:\.[^"\n]*)?)"\s*:\s*\{\s*$|^\s*"(' + keys
                          + r')"\s*:\s*(?:"([^"\n]*)"|([0-9]{1,18}))\s*,?\s*$', text, re.M):
         if m.group(1) is not None:
             current = out.setdefault(m.group(1), {})
-        elif current is not None:
-            current.setdefault(m.group(2), m.group(3) if m.group(3) is not None else int(m.group(4)))
+        elif current is not None and AMBIGUOUS not in current:
+            if m.group(2) in current:  # a second `"euser": ...` line: one came from a user's value
+                current.clear()
+                current[AMBIGUOUS] = m.group(2)
+            else:
+                current[m.group(2)] = m.group(3) if m.group(3) is not None else int(m.group(4))
     return out
 
 
@@ -202,6 +212,9 @@ def parse_job(text: str, jobid: str) -> Capture:
     qid, attrs = next(((q, a) for q, a in _jobs(text).items() if _match([jobid], q)), ("", None))
     if attrs is None:
         raise BadInput(f"qstat's answer does not describe job {jobid}")
+    if AMBIGUOUS in attrs:
+        raise BadInput(f"qstat's answer for job {jobid} is ambiguous: it names {attrs[AMBIGUOUS]} twice "
+                       "(its JSON does not parse: a value PBS printed unescaped?)")
     sources = {"state": "qstat job_state", "owner": "qstat euser"}
     exec_host = _text(attrs, "exec_host")
     hosts = _exec_hosts(exec_host) if exec_host else []
