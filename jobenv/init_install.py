@@ -59,12 +59,26 @@ def updated(text: str, line: str) -> Optional[str]:
     return "\n".join(kept) + "\n"
 
 
-def _read(path: str) -> Tuple[str, int]:
+TRUST_HINT = "point HOME, ZDOTDIR or XDG_CONFIG_HOME at a directory of your own, or add the line by hand"
+
+
+def _target(path: str) -> str:
+    """The file that writing `path` changes, after judging the way there by the store's rule
+    (jobenv.storepath.check_ancestors, the rc file's own link included): every directory
+    and link yours or root's, no directory writable by others unless sticky.  Otherwise
+    another user (ZDOTDIR, XDG_CONFIG_HOME or HOME in a shared /tmp) could point it at any
+    file of yours, or at a new file anywhere, for jobenv to rewrite."""
+    from .storepath import check_ancestors
+
+    check_ancestors(path, "the rc file", TRUST_HINT, last=True)
+    return os.path.realpath(path)
+
+
+def _read(path: str, real: str) -> Tuple[str, int]:
     """The rc file's text and mode ('' and 0o644 when it does not exist yet): a regular file
-    of this user's only (a link is followed to a file that is the user's own)."""
+    of this user's only (`real`: `path` with its links followed, see _target)."""
     from .readfile import read_bytes
 
-    real = os.path.realpath(path)
     try:
         st = os.stat(real)
     except FileNotFoundError:
@@ -83,11 +97,12 @@ def install(shell: str, exe: str, auto: bool, environ: Mapping[str, str]) -> Tup
                        "venv, e.g. .venv/bin/jobenv init bash --install)")
     path = rc_file(shell, environ)
     line = rc_line(shell, exe, auto)
-    text, mode = _read(path)
+    real = _target(path)
+    text, mode = _read(path, real)
     new = updated(text, line)
     if new is None:
         return path, line, False
-    real = os.path.realpath(path)
     os.makedirs(os.path.dirname(real), mode=0o755, exist_ok=True)
+    _target(path)  # the directories just made (or found made by someone else meanwhile) too
     write_atomic(real, new.encode("utf-8", "surrogateescape"), mode=mode)
     return path, line, True

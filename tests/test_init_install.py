@@ -107,3 +107,87 @@ def test_a_user_level_install_is_found_by_a_new_shell(tmp_path):
                         'type getjobenv >/dev/null && "$JOBENV_EXE" --version'],
                        capture_output=True, text=True, timeout=60, stdin=subprocess.DEVNULL)
     assert p.returncode == 0 and "jobenv" in p.stdout, p.stdout + p.stderr
+
+
+def install_cli(tmp_path: Path, shell: str, **env: str) -> subprocess.CompletedProcess:
+    """`jobenv init SHELL --install` run by this checkout's program, in `env` only."""
+    full = {"PATH": "/usr/bin:/bin", "LANG": "C.UTF-8", "HOME": str(tmp_path / "home"), **env}
+    return subprocess.run([str(jobenv_program(tmp_path)), "init", shell, "--install"], env=full,
+                          capture_output=True, text=True, errors="surrogateescape", timeout=60)
+
+
+def listing(*dirs: Path) -> list:
+    return sorted(str(p) for d in dirs for p in d.rglob("*"))
+
+
+# (shell, how the attacker (or a careless setup) shapes the shared dir; variable -> its path)
+PLANTED = {
+    "zsh: ZDOTDIR in a sticky /tmp, .zshrc planted -> a file of the victim's":
+        ("zsh", "ln -s {victim} {shared}/.zshrc", {"ZDOTDIR": "{shared}"}),
+    "bash: HOME in a sticky /tmp, .bashrc planted -> a file of the victim's":
+        ("bash", "ln -s {victim} {shared}/.bashrc", {"HOME": "{shared}"}),
+    "zsh: a dangling link planted -> a new file":
+        ("zsh", "ln -s {new} {shared}/.zshrc", {"ZDOTDIR": "{shared}"}),
+    "fish: XDG_CONFIG_HOME in the attacker's directories, a dangling link -> a new file":
+        ("fish", "mkdir -p {shared}/xdg/fish/conf.d && chmod -R 777 {shared}/xdg && "
+                 "ln -s {new} {shared}/xdg/fish/conf.d/jobenv.fish", {"XDG_CONFIG_HOME": "{shared}/xdg"}),
+}
+
+
+@pytest.mark.parametrize("case", list(PLANTED))
+def test_an_rc_file_another_user_planted_is_refused_and_nothing_written(tmp_path, other_user, shared_tmp, case):
+    """A link another user owns (in a sticky shared directory) or directories they own on the
+    way to the rc file: one error line, exit 6, the victim's file byte-identical, no file made."""
+    shell, plant, env = PLANTED[case]
+    victim, new = tmp_path / "precious.conf", tmp_path / "created-by-victim.sh"
+    victim.write_bytes(b"victim's own config\n")
+    victim.chmod(0o600)
+    (tmp_path / "home").mkdir()
+    fill = {"victim": victim, "new": new, "shared": shared_tmp}
+    other_user.sh(plant.format(**fill))
+    jobenv_program(tmp_path)
+    before = listing(tmp_path, shared_tmp)
+    p = install_cli(tmp_path, shell, **{k: v.format(**fill) for k, v in env.items()})
+    assert p.returncode == 6 and p.stderr.startswith("jobenv: error: ") and p.stderr.count("\n") == 1, p.stderr
+    assert "owned by uid" in p.stderr and "rc file" in p.stderr and p.stdout == ""
+    assert victim.read_bytes() == b"victim's own config\n" and not new.exists()
+    assert listing(tmp_path, shared_tmp) == before
+
+
+def test_a_link_in_a_directory_others_can_write_is_refused(tmp_path):
+    """The user's own link, in a directory anyone may write (not sticky): another user could
+    swap the link; and the user's own link leading into such a directory: they could swap
+    the file.  Both refused, nothing written."""
+    victim = tmp_path / "precious.conf"
+    victim.write_bytes(b"keep\n")
+    open_dir = tmp_path / "open"
+    open_dir.mkdir()
+    open_dir.chmod(0o777)
+    (open_dir / ".zshrc").symlink_to(victim)
+    home = tmp_path / "home"
+    home.mkdir()
+    (home / ".bashrc").symlink_to(open_dir / "bashrc")
+    jobenv_program(tmp_path)
+    before = listing(tmp_path)
+    for shell, env in (("zsh", {"ZDOTDIR": str(open_dir)}), ("bash", {"HOME": str(home)})):
+        p = install_cli(tmp_path, shell, **env)
+        assert p.returncode == 6 and p.stderr.count("\n") == 1, p.stderr
+        assert f"{open_dir}, above the rc file" in p.stderr and "writable by others and not sticky" in p.stderr
+    assert victim.read_bytes() == b"keep\n" and listing(tmp_path) == before
+
+
+def test_the_users_own_stow_link_still_installs(tmp_path):
+    """Dotfile managers (stow, chezmoi) link ~/.bashrc into ~/dotfiles: a link of the user's
+    own to a file of theirs, in directories only they can write, gets the line, stays a link."""
+    home = tmp_path / "home"
+    (home / "dotfiles" / "bash").mkdir(parents=True)
+    (home / "dotfiles" / "bash" / ".bashrc").write_text("export KEEP=me\n")
+    (home / ".bashrc").symlink_to("dotfiles/bash/.bashrc")  # relative, as stow makes it
+    (home / ".config").symlink_to("dotfiles/config")  # fish: a dangling link of the user's, made on install
+    for shell in ("bash", "fish"):
+        p = install_cli(tmp_path, shell)
+        assert p.returncode == 0, p.stderr
+    assert (home / ".bashrc").is_symlink()
+    text = (home / "dotfiles" / "bash" / ".bashrc").read_text()
+    assert text.startswith("export KEEP=me\n") and text.count(init_install.MARK) == 1
+    assert init_install.MARK in (home / "dotfiles" / "config" / "fish" / "conf.d" / "jobenv.fish").read_text()

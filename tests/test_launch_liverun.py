@@ -9,7 +9,7 @@ import time
 
 import pytest
 
-from jobenv.errors import JobenvError
+from jobenv.errors import BadRecord, JobenvError
 from jobenv.launch import liverun
 
 HERE = "thishost"
@@ -68,3 +68,21 @@ def test_none_live_or_a_bad_run_is_one_error(tmp_path):
         with pytest.raises(JobenvError, match="no such run directory"):
             liverun.find(str(runs), bad, {}, "job 7")
     assert liverun.find(str(runs), "20261124-100005-11-a1", {}, "job 7").endswith("-a1")
+
+
+def test_a_run_directory_not_the_users_own_is_refused(tmp_path, other_user, shared_tmp, sleeper):
+    """Whether named by --run or found live, a run directory another user owns, one others
+    may write, or a link to one of ours is refused (exit 6): its supervisor names a process
+    to signal and it receives requests."""
+    runs = tmp_path / "runs"
+    mine = attempt(runs, "20261124-100000-11-a0", HERE, sleeper, 100.0)
+    (tmp_path / "link").symlink_to(mine)
+    theirs = shared_tmp / "20261124-100000-12-a0"
+    other_user.sh(f"mkdir {theirs} && echo '{HERE} {sleeper} 9999999999.0' > {theirs}/supervisor")
+    for run in (str(theirs), str(tmp_path / "link")):
+        with pytest.raises(BadRecord, match="owned by uid|symbolic link"):
+            liverun.find(str(runs), run, {}, "job 7")
+    mine.chmod(0o777)
+    for run in (str(mine), None):
+        with pytest.raises(BadRecord, match="writable by others"):
+            liverun.find(str(runs), run, {"JOBENV_HOSTNAME": HERE}, "job 7")

@@ -4,6 +4,7 @@ wheel's mpiexec.  The Slurm cluster runs the whole flow: tests/test_launch_preem
 from __future__ import annotations
 
 import json
+import os
 import signal
 import subprocess
 import time
@@ -11,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from jobenv.launch import preempt
+from jobenv.launch import kill, preempt
 from jobenv.schedulers import SITE_VARS, pbs, slurm
 from machines import polaris
 from test_launch_supervise import job  # noqa: F401 (fixture: a local 2-rank mpiexec job)
@@ -158,6 +159,35 @@ def test_kill_ends_a_local_launch_and_names_its_ranks(job, tmp_path):  # noqa: F
     assert p.returncode is not None
     k = subprocess.run(["jobenv", "kill", "--run", "nonesuch"], env=job, capture_output=True, text=True, timeout=60)
     assert k.returncode == 5 and k.stderr.startswith("jobenv: error: --run 'nonesuch': no such run"), k.stderr
+
+
+def test_kill_refuses_a_run_directory_another_user_planted(job, other_user, shared_tmp):  # noqa: F811
+    """--run naming a directory another user made, its `supervisor` naming a process of ours
+    (host, pid, an epoch in the future) and a host agent's beat: one error line, exit 6, the
+    process lives on and no `request` is written there for anyone to act on."""
+    from jobenv.hostlist import this_host
+
+    victim = subprocess.Popen(["sleep", "1000"])
+    try:
+        planted, host = shared_tmp / "20260101-000000-1-a1", this_host(job)
+        other_user.sh(f"mkdir -m 777 {planted} && echo '{host} {victim.pid} 9999999999.0' > {planted}/supervisor"
+                      f" && touch {planted}/host-{host}.beat")
+        k = subprocess.run(["jobenv", "kill", "--run", str(planted)], env=job, capture_output=True, text=True,
+                           timeout=60)
+        assert k.returncode == 6 and k.stderr.startswith("jobenv: error: run directory ") and "owned by uid" in k.stderr
+        assert k.stderr.count("\n") == 1, k.stderr
+        time.sleep(0.5)
+        assert victim.poll() is None, "kill signalled a process named by another user's run directory"
+        assert sorted(os.listdir(planted)) == [f"host-{host}.beat", "supervisor"]
+    finally:
+        victim.kill()
+        victim.wait()
+
+
+def test_kill_report_escapes_host_names_from_the_ledgers():
+    lines, code = kill.report({0: "node1\x1b]0;pwned\x07", 1: "n2"}, {1: "n2\x1b[2J"})
+    assert code == 1 and "\x1b" not in "".join(lines) and "\x07" not in "".join(lines)
+    assert "node1\\x1b]0;pwned\\x07" in lines[0] and "rank 1 on n2\\x1b[2J" in lines[1]
 
 
 @pytest.mark.parametrize("answer,count", [("run_count=3", "2"), ("exit 1", "0"), ("garbage", "0")])

@@ -58,14 +58,16 @@ def running(run_dir: str, host: str) -> Dict[int, Optional[str]]:
 
 def report(before: Dict[int, Optional[str]], after: Dict[int, Optional[str]]) -> Tuple[List[str], int]:
     """The lines kill prints and its exit code: 0 when nothing it found running is left."""
+    from ..errors import visible
+
     ended = sorted(set(before) - set(after))
     lines = []
-    if ended:
-        hosts = sorted({before[r] or "?" for r in ended})
+    if ended:  # host names come from the ledgers' file names: escaped for the terminal
+        hosts = sorted({visible(before[r] or "?") for r in ended})
         lines.append(f"ended {len(ended)} rank(s) ({ranks.compact([str(r) for r in ended])}) on "
                      f"{len(hosts)} host(s): {ranks.compact(hosts)}")
     if after:
-        left = [f"rank {r} on {h or '?'}" for r, h in sorted(after.items())]
+        left = [f"rank {r} on {visible(h or '?')}" for r, h in sorted(after.items())]
         lines.append(f"still running after {WAIT_S:.0f} s: {ranks.compact(left)}")
     if not before:
         lines.append("no rank of this run was running")

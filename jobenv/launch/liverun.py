@@ -83,16 +83,30 @@ def attempts(runs: str) -> List[str]:
 
 def find(runs: str, run: Optional[str], env: Mapping[str, str], what: str) -> str:
     """The run directory to act on: `run` (a path, or an attempt's name under `runs`), else
-    the newest live attempt; JobenvError naming `what` when there is none."""
+    the newest live attempt; JobenvError naming `what` when there is none.  Whichever it
+    is, it must be a directory of the user's own by the rule every run directory is made
+    by (jobenv.storepath.own_dir): its `supervisor` names a process to signal and it
+    receives requests, so one that another user made or could change (a path handed
+    around in /tmp) is refused for every command that acts on a launch (kill, stacks)."""
+    from ..storepath import own_dir
+
+    path = _named(runs, run) if run else _newest_live(runs, env, what)
+    own_dir(path, "run directory", f"name a run directory of your own (attempts are under {runs})")
+    return path
+
+
+def _named(runs: str, run: str) -> str:
+    path = run if "/" in run else os.path.join(runs, run)
+    if run in (".", "..") or not (os.path.isdir(path) or os.path.islink(path)):  # a link: own_dir says why not
+        from ..errors import BadInput, visible
+
+        raise BadInput(f"--run {visible(run)!r}: no such run directory (attempts are under {runs})")
+    return os.path.abspath(path)
+
+
+def _newest_live(runs: str, env: Mapping[str, str], what: str) -> str:
     from ..hostlist import this_host
 
-    if run:
-        path = run if "/" in run else os.path.join(runs, run)
-        if run in (".", "..") or not os.path.isdir(path):
-            from ..errors import BadInput, visible
-
-            raise BadInput(f"--run {visible(run)!r}: no such run directory (attempts are under {runs})")
-        return os.path.abspath(path)
     here = this_host(env)
     for path in attempts(runs):
         if alive(path, here):
