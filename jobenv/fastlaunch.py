@@ -54,7 +54,9 @@ def kill(job: Optional[str], run: Optional[str], environ: Mapping[str, str], say
                    f"job {rec.jobid}")
     prog, _ = launcher_path(rec, rec.launch[0])
     fam = families.family(rec.launch[0], prog if os.path.isabs(prog) else _which(prog, env))
-    say(f"killing run {os.path.basename(run_dir)} of job {rec.jobid}")
+    from .errors import visible
+
+    say(f"killing run {visible(os.path.basename(run_dir))} of job {visible(rec.jobid)}")
     return end_run(run_dir, families.get(fam).cancel, env, this_host(environ), say)
 
 
