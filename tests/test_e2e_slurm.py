@@ -68,11 +68,11 @@ def fresh(cluster, node, shell, script, store, **extra):
     return subprocess.run(argv, capture_output=True, text=True, timeout=240)
 
 
-def batch_job(cluster, jobs, store, tmp_path, *sbatch_args, save_args="", env=None) -> str:
-    """Submit a job whose script runs `jobenv save` and then holds the allocation."""
+def batch_job(cluster, jobs, store, tmp_path, *sbatch_args, save_args="", env=None, hold=600) -> str:
+    """Submit a job whose script runs `jobenv save` and then holds the allocation `hold` s."""
     marker = tmp_path / f"saved-{len(jobs)}"
     script = (f"#!/bin/bash\nexport JOBENV_HOME={store}\n{PY} -m jobenv save --quiet {save_args} "
-              f"2> {marker}.err && touch {marker}\nexec sleep 600\n")
+              f"2> {marker}.err && touch {marker}\nexec sleep {int(hold)}\n")
     jobid = cluster.sbatch(script, *sbatch_args, "-o", str(tmp_path / "job-%j.out"), env=env)
     jobs.append(jobid)
     cluster.wait_state(jobid, {"RUNNING"})

@@ -20,7 +20,8 @@ pytestmark = pytest.mark.e2e
 
 def test_teardown_soak_under_srun(cluster, jobs, store, tmp_path):  # noqa: F811
     need_torch()
-    batch_job(cluster, jobs, store, tmp_path, "-N", "2", "--ntasks-per-node", "1")
+    # the job outlives the loop (a run takes ~3 s): 600 s held only ~165 runs
+    batch_job(cluster, jobs, store, tmp_path, "-N", "2", "--ntasks-per-node", "1", hold=120 + 10 * SOAK_RUNS)
     prog = tmp_path / "ddp.py"
     prog.write_text(DDP)
     env = {"HOME": os.environ.get("HOME", "/root"), "PATH": f"{PYBIN}:/usr/bin:/bin", "JOBENV_HOME": store,
