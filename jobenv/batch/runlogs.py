@@ -35,6 +35,8 @@ class Launch:
     @property
     def heading(self) -> str:
         r = self.run
+        if not r.has_summary:  # its summary is written as it ends
+            return f"--- run {r.ident}: {'running' if running([self]) else 'no summary (killed?)'}{self.why}"
         cmd = " ".join(r.command)[:200] or "?"
         return f"--- run {r.ident}: {cmd} ({r.nranks or '?'} ranks, {r.state}){self.why}"
 
