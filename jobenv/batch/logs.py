@@ -1,12 +1,13 @@
 """`jobenv logs`: the batch output and each rank's log of a job, once or followed.
 
 Which files: the submission's own (its -o file, and -e where the scheduler writes one) or
-the one the scheduler names (Slurm StdOut=, PBS Output_Path), and the rank logs the launch
-wrote (`rank-<R>.log` in its --log-dir, which `submit` records).  Every file is opened as
-hostile input (jobenv.readfile: a regular file, no FIFO or device, no symbolic link), read
-in bounded chunks, and printed through errors.visible (a log holds whatever the program
-printed: escape sequences are shown, never acted on).  Follow mode is tail -F over all
-of them, new rank logs included, until the job has ended (then one last read).
+the one the scheduler names (Slurm StdOut=, PBS Output_Path), and the rank logs each launch
+wrote (`rank-<R>.log` in its --log-dir: jobenv.batch.runlogs finds them from run history).
+Every file is opened as hostile input (jobenv.readfile: a regular file, no FIFO or device,
+no symbolic link: those are skipped with a warning), read in bounded chunks, and printed
+through errors.visible (a log holds whatever the program printed: escape sequences are
+shown, never acted on).  Follow mode is tail -F over the batch output and the newest
+launch's logs, new rank logs included, until it has ended (then one last read).
 """
 from __future__ import annotations
 
@@ -29,14 +30,6 @@ class Note(str):
 
 
 Item = Union[str, Note]
-
-
-def log_files(output: Optional[str], error: Optional[str], log_dir: Optional[str],
-              rank: Optional[int]) -> List[str]:
-    """The files to show, batch output first, then rank logs in rank order (only rank
-    `rank`'s when given; then no batch output)."""
-    files: List[str] = [] if rank is not None else [p for p in (output, error) if p]
-    return files + (rank_logs(log_dir, rank) if log_dir else [])
 
 
 def rank_logs(log_dir: str, rank: Optional[int]) -> List[str]:
