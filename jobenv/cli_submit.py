@@ -119,8 +119,8 @@ def logs_cmd(job: Optional[str], rank: Optional[int], follow: bool) -> None:
     found = [runlogs.launches(h.env, h.scheduler, h.jobid)]
 
     def ended() -> bool:  # the job, and its newest launch; a launch begun since is followed
-        found[0] = runlogs.launches(h.env, h.scheduler, h.jobid)
-        return _status(h).phase in ("ended", "unknown") and not runlogs.running(found[0])
+        ran, found[0] = runlogs.running(found[0]), runlogs.launches(h.env, h.scheduler, h.jobid)
+        return _status(h).phase in ("ended", "unknown") and not ran and not runlogs.running(found[0])
 
     seen = logs.show(lambda: runlogs.items(h.sub, st.output, found[0], rank), ended,
                      follow and (st.phase not in ("ended", "unknown") or runlogs.running(found[0])), warn=warn,

@@ -138,6 +138,11 @@ def test_a_noted_log_dir_of_another_user_or_a_link_is_refused(tmp_path, other_us
     (tmp_path / "elsewhere").write_text(f"{theirs}\n")
     p = jobenv(env, "logs")
     assert "planted line" not in p.stdout and "no per-rank logs" in p.stdout, p.stdout
+    base = Path(env["JOBENV_HOME"]) / "runs"  # run history of another user: one line, exit 6
+    os.chown(base, other_user.uid, other_user.gid)
+    p = jobenv(env, "logs")
+    assert p.returncode == 6 and p.stdout == "" and p.stderr.count("\n") == 1 and "owned by uid" in p.stderr, p.stderr
+    os.chown(base, os.getuid(), os.getgid())
 
 
 def test_follow_stops_when_the_newest_launch_ends(tmp_path):

@@ -35,9 +35,11 @@ class Launch:
     @property
     def heading(self) -> str:
         r = self.run
-        if not r.has_summary:  # its summary is written as it ends
-            return f"--- run {r.ident}: {'running' if running([self]) else 'no summary (killed?)'}{self.why}"
-        cmd = " ".join(r.command)[:200] or "?"
+        if not r.has_summary:  # running (its summary is written as it ends), or killed
+            return f"--- run {r.ident}: {'running' if _alive(r.path) else 'ended without a summary (killed?)'}{self.why}"
+        from ..shell import join
+
+        cmd = join(r.command)[:200] or "?"
         return f"--- run {r.ident}: {cmd} ({r.nranks or '?'} ranks, {r.state}){self.why}"
 
 
@@ -66,7 +68,7 @@ def launches(env: Mapping[str, str], scheduler: str, jobid: str) -> List[Launch]
     from .. import runs, store
 
     key = store.key_for(scheduler, jobid)
-    found = [r for r in reversed(runs.scan(env, key)) if r.key == key]
+    found = [r if r.has_summary or _alive(r.path) else _again(r) for r in reversed(runs.scan(env, key)) if r.key == key]
     dirs = [runs.noted_log_dir(r.path) for r in found]
     out = []
     for i, (r, d) in enumerate(zip(found, dirs)):
@@ -104,10 +106,23 @@ def items(sub: Optional[Dict[str, Any]], batch_out: Optional[str], found: List[L
     return out
 
 
-def running(found: List[Launch]) -> bool:
-    """Whether the newest launch still runs (seen from this host)."""
+def _alive(run_dir: str) -> bool:
     from ..hostlist import this_host
     from ..launch.liverun import alive
 
-    return bool(found) and alive(found[-1].run.path, this_host())
+    return alive(run_dir, this_host())
+
+
+def _again(run: Any) -> Any:
+    """A run seen without its summary and found ended: read again (it may have written its
+    summary as it ended, between the two looks)."""
+    from .. import runs
+
+    summary = runs.read_json(os.path.join(run.path, runs.SUMMARY), runs.MAX_SUMMARY_BYTES)
+    return run if summary is None else runs.Run(run.key, run.name, run.path, summary, run.mtime)
+
+
+def running(found: List[Launch]) -> bool:
+    """Whether the newest launch still runs (seen from this host)."""
+    return bool(found) and _alive(found[-1].run.path)
 
