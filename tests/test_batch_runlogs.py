@@ -162,3 +162,5 @@ def test_follow_stops_when_the_newest_launch_ends(tmp_path):
         reaper.join(timeout=60)
     assert p.returncode == 0, p.stderr
     assert said(p.stdout, "tick 4") == ["tick 4 rank 0", "tick 4 rank 1"]
+    headings = [ln.split(": ", 1)[1] for ln in p.stdout.splitlines() if ln.startswith("--- run ")]
+    assert headings[0] == "running" and headings[-1].endswith("(2 ranks, ok)") and len(headings) == 2, p.stdout

@@ -29,14 +29,15 @@ class Launch:
     """One attempt of a launch into the job, and where its rank logs are (`where` None:
     `why` says why there are none to show)."""
 
-    def __init__(self, run: Any, noted: Optional[str], where: Optional[str], why: str) -> None:
+    def __init__(self, run: Any, noted: Optional[str], where: Optional[str], why: str, live: bool = False) -> None:
         self.run, self.noted, self.where, self.why = run, noted, where, why
+        self.live = live  # running when scanned (no summary yet)
 
     @property
     def heading(self) -> str:
         r = self.run
         if not r.has_summary:  # running (its summary is written as it ends), or killed
-            return f"--- run {r.ident}: {'running' if _alive(r.path) else 'ended without a summary (killed?)'}{self.why}"
+            return f"--- run {r.ident}: {'running' if self.live else 'ended without a summary (killed?)'}{self.why}"
         from ..shell import join
 
         cmd = join(r.command)[:200] or "?"
@@ -68,12 +69,14 @@ def launches(env: Mapping[str, str], scheduler: str, jobid: str) -> List[Launch]
     from .. import runs, store
 
     key = store.key_for(scheduler, jobid)
-    found = [r if r.has_summary or _alive(r.path) else _again(r) for r in reversed(runs.scan(env, key)) if r.key == key]
+    scanned = [r for r in reversed(runs.scan(env, key)) if r.key == key]
+    live = [not r.has_summary and _alive(r.path) for r in scanned]
+    found = [r if r.has_summary or up else _again(r) for r, up in zip(scanned, live)]
     dirs = [runs.noted_log_dir(r.path) for r in found]
     out = []
     for i, (r, d) in enumerate(zip(found, dirs)):
         if d is None:
-            out.append(Launch(r, None, None, f": {HINT}"))
+            out.append(Launch(r, None, None, f": {HINT}", live[i]))
             continue
         where: Optional[str] = d
         why = ""
@@ -85,7 +88,7 @@ def launches(env: Mapping[str, str], scheduler: str, jobid: str) -> List[Launch]
         refused = _refusal(where) if where else ""
         if refused:
             where, why = None, f": not read: {refused}"
-        out.append(Launch(r, d, where, why))
+        out.append(Launch(r, d, where, why, live[i]))
     return out
 
 
