@@ -4,7 +4,7 @@ Each attempt has its run directory `<JOBENV_HOME>/runs/<job key>/<stamp>-<pid>-a
 (jobenv.launch.ranks.make_run_dir).  At the attempt's end launch writes `summary.json`
 there (atomically: jobenv.atomic): command, job, hosts, ranks, attempt, exit, duration,
 first failure.  An attempt given --log-dir notes that directory there as it starts, in
-`log_dir` (note_log_dir: `jobenv logs` finds a launch's rank logs by it, a running one's
+`logdir.json` (note_log_dir: `jobenv logs` finds a launch's rank logs by it, a running one's
 too).  A program whose rank 0 knows every rank's start-up phases (the selftest)
 writes `phases.json` beside it, once per run, not a file per rank.
 
@@ -29,7 +29,7 @@ TYPE_CHECKING = False  # `import typing` costs ~5 ms; launch imports this module
 if TYPE_CHECKING:
     from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple
 
-SUMMARY, PHASES, LOG_DIR = "summary.json", "phases.json", "log_dir"
+SUMMARY, PHASES, LOG_DIR = "summary.json", "phases.json", "logdir.json"
 MAX_SUMMARY_BYTES = 1 << 20
 MAX_PHASES_BYTES = 64 << 20  # about 300 bytes per rank: room for 200,000 ranks
 KEEP_RUNS, KEEP_DAYS = 200, 30.0
@@ -169,35 +169,24 @@ def record(run_dir: str, rec: Any, command: Sequence[str], plan: Any, attempt: i
 
 
 def note_log_dir(run_dir: str, log_dir: Optional[str]) -> None:
-    """launch, as an attempt starts: the --log-dir its ranks write `rank-<R>.log` in (an
-    absolute path), for `jobenv logs`.  None: the ranks keep no logs, nothing is noted.
-    Never fails the launch: a full disk only loses the note."""
+    """launch, as an attempt starts: the --log-dir (absolute) its ranks write `rank-<R>.log`
+    in, for `jobenv logs`; None (no --log-dir): nothing.  A full disk only loses the note."""
+    import json
+
     from .atomic import write_atomic
 
     if log_dir:
         try:
-            write_atomic(os.path.join(run_dir, LOG_DIR), os.fsencode(log_dir) + b"\n")
+            write_atomic(os.path.join(run_dir, LOG_DIR), json.dumps({"log_dir": log_dir}).encode())
         except OSError:
             pass
 
 
 def noted_log_dir(run_dir: str) -> Optional[str]:
-    """The log directory an attempt noted (an absolute path of one printable line), else
-    None; the file is read as hostile (never through a link, at most 8 KiB)."""
-    from .readfile import open_regular, read_open
-
-    try:
-        fd, st = open_regular(os.path.join(run_dir, LOG_DIR), nofollow=True)
-    except OSError:
-        return None
-    try:
-        raw = read_open(fd, st, 8192)
-    except OSError:
-        return None
-    finally:
-        os.close(fd)
-    path = os.fsdecode(raw[:-1]) if raw.endswith(b"\n") else ""
-    return path if os.path.isabs(path) and path.isprintable() else None
+    """The log directory an attempt noted (absolute, printable), else None."""
+    got = read_json(os.path.join(run_dir, LOG_DIR), 65536)
+    path = got.get("log_dir") if got else None
+    return path if isinstance(path, str) and os.path.isabs(path) and path.isprintable() else None
 
 
 def write_phases(rows: Sequence[Mapping[str, Any]], env: Optional[Mapping[str, str]] = None) -> bool:

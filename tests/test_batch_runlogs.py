@@ -128,14 +128,14 @@ def test_a_noted_log_dir_of_another_user_or_a_link_is_refused(tmp_path, other_us
     launch(env, "mine", "--log-dir", str(tmp_path / "logs"))
     theirs = shared_tmp / "theirs"
     other_user.sh(f"mkdir -m 755 {theirs} && echo 'planted line' > {theirs}/rank-0.log && chmod 644 {theirs}/rank-0.log")
-    note = run_dir(env, runs(env)[0]) / "log_dir"
-    note.write_text(f"{theirs}\n")  # a rank rewrote its run directory's note
+    note = run_dir(env, runs(env)[0]) / "logdir.json"
+    note.write_text(json.dumps({"log_dir": str(theirs)}))  # a rank rewrote its run directory's note
     p = jobenv(env, "logs")
     assert p.returncode == 0 and "planted line" not in p.stdout, p.stdout
     assert f"not read: log directory {theirs} is owned by uid {other_user.uid}" in p.stdout
     note.unlink()
     note.symlink_to(tmp_path / "elsewhere")  # a note is never read through a link
-    (tmp_path / "elsewhere").write_text(f"{theirs}\n")
+    (tmp_path / "elsewhere").write_text(json.dumps({"log_dir": str(theirs)}))
     p = jobenv(env, "logs")
     assert "planted line" not in p.stdout and "no per-rank logs" in p.stdout, p.stdout
     base = Path(env["JOBENV_HOME"]) / "runs"  # run history of another user: one line, exit 6
