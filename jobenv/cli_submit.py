@@ -3,8 +3,9 @@
 One job handle whatever the scheduler: `-j ID` names a job `submit` submitted (its record
 in the store) or one `jobenv save` saved; with none, the job this shell lives in, else the
 newest submission, else the newest saved job.  Exit codes (README): 0 done; 1 the
-scheduler's command failed or is missing; 2 bad command line; 3 no such job; 5 bad input
-(a job id, queue or account of the wrong shape, a profile without `submit`).
+scheduler's command failed or is missing (logs: nothing found); 2 bad command line; 3 no
+such job; 5 bad input (a job id, queue or account of the wrong shape, a profile without
+`submit`); 6 the store or run history of another user, or writable by others.
 """
 from __future__ import annotations
 
