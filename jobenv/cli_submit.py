@@ -3,8 +3,9 @@
 One job handle whatever the scheduler: `-j ID` names a job `submit` submitted (its record
 in the store) or one `jobenv save` saved; with none, the job this shell lives in, else the
 newest submission, else the newest saved job.  Exit codes (README): 0 done; 1 the
-scheduler's command failed or is missing; 2 bad command line; 3 no such job; 5 bad input
-(a job id, queue or account of the wrong shape, a profile without `submit`).
+scheduler's command failed or is missing (logs: nothing found); 2 bad command line; 3 no
+such job; 5 bad input (a job id, queue or account of the wrong shape, a profile without
+`submit`); 6 the store or run history of another user, or writable by others.
 """
 from __future__ import annotations
 
@@ -109,21 +110,24 @@ def status_cmd(job: Optional[str]) -> None:
 @click.command("logs")
 @_JOB
 @click.option("--rank", type=Count(0), metavar="R", help="Only rank R's log.")
-@click.option("-f", "--follow", is_flag=True, help="Keep printing what the logs gain until the job has ended.")
+@click.option("-f", "--follow", is_flag=True, help="Keep printing what the newest launch's logs gain until it has ended.")
 def logs_cmd(job: Optional[str], rank: Optional[int], follow: bool) -> None:
-    """Print a job's batch output and each rank's log (-f: follow them)."""
-    from .batch import logs
+    """Print a job's batch output and each launch's rank logs, oldest launch first (-f: follow)."""
+    from .batch import logs, runlogs
 
     h = resolve(os.environ, job)
     st = _status(h)
-    out, err, log_dir = ((h.sub["output"], h.sub["error"], h.sub["log_dir"]) if h.sub else (st.output, None, None))
+    found = [runlogs.launches(h.env, h.scheduler, h.jobid)]
 
-    def ended() -> bool:
-        return bool(_status(h).phase in ("ended", "unknown"))
+    def ended() -> bool:  # the job, and its newest launch; a launch begun since is followed
+        ran, found[0] = runlogs.running(found[0]), runlogs.launches(h.env, h.scheduler, h.jobid)
+        return _status(h).phase in ("ended", "unknown") and not ran and not runlogs.running(found[0])
 
-    seen = logs.show(lambda: logs.log_files(out, err, log_dir, rank), ended, follow and st.phase != "ended")
+    seen = logs.show(lambda: runlogs.items(h.sub, st.output, found[0], rank), ended,
+                     follow and (st.phase not in ("ended", "unknown") or runlogs.running(found[0])), warn=warn,
+                     later=lambda: runlogs.items(h.sub, st.output, found[0], rank, newest_only=True))
     if not seen:
-        what = f"no log of rank {rank}" if rank is not None else "no batch output or rank log"
+        what = f"no log of rank {rank}" if rank is not None else "no batch output, rank log or launch"
         raise JobenvError(f"job {visible(h.jobid)}: {what} found ({st.phase})")
 
 

@@ -3,7 +3,9 @@
 Each attempt has its run directory `<JOBENV_HOME>/runs/<job key>/<stamp>-<pid>-a<N>/`
 (jobenv.launch.ranks.make_run_dir).  At the attempt's end launch writes `summary.json`
 there (atomically: jobenv.atomic): command, job, hosts, ranks, attempt, exit, duration,
-first failure.  A program whose rank 0 knows every rank's start-up phases (the selftest)
+first failure.  An attempt given --log-dir notes that directory there as it starts, in
+`logdir.json` (note_log_dir: `jobenv logs` finds a launch's rank logs by it, a running one's
+too).  A program whose rank 0 knows every rank's start-up phases (the selftest)
 writes `phases.json` beside it, once per run, not a file per rank.
 
 Run directories are hostile input: the ranks (user code) write in them.  So every name is
@@ -27,7 +29,7 @@ TYPE_CHECKING = False  # `import typing` costs ~5 ms; launch imports this module
 if TYPE_CHECKING:
     from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple
 
-SUMMARY, PHASES = "summary.json", "phases.json"
+SUMMARY, PHASES, LOG_DIR = "summary.json", "phases.json", "logdir.json"
 MAX_SUMMARY_BYTES = 1 << 20
 MAX_PHASES_BYTES = 64 << 20  # about 300 bytes per rank: room for 200,000 ranks
 KEEP_RUNS, KEEP_DAYS = 200, 30.0
@@ -164,6 +166,27 @@ def record(run_dir: str, rec: Any, command: Sequence[str], plan: Any, attempt: i
         prune(env)
     except (OSError, JobenvError):  # a bad JOBENV_RUNS_KEEP or an unsafe runs directory: no pruning
         pass
+
+
+def note_log_dir(run_dir: str, log_dir: Optional[str]) -> None:
+    """launch, as an attempt starts: the --log-dir (absolute) its ranks write `rank-<R>.log`
+    in, for `jobenv logs`; None (no --log-dir): nothing.  A full disk only loses the note."""
+    import json
+
+    from .atomic import write_atomic
+
+    if log_dir:
+        try:
+            write_atomic(os.path.join(run_dir, LOG_DIR), json.dumps({"log_dir": log_dir}).encode())
+        except OSError:
+            pass
+
+
+def noted_log_dir(run_dir: str) -> Optional[str]:
+    """The log directory an attempt noted (absolute, printable), else None."""
+    got = read_json(os.path.join(run_dir, LOG_DIR), 65536)
+    path = got.get("log_dir") if got else None
+    return path if isinstance(path, str) and os.path.isabs(path) and path.isprintable() else None
 
 
 def write_phases(rows: Sequence[Mapping[str, Any]], env: Optional[Mapping[str, str]] = None) -> bool:

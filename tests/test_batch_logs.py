@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import os
 
-from jobenv.batch import logs
+from jobenv.batch import logs, runlogs
 
 
 def collect(files, ended=lambda: True, follow=False, **kw):
@@ -19,10 +19,13 @@ def test_files_in_rank_order_and_one_rank(tmp_path):
         (d / f"rank-{r}.log").write_text(f"r{r}\n")
     (d / "rank-x.log").write_text("not a rank")
     (d / "rank-².log").write_text("not ascii digits")
-    out = str(tmp_path / "job.out")
-    got = logs.log_files(out, None, str(d), None)
-    assert got == [out] + [str(d / f"rank-{r}.log") for r in (0, 2, 10)]
-    assert logs.log_files(out, None, str(d), 2) == [str(d / "rank-2.log")]
+    assert logs.rank_logs(str(d), None) == [str(d / f"rank-{r}.log") for r in (0, 2, 10)]
+    assert logs.rank_logs(str(d), 2) == [str(d / "rank-2.log")]
+    out, err = str(tmp_path / "job.out"), str(tmp_path / "job.err")
+    sub = {"output": out, "error": err, "log_dir": str(d)}
+    assert runlogs.items(sub, None, [], None) == [out, err] + logs.rank_logs(str(d), None)
+    assert runlogs.items(sub, None, [], 2) == [str(d / "rank-2.log")]  # --rank: no batch output
+    assert runlogs.items(None, out, [], None) == [out]
 
 
 def test_escape_sequences_are_shown_not_acted_on(tmp_path):

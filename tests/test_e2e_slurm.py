@@ -238,6 +238,26 @@ def test_watch_marks_job_ended_when_slurm_says_so(cluster, jobs, store, tmp_path
 
 
 # ---------------------------------------------------------------- submit, status, logs, cancel
+def test_logs_of_a_saved_job_launched_into_with_and_without_log_dir(cluster, jobs, store, tmp_path):
+    """A job saved inside its allocation (never submitted by jobenv), launched into from a
+    node: `logs -j ID` from the login node finds each launch's rank logs from run history."""
+    jobid = batch_job(cluster, jobs, store, tmp_path, "-N", "2", "--ntasks-per-node", "2")
+    say = "sh -c 'echo \"$0 rank $RANK on $(hostname)\"'"
+    for flags, name in ((f"--log-dir {tmp_path / 'ranklogs'}", "logged"), ("", "unlogged")):
+        p = fresh(cluster, "node1", "bash", f"jobenv launch --job {jobid} {flags} -- {say} {name}", store)
+        assert p.returncode == 0, p.stdout + p.stderr
+    logs = _jobenv(cluster, store, tmp_path, "logs", "-j", jobid)
+    assert logs.returncode == 0, logs.stderr
+    lines = logs.stdout.splitlines()
+    for rank, host in ((0, "node1"), (1, "node1"), (2, "node2"), (3, "node2")):
+        assert f"logged rank {rank} on {host}" in lines, logs.stdout
+    hint = [ln for ln in lines if ln.startswith("--- run ") and "unlogged" in ln]
+    assert len(hint) == 1 and "no per-rank logs" in hint[0] and "--log-dir DIR" in hint[0], logs.stdout
+    one = _jobenv(cluster, store, tmp_path, "logs", "-j", jobid, "--rank", "3")
+    assert [ln for ln in one.stdout.splitlines() if " rank " in ln and not ln.startswith("---")] == \
+        ["logged rank 3 on node2"], one.stdout
+
+
 def _jobenv(cluster, store, cwd, *args, timeout=120):
     env = cluster.env(JOBENV_HOME=store, PYTHONPATH=str(REPO), PATH=f"{PYBIN}:/usr/bin:/bin", OMP_NUM_THREADS="1")
     return subprocess.run([PY, "-m", "jobenv", *args], env=env, cwd=cwd, capture_output=True, text=True,

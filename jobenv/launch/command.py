@@ -185,6 +185,7 @@ def run(rec: JobRecord, command: List[str], opts: Options, base_env: Mapping[str
         run_dir = ranks.make_run_dir(runs, f"a{attempt}")
         if opts.log_dir:  # the wrapper sends a rank's output there instead of the launcher's
             log_dir = ranks.set_aside(log_dir, attempt) if log_dir else ranks.prepare_log_dir(opts.log_dir)
+        runs_history.note_log_dir(run_dir, log_dir)  # where `jobenv logs` finds this attempt's rank logs
         plan, warnings = plan_attempt(rec, hosts.request, opts, os.path.join(run_dir, "hostfile"), base_env)
         for w in warnings:
             _say(f"warning: {w}")
