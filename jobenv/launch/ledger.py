@@ -99,8 +99,8 @@ def _apply(state: RunState, host: HostState, line: str) -> None:
     elif kind == "end" and len(words) == 4:
         r.exit, r.ended = normalize(words[2]), when
     elif kind == "hook" and len(words) in (4, 5):  # the rank's next Python (`prep.py; train.py`) supersedes the last
-        r.hook_start = _ticks(words[3]) if len(words) == 5 else None
-        r.hook_pid = _num(words[2]) if r.hook_start is not None else None
+        pid, start = _num(words[2]), _ticks(words[3]) if len(words) == 5 else None
+        r.hook_pid, r.hook_start = (pid, start) if pid is not None and start is not None else (None, None)
         r.clean = False
     elif kind == "clean" and len(words) == 3:
         r.clean, r.hook_pid, r.hook_start = True, None, None
