@@ -424,10 +424,14 @@ fi
 # The host agent (protocol: jobenv/rankwrap.py): one background loop per host, started by
 # the wrapper that creates agent-<H>; it beats, records wrappers that vanished, carries out
 # requests and ends when no rank of the host runs.  It may fork: it runs once per host.
+_je_stat() {  # /proc/$1/stat from field 3 on (after the parenthesised name, which may hold anything) in $_je_ps
+    read -r _je_ps 2>/dev/null < "/proc/$1/stat" || return 1
+    _je_ps=${_je_ps##*") "}
+}
 _je_alive() {  # pid $1 runs (a zombie: killed, not yet reaped by its launcher, does not)
     kill -0 "$1" 2>/dev/null || return 1
-    read -r _je_ps < "/proc/$1/stat" 2>/dev/null || return 0
-    case ${_je_ps##*") "} in Z*|X*) return 1 ;; esac
+    _je_stat "$1" || return 0
+    case $_je_ps in Z*|X*) return 1 ;; esac
 }
 _je_hkdrop() {  # rank $1's hook out of $_je_ahk (` R:PID:START` entries, one per rank)
     case $_je_ahk in
@@ -438,8 +442,7 @@ _je_hkdrop() {  # rank $1's hook out of $_je_ahk (` R:PID:START` entries, one pe
 }
 _je_same() {  # pid $1 is still the process that started $2 clock ticks after boot (/proc/PID/stat field 22)
     _je_hs=$2
-    read -r _je_ps 2>/dev/null < "/proc/$1/stat" || return 1
-    _je_ps=${_je_ps##*") "}
+    _je_stat "$1" || return 1
     case $_je_ps in *[!0-9A-Za-z\ -]*) return 1 ;; esac
     set -- $_je_ps
     [ "$#" -ge 20 ] && [ "${20}" = "$_je_hs" ]

@@ -84,12 +84,18 @@ class _Armed:
         _quiesce()
 
 
-def _started() -> str:
-    """This process's start time, clock ticks after boot (/proc/self/stat field 22, after the
-    parenthesised name, which may hold anything): with the pid, it names this process alone."""
-    with open("/proc/self/stat", "rb") as f:
+def _stat(path: str) -> "tuple[bytes, list[bytes]]":
+    """A /proc stat file: the name in parentheses (it may hold anything, `)` too) and the fields
+    after it, from field 3 (the state) on."""
+    with open(path, "rb") as f:
         line = f.read()
-    return line[line.rindex(b")") + 2:].split()[19].decode("ascii")
+    end = line.rindex(b")")
+    return line[line.index(b"(") + 1:end], line[end + 2:].split()
+
+
+def _started() -> str:
+    """This process's start time, clock ticks after boot (field 22): with the pid, it names this process alone."""
+    return _stat("/proc/self/stat")[1][19].decode("ascii")
 
 
 def _quiesce() -> None:
@@ -120,13 +126,11 @@ def _worker_states() -> "list[bytes]":
     out = []
     for tid in os.listdir("/proc/self/task"):
         try:
-            with open(f"/proc/self/task/{tid}/stat", "rb") as f:
-                line = f.read()
+            name, fields = _stat(f"/proc/self/task/{tid}/stat")
         except OSError:
             continue
-        end = line.rindex(b")")
-        if line[line.index(b"(") + 1:end] in _GLOO_WORKERS:
-            out.append(line[end + 2:end + 3])
+        if name in _GLOO_WORKERS:
+            out.append(fields[0][:1])
     return out
 
 
