@@ -39,8 +39,9 @@ Environment protocol (set by `jobenv launch` on the launcher's environment):
                       end <rank> exit:<code>|signal:<number> <epoch>     (program ended)
                       lost <rank> <epoch>        (agent: the wrapper vanished without `end`)
                       ack <seq> <verb> <epoch>   (agent: request <seq> carried out here)
-                    and, from the rank's Python hook, `hook <rank> <pid> <epoch>` and
-                    `clean <rank> <epoch>`.  <epoch> is seconds since 1970 (bash:
+                    and, from the rank's Python hook, `hook <rank> <pid> <start> <epoch>`
+                    (<start>: the Python's start time, clock ticks after boot, field 22 of
+                    /proc/<pid>/stat) and `clean <rank> <epoch>`.  <epoch> is seconds since 1970 (bash:
                     $EPOCHREALTIME; else `date +%s.%N`, one fork, only on this supervised
                     path).  The ledger is refused (exit 5) when its name is a link or not a
                     regular file.  The program gets JOBENV_LEDGER (that path) and
@@ -51,7 +52,11 @@ Environment protocol (set by `jobenv launch` on the launcher's environment):
                     heartbeat), writes `lost` for a wrapper gone two scans without an `end`,
                     carries out the `request` file (`<seq> <verb>`, replaced by rename,
                     jobenv.launch.requests): `stacks` (JOBENV_DUMP_SIGNAL to every hooked
-                    running rank; `stacks:cont` also SIGCONT), `kill` (TERM to every running
+                    running rank's Python, `stacks:cont` also SIGCONT: only to the pid of the
+                    rank's newest `hook` line without a `clean` after it, and only when
+                    /proc/<pid>/stat, read by `read` at the request, gives the line's <start>:
+                    never a Python that exited, nor a process that got its pid since; a hook
+                    line without <start>, an older hook's, is never signalled), `kill` (TERM to every running
                     program and wrapper, KILL 5 s later), `signal:USR1|USR2|TERM|INT|HUP` (to
                     every running program), each once, with an `ack` line; and ends, removing
                     agent-<H>, when no rank of the host runs (a `start` written before that

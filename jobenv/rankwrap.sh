@@ -424,10 +424,28 @@ fi
 # The host agent (protocol: jobenv/rankwrap.py): one background loop per host, started by
 # the wrapper that creates agent-<H>; it beats, records wrappers that vanished, carries out
 # requests and ends when no rank of the host runs.  It may fork: it runs once per host.
+_je_stat() {  # /proc/$1/stat from field 3 on (after the parenthesised name, which may hold anything) in $_je_ps
+    read -r _je_ps 2>/dev/null < "/proc/$1/stat" || return 1
+    _je_ps=${_je_ps##*") "}
+}
 _je_alive() {  # pid $1 runs (a zombie: killed, not yet reaped by its launcher, does not)
     kill -0 "$1" 2>/dev/null || return 1
-    read -r _je_ps < "/proc/$1/stat" 2>/dev/null || return 0
-    case ${_je_ps##*") "} in Z*|X*) return 1 ;; esac
+    _je_stat "$1" || return 0
+    case $_je_ps in Z*|X*) return 1 ;; esac
+}
+_je_hkdrop() {  # rank $1's hook out of $_je_ahk (` R:PID:START` entries, one per rank)
+    case $_je_ahk in
+    *" $1:"*)
+        _je_x=${_je_ahk#*" $1:"} _je_ahk=${_je_ahk%%" $1:"*}
+        case $_je_x in *" "*) _je_ahk="$_je_ahk ${_je_x#* }" ;; esac ;;
+    esac
+}
+_je_same() {  # pid $1 is still the process that started $2 clock ticks after boot (/proc/PID/stat field 22)
+    _je_hs=$2
+    _je_stat "$1" || return 1
+    case $_je_ps in *[!0-9A-Za-z\ -]*) return 1 ;; esac
+    set -- $_je_ps
+    [ "$#" -ge 20 ] && [ "${20}" = "$_je_hs" ]
 }
 _je_scan() {  # the ledger: running ranks' program and wrapper pids, hooks, acks; lost lines
     _je_ast= _je_afin=' ' _je_ahk= _je_aacked=' ' _je_anrun=0 _je_arun= _je_awr= _je_agone2=' '
@@ -436,7 +454,12 @@ _je_scan() {  # the ledger: running ranks' program and wrapper pids, hooks, acks
         case $_je_k in
         start) case $_je_b:$_je_c in *[!0-9:]*|:*|*:) continue ;; esac; _je_ast="$_je_ast $_je_a:$_je_b:$_je_c" ;;
         end|lost) _je_afin="$_je_afin$_je_a " ;;
-        hook) case $_je_b in ''|*[!0-9]*) continue ;; esac; _je_ahk="$_je_ahk $_je_a:$_je_b" ;;
+        hook)  # `hook <R> <pid> <start> <epoch>`: the rank's newest hook; one without <start> is never signalled
+            _je_hkdrop "$_je_a"
+            case $_je_b in ''|*[!0-9]*|??????????*) continue ;; esac
+            case $_je_c in ''|*[!0-9]*|?????????????????????*) continue ;; esac
+            [ -z "$_je_d" ] || _je_ahk="$_je_ahk $_je_a:$_je_b:$_je_c" ;;
+        clean) _je_hkdrop "$_je_a" ;;  # its Python is exiting: the dump signal could kill it
         ack) _je_aacked="$_je_aacked$_je_a " ;;
         esac
     done < "$_je_led"
@@ -463,10 +486,13 @@ _je_request() {  # `<seq> <verb>` in the run directory's `request`, carried out 
     _je_adid="$_je_adid $_je_aq "
     case $_je_av in
     stacks|stacks:cont)
+        # only a hooked Python still running: its pid names a process that started when the hook's did
         for _je_e in $_je_ahk; do
             case $_je_afin in *" ${_je_e%%:*} "*) continue ;; esac
-            kill -"$_je_ads" "${_je_e#*:}" 2>/dev/null
-            [ "$_je_av" = stacks ] || kill -CONT "${_je_e#*:}" 2>/dev/null
+            _je_ap=${_je_e#*:}
+            _je_same "${_je_ap%%:*}" "${_je_ap#*:}" || continue
+            kill -"$_je_ads" "${_je_ap%%:*}" 2>/dev/null
+            [ "$_je_av" = stacks ] || kill -CONT "${_je_ap%%:*}" 2>/dev/null
         done ;;
     kill)
         [ -z "$_je_arun$_je_awr" ] || kill -TERM $_je_arun $_je_awr 2>/dev/null

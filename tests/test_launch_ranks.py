@@ -27,7 +27,7 @@ def test_read_and_first_failure(tmp_path):
     state = ranks.read(str(tmp_path))
     assert sorted(state.ranks) == [0, 1, 2, 3]
     r0 = state.ranks[0]
-    assert (r0.pid, r0.wrapper_pid, r0.hook_pid, r0.clean, r0.lost) == (100, 90, 100, True, False)
+    assert (r0.pid, r0.wrapper_pid, r0.hook_pid, r0.clean, r0.lost) == (100, 90, None, True, False)
     assert sorted(state.hosts) == ["node1", "node2"] and state.hosts["node2"].ranks == [2, 3]
     assert state.hosts["node2"].beat and state.hosts["node1"].beat is None
     assert state.hosts["node2"].acks == {7: 11.0}
@@ -38,6 +38,23 @@ def test_read_and_first_failure(tmp_path):
         "rank 3 on node2 still running", "rank 4 never started (placed on node3)",
         "rank 5 never started (placed on node3)"]
     assert ranks.read(str(tmp_path / "missing")).ranks == {}
+
+
+def test_the_hook_to_signal_is_the_newest_running_one_with_its_start_time(tmp_path):
+    """hook_pid/hook_start: what the host agent signals for a stack, the rank's newest hooked
+    Python until it writes `clean`; a hook line without a start time (an older hook's) is read,
+    never signalled; hostile numbers are ASCII digits of bounded length or nothing."""
+    write(tmp_path, "host-n1.ledger",
+          "hook 0 100 5000 1.0\nclean 0 2.0\nhook 0 101 5100 3.0\n"  # prep.py exited, train.py runs
+          "hook 1 200 6000 1.0\nclean 1 2.0\n"  # its only Python is exiting
+          "hook 2 300 1.0\n"  # older hook: no start time
+          "hook 3 400 \u0663\u0663 1.0\nhook 4 500 123456789012345678901 1.0\nhook 5 1234567890 7 1.0\n"
+          "hook 6 600 7000 1.0\nhook 6 601 1.0\n"  # an older line supersedes too
+          "hook 7 700 8000 1.0\n")
+    state = ranks.read(str(tmp_path))
+    got = {r: (s.hook_pid, s.hook_start, s.clean) for r, s in state.ranks.items()}
+    assert got == {0: (101, 5100, False), 1: (None, None, True), 2: (None, None, False), 3: (None, None, False),
+                   4: (None, None, False), 5: (None, None, False), 6: (None, None, False), 7: (700, 8000, False)}
 
 
 def test_wrapper_exit_records_are_normalized(tmp_path):

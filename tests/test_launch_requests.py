@@ -16,7 +16,8 @@ from test_launch_supervise import _until
 from test_rankwrap import POSIX_SHELLS, RUNS, WRAPPER
 
 PY = sys.executable
-# a rank that arms like the Python hook (a `hook` line), writes what it receives, and waits
+# a rank that arms like the Python hook (a `hook` line), writes what it receives, and waits;
+# argv[2], when given: ledger lines ('|' between them) it writes first, and `nohook` leaves its own out
 RANK = """
 import os, signal, sys, time
 out = sys.argv[1]
@@ -25,13 +26,20 @@ def got(num, _frame):
         f.write(f"{num}\\n")
 for s in (signal.SIGUSR1, signal.SIGCONT, 38):
     signal.signal(s, got)
+with open("/proc/self/stat") as f:
+    started = f.read().rpartition(") ")[2].split()[19]
 with open(os.environ["JOBENV_LEDGER"], "a") as f:
-    f.write(f"hook {os.environ['JOBENV_HOOK_RANK']} {os.getpid()} {time.time()}\\n")
+    for line in filter(None, (sys.argv[2] if len(sys.argv) > 2 else "").split("|")):
+        f.write(line + "\\n")
+    if "nohook" not in sys.argv:
+        f.write(f"hook {os.environ['JOBENV_HOOK_RANK']} {os.getpid()} {started} {time.time()}\\n")
+open(out + ".armed", "w").close()
 time.sleep(120)
 """
 
 
-def _start(tmp_path, shell, nranks=2):
+def _start(tmp_path, shell, nranks=2, args=None):
+    """`nranks` wrapped RANKs (rank r's extra arguments: args[r]), once each has written its ledger lines."""
     run = tmp_path / "run"
     run.mkdir()
     exe, argv0 = RUNS[shell]
@@ -39,10 +47,11 @@ def _start(tmp_path, shell, nranks=2):
     for r in range(nranks):
         env = {"PATH": "/usr/bin:/bin", "JOBENV_RUN_DIR": str(run), "JOBENV_HOSTNAME": "n1", "PMI_RANK": str(r),
                "PMI_SIZE": str(nranks), "JOBENV_DUMP_SIGNAL": "38"}
-        procs.append(subprocess.Popen([argv0, WRAPPER, PY, "-c", RANK, str(tmp_path / f"got{r}")], executable=exe,
-                                      env=env, stdin=subprocess.DEVNULL))
-    assert _until(lambda: all(r.hook_pid for r in ranks.read(str(run)).ranks.values())
-                  and len(ranks.read(str(run)).ranks) == nranks, 20), "the ranks never armed"
+        argv = [argv0, WRAPPER, PY, "-c", RANK, str(tmp_path / f"got{r}"), *(args or {}).get(r, [])]
+        procs.append(subprocess.Popen(argv, executable=exe, env=env, stdin=subprocess.DEVNULL))
+    assert _until(lambda: all((tmp_path / f"got{r}.armed").exists() for r in range(nranks))
+                  and len(ranks.read(str(run)).ranks) == nranks and (run / "agent-n1").exists(), 20), \
+        "the ranks never armed"
     return run, procs
 
 
@@ -112,3 +121,42 @@ def test_a_wrapper_killed_with_sigkill_is_recorded_lost_by_the_agent(tmp_path, s
         assert state.hosts["n1"].beat and time.time() - state.hosts["n1"].beat < 5
     finally:
         _end(run, procs)
+
+
+def _started(pid: int) -> str:
+    """A process's start time, clock ticks after boot (field 22 of /proc/<pid>/stat)."""
+    with open(f"/proc/{pid}/stat") as f:
+        return f.read().rpartition(") ")[2].split()[19]
+
+
+@pytest.mark.parametrize("shell", POSIX_SHELLS)
+def test_stacks_signal_only_a_running_hooked_python_never_a_pid_it_left(tmp_path, shell):
+    """The dump signal (38) kills a process that does not catch it: the agent sends it only to
+    the pid of a rank's newest `hook` line without a `clean` after it, and only while that pid
+    is the process that started when the line says.  Each `sleep` stands for an unrelated
+    process that got the pid of a hooked Python that exited."""
+    sleeps = [subprocess.Popen(["sleep", "60"]) for _ in range(4)]
+    pid = [p.pid for p in sleeps]
+    start = [_started(p) for p in pid]
+    t = time.time()
+    forged = {
+        1: f"hook 1 {pid[0]} {int(start[0]) + 1} {t}",  # another start time: a process that got the pid since
+        2: f"hook 2 {pid[1]} {start[1]} {t}|clean 2 {t}",  # its Python wrote `clean`: exiting
+        3: f"hook 3 {pid[2]} {start[2]} {t}",  # superseded by the rank's next Python (its own `hook`)
+        4: f"hook 4 {pid[3]} {t}",  # an older hook's line, without a start time
+    }
+    args = {r: [line, "nohook"] if r != 3 else [line] for r, line in forged.items()}
+    run, procs = _start(tmp_path, shell, 5, args)
+    try:
+        seq = requests.send(str(run), "stacks")
+        assert _until(lambda: requests.acks(str(run), seq), 20), "never acked"
+        assert _until(lambda: _got(tmp_path, 0) == ["38"] and _got(tmp_path, 3) == ["38"], 20), \
+            [_got(tmp_path, r) for r in range(5)]
+        time.sleep(1.5)
+        assert [p.poll() for p in sleeps] == [None] * 4  # -38 each before
+        assert [_got(tmp_path, r) for r in (1, 2, 4)] == [[], [], []]
+    finally:
+        _end(run, procs)
+        for p in sleeps:
+            p.kill()
+            p.wait()

@@ -252,3 +252,56 @@ def test_jobenv_stacks_never_writes_into_a_run_directory_another_user_planted(jo
     assert p.returncode == 6 and p.stderr.startswith("jobenv: error: ") and p.stderr.count("\n") == 1, p.stderr
     assert "owned by uid" in p.stderr and "Traceback" not in p.stderr
     assert sorted(os.listdir(planted)) == ["request"] and (planted / "request").read_text() == "1 stacks\n"
+
+
+def _take_pid(pid: int) -> "subprocess.Popen[bytes]":
+    """A `sleep` with pid `pid` (free: its process exited), by setting the kernel's last pid
+    (root only); skipped when another process takes it first."""
+    for _ in range(200):
+        if os.path.exists(f"/proc/{pid}"):
+            pytest.skip(f"pid {pid} was taken by another process first")
+        try:
+            with open("/proc/sys/kernel/ns_last_pid", "w") as f:
+                f.write(str(pid - 1))
+        except OSError as e:
+            pytest.skip(f"cannot set the next pid: {e}")
+        p = subprocess.Popen(["sleep", "300"])
+        if p.pid == pid:
+            return p
+        p.kill()
+        p.wait()
+    pytest.skip(f"pid {pid} never came back")
+
+
+@pytest.mark.e2e
+def test_jobenv_stacks_spares_the_process_that_got_an_exited_pythons_pid(tmp_path):
+    """A rank `sh -c 'python3 prep; exec python3 work.py'`: `jobenv stacks` dumps the running
+    Python, and the process that got the pid of the Python that exited (its `hook` line, then its
+    `clean`) lives on; the dump signal, 38, would have killed it."""
+    from launchkit import local_job
+
+    env = local_job(tmp_path, 1)
+    (tmp_path / "work.py").write_text(WORK)
+    rank = f"python3 -c pass; exec python3 {tmp_path / 'work.py'} {tmp_path} 15"
+    argv = ["env", "-i", *[f"{k}={v}" for k, v in env.items()], "jobenv", "launch", "--", "sh", "-c", rank]
+    launch = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=tmp_path)
+    other = None
+    try:
+        assert _until(lambda: (tmp_path / "ready-0").exists(), 60), "the rank never started"
+        led = next(Path(env["JOBENV_HOME"]).glob("runs/*/*/host-*.ledger")).read_text().split("\n")
+        hooks = [line.split() for line in led if line.startswith("hook 0 ")]
+        assert len(hooks) == 2 and any(line.startswith("clean 0 ") for line in led), led
+        other = _take_pid(int(hooks[0][2]))
+        p = shell(env, "jobenv stacks", cwd=tmp_path, timeout=60)
+        assert p.returncode == 0, p.stderr
+        assert p.stdout.splitlines()[1] == "  rank 0 in work at work.py:4 `time.sleep(float(sys.argv[2]))` " \
+            "← <module> at work.py:5", p.stdout
+        time.sleep(1.5)
+        assert other.poll() is None, f"the process that got pid {other.pid} died: {other.returncode}"  # -38 before
+        out, err = launch.communicate(timeout=90)
+    finally:
+        launch.kill()
+        if other is not None:
+            other.kill()
+            other.wait()
+    assert launch.returncode == 0 and out.split() == ["done-0"], err

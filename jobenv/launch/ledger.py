@@ -23,7 +23,8 @@ LINE_BYTES = 512  # the wrapper's lines are shorter (appends of that size never 
 
 
 class RankState:
-    __slots__ = ("rank", "host", "started", "exit", "ended", "pid", "wrapper_pid", "hook_pid", "clean", "lost")
+    __slots__ = ("rank", "host", "started", "exit", "ended", "pid", "wrapper_pid", "hook_pid", "hook_start", "clean",
+                 "lost")
 
     def __init__(self, rank: int) -> None:
         self.rank = rank
@@ -35,8 +36,12 @@ class RankState:
         self.ended: Optional[float] = None
         self.pid: Optional[int] = None  # the program's
         self.wrapper_pid: Optional[int] = None
-        self.hook_pid: Optional[int] = None  # the Python process the hook armed in
-        self.clean = False  # the hook saw the program's main finish (atexit)
+        # the rank's running hooked Python, the one the host agent sends the dump signal: the newest
+        # `hook` line's pid and start time (clock ticks after boot), None once that Python wrote
+        # `clean` (it is exiting) or when the line has no start time (an older hook's: not signalled)
+        self.hook_pid: Optional[int] = None
+        self.hook_start: Optional[int] = None
+        self.clean = False  # the hook saw the (newest hooked Python's) main finish (atexit)
         self.lost = False
 
     @property
@@ -65,6 +70,11 @@ def _num(text: str) -> Optional[int]:
     return int(text) if 0 < len(text) <= 9 and text.isascii() and text.isdigit() else None
 
 
+def _ticks(text: str) -> Optional[int]:
+    """A start time in clock ticks: ASCII digits only, at most 20 (the agent's bound too)."""
+    return int(text) if 0 < len(text) <= 20 and text.isascii() and text.isdigit() else None
+
+
 def _apply(state: RunState, host: HostState, line: str) -> None:
     """One ledger line into `state`; a line that does not parse changes nothing."""
     words = line.split()
@@ -88,10 +98,12 @@ def _apply(state: RunState, host: HostState, line: str) -> None:
         r.wrapper_pid, r.pid, r.started = _num(words[2]), _num(words[3]), when
     elif kind == "end" and len(words) == 4:
         r.exit, r.ended = normalize(words[2]), when
-    elif kind == "hook" and len(words) == 4:
-        r.hook_pid = _num(words[2])
+    elif kind == "hook" and len(words) in (4, 5):  # the rank's next Python (`prep.py; train.py`) supersedes the last
+        pid, start = _num(words[2]), _ticks(words[3]) if len(words) == 5 else None
+        r.hook_pid, r.hook_start = (pid, start) if pid is not None and start is not None else (None, None)
+        r.clean = False
     elif kind == "clean" and len(words) == 3:
-        r.clean = True
+        r.clean, r.hook_pid, r.hook_start = True, None, None
     elif kind == "lost" and len(words) == 3:
         r.lost = True
         if r.exit is None:

@@ -3,9 +3,12 @@ this directory first on the ranks' PYTHONPATH (`--no-hook` leaves it out).
 
 It arms only in the process the rank wrapper started (the wrapper exports JOBENV_LEDGER, its
 host's ledger, and JOBENV_HOOK_RANK), and then:
-- appends `hook <R> <pid> <epoch>` to the ledger, and at exit `clean <R> <epoch>` when the
-  program's main finished without an unhandled exception or a non-zero sys.exit: the supervisor
-  tells a rank that aborted during interpreter teardown from one that failed;
+- appends `hook <R> <pid> <start> <epoch>` to the ledger (<start>: when this process started, in
+  clock ticks after boot, field 22 of /proc/<pid>/stat: the host agent signals the pid only while
+  it still names this process, never one that got the pid after we exited), and at exit
+  `clean <R> <epoch>` when the program's main finished without an unhandled exception or a
+  non-zero sys.exit: the supervisor tells a rank that aborted during interpreter teardown from
+  one that failed, and the agent signals the rank's Python no more (it is exiting);
 - waits, at exit, until torch's gloo worker threads are idle (see `_quiesce`);
 - turns faulthandler on for fatal signals, and on JOBENV_DUMP_SIGNAL writes every thread's
   stack to <JOBENV_RUN_DIR>/stacks/rank-<R>.<seq>.txt, even while the main thread is blocked
@@ -56,10 +59,10 @@ def _open_ledger(path: str) -> int:
 
 
 class _Armed:
-    """What an armed hook holds: the ledger's descriptor, the rank, our pid, the exit status."""
+    """What an armed hook holds: the ledger's descriptor, the rank, our pid and start time, the exit status."""
 
     def __init__(self, fd: int, rank: str) -> None:
-        self.fd, self.rank, self.pid = fd, rank, os.getpid()
+        self.fd, self.rank, self.pid, self.started = fd, rank, os.getpid(), _started()
         self.status: "str | int | None" = None  # the last sys.exit argument
 
     def note(self, line: str) -> None:
@@ -79,6 +82,20 @@ class _Armed:
         except Exception:
             pass
         _quiesce()
+
+
+def _stat(path: str) -> "tuple[bytes, list[bytes]]":
+    """A /proc stat file: the name in parentheses (it may hold anything, `)` too) and the fields
+    after it, from field 3 (the state) on."""
+    with open(path, "rb") as f:
+        line = f.read()
+    end = line.rindex(b")")
+    return line[line.index(b"(") + 1:end], line[end + 2:].split()
+
+
+def _started() -> str:
+    """This process's start time, clock ticks after boot (field 22): with the pid, it names this process alone."""
+    return _stat("/proc/self/stat")[1][19].decode("ascii")
 
 
 def _quiesce() -> None:
@@ -109,13 +126,11 @@ def _worker_states() -> "list[bytes]":
     out = []
     for tid in os.listdir("/proc/self/task"):
         try:
-            with open(f"/proc/self/task/{tid}/stat", "rb") as f:
-                line = f.read()
+            name, fields = _stat(f"/proc/self/task/{tid}/stat")
         except OSError:
             continue
-        end = line.rindex(b")")
-        if line[line.index(b"(") + 1:end] in _GLOO_WORKERS:
-            out.append(line[end + 2:end + 3])
+        if name in _GLOO_WORKERS:
+            out.append(fields[0][:1])
     return out
 
 
@@ -199,7 +214,7 @@ def _arm(ledger: str, rank: str) -> None:
         armed.status = status
         real_exit(status)
 
-    armed.note(f"hook {rank} {armed.pid}")
+    armed.note(f"hook {rank} {armed.pid} {armed.started}")
     atexit.register(armed.at_exit)
     sys.exit = exit_noting  # type: ignore[assignment]
     if not faulthandler.is_enabled():
