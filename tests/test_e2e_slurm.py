@@ -45,7 +45,7 @@ def store(tmp_path):
 def jobs(cluster):
     """Job ids to cancel after the test, whatever happens.
 
-    It waits until each has left squeue: a node still completing the last test's job is
+    It waits until each holds no node: a node still completing the last test's job is
     skipped by the next allocation, and tests here name the nodes they expect (node1, node2).
     """
     ids = []
@@ -53,7 +53,7 @@ def jobs(cluster):
     for j in ids:
         cluster.run(["scancel", j], check=False)
     for j in ids:
-        cluster.wait_gone(j)
+        cluster.wait_settled(j)
 
 
 def fresh(cluster, node, shell, script, store, **extra):

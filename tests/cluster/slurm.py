@@ -216,6 +216,23 @@ class SlurmCluster:
             time.sleep(0.2)
         raise TimeoutError(f"job {jobid} still listed after {timeout} s")
 
+    # a job in one of these states holds (or will hold) nodes
+    ACTIVE = frozenset({"PENDING", "RUNNING", "CONFIGURING", "COMPLETING", "SUSPENDED", "REQUEUED", "REQUEUE_HOLD",
+                        "REQUEUE_FED", "RESIZING", "SIGNALING", "STAGE_OUT", "STOPPED"})
+
+    def wait_settled(self, jobid: str, timeout: float = 60) -> None:
+        """Until the job holds no node: gone from squeue, or in a final state (a finished
+        job stays listed for MinJobAge as COMPLETED/CANCELLED, nodes already free)."""
+        deadline = time.time() + timeout
+        state = ""
+        while time.time() < deadline:
+            p = self.run(["squeue", "-h", "-j", jobid, "-o", "%T"], check=False)
+            state = p.stdout.strip()
+            if p.returncode != 0 or not (set(state.split()) & self.ACTIVE):
+                return
+            time.sleep(0.2)
+        raise TimeoutError(f"job {jobid} still {state!r} after {timeout} s")
+
     # ---------------------------------------------------------------- tear-down
     def stop(self) -> None:
         if getattr(self, "_stopped", False):
