@@ -8,15 +8,14 @@ from __future__ import annotations
 import json
 import os
 import sys
-from typing import Any, List, Optional, Tuple
+from typing import Any, List, Optional
 
 import click
 
 from . import __version__
-from .cli_common import INTERVAL, Count, Seconds, fail, job_id, report_saved, warn, write_out
+from .cli_common import INTERVAL, Count, fail, job_id, report_saved, warn, write_out
 from .errors import EXIT_USAGE, JobenvError, one_line
-from .launch.cli_args import LaunchCommand
-from .numparse import MAX_HOSTS, MAX_PER_HOST
+from .numparse import MAX_PER_HOST
 from .schedulers import NAMES as SCHEDULERS
 
 
@@ -91,92 +90,6 @@ def get(job: Optional[str], shell_name: Optional[str], allow_stale: bool, no_pyt
                      tell=tell_on_terminal))
 
 
-_SECONDS = Seconds(above=True)
-
-
-@cli.command(cls=LaunchCommand, context_settings={"allow_interspersed_args": False})
-@click.option("--job", "-j", metavar="ID", help="Job id (default: $JOBENV_JOBID via `launch`, else as for `get`).")
-@click.option("--allow-stale", is_flag=True, help="Launch even if the job has ended.")
-@click.option("--dry-run", is_flag=True, help="Print the command instead of running it, and the hosts and bindings chosen.")
-@click.option("-n", "--nranks", type=Count(1), metavar="N", help="Ranks in all (default: hosts x ppn).")
-@click.option("--ppn", type=Count(1, MAX_PER_HOST), metavar="P", help="Ranks per host (default: as saved).")
-@click.option("--nhosts", type=Count(1, MAX_HOSTS), metavar="K", help="Use the first K hosts (default: enough for -n, else all).")
-@click.option("--nproc-per-node", "--nproc_per_node", "nproc_per_node", metavar="P", help="torchrun's name for --ppn (a number, or auto).")
-@click.option("--nnodes", metavar="K", help="torchrun's name for --nhosts (K, or K:K).")
-@click.option("--hosts", metavar="LIST", help="Only these hosts of the job (hostlist: node[1-3],gpu7).")
-@click.option("--exclude", metavar="LIST", help="Not these hosts (hostlist).")
-@click.option("--launcher-args", metavar="ARGS", multiple=True,
-              help="Extra flags for the launcher itself, split like a shell would: --launcher-args='--cpu-bind none'.")
-@click.option("--label", is_flag=True, help="Prefix output lines with the rank (the launcher's own flag).")
-@click.option("--log-dir", metavar="DIR", type=click.Path(file_okay=False),
-              help="Each rank's output to DIR/rank-<R>.log; the terminal still gets rank 0's (--tee).")
-@click.option("--tee", metavar="RANKS", help="With --log-dir: these ranks' output to the terminal too (0,2-3, all, none; default 0).")
-@click.option("--timeout", type=_SECONDS, metavar="DUR", help="Kill the whole launch after DUR (30, 90s, 1m, 1h30m).")
-@click.option("--idle-timeout", type=_SECONDS, metavar="DUR", help="Kill it when no rank printed anything for DUR.")
-@click.option("--retries", type=Count(0, 1000), default=0, metavar="N",
-              help="Re-launch up to N times after a failure (each attempt's --log-dir logs are kept: "
-                   "DIR/attempt-<n>/; the ranks see JOBENV_RESTART_COUNT).")
-@click.option("--spare-nodes", type=Count(0, MAX_HOSTS), default=0, metavar="K",
-              help="With --retries: hold K of the job's hosts back; a failed host is retired (bad-host "
-                   "ledger, `jobenv show`) and a spare takes its place.")
-@click.option("--exclude-failed", is_flag=True,
-              help="With --retries: retire a failed host as --spare-nodes does, the job's unused hosts as spares.")
-@click.option("--gpu-bind", is_flag=True, help="One GPU per local rank, as the profile's gpu_bind maps them.")
-@click.option("--no-python", "no_python", is_flag=True, help="Do not re-activate the job's saved Python environment.")
-@click.option("--no-hook", "no_hook", is_flag=True,
-              help="Leave jobenv's hook (stack dumps, clean-exit record) off the ranks' PYTHONPATH.")
-@click.option("--requeue", is_flag=True,
-              help="On SIGUSR1/SIGUSR2/SIGTERM (pre-emption): pass it to every rank, wait --grace, requeue the job "
-                   "(else resubmit its batch script once). The batch script must `exec jobenv launch ...`.")
-@click.option("--grace", type=Seconds(above=False), metavar="S",
-              help="With --requeue: seconds the ranks get to checkpoint and end (default 60).")
-@click.argument("command", nargs=-1, required=True, type=click.UNPROCESSED)
-def launch(job: Optional[str], allow_stale: bool, dry_run: bool, nranks: Optional[int], ppn: Optional[int],
-           nhosts: Optional[int], nproc_per_node: Optional[str], nnodes: Optional[str], hosts: Optional[str],
-           exclude: Optional[str], launcher_args: Tuple[str, ...], label: bool, log_dir: Optional[str], tee: Optional[str],
-           timeout: Optional[float], idle_timeout: Optional[float], retries: int, spare_nodes: int,
-           exclude_failed: bool, gpu_bind: bool, no_python: bool, no_hook: bool, requeue: bool,
-           grace: Optional[float], command: Tuple[str, ...]) -> None:
-    """Run COMMAND on every rank of the job: jobenv launch [OPTIONS] -- python3 train.py
-
-    \b
-    In a restored shell `launch ARGS` is `jobenv launch -- ARGS`, and options
-    before the program are jobenv's: launch -n 4 python3 train.py.
-    Launcher flags: --launcher-args='...' (after the launcher's own; one the
-    profile sets is replaced).
-    Exit code: the launcher's; 124 when --timeout/--idle-timeout killed it;
-    128+N when pre-emption signal N ended it (--requeue); 0 when every
-    rank's Python finished cleanly (the hook saw its main end without an exception or a
-    non-zero sys.exit) and some then died in interpreter teardown (named as warnings).
-    """
-    import shlex
-
-    from .fastlaunch import start
-    from .launch.cli_args import refuse_conflicts, same, tee_ranks
-    from .launch.cli_args import nnodes as parse_nnodes
-    from .launch.cli_args import nproc_per_node as parse_nproc
-    from .launch import command as cmd
-    from .launch.sizing import Request
-    from .launch.supervise import Limits
-
-    ppn = same("--ppn", ppn, "--nproc-per-node", parse_nproc(nproc_per_node))
-    nhosts = same("--nhosts", nhosts, "--nnodes", parse_nnodes(nnodes))
-    refuse_conflicts(nranks, ppn, nhosts, hosts, exclude, retries, exclude_failed, tee=tee, log_dir=log_dir,
-                     spare_nodes=spare_nodes)
-    if grace is not None and not requeue:
-        raise click.UsageError("--grace needs --requeue")
-    try:
-        extra = [a for text in launcher_args for a in shlex.split(text)]
-    except ValueError as exc:
-        raise click.BadParameter(str(exc), param_hint="--launcher-args") from None
-    opts = cmd.Options(request=Request(nranks, ppn, nhosts, hosts, exclude), launcher_args=extra, label=label,
-                       log_dir=os.path.abspath(log_dir) if log_dir else None,
-                       limits=Limits(timeout, idle_timeout), retries=retries, exclude_failed=exclude_failed,
-                       gpu_bind=gpu_bind, python=not no_python, spares=spare_nodes, tee=tee_ranks(tee or "0"),
-                       hook=not no_hook, requeue=requeue, grace=grace)
-    raise click.exceptions.Exit(start(job, allow_stale, list(command), opts, os.environ, warn, dry_run))
-
-
 @cli.command()
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 def profiles(as_json: bool) -> None:
@@ -209,21 +122,6 @@ cli.add_command(completion.completion_cmd)
 
 from .stage.cli import stage as _stage  # noqa: E402  (jobenv stage; heavy imports stay inside it)
 
-
-# ---- jobenv kill (jobenv.launch.kill)
-@cli.command("kill")
-@click.option("--job", "-j", metavar="ID", help="Job id (default: as for `get`).")
-@click.option("--run", metavar="RUN", help="Which launch: its run directory's name (default: the newest).")
-def kill_cmd(job: Optional[str], run: Optional[str]) -> None:
-    """End a launch's ranks on every host, and say which ended.
-
-    \b
-    Exit code: 0 when every rank found running ended; 1 when some still run.
-    """
-    from .fastlaunch import kill
-
-    raise click.exceptions.Exit(kill(job, run, os.environ, lambda m: click.echo(f"jobenv: {m}", err=True)))
-
 cli.add_command(_stage)
 
 # run history and the start-up report (jobenv runs, jobenv report): their own module
@@ -233,35 +131,12 @@ from .cli_runs import runs_cmd as _runs_cmd  # noqa: E402
 cli.add_command(_runs_cmd)
 cli.add_command(_report_cmd)
 
+from .cli_launch import COMMANDS as _LAUNCH_COMMANDS, launch  # noqa: E402  (launch, kill, stacks)
 from .cli_submit import COMMANDS as _SUBMIT_COMMANDS, take_launch_flags  # noqa: E402  (submit, status, logs, cancel)
 
 take_launch_flags(launch)  # submit passes launch's own options on in its script
-for _cmd in _SUBMIT_COMMANDS:
+for _cmd in _LAUNCH_COMMANDS + _SUBMIT_COMMANDS:
     cli.add_command(_cmd)
-
-
-@cli.command("stacks")
-@click.option("--job", "-j", metavar="ID", help="Job id (default: as for `get`).")
-@click.option("--run", "run", metavar="RUN", help="An attempt's run directory, or its name under the job's runs "
-              "(default: the newest running attempt).")
-@click.option("--log-dir", metavar="DIR", type=click.Path(file_okay=False),
-              help="The launch's --log-dir: names the rank silent longest by its log.")
-def stacks_cmd(job: Optional[str], run: Optional[str], log_dir: Optional[str]) -> None:
-    """Print the Python stacks of a running launch's ranks, identical ones grouped.
-
-    \b
-    The same report as `jobenv launch` prints at --timeout and on SIGUSR1; the dumps stay
-    in the attempt's run directory (stacks/rank-<R>.<seq>.txt).
-    """
-    from . import store
-    from .launch import liverun, stacks
-    from .lookup import which_job
-
-    _, rec = which_job(os.environ, job, warn)
-    runs = store.runs_dir(store.key_for(rec.scheduler, rec.jobid), os.environ)
-    run_dir = liverun.find(runs, run, os.environ, f"job {rec.jobid}")
-    for line in stacks.collect(run_dir, False, log_dir=os.path.abspath(log_dir) if log_dir else None):
-        click.echo(line)
 
 
 completion.attach(cli)  # job ids and profile names complete in every command: after every add_command

@@ -44,7 +44,7 @@ def kill(job: Optional[str], run: Optional[str], environ: Mapping[str, str], say
     from .hostlist import this_host
     from .software import launcher_path
     from .launch import families
-    from .launch.command import _which
+    from .launch.attempt import find_program
     from .launch.kill import kill as end_run
     from .launch.liverun import find
 
@@ -53,7 +53,7 @@ def kill(job: Optional[str], run: Optional[str], environ: Mapping[str, str], say
     run_dir = find(store.runs_dir(store.key_for(rec.scheduler, rec.jobid), dict(environ)), run, environ,
                    f"job {rec.jobid}")
     prog, _ = launcher_path(rec, rec.launch[0])
-    fam = families.family(rec.launch[0], prog if os.path.isabs(prog) else _which(prog, env))
+    fam = families.family(rec.launch[0], prog if os.path.isabs(prog) else find_program(prog, env))
     from .errors import visible
 
     say(f"killing run {visible(os.path.basename(run_dir))} of job {visible(rec.jobid)}")

@@ -14,6 +14,7 @@ path in `jobenv.__main__`, like `get`), and the emitted code starts no process w
 is around.  The emitted code never prints on its own and never fails the shell: no
 `jobenv` on PATH, a corrupt store, `set -eu` or zsh's err_exit/nounset all leave the shell
 as it was (tests/test_init.py runs real bash, zsh, fish and dash from empty environments).
+fish's script is its own template (jobenv.init_fish); this module renders the POSIX ones.
 """
 from __future__ import annotations
 
@@ -21,7 +22,7 @@ import os
 import sys
 
 from .errors import EXIT_NO_RECORD
-from .quoting import fish_quote, quote
+from .quoting import quote
 from .schedulers import all_jobid_vars
 
 TYPE_CHECKING = False  # `import typing` costs ~5 ms per login shell
@@ -115,59 +116,6 @@ _jobenv_auto() {
 if [ "${JOBENV_AUTO-{auto}}" = 1 ]; then _jobenv_auto; fi
 """
 
-_FISH = """\
-# jobenv shell integration for fish, from `jobenv init fish` (jobenv {version}).
-#   in ~/.config/fish/config.fish:  jobenv init fish | source
-#   faster:  jobenv init fish > ~/.jobenv/init.fish   then   source ~/.jobenv/init.fish
-if not set -q JOBENV_EXE
-    if test -x {exe}; set -g JOBENV_EXE {exe}; else; set -g JOBENV_EXE jobenv; end
-end
-function savejobenv --description 'capture this allocation: jobenv save'
-    command $JOBENV_EXE save $argv
-end
-function getjobenv --description 'restore the saved job into this shell: jobenv get'
-    set -l code (command $JOBENV_EXE get --shell fish $argv); or return $status
-    string join \\n -- $code | source
-end
-# Completion: click writes the real script; loading it costs a Python start, so on first TAB.
-function _jobenv_lazy_complete
-    complete -e -c jobenv
-    command $JOBENV_EXE completion fish 2>/dev/null | source
-    functions -q {func}; and {func}
-end
-complete -c jobenv -f -a '(_jobenv_lazy_complete)'
-function _jobenv_auto
-    status is-interactive; or return 0
-    set -l d $HOME/.jobenv/jobs
-    set -q JOBENV_HOME; and test -n "$JOBENV_HOME"; and set d $JOBENV_HOME/jobs
-    if test -n "{jobids}"  # an allocation's shell (see _SH_AUTO)
-        command -q $JOBENV_EXE; or return 0
-        __jobenv_auto_get; and return 0
-        test $status -eq {no_record}; or return 0
-        command $JOBENV_EXE save --quiet >/dev/null 2>&1; or return 0
-        __jobenv_auto_get
-        return 0
-    end
-    test -d "$d"; or return 0
-    set -l h $hostname
-    set -q JOBENV_HOSTNAME; and test -n "$JOBENV_HOSTNAME"; and set h $JOBENV_HOSTNAME
-    set h (string split -m1 . -- "$h")[1]
-    test -n "$h"; or return 0
-    set -l files $d/*.hosts
-    test (count $files) -gt 0; or return 0
-    grep -qsE "^$h(\\.|\\$)" $files </dev/null; or return 0
-    command -q $JOBENV_EXE; or return 0
-    __jobenv_auto_get
-    return 0
-end
-function __jobenv_auto_get  # getjobenv, silent (fish sends a substitution's stderr past redirections)
-    set -l code (command $JOBENV_EXE get --shell fish 2>/dev/null); or return $status
-    string join \\n -- $code | source >/dev/null 2>&1
-    return 0
-end
-if test (set -q JOBENV_AUTO; and echo $JOBENV_AUTO; or echo {auto}) = 1; _jobenv_auto; end
-"""
-
 
 # Is this host in a saved job?  dash: one grep.  bash and zsh read host files below 4 KiB
 # with a builtin (no process: the common login node with records of compute jobs pays
@@ -221,10 +169,11 @@ def exe_path(argv0: str, executable: str) -> str:
 
 def render(shell: str, functions_text: str, exe: str, auto: bool, version: str) -> str:
     """The whole init script for `shell`: pure, so tests can feed it anything."""
-    flag = "1" if auto else "0"
     if shell == "fish":
-        return _FISH.format(version=version, exe=fish_quote(exe), auto=flag, func=CLICK_FUNC, no_record=EXIT_NO_RECORD,
-                            jobids="".join("$" + v for v in all_jobid_vars()))
+        from .init_fish import render_fish
+
+        return render_fish(exe, auto, version, CLICK_FUNC)
+    flag = "1" if auto else "0"
     rc = {"bash": "~/.bashrc", "zsh": "~/.zshrc", "sh": "~/.profile or $ENV"}[shell]
     parts = [_SH_HEAD.format(shell=shell, version=version, rc=rc, exe=quote(exe)),
              functions_text.rstrip("\n") + "\n"]

@@ -115,7 +115,7 @@ def test_block_placement_names_hosts_of_ranks():
 
 
 def test_per_host_plan_uses_the_records_profile_and_launcher():
-    from jobenv.launch.command import per_host_plan
+    from jobenv.launch.attempt import per_host_plan
     from jobenv.record import from_dict
 
     rec = from_dict({"schema_version": 1, "scheduler": "slurm", "jobid": "7", "machine": "slurm", "hosts": NODES,

@@ -1,7 +1,8 @@
 """`jobenv launch`: restore env + sized launcher argv + per-rank wrapper + the user's command,
 run under supervision, with retries and a failure summary naming the first failed rank.
 
-Decisions are data (`Attempt`), computed by pure helpers; this module does the I/O.
+Decisions are data (`Attempt`), computed by jobenv.launch.attempt; this module does the I/O:
+the attempts' loop, their supervision, and failing over to a spare host between them.
 """
 from __future__ import annotations
 
@@ -12,15 +13,16 @@ from functools import partial
 
 from .. import runs as runs_history
 from .. import store
-from ..errors import BadInput, JobenvError, one_line
-from . import badhosts, failover, families, flags, preempt, ranks, report, sizing, supervise, tee, teardown
+from ..errors import JobenvError, one_line
+from . import badhosts, failover, families, preempt, ranks, report, sizing, supervise, tee, teardown
+from .attempt import attempt_env, gpu_bind_mode, plan_attempt
 
 TYPE_CHECKING = False  # `import typing`/`dataclasses` cost ~50 ms: `launch` starts on every run
 if TYPE_CHECKING:
-    from typing import AbstractSet, Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple
+    from typing import AbstractSet, Callable, Dict, List, Mapping, Optional, Sequence, Tuple
 
     from ..record import JobRecord
-    Which = Callable[[str, Mapping[str, str]], Optional[str]]
+    from .attempt import Attempt
 
 
 class Options:
@@ -57,97 +59,6 @@ def rank_wrapper_argv() -> List[str]:
     return list(wrapper_argv())
 
 
-def gpu_bind_mode(rec: JobRecord, environ: Mapping[str, str]) -> str:
-    """--gpu-bind: the job's profile's `gpu_bind`, as the wrapper's JOBENV_GPU_BIND."""
-    from .. import profiles
-
-    prof = profiles.load_all(environ).get(rec.machine)
-    mode = profiles.gpu_bind_mode(prof) if prof is not None else ""
-    if not mode:
-        raise BadInput(f"--gpu-bind: profile {rec.machine!r} declares no gpu_bind (add `gpu_bind: {{var: "
-                       "CUDA_VISIBLE_DEVICES, map: identity}` to it)")
-    return mode
-
-
-HOOK_DIR = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "rankhook")
-
-_SYSTEM_BINS = ("/usr/bin", "/bin", "/usr/local/bin")
-
-
-class Attempt:
-    """One launch, fully decided: what runs, where, and what it may write."""
-
-    def __init__(self, launcher: List[str], hostfile_text: Optional[str], size: sizing.Size, family: str) -> None:
-        self.launcher = launcher  # launcher argv with sizing, label and pass-through flags
-        self.hostfile_text, self.size, self.family = hostfile_text, size, family
-
-
-def _profile_template(rec: JobRecord, environ: Mapping[str, str]) -> Tuple[Any, Dict[str, str]]:
-    from .. import profiles
-
-    profs = profiles.load_all(environ)
-    prof = profs.get(rec.machine)
-    if prof is None:
-        raise BadInput(f"profile {rec.machine!r} of job {rec.jobid} is not installed here; cannot size "
-                       "the launch (`jobenv profiles` lists the known ones)")
-    return sizing.template_for(prof.launchers, rec.launch[0]), prof.vars
-
-
-def plan_attempt(rec: JobRecord, req: sizing.Request, opts: Options, hostfile: str, environ: Mapping[str, str],
-                 which: Optional[Which] = None) -> Tuple[Attempt, List[str]]:
-    """Decide one attempt (reads profiles only when sizing differs from the saved job)."""
-    from .. import software
-
-    warnings: List[str] = []
-    size = sizing.choose(rec.hosts, rec.ranks_per_host, req, rec.jobid, oversubscribe=rec.scheduler == "local")
-    prog, warn = software.launcher_path(rec, rec.launch[0])
-    if warn:
-        if (which or _which)(prog, environ) is None:
-            raise JobenvError(f"cannot run {prog!r}: {warn.split(';')[0]} and it is not on PATH", 127)
-        warnings.append(warn)
-    fam = families.family(rec.launch[0], prog if os.path.isabs(prog) else (which or _which)(prog, environ))
-    if size.whole:
-        argv, text = list(rec.launch), None
-    else:
-        template, variables = _profile_template(rec, environ)
-        argv, text = sizing.render_sized(template, size, rec.gpus_per_host, rec.jobid, variables, hostfile, fam)
-    argv[0] = prog
-    if rec.provenance:  # captured from outside the job: the launcher must be told which job
-        sizing.attach(argv, fam, rec.jobid)
-    row = families.get(fam)
-    if os.path.dirname(prog) in _SYSTEM_BINS:  # on every node's PATH anyway: no prefix from it
-        families.insert(argv, row, list(row.system_bin))
-    if size.ppn > rec.ranks_per_host and row.oversubscribe and not set(row.oversubscribe) & set(argv):
-        families.insert(argv, row, list(row.oversubscribe))
-    if opts.label:
-        argv += row.label
-    argv = flags.override(argv, row, opts.launcher_args)
-    return Attempt(argv, text, size, fam), warnings
-
-
-def per_host_plan(rec: JobRecord, environ: Mapping[str, str], hosts: List[str], hostfile: str
-                  ) -> Tuple[List[str], Optional[str]]:
-    """(launcher argv, hostfile text or None): one process on each of `hosts` of the job, by
-    the recorded launcher (what `jobenv stage` runs on every host).  The caller writes the text
-    to `hostfile` when it is not None, then appends its command."""
-    from .. import software
-
-    template, variables = _profile_template(rec, environ)
-    prog, _ = software.launcher_path(rec, rec.launch[0])
-    fam = families.family(rec.launch[0], prog if os.path.isabs(prog) else _which(prog, environ))
-    argv, text = sizing.per_host(rec.hosts, template, hosts, rec.jobid, variables, hostfile, fam)
-    argv[0] = prog
-    if rec.provenance:
-        sizing.attach(argv, fam, rec.jobid)
-    return argv, text
-
-
-def _which(prog: str, environ: Mapping[str, str]) -> Optional[str]:
-    from ..software import _which as which
-
-    return which(prog, environ.get("PATH", ""))
-
-
 def _say(msg: str) -> None:
     if sys.stderr is None:  # started with stderr closed: nobody to tell
         return
@@ -168,15 +79,7 @@ def run(rec: JobRecord, command: List[str], opts: Options, base_env: Mapping[str
     gpu_bind = gpu_bind_mode(rec, base_env) if opts.gpu_bind else ""
     hosts = _first_hosts(rec, opts, runs, dry_run)
     if dry_run:
-        plan, _ = plan_attempt(rec, hosts.request, opts, os.path.join(runs, "<run>", "hostfile"), base_env)
-        from ..shell import join
-
-        print(join(plan.launcher + argv), flush=True)
-        from .chosen import describe
-
-        for line in describe(plan.size, gpu_bind, plan.launcher, families.get(plan.family)):
-            _say(line)
-        return 0
+        return _dry_run(rec, hosts, opts, runs, argv, gpu_bind, base_env)
     rc, log_dir = 1, None
     from .requeue import restarts_before
 
@@ -190,7 +93,7 @@ def run(rec: JobRecord, command: List[str], opts: Options, base_env: Mapping[str
         for w in warnings:
             _say(f"warning: {w}")
         snapshot: List[ranks.RunState] = []
-        env = _attempt_env(plan, base_env, run_dir, log_dir, gpu_bind, opts.hook)
+        env = attempt_env(plan, base_env, run_dir, log_dir, gpu_bind, opts.hook)
         env.update(JOBENV_RESTART_COUNT=str(failover.restart_count(attempt, before)),
                    JOBENV_MAX_RESTARTS=str(opts.retries))
         started = time.time()
@@ -200,31 +103,58 @@ def run(rec: JobRecord, command: List[str], opts: Options, base_env: Mapping[str
         tee.stop(follower)
         rc = out.returncode
         runs_history.record(run_dir, rec, command, plan, attempt, out, started, base_env)
-        if out.preempted is not None:  # the ranks had their grace; bring the job back
-            from .requeue import bring_back
-
-            bring_back(rec, base_env, out.preempted, run_dir, _say)
-            return rc
-        if rc == 0 and not out.expired:
-            return 0
-        if out.signalled is not None:
-            return rc  # the user (or timeout(1)) stopped it: no summary, no retry
-        at_expiry = snapshot[0] if snapshot else None
-        late = None if out.expired else teardown.excused(ranks.read(run_dir), plan.size.nranks)
-        if late is not None:  # every program finished; some died in interpreter teardown after
-            for line in late:
-                _say(line)
-            return 0
-        lines, _ = report.summarize(out, run_dir, log_dir, plan.size, opts, plan.family, at_expiry)
-        for line in lines:
-            _say(line)
+        ended = _ended(rec, out, plan, opts, run_dir, log_dir, snapshot, base_env)
+        if ended is not None:
+            return ended
         if attempt < opts.retries:
             if opts.failover:
+                at_expiry = snapshot[0] if snapshot else None
                 state = at_expiry if out.expired and at_expiry is not None else ranks.read(run_dir)
                 hosts = _fail_over(rec, hosts, plan, _failure(state, out, log_dir, plan.family), run_dir, runs,
                                    base_env)
             _say(f"retrying ({attempt + 2} of {opts.retries + 1})")
     return rc
+
+
+def _dry_run(rec: JobRecord, hosts: failover.Hosts, opts: Options, runs: str, argv: List[str], gpu_bind: str,
+             base_env: Mapping[str, str]) -> int:
+    """--dry-run: print the first attempt's command line, say how it was chosen, run nothing."""
+    plan, _ = plan_attempt(rec, hosts.request, opts, os.path.join(runs, "<run>", "hostfile"), base_env)
+    from ..shell import join
+
+    print(join(plan.launcher + argv), flush=True)
+    from .chosen import describe
+
+    for line in describe(plan.size, gpu_bind, plan.launcher, families.get(plan.family)):
+        _say(line)
+    return 0
+
+
+def _ended(rec: JobRecord, out: supervise.Outcome, plan: Attempt, opts: Options, run_dir: str,
+           log_dir: Optional[str], snapshot: List[ranks.RunState], base_env: Mapping[str, str]) -> Optional[int]:
+    """What an attempt's end means: the launch's exit code when the launch ends with it
+    (success, pre-emption, a user's signal, a teardown-only failure), else None after the
+    failure summary (the caller retries while it may)."""
+    rc = out.returncode
+    if out.preempted is not None:  # the ranks had their grace; bring the job back
+        from .requeue import bring_back
+
+        bring_back(rec, base_env, out.preempted, run_dir, _say)
+        return rc
+    if rc == 0 and not out.expired:
+        return 0
+    if out.signalled is not None:
+        return rc  # the user (or timeout(1)) stopped it: no summary, no retry
+    late = None if out.expired else teardown.excused(ranks.read(run_dir), plan.size.nranks)
+    if late is not None:  # every program finished; some died in interpreter teardown after
+        for line in late:
+            _say(line)
+        return 0
+    at_expiry = snapshot[0] if snapshot else None
+    lines, _ = report.summarize(out, run_dir, log_dir, plan.size, opts, plan.family, at_expiry)
+    for line in lines:
+        _say(line)
+    return None
 
 
 def _first_hosts(rec: JobRecord, opts: Options, runs: str, dry_run: bool) -> failover.Hosts:
@@ -284,29 +214,6 @@ def _fail_over(rec: JobRecord, hosts: failover.Hosts, plan: Attempt, failure: fa
     return nxt
 
 
-def _attempt_env(plan: Attempt, base_env: Mapping[str, str], run_dir: str, log_dir: Optional[str],
-                 gpu_bind: str, hook: bool = True) -> Dict[str, str]:
-    """The launcher's environment for one attempt; writes the attempt's hostfile when it has one.
-    With `hook`, the ranks' Python hook's directory goes first on PYTHONPATH (it removes itself)."""
-    hostfile = os.path.join(run_dir, "hostfile")
-    from ..rankwrap import DUMP_SIGNAL, LAUNCH_SETS
-
-    env = {k: v for k, v in base_env.items() if k not in LAUNCH_SETS}
-    env.update(JOBENV_RUN_DIR=run_dir, JOBENV_LAUNCH_TIME=f"{time.time():.6f}", JOBENV_GPU_BIND=gpu_bind)
-    env["JOBENV_DUMP_SIGNAL"] = str(DUMP_SIGNAL)
-    if log_dir:
-        env["JOBENV_LOG_DIR"] = log_dir
-    if hook:
-        env["PYTHONPATH"] = os.pathsep.join(p for p in (HOOK_DIR, env.get("PYTHONPATH")) if p)
-    if plan.size.subset:  # the wrapper's node rank and MASTER_ADDR follow this launch's hosts
-        ranks.write_private(hostfile, sizing.hostfile_text(plan.size))
-        env["JOBENV_HOSTFILE"] = hostfile
-    elif plan.hostfile_text is not None:
-        ranks.write_private(hostfile, plan.hostfile_text)
-    if not plan.size.whole:
-        env.update(NHOSTS=str(len(plan.size.hosts)), NRANKS_PER_HOST=str(plan.size.ppn),
-                   NRANKS=str(plan.size.nranks))
-    return env
 
 
 def _supervised(plan: Attempt, argv: List[str], opts: Options, env: Dict[str, str], log_dir: Optional[str],

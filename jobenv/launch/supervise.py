@@ -28,6 +28,7 @@ from collections import deque
 from functools import partial as partial_
 
 from . import live as live_mod, output, reaper
+from .clocks import GRACE_S, Watch
 
 TYPE_CHECKING = False  # `import typing`/`dataclasses` cost ~50 ms: `launch` starts on every run
 if TYPE_CHECKING:
@@ -35,7 +36,6 @@ if TYPE_CHECKING:
 
     from .preempt import Preempt
 
-GRACE_S = 5.0
 TIMEOUT_EXIT = 124  # as timeout(1)
 # The failure summary quotes the failed rank's last lines from the last `keep_lines` lines
 # of all output (the other ranks' and the launcher's dying words come after them: 20 was
@@ -59,23 +59,6 @@ class Outcome:
         self.last_lines = last_lines or []
         self.seconds = seconds
         self.dropped = dropped  # bytes of output our own reader was too slow to take
-
-
-def _newest_mtime(log_dir: Optional[str]) -> float:
-    """When any rank last wrote to its log (ranks may log there instead of the pipe)."""
-    newest = 0.0
-    if not log_dir:
-        return newest
-    try:
-        with os.scandir(log_dir) as it:
-            for e in it:
-                try:
-                    newest = max(newest, e.stat().st_mtime)
-                except OSError:
-                    pass
-    except OSError:
-        pass
-    return newest
 
 
 def _pump(fd: int, sel: selectors.BaseSelector, partial: Dict[int, bytes], last: Deque[bytes], out_for: Dict[int, output.Sink],
@@ -103,20 +86,6 @@ def _pump(fd: int, sel: selectors.BaseSelector, partial: Dict[int, bytes], last:
     return True
 
 
-def _expiry(limits: Limits, start: float, now: float, last_output: float, log_dir: Optional[str]
-            ) -> Tuple[Optional[str], float]:
-    """Which limit ran out, if any, and when output was last seen (a rank writing only to
-    its log counts as output)."""
-    if limits.timeout is not None and now - start >= limits.timeout:
-        return "timeout", last_output
-    if limits.idle_timeout is not None and now - last_output >= limits.idle_timeout:
-        logged = _newest_mtime(log_dir)
-        if logged and time.time() - logged < limits.idle_timeout:
-            return None, now - (time.time() - logged)
-        return "idle-timeout", last_output
-    return None, last_output
-
-
 def _start(argv: List[str], env: Mapping[str, str]) -> subprocess.Popen[bytes]:
     """The launcher, in a session of its own, SIGTERMed if we die; JobenvError 127 when it
     cannot be started at all (and only then: a failure after the start is not "not found")."""
@@ -127,72 +96,6 @@ def _start(argv: List[str], env: Mapping[str, str]) -> subprocess.Popen[bytes]:
                                 start_new_session=True, preexec_fn=reaper.parent_death_signal())
     except OSError as exc:
         raise JobenvError(f"cannot run {argv[0]!r}: {exc.strerror} (is it on PATH?)", 127) from None
-
-
-class _Watch:
-    """The clocks of one attempt: when it started, when output was last seen, which limit ran
-    out, and when the SIGTERMed group gets SIGKILL."""
-
-    def __init__(self, limits: Limits, log_dir: Optional[str], pgid: int, mark: bytes,
-                 on_expire: Optional[Callable[[], None]], before_kill: Optional[Callable[[], None]]) -> None:
-        self.limits, self.log_dir, self.pgid, self.mark = limits, log_dir, pgid, mark
-        self.on_expire, self.before_kill = on_expire, before_kill
-        self.start = self.last_output = time.monotonic()
-        self.expired: Optional[str] = None
-        self.kill_at: Optional[float] = None
-        self.live: Optional[live_mod.Live] = None  # names failures from the ledgers as they happen
-        self.ended = False  # ended by us after a failure the launcher left running
-        self.stacks: Optional[Callable[[bool], None]] = None  # prints the ranks' stacks (at a limit?)
-        self.preempt: Optional[Preempt] = None
-        self.preempt_at: Optional[float] = None  # the end of the ranks' grace after a pre-emption
-
-    def preempted(self, forwarded: Dict[str, int], now: float) -> bool:
-        """Tell the ranks of a pre-emption signal the handler noted; True once their grace is over."""
-        if self.preempt is None or "preempt" not in forwarded:
-            return False
-        if self.preempt_at is None:
-            self.preempt.deliver(forwarded["preempt"])
-            self.preempt_at = now + self.preempt.grace
-        return now >= self.preempt_at
-
-    def wait(self) -> float:
-        """How long the next select may block: until the --timeout runs out, at most 1 s."""
-        if self.limits.timeout is None or self.expired is not None:
-            return 1.0
-        return min(1.0, max(0.0, self.start + self.limits.timeout - time.monotonic()))
-
-    def _terminate(self, now: float) -> None:
-        reaper.kill_group(self.pgid, signal.SIGTERM)
-        reaper.signal_marked(self.mark, signal.SIGTERM)  # what left the group (setsid)
-        if self.on_expire:
-            self.on_expire()
-        self.kill_at = now + GRACE_S
-
-    def past_deadline(self) -> bool:
-        """Whether the --timeout has run out (the output still queued is then given up)."""
-        return self.limits.timeout is not None and time.monotonic() >= self.start + self.limits.timeout
-
-    def tick(self, forwarded: Dict[str, int]) -> None:
-        """Enforce the limits: SIGTERM (and cancel) when one runs out, a failure was named and
-        the launcher left the rest running, or a pre-emption's grace is over; SIGKILL after the grace."""
-        now = time.monotonic()
-        if self.expired is None and not self.ended:
-            self.expired, self.last_output = _expiry(self.limits, self.start, now, self.last_output, self.log_dir)
-            if self.expired is None and self.preempted(forwarded, now):
-                self.expired = "preempted"
-            if self.expired:
-                if self.before_kill:  # what the ranks had done when time ran out, before we kill them
-                    self.before_kill()
-                if self.stacks and self.expired != "preempted":  # where each one is, stopped ones resumed to tell
-                    self.stacks(True)
-                self._terminate(now)
-            elif self.live is not None and self.live.poll(now):
-                self.ended = True
-                self._terminate(now)
-        if self.kill_at is not None and now >= self.kill_at:
-            reaper.kill_group(self.pgid, signal.SIGKILL)
-            reaper.signal_marked(self.mark, signal.SIGKILL)
-            self.kill_at = None
 
 
 def _report_stacks(on_stacks: Callable[[List[Tuple[float, bytes]], bool], List[str]], last: Deque[bytes],
@@ -207,7 +110,7 @@ def _report_stacks(on_stacks: Callable[[List[Tuple[float, bytes]], bool], List[s
 def _forward_signals(pgid: int, forwarded: Dict[str, int], asked: Optional[Dict[str, int]] = None,
                      preempt: Tuple[int, ...] = ()) -> Dict[signal.Signals, Any]:
     """SIGINT, SIGTERM and SIGHUP to us go to the launcher's group; a first `preempt` signal
-    (--requeue) is only noted: the loop tells the ranks (_Watch.preempted); SIGUSR1, when it is
+    (--requeue) is only noted: the loop tells the ranks (clocks.Watch.preempted); SIGUSR1, when it is
     no pre-emption signal, asks for the ranks' stacks (`asked`, served by the loop: the launch
     goes on); the old handlers, to restore."""
     def forward(signum: int, _frame: Any) -> None:
@@ -241,24 +144,42 @@ def run(argv: List[str], env: Mapping[str, str], limits: Limits, log_dir: Option
     watchdog = reaper.Watchdog(pgid, mark, on_expire) if env.get("JOBENV_RUN_DIR") else None
     last: Deque[bytes] = deque(maxlen=keep_lines)
     stamps: Deque[float] = deque(maxlen=keep_lines)  # when each line of `last` came
-    watch = _Watch(limits, log_dir, pgid, mark, on_expire, before_kill)
+    watch = Watch(limits, log_dir, pgid, mark, on_expire, before_kill)
     watch.preempt = preempt
     forwarded: Dict[str, int] = {}
     asked: Dict[str, int] = {}
     old = _forward_signals(pgid, forwarded, asked if on_stacks else None, preempt.signals if preempt else ())
-    kept: Optional[List[bytes]] = None
-    partial = {proc.stdout.fileno(): b"", proc.stderr.fileno(): b""}  # type: ignore[union-attr]
-    def reader_gone() -> None:  # EPIPE on our output: end the launch as SIGPIPE ends mpiexec
-        if not forwarded:
-            forwarded["sig"] = signal.SIGPIPE
-            reaper.kill_group(pgid, signal.SIGTERM)
-    sinks = {stdout_fd: output.Sink(stdout_fd, reader_gone), stderr_fd: output.Sink(stderr_fd, reader_gone)}
+    sinks = _sinks(pgid, forwarded, stdout_fd, stderr_fd)
     out_for = {proc.stdout.fileno(): sinks[stdout_fd], proc.stderr.fileno(): sinks[stderr_fd]}  # type: ignore[union-attr]
     if on_stacks:
         watch.stacks = partial_(_report_stacks, on_stacks, last, stamps, sinks[stderr_fd])
     if env.get("JOBENV_RUN_DIR"):
         err = sinks[stderr_fd]
         watch.live = live_mod.Live(env["JOBENV_RUN_DIR"], lambda msg: err.put(f"jobenv: {msg}\n".encode()))
+    kept: Optional[List[bytes]] = None
+    try:
+        kept = _copy(out_for, watch, forwarded, asked, last, stamps, keep_lines)
+    finally:
+        rc = proc.wait()
+        _wind_up(watch, watchdog, pgid, mark, sinks, forwarded, old)
+    return _outcome(rc, watch, forwarded, list(last) if kept is None else kept, sinks)
+
+
+def _sinks(pgid: int, forwarded: Dict[str, int], stdout_fd: int, stderr_fd: int) -> Dict[int, output.Sink]:
+    """Our stdout and stderr writers; EPIPE on either ends the launch as SIGPIPE ends mpiexec."""
+    def reader_gone() -> None:
+        if not forwarded:
+            forwarded["sig"] = signal.SIGPIPE
+            reaper.kill_group(pgid, signal.SIGTERM)
+    return {stdout_fd: output.Sink(stdout_fd, reader_gone), stderr_fd: output.Sink(stderr_fd, reader_gone)}
+
+
+def _copy(out_for: Dict[int, output.Sink], watch: Watch, forwarded: Dict[str, int], asked: Dict[str, int],
+          last: Deque[bytes], stamps: Deque[float], keep_lines: int) -> Optional[List[bytes]]:
+    """Copy the launcher's output until both its pipes close, asking the clocks between reads;
+    the output as it was when we ended the launch after a failure (None: we did not)."""
+    kept: Optional[List[bytes]] = None
+    partial = {fd: b"" for fd in out_for}
     sel = selectors.DefaultSelector()
     for fd in partial:
         os.set_blocking(fd, False)
@@ -275,23 +196,35 @@ def run(argv: List[str], env: Mapping[str, str], limits: Limits, log_dir: Option
                 kept = list(last)
     finally:
         sel.close()
-        rc = proc.wait()
-        if watch.live is not None and not watch.expired:
-            watch.live.final(time.monotonic())
-        if watch.expired or watch.ended or forwarded:  # stragglers that closed their output or left the group
-            reaper.end_launch(pgid, mark, grace=0.0 if watch.expired else GRACE_S)
-        if watchdog is not None:
-            watchdog.done()
-        for sink in sinks.values():
-            sink.drain(lambda: "sig" in forwarded or watch.past_deadline())
-        for sig, handler in old.items():
-            signal.signal(sig, handler)
+    return kept
+
+
+def _wind_up(watch: Watch, watchdog: Optional[reaper.Watchdog], pgid: int, mark: bytes,
+             sinks: Dict[int, output.Sink], forwarded: Dict[str, int], old: Dict[signal.Signals, Any]) -> None:
+    """After the launcher's end: name a failure the polls had not seen, end stragglers where we
+    ended the launch, stop the watchdog, flush our output, give back the signal handlers."""
+    if watch.live is not None and not watch.expired:
+        watch.live.final(time.monotonic())
+    if watch.expired or watch.ended or forwarded:  # stragglers that closed their output or left the group
+        reaper.end_launch(pgid, mark, grace=0.0 if watch.expired else GRACE_S)
+    if watchdog is not None:
+        watchdog.done()
+    for sink in sinks.values():
+        sink.drain(lambda: "sig" in forwarded or watch.past_deadline())
+    for sig, handler in old.items():
+        signal.signal(sig, handler)
+
+
+def _outcome(rc: int, watch: Watch, forwarded: Dict[str, int], last_lines: List[bytes],
+             sinks: Dict[int, output.Sink]) -> Outcome:
+    """The attempt's Outcome; its exit code says first why we ended it (a limit, our reader
+    gone, a pre-emption), else the launcher's own (a signal's as 128+N)."""
     preempted = forwarded.get("preempt") if watch.preempt_at is not None else None
     expired = None if watch.expired == "preempted" else watch.expired
     code = TIMEOUT_EXIT if expired else 128 + signal.SIGPIPE if forwarded.get("sig") == signal.SIGPIPE \
         else 128 + preempted if preempted else (128 - rc if rc < 0 else rc)
     return Outcome(returncode=code, expired=expired, signalled=forwarded.get("sig"), preempted=preempted,
-                   last_lines=list(last) if kept is None else kept, seconds=time.monotonic() - watch.start,
+                   last_lines=last_lines, seconds=time.monotonic() - watch.start,
                    dropped=sum(s.dropped for s in sinks.values()))
 
 

@@ -5,7 +5,8 @@ that defines `SCHEDULER`, the tables block of `jobenv/schedulers/__init__.py` (w
 `get` path reads without loading any scheduler file) and the fast-path gate of
 `shell/jobenv.sh` (a job's marks and the site variables); `--check` only says whether they
 are current (tests/test_schedulers.py runs it).  Adding a scheduler: write its file, add
-its profile, run this.
+its profile, run this.  A file named `<name>_<part>.py` is a part of scheduler <name>'s
+(slurm_scontrol.py), not a scheduler.
 """
 from __future__ import annotations
 
@@ -28,7 +29,7 @@ def descriptors() -> List[Scheduler]:
     found = []
     for entry in sorted(os.listdir(HERE)):
         name, ext = os.path.splitext(entry)
-        if ext == ".py" and name not in NOT_SCHEDULERS:
+        if ext == ".py" and name not in NOT_SCHEDULERS and "_" not in name.strip("_"):
             module = __import__(f"{__package__}.{name}", fromlist=["SCHEDULER"])
             desc = getattr(module, "SCHEDULER", None)
             if not isinstance(desc, Scheduler) or desc.name != name:

@@ -33,7 +33,7 @@ def per_host_argv(rec: JobRecord, environ: Mapping[str, str], write: bool = True
     if rec.scheduler == "local":
         return []
     from .. import store
-    from ..launch.command import per_host_plan
+    from ..launch.attempt import per_host_plan
     from ..launch.ranks import make_run_dir, write_private
 
     runs = store.runs_dir(store.key_for(rec.scheduler, rec.jobid), dict(environ))

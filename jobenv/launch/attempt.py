@@ -1,0 +1,139 @@
+"""One launch attempt decided as data: the sized launcher argv (`Attempt`), the launcher's
+environment, and the one-process-per-host argv `jobenv stage` runs.
+
+Pure decisions from the record, the profiles and the request, apart from the supervised
+run that jobenv.launch.command does with them; `attempt_env` writes only the attempt's
+private hostfile.
+"""
+from __future__ import annotations
+
+import os
+import time
+
+from ..errors import BadInput, JobenvError
+from . import families, flags, ranks, sizing
+
+TYPE_CHECKING = False  # `import typing`/`dataclasses` cost ~50 ms: `launch` starts on every run
+if TYPE_CHECKING:
+    from typing import Any, Callable, Dict, List, Mapping, Optional, Tuple
+
+    from ..record import JobRecord
+    from .command import Options
+    Which = Callable[[str, Mapping[str, str]], Optional[str]]
+
+
+def gpu_bind_mode(rec: JobRecord, environ: Mapping[str, str]) -> str:
+    """--gpu-bind: the job's profile's `gpu_bind`, as the wrapper's JOBENV_GPU_BIND."""
+    from .. import profiles
+
+    prof = profiles.load_all(environ).get(rec.machine)
+    mode = profiles.gpu_bind_mode(prof) if prof is not None else ""
+    if not mode:
+        raise BadInput(f"--gpu-bind: profile {rec.machine!r} declares no gpu_bind (add `gpu_bind: {{var: "
+                       "CUDA_VISIBLE_DEVICES, map: identity}` to it)")
+    return mode
+
+
+HOOK_DIR = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "rankhook")
+
+_SYSTEM_BINS = ("/usr/bin", "/bin", "/usr/local/bin")
+
+
+class Attempt:
+    """One launch, fully decided: what runs, where, and what it may write."""
+
+    def __init__(self, launcher: List[str], hostfile_text: Optional[str], size: sizing.Size, family: str) -> None:
+        self.launcher = launcher  # launcher argv with sizing, label and pass-through flags
+        self.hostfile_text, self.size, self.family = hostfile_text, size, family
+
+
+def _profile_template(rec: JobRecord, environ: Mapping[str, str]) -> Tuple[Any, Dict[str, str]]:
+    from .. import profiles
+
+    profs = profiles.load_all(environ)
+    prof = profs.get(rec.machine)
+    if prof is None:
+        raise BadInput(f"profile {rec.machine!r} of job {rec.jobid} is not installed here; cannot size "
+                       "the launch (`jobenv profiles` lists the known ones)")
+    return sizing.template_for(prof.launchers, rec.launch[0]), prof.vars
+
+
+def plan_attempt(rec: JobRecord, req: sizing.Request, opts: Options, hostfile: str, environ: Mapping[str, str],
+                 which: Optional[Which] = None) -> Tuple[Attempt, List[str]]:
+    """Decide one attempt (reads profiles only when sizing differs from the saved job)."""
+    from .. import software
+
+    warnings: List[str] = []
+    size = sizing.choose(rec.hosts, rec.ranks_per_host, req, rec.jobid, oversubscribe=rec.scheduler == "local")
+    prog, warn = software.launcher_path(rec, rec.launch[0])
+    if warn:
+        if (which or find_program)(prog, environ) is None:
+            raise JobenvError(f"cannot run {prog!r}: {warn.split(';')[0]} and it is not on PATH", 127)
+        warnings.append(warn)
+    fam = families.family(rec.launch[0], prog if os.path.isabs(prog) else (which or find_program)(prog, environ))
+    if size.whole:
+        argv, text = list(rec.launch), None
+    else:
+        template, variables = _profile_template(rec, environ)
+        argv, text = sizing.render_sized(template, size, rec.gpus_per_host, rec.jobid, variables, hostfile, fam)
+    argv[0] = prog
+    if rec.provenance:  # captured from outside the job: the launcher must be told which job
+        sizing.attach(argv, fam, rec.jobid)
+    row = families.get(fam)
+    if os.path.dirname(prog) in _SYSTEM_BINS:  # on every node's PATH anyway: no prefix from it
+        families.insert(argv, row, list(row.system_bin))
+    if size.ppn > rec.ranks_per_host and row.oversubscribe and not set(row.oversubscribe) & set(argv):
+        families.insert(argv, row, list(row.oversubscribe))
+    if opts.label:
+        argv += row.label
+    argv = flags.override(argv, row, opts.launcher_args)
+    return Attempt(argv, text, size, fam), warnings
+
+
+def per_host_plan(rec: JobRecord, environ: Mapping[str, str], hosts: List[str], hostfile: str
+                  ) -> Tuple[List[str], Optional[str]]:
+    """(launcher argv, hostfile text or None): one process on each of `hosts` of the job, by
+    the recorded launcher (what `jobenv stage` runs on every host).  The caller writes the text
+    to `hostfile` when it is not None, then appends its command."""
+    from .. import software
+
+    template, variables = _profile_template(rec, environ)
+    prog, _ = software.launcher_path(rec, rec.launch[0])
+    fam = families.family(rec.launch[0], prog if os.path.isabs(prog) else find_program(prog, environ))
+    argv, text = sizing.per_host(rec.hosts, template, hosts, rec.jobid, variables, hostfile, fam)
+    argv[0] = prog
+    if rec.provenance:
+        sizing.attach(argv, fam, rec.jobid)
+    return argv, text
+
+
+def find_program(prog: str, environ: Mapping[str, str]) -> Optional[str]:
+    """`prog`'s path on the PATH of `environ` (the launch's, not ours), None when absent."""
+    from ..software import _which
+
+    return _which(prog, environ.get("PATH", ""))
+
+
+def attempt_env(plan: Attempt, base_env: Mapping[str, str], run_dir: str, log_dir: Optional[str],
+                 gpu_bind: str, hook: bool = True) -> Dict[str, str]:
+    """The launcher's environment for one attempt; writes the attempt's hostfile when it has one.
+    With `hook`, the ranks' Python hook's directory goes first on PYTHONPATH (it removes itself)."""
+    hostfile = os.path.join(run_dir, "hostfile")
+    from ..rankwrap import DUMP_SIGNAL, LAUNCH_SETS
+
+    env = {k: v for k, v in base_env.items() if k not in LAUNCH_SETS}
+    env.update(JOBENV_RUN_DIR=run_dir, JOBENV_LAUNCH_TIME=f"{time.time():.6f}", JOBENV_GPU_BIND=gpu_bind)
+    env["JOBENV_DUMP_SIGNAL"] = str(DUMP_SIGNAL)
+    if log_dir:
+        env["JOBENV_LOG_DIR"] = log_dir
+    if hook:
+        env["PYTHONPATH"] = os.pathsep.join(p for p in (HOOK_DIR, env.get("PYTHONPATH")) if p)
+    if plan.size.subset:  # the wrapper's node rank and MASTER_ADDR follow this launch's hosts
+        ranks.write_private(hostfile, sizing.hostfile_text(plan.size))
+        env["JOBENV_HOSTFILE"] = hostfile
+    elif plan.hostfile_text is not None:
+        ranks.write_private(hostfile, plan.hostfile_text)
+    if not plan.size.whole:
+        env.update(NHOSTS=str(len(plan.size.hosts)), NRANKS_PER_HOST=str(plan.size.ppn),
+                   NRANKS=str(plan.size.nranks))
+    return env
