@@ -134,7 +134,8 @@ def test_retries_keep_each_attempts_logs_and_count_restarts(job, tmp_path):
     assert (logs / "attempt-1" / "rank-1.log").read_text() == "line-1 restart=0 of 1\n"
     assert (logs / "rank-1.log").read_text() == "line-1 restart=1 of 1\n"
     assert len(runs(job)) == 2  # one run directory per attempt
-    p = shell(job, f"SLURM_RESTART_COUNT=2 jobenv launch --log-dir {logs} -- sh -c '{script}'")
+    # a local job: no scheduler's count applies (SLURM_RESTART_COUNT is a Slurm job's), jobenv's resubmissions do
+    p = shell(job, f"SLURM_RESTART_COUNT=5 JOBENV_RESUBMITS=2 jobenv launch --log-dir {logs} -- sh -c '{script}'")
     assert p.returncode == 0, p.stderr  # a new launch: the previous one's attempts are gone
     assert sorted(f.name for f in logs.iterdir()) == ["rank-0.log", "rank-1.log"]
     assert (logs / "rank-1.log").read_text() == "line-1 restart=2 of 0\n"
