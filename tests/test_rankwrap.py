@@ -297,6 +297,11 @@ def test_a_frontier_shaped_job_binds_each_rank_to_its_closest_gcd(tmp_path, home
     got = dict(line.split(":", 1) for line in p.stdout.split())
     assert got == {str(i): f"{i}:{d}" for i, d in enumerate([4, 5, 2, 3, 6, 7, 0, 1])}, p.stdout
     p = jobenv(["launch", "--dry-run", "--gpu-bind", "--nhosts", "1", "--", "true"], env)
+    # the profile's line binds with srun's --gpu-bind closest: with --gpu-bind the wrapper binds, srun not
+    assert "--gpus-per-node 8 --gpu-bind none /bin/sh" in p.stdout and "closest" not in p.stdout, p.stdout
+    p = jobenv(["launch", "--dry-run", "--nhosts", "1", "--", "true"], env)
+    assert "--gpu-bind closest" in p.stdout, p.stdout  # without it, srun's binding stays
+    p = jobenv(["launch", "--dry-run", "--gpu-bind", "--nhosts", "1", "--", "true"], env)
     assert ("GPU binding on each host: local rank 0 -> ROCR_VISIBLE_DEVICES=4, 1 -> 5, 2 -> 2, 3 -> 3, 4 -> 6, "
             "5 -> 7, 6 -> 0, 7 -> 1\n") in p.stderr, p.stderr
 

@@ -86,6 +86,8 @@ def plan_attempt(rec: JobRecord, req: sizing.Request, opts: Options, hostfile: s
         families.insert(argv, row, list(row.oversubscribe))
     if opts.label:
         argv += row.label
+    if opts.gpu_bind and row.gpu_off and any(w.split("=", 1)[0] == row.gpu_off[0] for w in argv[row.words:]):
+        argv = flags.override(argv, row, list(row.gpu_off))  # one binding: the wrapper's
     argv = flags.override(argv, row, opts.launcher_args)
     return Attempt(argv, text, size, fam), warnings
 

@@ -34,7 +34,8 @@ class Family:
 
     __slots__ = ("name", "title", "flavor", "programs", "banner", "path_marks", "siblings", "mpi", "env_row",
                  "words", "nranks", "ppn", "nhosts", "hostfile", "hosts", "exclude", "subset", "label",
-                 "label_pattern", "step_flag", "cancel", "system_bin", "attach", "oversubscribe", "cpu_bind")
+                 "label_pattern", "step_flag", "cancel", "system_bin", "attach", "oversubscribe", "cpu_bind",
+                 "gpu_off")
 
     def __init__(self, name: str, title: str, flavor: str, *, programs: Tuple[str, ...] = (),
                  banner: Tuple[str, ...] = (), path_marks: Tuple[str, ...] = (), siblings: Tuple[str, ...] = (),
@@ -43,7 +44,8 @@ class Family:
                  hosts: Tuple[str, ...] = (), exclude: Tuple[str, ...] = (), subset: str = "",
                  label: Tuple[str, ...] = (), label_pattern: str = r"(?!)", step_flag: str = "",
                  cancel: str = "", system_bin: Tuple[str, ...] = (), attach: Tuple[str, ...] = (),
-                 oversubscribe: Tuple[str, ...] = (), cpu_bind: Tuple[str, ...] = ()) -> None:
+                 oversubscribe: Tuple[str, ...] = (), cpu_bind: Tuple[str, ...] = (),
+                 gpu_off: Tuple[str, ...] = ()) -> None:
         self.name, self.title, self.flavor = name, title, flavor  # flavor: the name doctor prints
         self.programs = programs  # program names only this family uses
         self.banner = banner  # regexes (case-insensitive, multi-line) for its `--version` text
@@ -72,6 +74,10 @@ class Family:
         # without --overcommit)
         self.oversubscribe = oversubscribe
         self.cpu_bind = cpu_bind  # its CPU binding flags (each takes a value), as `--dry-run` shows them
+        # its own GPU binding flag turned off: `launch --gpu-bind` binds in the wrapper, and two
+        # bindings disagree (srun's may leave a task only its own device, then the wrapper's
+        # number names one it cannot see)
+        self.gpu_off = gpu_off
 
     def __repr__(self) -> str:
         return f"Family({self.name!r})"
@@ -115,7 +121,7 @@ FAMILIES: Tuple[Family, ...] = (
            hosts=("--nodelist=", "-w"), exclude=("--exclude=", "-x"), subset="flag",
            label=("--label",), label_pattern=r"\s*(\d+): ", step_flag="--job-name=", cancel="slurm-step",
            attach=("--jobid={jobid}", "--overlap"), oversubscribe=("--overcommit",),
-           cpu_bind=("--cpu-bind", "--cpu_bind")),
+           cpu_bind=("--cpu-bind", "--cpu_bind"), gpu_off=("--gpu-bind", "none")),
     Family("jsrun", "IBM jsrun (LSF)", "IBM jsrun", programs=("jsrun",), banner=(r"\bjsrun\b",), mpi="openmpi",
            env_row="jsrun", nranks=("-n", "--nrs"), ppn=("-r", "--rs_per_host"), subset="", cpu_bind=("-b", "--bind"),
            label=("--stdio_mode", "prepended"), label_pattern=r"\s*(\d+): "),
