@@ -132,8 +132,10 @@ def test_the_same_exception_on_ranks_of_two_hosts_is_the_programs():
 
 
 def test_the_rule_is_one_table_with_a_reason_per_row():
-    names = [name for name, _, _ in failover.PROGRAM_FAULTS]
-    assert len(set(names)) == len(names) == 5 and all(why for _, _, why in failover.PROGRAM_FAULTS)
+    names = [name for name, _, _, _ in failover.PROGRAM_FAULTS]
+    assert len(set(names)) == len(names) == 5 and all(why for _, _, why, _ in failover.PROGRAM_FAULTS)
+    assert [name for name, _, _, retry in failover.PROGRAM_FAULTS if not retry] == \
+        ["import error", "syntax error", "usage (exit 2)"]
 
 
 def test_restart_count_adds_the_runs_before():

@@ -148,6 +148,21 @@ def test_spare_nodes_and_exclude_failed_need_retries(job):
         assert f"jobenv: error: {flag.split()[0]} needs --retries N" in p.stderr
 
 
+@pytest.mark.parametrize("program,fault", [
+    ("python3 -c 'import no_such_module_jobenv'", "import error"),
+    ("python3 -c 'if True print(1)'", "syntax error"),
+    ("sh -c 'echo usage: prog [-h] >&2; exit 2'", "usage (exit 2)"),
+])
+def test_retries_stop_when_the_failure_is_the_programs_own(job, program, fault):
+    """A missing module, a syntax error, a command-line error: the next attempt would fail the
+    same way, so --retries stops after the first (an exit 3, or a full disk, retries: below)."""
+    p = shell(job, f"jobenv launch --retries 3 -- {program}")
+    assert p.returncode != 0 and p.stderr.count(f"jobenv: not retrying: {fault}: ") == 1, p.stderr
+    assert "retrying (2 of 4)" not in p.stderr and len(runs(job)) == 1, p.stderr
+    p = shell(job, "jobenv launch --retries 1 -- sh -c 'echo No space left on device >&2; exit 1'")
+    assert "retrying (2 of 2)" in p.stderr and "not retrying" not in p.stderr, p.stderr
+
+
 def test_retries_stop_at_the_limit(job):
     p = shell(job, "jobenv launch --retries 2 -- sh -c 'exit 5'")
     assert p.returncode == 5 and p.stderr.count("retrying") == 2, p.stderr

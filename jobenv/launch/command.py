@@ -107,11 +107,15 @@ def run(rec: JobRecord, command: List[str], opts: Options, base_env: Mapping[str
         if ended is not None:
             return ended
         if attempt < opts.retries:
+            at_expiry = snapshot[0] if snapshot else None
+            state = at_expiry if out.expired and at_expiry is not None else ranks.read(run_dir)
+            failure = _failure(state, out, log_dir, plan.family)
+            why = "" if out.expired else failover.futile(failure)
+            if why:
+                _say(f"not retrying: {why} (a retry would fail the same way)")
+                return rc
             if opts.failover:
-                at_expiry = snapshot[0] if snapshot else None
-                state = at_expiry if out.expired and at_expiry is not None else ranks.read(run_dir)
-                hosts = _fail_over(rec, hosts, plan, _failure(state, out, log_dir, plan.family), run_dir, runs,
-                                   base_env)
+                hosts = _fail_over(rec, hosts, plan, failure, run_dir, runs, base_env)
             _say(f"retrying ({attempt + 2} of {opts.retries + 1})")
     return rc
 

@@ -67,19 +67,22 @@ def _same_exception(f: Failure) -> bool:
             and len({h for h, _ in told}) >= 2)
 
 
-# The one rule for "the program's own fault": (name, test, why it never retires a host).
-PROGRAM_FAULTS: Tuple[Tuple[str, Callable[[Failure], bool], str], ...] = (
+# The one rule for "the program's own fault": (name, test, why it never retires a host, whether
+# a retry could end otherwise).  A missing module, the program's syntax and its command line
+# fail the same way on the next attempt: retries stop there.  A full disk may be freed and the
+# same exception everywhere may be a transient collective error (NCCL/gloo): retries go on.
+PROGRAM_FAULTS: Tuple[Tuple[str, Callable[[Failure], bool], str, bool], ...] = (
     ("no space left", _matches(r"No space left on device|\bENOSPC\b|\[Errno 28\]"),
-     "a full file system is full from every host; a spare frees no space"),
+     "a full file system is full from every host; a spare frees no space", True),
     ("import error", _matches(r"\b(?:ImportError|ModuleNotFoundError)\b"),
-     "the environment lacks a module, on every host alike"),
+     "the environment lacks a module, on every host alike", False),
     ("syntax error", _matches(r"\b(?:SyntaxError|IndentationError|TabError)\b"),
-     "the program's text is the same on every host"),
+     "the program's text is the same on every host", False),
     ("usage (exit 2)", _usage,
-     "exit 2 is a command-line error (argparse, getopt, shells): the command, not the host"),
+     "exit 2 is a command-line error (argparse, getopt, shells): the command, not the host", False),
     ("same exception on every failed rank", _same_exception,
      "ranks on two or more hosts raised the same Python exception: the program's path, not a host "
-     "(on one host alone it may be that host's GPU, so it does not count)"),
+     "(on one host alone it may be that host's GPU, so it does not count)", True),
 )
 
 
@@ -95,6 +98,14 @@ class Verdict:
 
     def __repr__(self) -> str:
         return "Verdict(" + ", ".join(f"{k}={getattr(self, k)!r}" for k in self.__slots__) + ")"
+
+
+def futile(f: Failure) -> str:
+    """Why retrying a failed attempt would fail the same way (PROGRAM_FAULTS' last column), or ""."""
+    for name, test, why, retry in PROGRAM_FAULTS:
+        if not retry and test(f):
+            return f"{name}: {why}"
+    return ""
 
 
 STALE_S = 5.0  # a host agent rewrites its heartbeat every second: five missed is a host gone
@@ -120,7 +131,7 @@ def judge(f: Failure) -> Verdict:
     that host saw the first failed rank die of a signal.  Guessed: the first failed rank only
     exited with an error code; its host is the best guess.  No rank record, or a program fault
     (PROGRAM_FAULTS): nothing to retire."""
-    for name, test, why in PROGRAM_FAULTS:
+    for name, test, why, _ in PROGRAM_FAULTS:
         if test(f):
             return Verdict(fault=name, why=why)
     gone = _gone(f.state)
