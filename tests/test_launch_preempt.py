@@ -87,6 +87,8 @@ def test_pbs_requeue_and_resubmission_on_polaris(tmp_path):
     ("slurm", "USR1", "RUNNING", True),  # --signal=B:USR1@90: a warning, the job runs on
     ("slurm", "TERM", "RUNNING", True),  # SIGTERM with the job still running: pre-emption
     ("slurm", "TERM", "CANCELLED", False),  # scancel: someone ended it on purpose
+    ("slurm", "TERM", "COMPLETING", False),  # what scontrol says right after scancel or at a time limit
+    ("slurm", "TERM", "TIMEOUT", False),
     ("slurm", "USR2", "CANCELLED", True),  # USR1/USR2 never come from a cancel
     ("pbs", "TERM", "R", True),  # SIGTERM before kill_delay, the job still R
     ("pbs", "TERM", "E", False),  # qdel: exiting

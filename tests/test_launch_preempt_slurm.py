@@ -121,6 +121,24 @@ def test_preemption_requeues_and_attempt_2_resumes(cluster, jobs, store, tmp_pat
     assert len(runs) == 2, runs  # each attempt's run directory, the first one intact
 
 
+def test_scancel_of_a_requeue_launch_is_not_brought_back(cluster, jobs, store, tmp_path):  # noqa: F811
+    """`scancel` sends the batch shell SIGTERM too, and Slurm says COMPLETING at once (never
+    CANCELLED while the job winds down): the launch must not take it for pre-emption."""
+    work = tmp_path / "work"
+    work.mkdir()
+    (work / "ckpt.py").write_text(CKPT)
+    out = tmp_path / "job.out"
+    jobid = cluster.sbatch(requeue_script(store, work, grace=5), "-N", "2", "--ntasks-per-node", "1", "-o",
+                           str(out), "--open-mode=append", "--requeue")
+    jobs.append(jobid)
+    wait_for([work / "start-0-0", work / "start-0-1"], 90, "the ranks did not start", out)
+    cluster.run(["scancel", jobid])
+    text = until_said(out, "not brought back")
+    assert f"job {jobid} is COMPLETING, no longer running" in text, text
+    cluster.wait_settled(jobid)
+    assert "requeueing" not in out.read_text() and not (work / "start-1-0").exists(), out.read_text()
+
+
 def test_preemption_without_requeue_rights_resubmits_once(cluster, jobs, store, tmp_path):  # noqa: F811
     jobid, work, out = preempted_job(cluster, jobs, store, tmp_path, "--no-requeue")
     wait_for([work / "done-0", work / "done-1"], 120, "the resubmitted job did not resume", out)

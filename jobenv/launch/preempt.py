@@ -9,8 +9,10 @@ the script's last line).  It passes the signal to every rank, waits up to the gr
 period for them to checkpoint and end, ends what is left, then requeues the job (the
 scheduler file's `Requeue`: `scontrol requeue`, `qrerun`); where that is refused (no
 requeue rights, `--no-requeue`, a site that cancels pre-empted jobs) it resubmits the
-job's batch script once.  A SIGTERM that comes with the job already cancelled (scancel,
-qdel) brings nothing back: someone ended it on purpose.
+job's batch script once.  A SIGTERM that comes with the job no longer running (scancel and
+a time limit make a Slurm job COMPLETING at once, qdel a PBS job E) brings nothing back:
+someone or something ended it on purpose.  (A pre-emption that cancels with no grace time
+looks the same, and is not brought back either.)
 """
 from __future__ import annotations
 
@@ -70,11 +72,12 @@ def route(cancel: str, agent: bool) -> str:
 
 def decide(signame: str, facts: Optional[JobFacts], req: Requeue, jobid: str) -> Optional[str]:
     """None: requeue the job.  Else why it is not brought back.  USR1/USR2 are only ever a
-    warning; a SIGTERM is pre-emption only while the scheduler has not cancelled the job
-    (facts None: the scheduler did not answer; requeue, its refusal then says)."""
-    if signame == "TERM" and facts is not None and facts.state in req.cancelled:
-        return (f"job {jobid} is {facts.state}: it was cancelled (scancel/qdel sends SIGTERM too), "
-                "so it is not brought back")
+    warning; a SIGTERM is pre-emption only while the job still runs (facts None or no state:
+    the scheduler did not say; requeue, its refusal then says)."""
+    if signame == "TERM" and facts is not None and facts.state and facts.state not in req.running:
+        return (f"job {jobid} is {facts.state}, no longer running: it was cancelled (scancel/qdel send "
+                "SIGTERM too) or reached its time limit, so it is not brought back (for a warning "
+                "before the limit ask for one: sbatch --signal=B:USR1@90)")
     return None
 
 

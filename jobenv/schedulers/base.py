@@ -146,18 +146,19 @@ class Requeue:
 
     `argv` requeues the job (it keeps its id; the rerun counts itself in `restart_var`);
     `show` asks about the job (state, script, flags), `parse` reads its output; `dump`
-    writes a batch script that came on stdin to {path}; `submit` resubmits; `running` and
-    `cancelled` are the states after which a SIGTERM means "you are pre-empted, the job
-    stays" and "someone ended the job on purpose, do not bring it back"; `needs` says what a
-    container without the client commands must bind in."""
+    writes a batch script that came on stdin to {path}; `submit` resubmits; `running` are the
+    states in which a SIGTERM means "you are pre-empted, the job stays" (in any other, such as
+    Slurm's COMPLETING right after `scancel` or a time limit, someone or something ended the
+    job: it is not brought back); `needs` says what a container without the client commands
+    must bind in."""
 
-    __slots__ = ("argv", "show", "parse", "dump", "submit", "restart_var", "running", "cancelled", "needs")
+    __slots__ = ("argv", "show", "parse", "dump", "submit", "restart_var", "running", "needs")
 
     def __init__(self, argv: Tuple[str, ...], show: Tuple[str, ...], parse: Callable[[str], JobFacts], *,
                  submit: str, needs: str, dump: Tuple[str, ...] = (), restart_var: str = "",
-                 running: Tuple[str, ...] = (), cancelled: Tuple[str, ...] = ()) -> None:
+                 running: Tuple[str, ...] = ()) -> None:
         self.argv, self.show, self.parse, self.dump, self.submit = argv, show, parse, dump, submit
-        self.restart_var, self.running, self.cancelled, self.needs = restart_var, running, cancelled, needs
+        self.restart_var, self.running, self.needs = restart_var, running, needs
 
 
 def run_parsed(argv: List[str], jobids: Sequence[str], parse: Parser, env: Optional[Mapping[str, str]],

@@ -291,7 +291,7 @@ def parse_show(out: str) -> JobFacts:
 
 REQUEUE = Requeue(
     ("qrerun", "{jobid}"), ("qstat", "-f", "-F", "json", "{jobid}"), parse_show, submit="qsub",
-    running=("R",), cancelled=("E",),
+    running=("R",),  # E (exiting): qdel, or the walltime
     needs="PBS's client commands (qrerun, qsub, qstat) on PATH and pbs.conf (PBS_CONF_FILE) inside the container")
 
 SCHEDULER = Scheduler(
