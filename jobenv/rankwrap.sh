@@ -508,7 +508,9 @@ _je_agent() {
     _je_alock=$JOBENV_RUN_DIR/agent-$_je_H _je_abeat=$JOBENV_RUN_DIR/host-$_je_H.beat
     _je_arq=$JOBENV_RUN_DIR/request _je_agone=' ' _je_adid=' ' _je_ads=${JOBENV_DUMP_SIGNAL:-38}
     case $_je_ads in *[!0-9]*|???*) _je_ads=38 ;; esac
+    trap '_je_woke=1' WINCH  # a wrapper's "my rank ended": look now (the launcher and srun wait for us)
     while :; do
+        _je_woke=
         _je_scan
         if [ "$_je_anrun" -eq 0 ]; then  # a wrapper writes `start` before it tries agent-<H>
             rm -f "$_je_alock"
@@ -519,7 +521,9 @@ _je_agent() {
         _je_now
         printf '%s\n' "$_je_t" >| "$_je_abeat"
         _je_request
-        sleep 1
+        sleep 1 & _je_sl=$!  # a wake-up during the scan (the flag) or the sleep (cuts `wait` short)
+        [ -n "$_je_woke" ] || wait "$_je_sl"
+        kill "$_je_sl" 2>/dev/null; wait "$_je_sl"  # unreaped until then: no pid reuse
     done
 }
 # dash and ash keep the job table after `wait`, but empty it in a subshell ($(jobs -l)):
@@ -560,6 +564,7 @@ if [ -n "$_je_led" ]; then
     _je_f=$JOBENV_RUN_DIR/agent-$_je_H
     if ! [ -e "$_je_f" ] && ! [ -L "$_je_f" ] && { true > "$_je_f"; } 2>/dev/null; then
         _je_agent </dev/null >/dev/null 2>&1 &
+        printf '%s\n' "$!" >| "$_je_f"  # its pid, for the wake-up at each rank's end
     fi
 fi
 # `wait` says 128+N for a signal N that cut it short (a forwarded one; bash's CHLD trap
@@ -602,6 +607,12 @@ esac
 if [ -n "$_je_led" ]; then
     _je_now
     printf 'end %s %s %s\n' "$_je_R" "$_je_how" "$_je_t" >> "$_je_led"
+    # wake the host agent (WINCH: ignored by default, harmless to a stale pid): after the
+    # host's last rank it ends now, not at its next second, and so do the launcher and step
+    _je_f=$JOBENV_RUN_DIR/agent-$_je_H  # a regular file (a FIFO would block the read)
+    if [ -f "$_je_f" ] && ! [ -L "$_je_f" ] && read -r _je_ap < "$_je_f" 2>/dev/null; then
+        case $_je_ap in ''|*[!0-9]*|??????????*) ;; *) kill -WINCH "$_je_ap" 2>/dev/null ;; esac
+    fi
 fi
 case $_je_how in
 signal:*)  # die of the program's signal (a program can die of no stop signal)

@@ -163,6 +163,23 @@ def test_retries_stop_when_the_failure_is_the_programs_own(job, program, fault):
     assert "retrying (2 of 2)" in p.stderr and "not retrying" not in p.stderr, p.stderr
 
 
+def test_the_launch_ends_with_its_last_rank_not_at_the_agents_next_second(job):
+    """The launcher (Hydra's proxy, a Slurm step) waits for the host agent too, which used to
+    see the host's last rank end only at its next once-a-second scan: every launch and every
+    retry ran up to a second long.  A wrapper now wakes it as its rank ends."""
+    delays = []
+    for _ in range(3):
+        p = shell(job, "jobenv launch -- sh -c 'sleep 0.3'")
+        done = time.time()
+        assert p.returncode == 0, p.stderr
+        newest = max(runs(job), key=lambda d: d.stat().st_mtime)
+        ends = [float(line.split()[-1]) for f in newest.glob("host-*.ledger")
+                for line in f.read_text().splitlines() if line.startswith("end ")]
+        assert len(ends) == 2, ends
+        delays.append(done - max(ends))
+    assert min(delays) < 0.4, delays  # ~0.7 s before (the agent slept on after the ranks' 0.3 s)
+
+
 def test_retries_stop_at_the_limit(job):
     p = shell(job, "jobenv launch --retries 2 -- sh -c 'exit 5'")
     assert p.returncode == 5 and p.stderr.count("retrying") == 2, p.stderr
