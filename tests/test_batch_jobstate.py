@@ -29,14 +29,14 @@ def data(name: str) -> str:
 
 
 def test_slurm_scontrol_running_completed_cancelled():
-    run = jobstate.parse_scontrol(data("slurm-scontrol-job-running.txt"))
+    run = jobstate.parse_scontrol(data("slurm-scontrol-job-running.txt"), "1")
     assert run["JobState"] == "RUNNING" and jobstate.slurm_phase(run["JobState"]) == "running"
-    done = jobstate.parse_scontrol(data("slurm-scontrol-job-completed.txt"))
+    done = jobstate.parse_scontrol(data("slurm-scontrol-job-completed.txt"), "1")
     assert (done["JobState"], done["ExitCode"]) == ("COMPLETED", "0:0")
     assert done["StdOut"].endswith("/job.out") and jobstate.slurm_phase("COMPLETED") == "ended"
-    gone = jobstate.parse_scontrol(data("slurm-scontrol-job-cancelled.txt"))
+    gone = jobstate.parse_scontrol(data("slurm-scontrol-job-cancelled.txt"), "2")
     assert (gone["JobState"], gone["ExitCode"]) == ("CANCELLED", "143:0")
-    assert jobstate.parse_scontrol(data("slurm-scontrol-job-unknown.txt")) == {}
+    assert jobstate.parse_scontrol(data("slurm-scontrol-job-unknown.txt"), "2") == {}
 
 
 def test_slurm_squeue_and_sacct():
