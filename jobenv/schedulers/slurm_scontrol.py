@@ -62,7 +62,7 @@ def _first_line(line: str) -> Dict[str, str]:
     head, eq, name = line.partition(" JobName=")
     words = head.split(" ")
     fields = dict(w.split("=", 1) for w in words if "=" in w)
-    if not eq or len(fields) != len(words) or not all(k in FIRST_LINE[:-1] for k in fields):
+    if not eq or "JobId" not in fields or len(fields) != len(words) or not all(k in FIRST_LINE[:-1] for k in fields):
         raise Ambiguous(f"a record begins {visible(line[:60])!r}, not `JobId=N ... JobName=`")
     fields["JobName"] = name
     return fields
@@ -194,7 +194,10 @@ def parse_job(text: str, jobid: str) -> Capture:
     gres/gpu, BatchHost, UserId and JobState.  A het job prints one record per component
     (HetJobId=ID): its hosts are their union.  BadInput when the text holds no such job,
     Ambiguous (a BadInput) when it is not what Slurm prints (job_records)."""
-    recs = [(f, d) for f, d in job_records(text, jobid) if jobid in (f.get("JobId"), f.get("HetJobId"))]
+    try:
+        recs = [(f, d) for f, d in job_records(text, jobid) if jobid in (f.get("JobId"), f.get("HetJobId"))]
+    except Ambiguous as exc:
+        raise Ambiguous(f"scontrol's answer about job {jobid} is ambiguous ({exc}): jobenv does not trust it") from None
     if not recs:
         raise BadInput(f"scontrol's answer does not describe job {jobid}")
     fields, details = recs[0]
