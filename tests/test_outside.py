@@ -9,6 +9,10 @@ Recorded outputs (tests/data):
   `Nodes=uri-gpu003 CPU_IDs=0-63 Mem=515000 GRES=gpu:a100:4(IDX:0-3)` (UMass Unity docs,
   "Monitor a batch job", `scontrol -d show job` sample) and TRES `gres/gpu=N` (OSC/ood_core
   issue 870: `cpu=10,mem=100G,node=1,billing=10,gres/gpu=1`); a JobName and WorkDir with spaces.
+- slurm-scontrol-show-job-d-name-{words,newline}.txt: `scontrol show job -d ID` on the test cluster
+  of jobs of the second local user submitted with `sbatch --uid=jobenvmallory -J NAME`, NAME
+  `x UserId=root(0) NodeList=evilnode[1-2] WorkDir=/tmp/evil` and `x<newline>   UserId=root(0)
+  GroupId=root(0)`: Slurm prints the name as it is, before the real UserId line.
 - pbs-qstat-fx-json*.txt: `qstat -x -f -F json` on Polaris (PBS Pro 2022.1), also its
   unescaped form (PBS writes Variable_List values without JSON escaping).
 - cobalt-qstat-lf.txt: `qstat -lf` in Cobalt's vertical format (Cobalt.Util.print_vertical,
@@ -303,6 +307,14 @@ NEWLINE_NAMES = [
 def test_scontrol_record_with_forged_lines_is_refused(name):
     with pytest.raises(BadInput, match="ambiguous|appears where|before UserId|describes job|twice"):
         slurm.parse_job(mallorys(name), "1")
+
+
+def test_recorded_names_that_forge_fields():
+    cap = slurm.parse_job(data("slurm-scontrol-show-job-d-name-words.txt"), "1")
+    assert cap.jobname == "x UserId=root(0) NodeList=evilnode[1-2] WorkDir=/tmp/evil"
+    assert (cap.owner, cap.hosts, cap.env["SLURM_SUBMIT_DIR"]) == ("jobenvmallory(1001)", ["node1"], "/tmp")
+    with pytest.raises(BadInput, match="ambiguous .UserId= appears where Slurm does not print it"):
+        slurm.parse_job(data("slurm-scontrol-show-job-d-name-newline.txt"), "2")
 
 
 def test_save_job_of_another_users_job_is_refused_end_to_end(tmp_path, home):
