@@ -94,8 +94,8 @@ def _record(lines: List[str]) -> Tuple[Dict[str, str], List[Tuple[str, str]]]:
                     pairs[-1] = (last, pairs[-1][1] + " " + w)
         for k, v in pairs:
             if k in fields or k in FIRST_LINE or k == "Nodes":
-                raise Ambiguous(f"{k}= appears where Slurm does not print it (a job name or comment holding "
-                                "a newline?)")
+                raise Ambiguous(f"{k}= is printed twice or out of place, as a job name or comment holding a "
+                                "newline makes it")
             if "UserId" not in fields and k not in _BEFORE_USER and k != "UserId":
                 raise Ambiguous(f"{k}= comes before UserId=, where only the job's name can have put it")
             fields[k] = v
@@ -197,7 +197,7 @@ def parse_job(text: str, jobid: str) -> Capture:
     try:
         recs = [(f, d) for f, d in job_records(text, jobid) if jobid in (f.get("JobId"), f.get("HetJobId"))]
     except Ambiguous as exc:
-        raise Ambiguous(f"scontrol's answer about job {jobid} is ambiguous ({exc}): jobenv does not trust it") from None
+        raise Ambiguous(f"scontrol's answer about job {jobid} is ambiguous: {exc}; jobenv trusts none of it") from None
     if not recs:
         raise BadInput(f"scontrol's answer does not describe job {jobid}")
     fields, details = recs[0]
@@ -249,8 +249,8 @@ def parse_show_job(out: str) -> JobFacts:
     try:
         recs = job_records(out)
     except Ambiguous as exc:
-        return JobFacts(why=f"scontrol's description of the job is ambiguous ({exc}), so jobenv passes on "
-                            "no flag read from it")
+        return JobFacts(why=f"scontrol's description of the job is ambiguous: {exc}; jobenv passes on no "
+                            "flag read from it")
     fields: Dict[str, str] = recs[0][0] if recs else {}
     flags = [f"{flag}={fields[key]}" for key, flag in _RESUBMIT_FLAGS if fields.get(key, "") not in _NOTHING]
     per_node = fields.get("NtasksPerN:B:S:C", "").split(":")[0]
