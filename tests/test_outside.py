@@ -309,6 +309,15 @@ def test_scontrol_record_with_forged_lines_is_refused(name):
         slurm.parse_job(mallorys(name), "1")
 
 
+def test_scontrol_array_task_forging_its_owner_is_refused():
+    """An array task's name holding a planted UserId and a record break: the real rest of its
+    record goes under a planted sibling task, whose owner then differs."""
+    text = mallorys("x\n   UserId=root(0)\n\nJobId=9 ArrayJobId=1 ArrayTaskId=1 JobName=y").replace(
+        "JobId=1 JobName=", "JobId=1 ArrayJobId=1 ArrayTaskId=0 JobName=")
+    with pytest.raises(BadInput, match="different owners"):
+        slurm.parse_job(text, "1")
+
+
 def test_recorded_names_that_forge_fields():
     cap = slurm.parse_job(data("slurm-scontrol-show-job-d-name-words.txt"), "1")
     assert cap.jobname == "x UserId=root(0) NodeList=evilnode[1-2] WorkDir=/tmp/evil"

@@ -133,6 +133,8 @@ def job_records(text: str, jobid: Optional[str] = None) -> List[Tuple[Dict[str, 
     ids = [f["JobId"] for f, _ in recs]
     if len(set(ids)) != len(ids):
         raise Ambiguous("one JobId is described twice")
+    if len({f.get("UserId") for f, _ in recs}) != 1:
+        raise Ambiguous("its records name different owners (UserId)")
     own = [f for f, _ in recs if f["JobId"] == (jobid or ids[0])]
     if not own:
         return recs
@@ -141,8 +143,6 @@ def job_records(text: str, jobid: Optional[str] = None) -> List[Tuple[Dict[str, 
         if f is not own[0] and not any(f.get(key) == val for key, val in kin):
             raise Ambiguous(f"it describes job {visible(f['JobId'])[:20]}, which is neither job "
                             f"{visible(own[0]['JobId'])[:20]} nor one of its components or array tasks")
-    if len({f.get("UserId") for f, _ in recs}) != 1:
-        raise Ambiguous("its records name different owners (UserId)")
     return recs
 
 
