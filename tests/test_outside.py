@@ -319,7 +319,7 @@ def test_scontrol_array_task_forging_its_owner_is_refused():
 
 
 def test_recorded_names_that_forge_fields():
-    cap = slurm.parse_job(data("slurm-scontrol-show-job-d-name-words.txt"), "1")
+    cap = slurm.parse_job(data("slurm-scontrol-show-job-d-name-words.txt") + "scontrol: warning: x=1\n", "1")
     assert cap.jobname == "x UserId=root(0) NodeList=evilnode[1-2] WorkDir=/tmp/evil"
     assert (cap.owner, cap.hosts, cap.env["SLURM_SUBMIT_DIR"]) == ("jobenvmallory(1001)", ["node1"], "/tmp")
     with pytest.raises(BadInput, match="ambiguous: UserId= is printed twice or out of place"):

@@ -106,7 +106,8 @@ def _record(lines: List[str]) -> Tuple[Dict[str, str], List[Tuple[str, str]]]:
 def records(text: str) -> List[Tuple[Dict[str, str], List[Tuple[str, str]]]]:
     """`scontrol show job [-d]` text as records (one per job, array task or het component,
     blank-line separated), each its `Key=Value` fields and per-node detail lines as (nodes,
-    gres); none for text that is no job's description (an error).  Lines are split at
+    gres); none for text that is no job's description (an error); scontrol's own messages
+    (`scontrol: ...` lines, which no record holds whole) are no record.  Lines are split at
     newlines only (what scontrol ends them with).  Ambiguous when the text is not what Slurm
     prints (see the layout above)."""
     out: List[Tuple[Dict[str, str], List[Tuple[str, str]]]] = []
@@ -117,7 +118,8 @@ def records(text: str) -> List[Tuple[Dict[str, str], List[Tuple[str, str]]]]:
         if line.strip(" "):
             lines.append(line)
         elif lines:
-            out.append(_record(lines))
+            if not all(ln.startswith("scontrol: ") for ln in lines):  # its own messages (stderr, after stdout)
+                out.append(_record(lines))
             lines = []
     return out
 
