@@ -20,6 +20,7 @@ from pathlib import Path
 import pytest
 
 from jobenv.batch import jobstate
+from jobenv.errors import BadInput
 
 DATA = Path(__file__).parent / "data"
 
@@ -29,14 +30,14 @@ def data(name: str) -> str:
 
 
 def test_slurm_scontrol_running_completed_cancelled():
-    run = jobstate.parse_scontrol(data("slurm-scontrol-job-running.txt"))
+    run = jobstate.parse_scontrol(data("slurm-scontrol-job-running.txt"), "1")
     assert run["JobState"] == "RUNNING" and jobstate.slurm_phase(run["JobState"]) == "running"
-    done = jobstate.parse_scontrol(data("slurm-scontrol-job-completed.txt"))
+    done = jobstate.parse_scontrol(data("slurm-scontrol-job-completed.txt"), "1")
     assert (done["JobState"], done["ExitCode"]) == ("COMPLETED", "0:0")
     assert done["StdOut"].endswith("/job.out") and jobstate.slurm_phase("COMPLETED") == "ended"
-    gone = jobstate.parse_scontrol(data("slurm-scontrol-job-cancelled.txt"))
+    gone = jobstate.parse_scontrol(data("slurm-scontrol-job-cancelled.txt"), "2")
     assert (gone["JobState"], gone["ExitCode"]) == ("CANCELLED", "143:0")
-    assert jobstate.parse_scontrol(data("slurm-scontrol-job-unknown.txt")) == {}
+    assert jobstate.parse_scontrol(data("slurm-scontrol-job-unknown.txt"), "2") == {}
 
 
 def test_slurm_squeue_and_sacct():
@@ -113,3 +114,18 @@ def test_exit_file_is_hostile_input(tmp_path):
     word.write_text("rm -rf /\n")
     for p in (fifo, big, word, tmp_path / "missing", tmp_path):
         assert jobstate.exit_code(str(p)) is None  # never blocks on the FIFO, never a bogus code
+
+
+def test_slurm_scontrol_name_words_are_the_name_and_forged_lines_make_the_job_unknown():
+    """`jobenv logs` reads the StdOut scontrol names: a name's `StdOut=` words are the name,
+    and a name holding a newline (its own StdOut= line) leaves the job unknown, no output."""
+    done = data("slurm-scontrol-job-completed.txt")
+    named = jobstate.parse_scontrol(done.replace("JobName=jobenv", "JobName=x StdOut=/root/.bashrc JobState=RUNNING"), "1")
+    assert named["StdOut"].endswith("/job.out") and named["JobState"] == "COMPLETED"
+    forged = done.replace("JobName=jobenv", "JobName=x\n   StdOut=/root/.bashrc")
+    with pytest.raises(BadInput, match="before UserId"):
+        jobstate.parse_scontrol(forged, "1")
+    run, asked = replay({"squeue": (0, ""), "scontrol": (0, forged), "sacct": (0, data("slurm-sacct-X-P.txt"))})
+    st = jobstate.status("slurm", "1", {}, None, run)
+    assert (st.phase, st.state, st.output) == ("unknown", "ambiguous", None) and "before UserId" in st.source
+    assert asked == ["squeue", "scontrol"]

@@ -94,15 +94,18 @@ def test_launch_shares_nodes_with_a_step_that_holds_every_cpu(cluster, jobs, sto
 
 
 
-def test_another_users_job_is_refused(cluster, jobs, store, tmp_path):  # noqa: F811
+@pytest.mark.parametrize("name", ["sleep", "x UserId=root(0) NodeList=evilnode[1-2] WorkDir=/tmp/evil",
+                                  "x\n   UserId=root(0) GroupId=root(0)"])
+def test_another_users_job_is_refused(cluster, jobs, store, tmp_path, name):  # noqa: F811
     """A real job of the second local user (root submits it with --uid): refused by uid,
-    whatever its state."""
+    whatever its state, and whatever its name says (scontrol prints it before UserId=: its
+    `Key=Value` words are the name; one holding a newline makes the answer ambiguous)."""
     p = cluster.run(["sbatch", "--parsable", "--uid=jobenvmallory", "--gid=jobenvmallory", "-N", "1", "-D", "/tmp",
-                     "-o", "/dev/null"], input="#!/bin/sh\nexec sleep 300\n", check=False)
+                     "-o", "/dev/null", "-J", name], input="#!/bin/sh\nexec sleep 300\n", check=False)
     if p.returncode != 0:
         pytest.skip(f"this Slurm has no sbatch --uid: {p.stderr.strip()}")
     jobid = p.stdout.strip().split(";")[0]
     jobs.append(jobid)
     p = save_outside(cluster, store, "--job", jobid)  # the owner is judged before the state
     assert p.returncode == 5 and p.stderr.count("\n") == 1, p.stderr
-    assert "belongs to 'jobenvmallory(1001)', not to you" in p.stderr
+    assert ("is ambiguous" if "\n" in name else "belongs to 'jobenvmallory(1001)', not to you") in p.stderr

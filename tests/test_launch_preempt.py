@@ -221,3 +221,14 @@ def test_a_pbs_rerun_tells_the_program_its_restart_count(tmp_path, answer, count
     assert p.returncode == 0, p.stdout + p.stderr
     counts = sorted(line for line in p.stdout.splitlines() if line.startswith("count="))
     assert counts == [f"count={count}"] * 2 + [f"count={int(count) + 1}"] * 2, p.stdout + p.stderr
+
+
+def test_slurm_show_job_reads_a_name_whole_and_trusts_no_forged_field():
+    """A job name holding `StdOut=` words is the name (scontrol prints it at the end of the
+    first line); one holding a newline forges lines: no flag is read from such an answer."""
+    named = slurm.parse_show_job(SHOW_JOB.replace("JobName=sbatch", "JobName=train.sh StdOut=/root/.bashrc WorkDir=/tmp"))
+    assert "--output=/home/alice/proj/job-1.out" in named.submit and "--chdir=/home/alice/proj" in named.submit
+    assert "--job-name=train.sh StdOut=/root/.bashrc WorkDir=/tmp" in named.submit and named.workdir == "/home/alice/proj"
+    forged = slurm.parse_show_job(SHOW_JOB.replace("JobName=sbatch", "JobName=x\n   StdOut=/root/.bashrc"))
+    assert (forged.submit, forged.state, forged.workdir, forged.script, forged.restarts) == ((), "", "", "", None)
+    assert "ambiguous" in forged.why and "no flag" in forged.why

@@ -9,6 +9,10 @@ Recorded outputs (tests/data):
   `Nodes=uri-gpu003 CPU_IDs=0-63 Mem=515000 GRES=gpu:a100:4(IDX:0-3)` (UMass Unity docs,
   "Monitor a batch job", `scontrol -d show job` sample) and TRES `gres/gpu=N` (OSC/ood_core
   issue 870: `cpu=10,mem=100G,node=1,billing=10,gres/gpu=1`); a JobName and WorkDir with spaces.
+- slurm-scontrol-show-job-d-name-{words,newline}.txt: `scontrol show job -d ID` on the test cluster
+  of jobs of the second local user submitted with `sbatch --uid=jobenvmallory -J NAME`, NAME
+  `x UserId=root(0) NodeList=evilnode[1-2] WorkDir=/tmp/evil` and `x<newline>   UserId=root(0)
+  GroupId=root(0)`: Slurm prints the name as it is, before the real UserId line.
 - pbs-qstat-fx-json*.txt: `qstat -x -f -F json` on Polaris (PBS Pro 2022.1), also its
   unescaped form (PBS writes Variable_List values without JSON escaping).
 - cobalt-qstat-lf.txt: `qstat -lf` in Cobalt's vertical format (Cobalt.Util.print_vertical,
@@ -265,3 +269,74 @@ def test_pbs_an_attribute_named_twice_is_refused_not_read_first_wins():
         pbs.parse_job(text, "2024084")
     assert pbs.parse_found(text, "x3006c0s19b0n0", "root") == []
     assert pbs.parse_job(text, "2023999").state == "F"  # the other job's block is its own
+
+
+# Another user's job whose name holds `Key=Value` words (scontrol prints the name at the end of
+# the first line, before UserId=): the name is read whole, the fields are the job's own.
+FORGED_NAME = "x UserId=root(0) NodeList=evilnode[1-2] WorkDir=/tmp/evil"
+MALLORY = "UserId=jobenvmallory(1001) GroupId=jobenvmallory(1001)"
+
+
+def mallorys(name: str) -> str:
+    return data("slurm-scontrol-show-job-d.txt").replace("JobId=1 JobName=train", f"JobId=1 JobName={name}").replace(
+        "UserId=root(0) GroupId=root(0)", MALLORY)
+
+
+@pytest.mark.parametrize("name", [FORGED_NAME, "run x=1 y = 2  z=  StdOut=/root/.bashrc", "a JobName=b"])
+def test_scontrol_job_name_with_key_value_words_is_read_whole(name):
+    cap = slurm.parse_job(mallorys(name), "1")
+    assert cap.jobname == name and cap.env["SLURM_JOB_NAME"] == name
+    assert cap.owner == "jobenvmallory(1001)" and cap.hosts == ["node1", "node2"]
+    assert cap.env["SLURM_SUBMIT_DIR"] == "/work/wt/s16-capture/tests"
+    assert not outside.is_mine(cap.owner, 0, "root")
+
+
+# A name (or comment) holding a newline puts lines of its own into the record; Slurm prints each
+# key once per record, UserId= second, and only the job asked (its het components, array tasks).
+NEWLINE_NAMES = [
+    "x\n   UserId=root(0) GroupId=root(0)",  # a second UserId line
+    "x\n   NodeList=evilnode1\n   WorkDir=/tmp/evil",  # fields before the real UserId=
+    "x\n   UserId=root(0)\n   NodeList=evilnode1\n\nJobId=9 JobName=y",  # the real rest under another job
+    "x\n   UserId=root(0)\n\nJobId=9 HetJobId=1 HetJobOffset=1 JobName=y",  # ... posing as a component
+    "x\n\nJobId=1 JobName=y\n   UserId=root(0)",  # job 1 described twice
+    "x\n     Nodes=evilnode1 CPU_IDs=0 Mem=0 GRES=gpu:64(IDX:0-63)",  # a detail line out of place
+]
+
+
+@pytest.mark.parametrize("name", NEWLINE_NAMES)
+def test_scontrol_record_with_forged_lines_is_refused(name):
+    with pytest.raises(BadInput, match="ambiguous|out of place|before UserId|describes job|twice"):
+        slurm.parse_job(mallorys(name), "1")
+
+
+def test_scontrol_array_task_forging_its_owner_is_refused():
+    """An array task's name holding a planted UserId and a record break: the real rest of its
+    record goes under a planted sibling task, whose owner then differs."""
+    text = mallorys("x\n   UserId=root(0)\n\nJobId=9 ArrayJobId=1 ArrayTaskId=1 JobName=y").replace(
+        "JobId=1 JobName=", "JobId=1 ArrayJobId=1 ArrayTaskId=0 JobName=")
+    with pytest.raises(BadInput, match="different owners"):
+        slurm.parse_job(text, "1")
+
+
+def test_recorded_names_that_forge_fields():
+    cap = slurm.parse_job(data("slurm-scontrol-show-job-d-name-words.txt") + "scontrol: warning: x=1\n", "1")
+    assert cap.jobname == "x UserId=root(0) NodeList=evilnode[1-2] WorkDir=/tmp/evil"
+    assert (cap.owner, cap.hosts, cap.env["SLURM_SUBMIT_DIR"]) == ("jobenvmallory(1001)", ["node1"], "/tmp")
+    with pytest.raises(BadInput, match="ambiguous: UserId= is printed twice or out of place"):
+        slurm.parse_job(data("slurm-scontrol-show-job-d-name-newline.txt"), "2")
+
+
+def test_save_job_of_another_users_job_is_refused_end_to_end(tmp_path, home):
+    """`jobenv save --job` through an `scontrol` on PATH printing Slurm's format for another
+    user's job: refused (exit 5, one line), whatever its name says."""
+    from conftest import base_env, jobenv
+
+    for name, why in ((FORGED_NAME, "belongs to 'jobenvmallory(1001)', not to you"),
+                      (NEWLINE_NAMES[0], "scontrol's answer about job 1 is ambiguous")):
+        env = base_env(home, stub(tmp_path, "scontrol", mallorys(name)))
+        p = jobenv(["save", "--job", "1", "--scheduler", "slurm"], env)
+        assert p.returncode == 5 and p.stderr.count("\n") == 1 and why in p.stderr, p.stderr
+        assert p.stderr.startswith("jobenv: error: ") and not list(Path(env["JOBENV_HOME"]).rglob("*.json"))
+    env = base_env(home, stub(tmp_path, "scontrol", mallorys("x").replace(MALLORY, "UserId=root(0) GroupId=root(0)")))
+    assert jobenv(["save", "--job", "1", "--scheduler", "slurm"], env).returncode == 0  # the control: root's own job
+    assert list(Path(env["JOBENV_HOME"]).rglob("*.json"))

@@ -15,6 +15,7 @@ import json
 import re
 from typing import Callable, Dict, List, Mapping, Optional, Tuple
 
+from ..errors import BadInput
 from ..schedulers.base import run_query, table_rows
 
 Runner = Callable[[List[str], Optional[Mapping[str, str]], float], Optional[Tuple[int, str]]]
@@ -55,12 +56,14 @@ def parse_squeue(out: str, jobid: str) -> Optional[str]:
     return None
 
 
-def parse_scontrol(out: str) -> Dict[str, str]:
-    """`scontrol show job ID`: its `Key=Value` words (the first of each key); {} when it
-    does not know the job (`slurm_load_jobs error: Invalid job id specified`)."""
-    fields: Dict[str, str] = {}
-    for m in re.finditer(r"(?:^|\s)([A-Za-z][A-Za-z0-9_:/]*)=(\S*)", out):
-        fields.setdefault(m.group(1), m.group(2))
+def parse_scontrol(out: str, jobid: str) -> Dict[str, str]:
+    """`scontrol show job ID`: the job's fields, read by the reader `save --job` and a
+    requeue use (schedulers.slurm_scontrol.job_records); {} when it does not know the job
+    (`slurm_load_jobs error: Invalid job id specified`).  Ambiguous (a BadInput) when the
+    text is not what Slurm prints: a name holding a newline and `StdOut=` is no output file."""
+    from ..schedulers.slurm_scontrol import job_records
+
+    fields = next((f for f, _ in job_records(out, jobid) if f["JobId"] == jobid), {})
     return fields if "JobState" in fields else {}
 
 
@@ -79,7 +82,10 @@ def slurm(jobid: str, env: Optional[Mapping[str, str]], run: Runner = run_query)
     if state and slurm_phase(state) != "ended":
         return JobStatus(slurm_phase(state), state, "squeue")
     res = run(["scontrol", "show", "job", jobid], env, TIMEOUT)
-    fields = parse_scontrol(res[1]) if res and res[0] == 0 else {}
+    try:
+        fields = parse_scontrol(res[1], jobid) if res and res[0] == 0 else {}
+    except BadInput as exc:  # what it says of the job may be forged: not its state, not its output file
+        return JobStatus("unknown", "ambiguous", f"scontrol show job: {exc}")
     if fields:
         return JobStatus(slurm_phase(fields["JobState"]), fields["JobState"], "scontrol show job",
                          fields.get("ExitCode"), fields.get("StdOut") or None)

@@ -8,7 +8,7 @@ from the two parsers here.
 """
 from __future__ import annotations
 
-from ..errors import BadInput
+from ..errors import BadInput, visible
 from ..numparse import MAX_PER_HOST, is_uint
 from .base import Capture, JobFacts
 
@@ -29,34 +29,123 @@ def expand_nodes(text: str) -> List[str]:
         raise HostlistError(f"Slurm nodelist: {exc}") from None
 
 
-def records(text: str) -> List[Tuple[Dict[str, str], List[Tuple[str, str]]]]:
-    """`scontrol show job -d` text as records (one per job or het component, blank-line
-    separated): the job's `Key=Value` fields (first one wins; a word without `=` belongs
-    to the value before it, as in `JobName=my job`) and its per-node detail lines
-    (`Nodes=... CPU_IDs=... GRES=gpu:4(IDX:0-3)`) as (nodes, gres)."""
-    out: List[Tuple[Dict[str, str], List[Tuple[str, str]]]] = []
-    fields: Dict[str, str] = {}
+# How `scontrol show job [-d]` prints a record (Slurm's src/api/job_info.c, 20.11-22.05, and
+# src/scontrol/info_job.c since): a first line `JobId=N [ArrayJobId=.. ArrayTaskId=..
+# [ArrayTaskThrottle=..] | HetJobId=.. HetJobOffset=..] JobName=<name>` whose name runs to the
+# end of the line; then one field per line for these keys (free text: spaces, `=`), the value
+# being the rest of the line; then lines of space-separated `Key=Value` words; with -d, the
+# per-node `Nodes=... CPU_IDs=... GRES=...` lines that follow JOB_GRES.
+FIRST_LINE = ("JobId", "ArrayJobId", "ArrayTaskId", "ArrayTaskThrottle", "HetJobId", "HetJobOffset", "JobName")
+WHOLE_LINE = frozenset((
+    "SLUID", "HetJobIdSet", "AccrueTime", "ResizeTime", "TRES", "ReqTRES", "AllocTRES", "JOB_GRES",
+    "ClusterFeatures", "Prefer", "Reservation", "Command", "SubmitLine", "WorkDir", "AdminComment",
+    "SystemComment", "Comment", "Extra", "StdErr", "StdIn", "StdOut", "BurstBuffer", "BurstBufferState",
+    "CpusPerTres", "MemPerTres", "TresBind", "TresFreq", "TresPerJob", "TresPerNode", "TresPerSocket",
+    "TresPerTask", "NtasksPerTRES", "SELinuxContext", "ResvPorts", "Power", "OOMKillStep", "Container"))
+# Lines Slurm prints between the first line and UserId=: anything else there came from a name
+# holding a newline.
+_BEFORE_USER = ("SLUID", "HetJobIdSet")
+
+
+class Ambiguous(BadInput):
+    """`scontrol show job` text that Slurm cannot have printed for the jobs it names: a key
+    twice in one record, a field where none belongs, a record about another job.  A job name
+    (or comment) holding a newline and `Key=Value` words forges fields that way, so no field
+    of such an answer is trusted."""
+
+
+def _is_key(key: str) -> bool:
+    return bool(key) and key.replace("/", "").replace(":", "").replace("_", "").isalnum()
+
+
+def _first_line(line: str) -> Dict[str, str]:
+    head, eq, name = line.partition(" JobName=")
+    words = head.split(" ")
+    fields = dict(w.split("=", 1) for w in words if "=" in w)
+    if not eq or "JobId" not in fields or len(fields) != len(words) or not all(k in FIRST_LINE[:-1] for k in fields):
+        raise Ambiguous(f"a record begins {visible(line[:60])!r}, not `JobId=N ... JobName=`")
+    fields["JobName"] = name
+    return fields
+
+
+def _record(lines: List[str]) -> Tuple[Dict[str, str], List[Tuple[str, str]]]:
+    """One record's fields (each key once) and per-node detail lines (nodes, gres)."""
+    fields = _first_line(lines[0])
     details: List[Tuple[str, str]] = []
-    for line in text.splitlines() + [""]:
-        words = line.split()
-        if not words:
-            if fields:
-                out.append((fields, details))
-            fields, details = {}, []
-            continue
-        if words[0].startswith("Nodes="):
-            kv = dict(w.split("=", 1) for w in words if "=" in w)
+    prev = "JobName"
+    for line in lines[1:]:
+        text = line.lstrip(" ")
+        key, eq, rest = text.partition("=")
+        if key == "Nodes" and prev in ("JOB_GRES", "Nodes"):
+            kv = dict(w.split("=", 1) for w in text.split() if "=" in w)
             details.append((kv.get("Nodes", ""), kv.get("GRES", "")))
+            prev = key
             continue
-        last = ""
-        for w in words:
-            key, eq, val = w.partition("=")
-            if eq and key and key.replace("/", "").replace(":", "").replace("_", "").isalnum():
-                last = key
-                fields.setdefault(key, val)
-            elif last and fields.get(last) is not None:
-                fields[last] += " " + w
+        if eq and key in WHOLE_LINE:
+            pairs = [(key, rest)]
+        else:
+            pairs, last = [], ""
+            for w in text.split():
+                k, e, v = w.partition("=")
+                if e and _is_key(k):
+                    pairs.append((k, v))
+                    last = k
+                elif last:
+                    pairs[-1] = (last, pairs[-1][1] + " " + w)
+        for k, v in pairs:
+            if k in fields or k in FIRST_LINE or k == "Nodes":
+                raise Ambiguous(f"{k}= is printed twice or out of place, as a job name or comment holding a "
+                                "newline makes it")
+            if "UserId" not in fields and k not in _BEFORE_USER and k != "UserId":
+                raise Ambiguous(f"{k}= comes before UserId=, where only the job's name can have put it")
+            fields[k] = v
+        prev = pairs[0][0] if pairs else prev
+    return fields, details
+
+
+def records(text: str) -> List[Tuple[Dict[str, str], List[Tuple[str, str]]]]:
+    """`scontrol show job [-d]` text as records (one per job, array task or het component,
+    blank-line separated), each its `Key=Value` fields and per-node detail lines as (nodes,
+    gres); none for text that is no job's description (an error); scontrol's own messages
+    (`scontrol: ...` lines, which no record holds whole) are no record.  Lines are split at
+    newlines only (what scontrol ends them with).  Ambiguous when the text is not what Slurm
+    prints (see the layout above)."""
+    out: List[Tuple[Dict[str, str], List[Tuple[str, str]]]] = []
+    lines: List[str] = []
+    if not text.lstrip().startswith("JobId="):  # `slurm_load_jobs error: Invalid job id specified`
+        return out
+    for line in text.split("\n") + [""]:
+        if line.strip(" "):
+            lines.append(line)
+        elif lines:
+            if not all(ln.startswith("scontrol: ") for ln in lines):  # its own messages (stderr, after stdout)
+                out.append(_record(lines))
+            lines = []
     return out
+
+
+def job_records(text: str, jobid: Optional[str] = None) -> List[Tuple[Dict[str, str], List[Tuple[str, str]]]]:
+    """The records of an answer to `scontrol show job [-d] ID` (ID: `jobid`, else the first
+    record's), checked as one answer: each JobId once; every record the job's own, or one of
+    its het components or array tasks as its first line says; one UserId in all.  A newline
+    in a name can start a record of its own: it then fails one of these."""
+    recs = records(text)
+    if not recs:
+        return []
+    ids = [f["JobId"] for f, _ in recs]
+    if len(set(ids)) != len(ids):
+        raise Ambiguous("one JobId is described twice")
+    if len({f.get("UserId") for f, _ in recs}) != 1:
+        raise Ambiguous("its records name different owners (UserId)")
+    own = [f for f, _ in recs if f["JobId"] == (jobid or ids[0])]
+    if not own:
+        return recs
+    kin = [(key, own[0][key]) for key in ("HetJobId", "ArrayJobId") if key in own[0]]
+    for f, _ in recs:
+        if f is not own[0] and not any(f.get(key) == val for key, val in kin):
+            raise Ambiguous(f"it describes job {visible(f['JobId'])[:20]}, which is neither job "
+                            f"{visible(own[0]['JobId'])[:20]} nor one of its components or array tasks")
+    return recs
 
 
 def _gres_gpus(gres: str) -> Optional[int]:
@@ -105,8 +194,12 @@ def parse_job(text: str, jobid: str) -> Capture:
     """The job `jobid` as `scontrol show job -d ID` describes it (Slurm 20.11-24.05 print
     the same fields): NodeList, NumNodes, NumTasks, NtasksPerN, per-node GRES or TRES
     gres/gpu, BatchHost, UserId and JobState.  A het job prints one record per component
-    (HetJobId=ID): its hosts are their union.  BadInput when the text holds no such job."""
-    recs = [(f, d) for f, d in records(text) if jobid in (f.get("JobId"), f.get("HetJobId"))]
+    (HetJobId=ID): its hosts are their union.  BadInput when the text holds no such job,
+    Ambiguous (a BadInput) when it is not what Slurm prints (job_records)."""
+    try:
+        recs = [(f, d) for f, d in job_records(text, jobid) if jobid in (f.get("JobId"), f.get("HetJobId"))]
+    except Ambiguous as exc:
+        raise Ambiguous(f"scontrol's answer about job {jobid} is ambiguous: {exc}; jobenv trusts none of it") from None
     if not recs:
         raise BadInput(f"scontrol's answer does not describe job {jobid}")
     fields, details = recs[0]
@@ -151,9 +244,15 @@ _NOTHING = ("", "(null)", "N/A", "UNLIMITED", "Partition_Limit")
 
 
 def parse_show_job(out: str) -> JobFacts:
-    """The facts of `scontrol show job ID` (`Key=Value` words; Command is the script's path,
-    "(null)" for a script given on stdin, which `scontrol write batch_script` then recovers)."""
-    recs = records(out)  # the one reader of `scontrol show job` text (as `save --job` reads it)
+    """The facts of `scontrol show job ID` (Command is the script's path, "(null)" for a
+    script given on stdin, which `scontrol write batch_script` then recovers).  An answer
+    that is not what Slurm prints (job_records) gives no facts: no flag read from it is
+    passed on, and `why` says so."""
+    try:
+        recs = job_records(out)
+    except Ambiguous as exc:
+        return JobFacts(why=f"scontrol's description of the job is ambiguous: {exc}; jobenv passes on no "
+                            "flag read from it")
     fields: Dict[str, str] = recs[0][0] if recs else {}
     flags = [f"{flag}={fields[key]}" for key, flag in _RESUBMIT_FLAGS if fields.get(key, "") not in _NOTHING]
     per_node = fields.get("NtasksPerN:B:S:C", "").split(":")[0]
