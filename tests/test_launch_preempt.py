@@ -232,3 +232,6 @@ def test_slurm_show_job_reads_a_name_whole_and_trusts_no_forged_field():
     forged = slurm.parse_show_job(SHOW_JOB.replace("JobName=sbatch", "JobName=x\n   StdOut=/root/.bashrc"))
     assert (forged.submit, forged.state, forged.workdir, forged.script, forged.restarts) == ((), "", "", "", None)
     assert "ambiguous" in forged.why and "no flag" in forged.why
+    # and no resubmission of a dumped script without the job's flags (its size, output, directory)
+    argv, _, why = preempt.resubmission(forged, slurm.REQUEUE, "/tmp/dumped-batch-script")
+    assert argv == [] and "ambiguous" in why

@@ -91,6 +91,8 @@ def resubmission(facts: Optional[JobFacts], req: Requeue, dumped: str) -> Tuple[
     `scontrol write batch_script`) when it came on stdin.  Empty argv: `why not` says."""
     if facts is None:
         return [], "", f"`{req.show[0]}` did not describe the job, so its batch script is unknown"
+    if facts.why and not facts.submit:  # nothing trusted to pass on (an ambiguous answer): no guess
+        return [], "", facts.why
     script = facts.script or dumped
     if not script:
         return [], "", facts.why or "the scheduler kept no copy of the batch script"

@@ -128,7 +128,7 @@ def _resubmit(req: Requeue, facts: JobFacts | None, env: Mapping[str, str], jobi
     from ..schedulers.base import run_query
 
     dumped = ""
-    if facts is not None and not facts.script and req.dump:
+    if facts is not None and not facts.script and not facts.why and req.dump:
         path = os.path.join(run_dir, "batch-script")
         res = run_query(preempt.fill(req.dump, jobid, path), env, SHOW_TIMEOUT)
         dumped = path if res and res[0] == 0 and os.path.isfile(path) else ""
