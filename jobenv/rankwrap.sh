@@ -440,12 +440,26 @@ _je_hkdrop() {  # rank $1's hook out of $_je_ahk (` R:PID:START` entries, one pe
         case $_je_x in *" "*) _je_ahk="$_je_ahk ${_je_x#* }" ;; esac ;;
     esac
 }
-_je_same() {  # pid $1 is still the process that started $2 clock ticks after boot (/proc/PID/stat field 22)
-    _je_hs=$2
+_je_started() {  # $_je_hs: when pid $1 started, in clock ticks after boot (/proc/PID/stat field 22)
     _je_stat "$1" || return 1
     case $_je_ps in *[!0-9A-Za-z\ -]*) return 1 ;; esac
     set -- $_je_ps
-    [ "$#" -ge 20 ] && [ "${20}" = "$_je_hs" ]
+    [ "$#" -ge 20 ] && _je_hs=${20}
+}
+_je_same() {  # pid $1 is still the process that started $2 clock ticks after boot
+    _je_want=$2
+    _je_started "$1" && [ "$_je_hs" = "$_je_want" ]
+}
+_je_catches() {  # pid $1 has a handler for signal $2 (SigCgt): a Python that exec'd another program has none
+    _je_cg=
+    while read -r _je_k _je_v; do
+        case $_je_k in SigCgt:) _je_cg=$_je_v; break ;; esac
+    done < "/proc/$1/status" || return 1
+    case $_je_cg in ''|*[!0-9a-fA-F]*|?????????????????*) return 1 ;; esac
+    _je_i=$((($2 - 1) / 4))
+    while [ "$_je_i" -gt 0 ]; do _je_cg=${_je_cg%?} _je_i=$((_je_i - 1)); done
+    _je_cg=${_je_cg#"${_je_cg%?}"}
+    [ -n "$_je_cg" ] && [ $((0x$_je_cg & (1 << (($2 - 1) % 4)))) -ne 0 ]
 }
 _je_scan() {  # the ledger: running ranks' program and wrapper pids, hooks, acks; lost lines
     _je_ast= _je_afin=' ' _je_ahk= _je_aacked=' ' _je_anrun=0 _je_arun= _je_awr= _je_agone2=' '
@@ -491,6 +505,7 @@ _je_request() {  # `<seq> <verb>` in the run directory's `request`, carried out 
             case $_je_afin in *" ${_je_e%%:*} "*) continue ;; esac
             _je_ap=${_je_e#*:}
             _je_same "${_je_ap%%:*}" "${_je_ap#*:}" || continue
+            _je_catches "${_je_ap%%:*}" "$_je_ads" 2>/dev/null || continue
             kill -"$_je_ads" "${_je_ap%%:*}" 2>/dev/null
             [ "$_je_av" = stacks ] || kill -CONT "${_je_ap%%:*}" 2>/dev/null
         done ;;
@@ -564,7 +579,8 @@ if [ -n "$_je_led" ]; then
     _je_f=$JOBENV_RUN_DIR/agent-$_je_H
     if ! [ -e "$_je_f" ] && ! [ -L "$_je_f" ] && { true > "$_je_f"; } 2>/dev/null; then
         _je_agent </dev/null >/dev/null 2>&1 &
-        printf '%s\n' "$!" >| "$_je_f"  # its pid, for the wake-up at each rank's end
+        # its pid and start time, for the wake-up at each rank's end (never a reused pid)
+        ! _je_started "$!" || printf '%s %s\n' "$!" "$_je_hs" >| "$_je_f"
     fi
 fi
 # `wait` says 128+N for a signal N that cut it short (a forwarded one; bash's CHLD trap
@@ -607,11 +623,14 @@ esac
 if [ -n "$_je_led" ]; then
     _je_now
     printf 'end %s %s %s\n' "$_je_R" "$_je_how" "$_je_t" >> "$_je_led"
-    # wake the host agent (WINCH: ignored by default, harmless to a stale pid): after the
+    # wake the host agent (WINCH, only to the process its lock names, started when it did): after the
     # host's last rank it ends now, not at its next second, and so do the launcher and step
     _je_f=$JOBENV_RUN_DIR/agent-$_je_H  # a regular file (a FIFO would block the read)
-    if [ -f "$_je_f" ] && ! [ -L "$_je_f" ] && read -r _je_ap < "$_je_f" 2>/dev/null; then
-        case $_je_ap in ''|*[!0-9]*|??????????*) ;; *) kill -WINCH "$_je_ap" 2>/dev/null ;; esac
+    if [ -f "$_je_f" ] && ! [ -L "$_je_f" ] && read -r _je_ap _je_as < "$_je_f" 2>/dev/null; then
+        case $_je_ap:$_je_as in
+        *[!0-9:]*|:*|*:|???????????*:*|*:?????????????????????*) ;;
+        *) ! _je_same "$_je_ap" "$_je_as" || kill -WINCH "$_je_ap" 2>/dev/null ;;
+        esac
     fi
 fi
 case $_je_how in

@@ -192,12 +192,13 @@ def test_kill_report_escapes_host_names_from_the_ledgers():
     assert "node1\\x1b]0;pwned\\x07" in lines[0] and "rank 1 on n2\\x1b[2J" in lines[1]
 
 
-@pytest.mark.parametrize("answer,count", [("run_count=3", "2"), ("exit 1", "0"), ("garbage", "0")])
+@pytest.mark.parametrize("answer,count", [("run_count=3", "2"), ("latin-1 name", "2"), ("exit 1", "0"),
+                                          ("garbage", "0"), ("deep", "0")])
 def test_a_pbs_rerun_tells_the_program_its_restart_count(tmp_path, answer, count):
-    """After `qrerun` PBS keeps PBS_JOBID and sets no count variable: the launch reads
-    run_count from `qstat -f -F json` (recorded Polaris output), so attempt 2 of a requeued
-    job sees JOBENV_RESTART_COUNT=1 like torchrun's restarts.  No answer: 0, and the launch
-    goes on."""
+    """After `qrerun` PBS keeps PBS_JOBID and sets no count variable: a `--requeue` launch
+    reads run_count from `qstat -f -F json` (recorded Polaris output), so attempt 2 of a
+    requeued job sees JOBENV_RESTART_COUNT=1 like torchrun's restarts.  No answer, or one it
+    cannot read: 0, and the launch goes on.  A launch without --requeue asks nothing."""
     from launchkit import BIN, fresh_env, save, shell, tools
     from test_launch_e2e import HOST, profile
 
@@ -207,20 +208,29 @@ def test_a_pbs_rerun_tells_the_program_its_restart_count(tmp_path, answer, count
     jobid, nodefile = env["PBS_JOBID"], Path(env["PBS_NODEFILE"])
     nodefile.write_text(f"{HOST}\n")
     bindir = tools(tmp_path / "bin")
-    body = {"run_count=3": f"cat <<'EOF'\n{qstat_f(jobid, run_count=3)}\nEOF",
-            "exit 1": "echo 'qstat: Unknown Job Id' >&2; exit 1", "garbage": "echo '{not json'"}[answer]
-    (bindir / "qstat").write_text(f"#!/bin/sh\n{body}\n")
+    said = {"run_count=3": qstat_f(jobid, run_count=3).encode(),
+            "latin-1 name": qstat_f(jobid, run_count=3, Job_Name="caf\u00e9").replace("\\u00e9", "\u00e9").encode("latin-1"),
+            "exit 1": b"", "garbage": b"{not json", "deep": b"{\"Jobs\": " + b"[" * 100000}[answer]
+    (tmp_path / "answer").write_bytes(said)
+    rc = 1 if answer == "exit 1" else 0
+    (bindir / "qstat").write_text(f"#!/bin/sh\necho \"$*\" >> {tmp_path}/asked\ncat {tmp_path}/answer\nexit {rc}\n")
     (bindir / "qstat").chmod(0o755)
     home = tmp_path / "home"
     profile(home, "polaris-here", "pbs", "[mpiexec, --launcher, fork, -n, '{nranks}', -ppn, '{ppn}', "
             "--hostfile, '{hostfile}']")
     fresh = fresh_env(home, f"{bindir}:/usr/bin:/bin")
     save({**fresh, **env, "JOBENV_RANKS_PER_HOST": "2"}, "--profile", "polaris-here")
-    p = shell(fresh, f"jobenv launch --job {jobid} --retries 1 -- sh -c "
-              "'echo \"count=$JOBENV_RESTART_COUNT\"; [ $JOBENV_RESTART_COUNT != " + count + " ] || exit 3'")
-    assert p.returncode == 0, p.stdout + p.stderr
+    prog = "sh -c 'echo \"count=$JOBENV_RESTART_COUNT\"; [ $JOBENV_RESTART_COUNT != " + count + " ] || exit 3'"
+    p = shell(fresh, f"jobenv launch --job {jobid} --requeue --retries 1 -- {prog}")
+    assert p.returncode == 0 and "Traceback" not in p.stderr, p.stdout + p.stderr
     counts = sorted(line for line in p.stdout.splitlines() if line.startswith("count="))
     assert counts == [f"count={count}"] * 2 + [f"count={int(count) + 1}"] * 2, p.stdout + p.stderr
+    asked = (tmp_path / "asked").read_text().splitlines()
+    assert asked.count(f"-f -F json {jobid}") == 1, asked  # once, at the start
+    (tmp_path / "asked").unlink()
+    p = shell(fresh, f"jobenv launch --job {jobid} -- sh -c 'echo count=$JOBENV_RESTART_COUNT'")
+    assert p.returncode == 0 and p.stdout.split() == ["count=0", "count=0"], p.stdout + p.stderr
+    assert f"-f -F json {jobid}" not in (tmp_path / "asked").read_text().splitlines()
 
 
 def test_slurm_show_job_reads_a_name_whole_and_trusts_no_forged_field():

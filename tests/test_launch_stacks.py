@@ -305,3 +305,25 @@ def test_jobenv_stacks_spares_the_process_that_got_an_exited_pythons_pid(tmp_pat
             other.kill()
             other.wait()
     assert launch.returncode == 0 and out.split() == ["done-0"], err
+
+
+@pytest.mark.e2e
+def test_jobenv_stacks_spares_a_rank_whose_python_exec_d_another_program(tmp_path):
+    """exec keeps the pid and the start time the hook recorded, and drops faulthandler's
+    handler: the program the rank's Python exec'd would die of the dump signal (38).  The
+    agent signals only a process that catches it (/proc/PID/status SigCgt)."""
+    from launchkit import local_job
+
+    env = local_job(tmp_path, 1)
+    rank = f"import os; open('{tmp_path}/up', 'w'); os.execvp('sh', ['sh', '-c', 'sleep 6; echo survived'])"
+    argv = ["env", "-i", *[f"{k}={v}" for k, v in env.items()], "jobenv", "launch", "--", "python3", "-c", rank]
+    launch = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=tmp_path)
+    try:
+        assert _until(lambda: (tmp_path / "up").exists(), 60), "the rank never started"
+        time.sleep(0.5)
+        p = shell(env, "jobenv stacks", cwd=tmp_path, timeout=60)
+        assert p.returncode == 0 and "no dump written" in p.stdout, p.stdout + p.stderr
+        out, err = launch.communicate(timeout=90)
+    finally:
+        launch.kill()
+    assert launch.returncode == 0 and out.split() == ["survived"], out + err

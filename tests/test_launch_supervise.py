@@ -161,6 +161,12 @@ def test_retries_stop_when_the_failure_is_the_programs_own(job, program, fault):
     assert "retrying (2 of 4)" not in p.stderr and len(runs(job)) == 1, p.stderr
     p = shell(job, "jobenv launch --retries 1 -- sh -c 'echo No space left on device >&2; exit 1'")
     assert "retrying (2 of 2)" in p.stderr and "not retrying" not in p.stderr, p.stderr
+    # a line that only mentions an error, a chained cause, an exit 2 with no usage line: retried
+    for program in ("sh -c 'echo plugin skipped \\(ImportError: no cuda\\), using fallback; exit 1'",
+                    "python3 -c 'try:\n import nosuch_jobenv\nexcept ImportError:\n raise RuntimeError(1)'",
+                    "python3 /no/such/train.py"):
+        p = shell(job, f"jobenv launch --retries 1 -- {program}")
+        assert "retrying (2 of 2)" in p.stderr and "not retrying" not in p.stderr, p.stderr
 
 
 def test_the_launch_ends_with_its_last_rank_not_at_the_agents_next_second(job):

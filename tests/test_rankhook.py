@@ -248,3 +248,28 @@ def test_a_stacks_request_reaches_a_rank_blocked_in_all_reduce_under_launch(tmp_
         (tmp_path / "release").touch()
         out, err = p.communicate(timeout=120)
     assert p.returncode == 0 and "SUM 2.0" in out, err
+
+
+def test_a_program_that_closes_our_descriptors_gets_nothing_of_ours(tmp_path):
+    """A rank that closes descriptors it did not open (os.closerange, a daemon library) and
+    reuses their numbers: the hook's `clean` line never lands in the program's file, and the
+    dump thread does not read the program's input (it ends quietly)."""
+    d = run_dir(tmp_path)
+    (d / "stacks").mkdir(mode=0o700)
+    prog = f'''
+import os, time
+os.closerange(3, 64)
+fds = [os.open("{d}/mine-%d" % i, os.O_RDWR | os.O_CREAT, 0o600) for i in range(8)]
+for fd in fds:
+    os.write(fd, b"data\\n")
+    os.lseek(fd, 0, 0)
+time.sleep(0.5)
+print("READ", [len(os.read(fd, 100)) for fd in fds], flush=True)
+'''
+    p = start(d, prog)
+    out = p.communicate(timeout=60)[0]
+    assert p.returncode == 0 and "READ [5, 5, 5, 5, 5, 5, 5, 5]" in out, out
+    assert "Exception" not in out and "Traceback" not in out, out
+    for i in range(8):
+        assert (d / f"mine-{i}").read_text() == "data\n"
+    assert [r[0] for r in ledger(d)] == ["hook"]  # `clean` had nowhere of ours to go

@@ -83,7 +83,7 @@ def run(rec: JobRecord, command: List[str], opts: Options, base_env: Mapping[str
     rc, log_dir = 1, None
     from .requeue import restarts_before
 
-    before = restarts_before(rec, base_env)
+    before = restarts_before(rec, base_env, opts.requeue)
     for attempt in range(opts.retries + 1):
         run_dir = ranks.make_run_dir(runs, f"a{attempt}")
         if opts.log_dir:  # the wrapper sends a rank's output there instead of the launcher's

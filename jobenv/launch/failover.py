@@ -56,9 +56,23 @@ def _matches(pattern: str) -> Callable[[Failure], bool]:
     return lambda f: any(rx.search(line) for text in f.texts() for line in text)
 
 
+def _raised(*names: str) -> Callable[[Failure], bool]:
+    """The failed ranks' last traceback line names one of `names` (the exception that ended
+    them, not a line that only mentions it: a warning, a chained cause)."""
+    def test(f: Failure) -> bool:
+        last = [_last_exception(text) for text in f.texts()]
+        return any(e is not None and e.split(":", 1)[0].rsplit(".", 1)[-1] in names for e in last)
+    return test
+
+
+_USAGE = re.compile(r"^(?:\s*\d+: |\[\d+\] )?\s*usage:", re.I)
+
+
 def _usage(f: Failure) -> bool:
+    """Exit 2 with a usage line (argparse, getopt): exit 2 alone is also grep's, make's, or
+    Python's "can't open file", which a retry may not repeat."""
     first = ranks.first_failure(f.state)
-    return first is not None and first.exit == "2"
+    return first is not None and first.exit == "2" and any(_USAGE.match(line) for text in f.texts() for line in text)
 
 
 def _same_exception(f: Failure) -> bool:
@@ -74,9 +88,9 @@ def _same_exception(f: Failure) -> bool:
 PROGRAM_FAULTS: Tuple[Tuple[str, Callable[[Failure], bool], str, bool], ...] = (
     ("no space left", _matches(r"No space left on device|\bENOSPC\b|\[Errno 28\]"),
      "a full file system is full from every host; a spare frees no space", True),
-    ("import error", _matches(r"\b(?:ImportError|ModuleNotFoundError)\b"),
+    ("import error", _raised("ImportError", "ModuleNotFoundError"),
      "the environment lacks a module, on every host alike", False),
-    ("syntax error", _matches(r"\b(?:SyntaxError|IndentationError|TabError)\b"),
+    ("syntax error", _raised("SyntaxError", "IndentationError", "TabError"),
      "the program's text is the same on every host", False),
     ("usage (exit 2)", _usage,
      "exit 2 is a command-line error (argparse, getopt, shells): the command, not the host", False),

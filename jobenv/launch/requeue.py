@@ -73,10 +73,11 @@ def signal_programs_here(run_dir: str, signum: int) -> int:
     return count
 
 
-def restarts_before(rec: JobRecord, env: Mapping[str, str]) -> int:
+def restarts_before(rec: JobRecord, env: Mapping[str, str], ask: bool) -> int:
     """How often the scheduler ran this job before this run (preempt.scheduler_restarts).
-    A scheduler that puts no count in the environment (PBS) is asked once, bounded: after a
-    `qrerun` its `run_count` is the only word, and the program must see attempt 2 as one."""
+    A scheduler that puts no count in the environment (PBS) is asked once, bounded, when
+    `ask` (a `--requeue` launch: after its `qrerun` the job's `run_count` is the only word,
+    and the program must see attempt 2 as one); other launches do not query the server."""
     from .. import schedulers
     from ..schedulers.base import on_path, run_query
 
@@ -84,7 +85,7 @@ def restarts_before(rec: JobRecord, env: Mapping[str, str]) -> int:
     if req is None:
         return preempt.scheduler_restarts(env, "")
     counted = None
-    if not req.restart_var and on_path(req.show[0], env.get("PATH")):
+    if ask and not req.restart_var and on_path(req.show[0], env.get("PATH")):
         shown = run_query(preempt.fill(req.show, rec.jobid), env, START_TIMEOUT)
         counted = req.parse(shown[1]).restarts if shown and shown[0] == 0 else None
     return preempt.scheduler_restarts(env, req.restart_var, counted)

@@ -28,7 +28,8 @@ _RANK_VARS = ("JOBENV_LEDGER", "JOBENV_HOOK_RANK")
 # torch's ProcessGroupGloo worker threads (thread names are cut to 15 bytes by the kernel)
 _GLOO_WORKERS = (b"pt_gloo_runloop",)
 _QUIESCE_S = 0.5
-_PIPE_BYTES = 1 << 20  # Linux's default pipe-max-size
+_PIPE_BYTES = 1 << 16  # one read: Linux's default pipe size
+_DUMP_MAX = 1 << 22  # one dump at most (faulthandler writes 100 frames per thread)
 
 
 def _strip_environ() -> None:
@@ -64,12 +65,16 @@ class _Armed:
     def __init__(self, fd: int, rank: str) -> None:
         self.fd, self.rank, self.pid, self.started = fd, rank, os.getpid(), _started()
         self.status: "str | int | None" = None  # the last sys.exit argument
+        self.ident = _ident(fd)
 
     def note(self, line: str) -> None:
-        """One line, one write: appends from the ranks of a host never interleave."""
+        """One line, one write: appends from the ranks of a host never interleave.  Never into
+        a file of the program's: one that closed descriptors it did not open (os.closerange, a
+        daemon library) may have our number now; the line is then not written."""
         import time
 
-        os.write(self.fd, f"{line} {time.time():.3f}\n".encode())
+        if _ident(self.fd) == self.ident:
+            os.write(self.fd, f"{line} {time.time():.3f}\n".encode())
 
     def at_exit(self) -> None:
         """Last atexit callback (registered first): the program's own ran already."""
@@ -163,40 +168,55 @@ def _dump(run_dir: str, rank: str, text: bytes) -> None:
         os.close(fd)
 
 
-def _collector(rfd: int, run_dir: str, rank: str) -> None:
-    """The dump thread: a dump arrives on the pipe in one burst; 0.2 s of quiet ends it."""
-    import select
+def _ident(fd: int) -> "tuple[int, int]":
+    """What `fd` is (device, inode): (-1, -1) when it is closed."""
+    try:
+        st = os.fstat(fd)
+    except OSError:
+        return (-1, -1)
+    return (st.st_dev, st.st_ino)
 
-    while True:
-        chunks = [os.read(rfd, _PIPE_BYTES)]
-        while select.select([rfd], [], [], 0.2)[0] and sum(map(len, chunks)) < 4 * _PIPE_BYTES:
-            chunks.append(os.read(rfd, _PIPE_BYTES))
-        try:
-            _dump(run_dir, rank, b"".join(chunks))
-        except Exception:
-            pass
+
+def _collector(rfd: int, run_dir: str, rank: str) -> None:
+    """The dump thread: a dump arrives on the pipe in one burst; 0.2 s of quiet ends it.  It
+    ends when the pipe is gone (closed, or its number reused by the program): silently."""
+    try:
+        import select
+
+        ident = _ident(rfd)
+        while _ident(rfd) == ident:
+            chunks = [os.read(rfd, _PIPE_BYTES)]
+            if not chunks[0]:
+                return
+            while select.select([rfd], [], [], 0.2)[0] and _ident(rfd) == ident and sum(map(len, chunks)) < _DUMP_MAX:
+                more = os.read(rfd, _PIPE_BYTES)
+                if not more:
+                    break
+                chunks.append(more)
+            try:
+                _dump(run_dir, rank, b"".join(chunks))
+            except Exception:
+                pass
+    except BaseException:
+        return
 
 
 def _arm_dump(rank: str) -> None:
     """On JOBENV_DUMP_SIGNAL, faulthandler's C handler writes every thread's stack, from the
-    thread the signal lands on and without the GIL (the main thread may be stuck in a
-    collective), into a non-blocking pipe (a dump over its size is cut short, never a hang);
-    a daemon thread files it.  Nothing is blocked, so no child inherits a signal mask, and
-    exec resets the handler.  Nothing when the variable or the run directory is missing."""
+    thread the signal lands on and without the GIL, into a non-blocking pipe (what does not
+    fit while the collector drains it is cut, never a hang); a daemon thread files it, so a
+    rank blocked in a call that released the GIL (a collective) answers; one stuck holding
+    the GIL writes its dump into the pipe but cannot file it.  Nothing is blocked, so no
+    child inherits a signal mask, and exec resets the handler.  Nothing when the variable or
+    the run directory is missing."""
     import _thread
     import faulthandler
 
     sig, run_dir = os.environ.get("JOBENV_DUMP_SIGNAL", ""), os.environ.get("JOBENV_RUN_DIR", "")
     if not (sig.isdigit() and len(sig) < 4 and os.path.isabs(run_dir)):
         return
-    rfd, wfd = os.pipe()  # close-on-exec: children get neither end
+    rfd, wfd = os.pipe()  # close-on-exec: children get neither end; the system's default size
     os.set_blocking(wfd, False)
-    try:
-        import fcntl
-
-        fcntl.fcntl(wfd, 1031, _PIPE_BYTES)  # F_SETPIPE_SZ (Linux): room for deep stacks of many threads
-    except (OSError, ImportError):
-        pass
     faulthandler.register(int(sig), file=wfd, all_threads=True, chain=False)
     _thread.start_new_thread(_collector, (rfd, run_dir, rank))
 

@@ -292,7 +292,7 @@ def run_query(argv: List[str], env: Optional[Mapping[str, str]] = None, timeout:
         return None
     import subprocess
     try:
-        p = subprocess.run(argv, capture_output=True, text=True, timeout=timeout,
+        p = subprocess.run(argv, capture_output=True, text=True, errors="replace", timeout=timeout,
                            env=dict(env) if env is not None else None, stdin=subprocess.DEVNULL)
     except (OSError, subprocess.TimeoutExpired):
         return None

@@ -71,7 +71,7 @@ def parse_json(out: str, rc: int, jobids: Sequence[str]) -> Dict[str, Tuple[str,
         for qid, attrs in (data.get("Jobs") or {}).items():
             if isinstance(attrs, dict) and isinstance(attrs.get("job_state"), str):
                 states[qid] = attrs["job_state"]
-    except (ValueError, AttributeError):
+    except (ValueError, AttributeError, RecursionError):  # unescaped values; nesting no PBS writes
         import re
 
         current = None
@@ -161,7 +161,7 @@ def _jobs(text: str) -> Dict[str, Dict[str, Any]]:
                     out[qid] = {**attrs, **(res if isinstance(res, dict) else {})}
             return out
         return {}
-    except ValueError:
+    except (ValueError, RecursionError):  # deep nesting: not PBS's
         pass
     current: Optional[Dict[str, Any]] = None
     keys = "|".join(_JOB_KEYS)
