@@ -47,7 +47,9 @@ Environment protocol (set by `jobenv launch` on the launcher's environment):
                     regular file.  The program gets JOBENV_LEDGER (that path) and
                     JOBENV_HOOK_RANK (its rank).
                     The host agent: the wrapper whose O_EXCL create of `agent-<H>` succeeds
-                    (after its `start` line) runs one background loop for the host that every
+                    (after its `start` line) starts one background loop for the host and writes
+                    its `<pid> <start>` into agent-<H> (a wrapper wakes it with WINCH at its
+                    rank's end, only while that pid started then); the loop, every
                     BEAT_S (1 s) rewrites host-<H>.beat (`<epoch>`; its mtime is the
                     heartbeat), writes `lost` for a wrapper gone two scans without an `end`,
                     carries out the `request` file (`<seq> <verb>`, replaced by rename,
@@ -57,7 +59,8 @@ Environment protocol (set by `jobenv launch` on the launcher's environment):
                     /proc/<pid>/stat, read by `read` at the request, gives the line's <start>:
                     never a Python that exited, nor a process that got its pid since; a hook
                     line without <start>, an older hook's, is never signalled), `kill` (TERM to every running
-                    program and wrapper, KILL 5 s later), `signal:USR1|USR2|TERM|INT|HUP` (to
+                    wrapper, which forwards it; KILL from 5 s on to the programs and
+                    wrappers each scan finds still running), `signal:USR1|USR2|TERM|INT|HUP` (to
                     every running program), each once, with an `ack` line; and ends, removing
                     agent-<H>, when no rank of the host runs (a `start` written before that
                     removal keeps it going; one after it makes its wrapper the next agent).
@@ -71,7 +74,9 @@ Environment protocol (set by `jobenv launch` on the launcher's environment):
                     goes to a new file of an unguessable name (/proc's uuid) in
                     ${TMPDIR:-/tmp}, node-local, removed at once (only for a status above
                     128); a shell whose table cannot be read
-                    gives exit:<code>.  No `end`: the rank never finished (its wrapper
+                    gives exit:<code>.  bash can lose the status of a program that
+                    ends as a trapped signal N reaches the wrapper too (its job stays
+                    running in `jobs -pr`): recorded as signal:N, never waited for.  No `end`: the rank never finished (its wrapper
                     killed with SIGKILL: the agent's `lost`; the host lost: a stale beat).
 - JOBENV_LOG_DIR    a directory; the program's stdout and stderr go to rank-<RANK>.log
                     there (and not to the launcher's output); `jobenv launch` checks it is

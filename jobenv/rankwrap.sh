@@ -509,9 +509,10 @@ _je_request() {  # `<seq> <verb>` in the run directory's `request`, carried out 
             kill -"$_je_ads" "${_je_ap%%:*}" 2>/dev/null
             [ "$_je_av" = stacks ] || kill -CONT "${_je_ap%%:*}" 2>/dev/null
         done ;;
-    kill)
-        [ -z "$_je_arun$_je_awr" ] || kill -TERM $_je_arun $_je_awr 2>/dev/null
-        [ -z "$_je_arun$_je_awr" ] || { sleep 5; kill -KILL $_je_arun $_je_awr 2>/dev/null; } & ;;
+    kill)  # TERM to the wrappers, which forward it (never to a program and its wrapper at once: the
+        # status bash loses, at the end); KILL from 5 s on to what each scan finds still running
+        [ -z "$_je_awr" ] || kill -TERM $_je_awr 2>/dev/null
+        _je_now; _je_akt=$((${_je_t%.*} + 5)) ;;
     signal:USR1|signal:USR2|signal:TERM|signal:INT|signal:HUP)
         [ -z "$_je_arun" ] || kill -s "${_je_av#signal:}" $_je_arun 2>/dev/null ;;
     *) return 0 ;;
@@ -521,21 +522,26 @@ _je_request() {  # `<seq> <verb>` in the run directory's `request`, carried out 
 }
 _je_agent() {
     _je_alock=$JOBENV_RUN_DIR/agent-$_je_H _je_abeat=$JOBENV_RUN_DIR/host-$_je_H.beat
-    _je_arq=$JOBENV_RUN_DIR/request _je_agone=' ' _je_adid=' ' _je_ads=${JOBENV_DUMP_SIGNAL:-38}
+    _je_arq=$JOBENV_RUN_DIR/request _je_agone=' ' _je_adid=' ' _je_akt= _je_ads=${JOBENV_DUMP_SIGNAL:-38}
     case $_je_ads in *[!0-9]*|???*) _je_ads=38 ;; esac
     trap '_je_woke=1' WINCH  # a wrapper's "my rank ended": look now (the launcher and srun wait for us)
+    # its pid and start time, for an agent-<H> it makes again (/proc/self, opened by `read`
+    # itself, is this shell's)
+    _je_aid=
+    ! read -r _je_x _je_y < /proc/self/stat 2>/dev/null || ! _je_started "$_je_x" || _je_aid="$_je_x $_je_hs"
     while :; do
         _je_woke=
         _je_scan
         if [ "$_je_anrun" -eq 0 ]; then  # a wrapper writes `start` before it tries agent-<H>
             rm -f "$_je_alock"
-            _je_scan
-            [ "$_je_anrun" -gt 0 ] && { [ -e "$_je_alock" ] || [ -L "$_je_alock" ] || true > "$_je_alock"; } \
-                2>/dev/null || return 0
+            _je_scan  # a `start` since: carry on, unless its wrapper made agent-<H> (and runs its own agent)
+            [ "$_je_anrun" -gt 0 ] && ! [ -e "$_je_alock" ] && ! [ -L "$_je_alock" ] \
+                && { printf '%s\n' "$_je_aid" > "$_je_alock"; } 2>/dev/null || return 0
         fi
         _je_now
         printf '%s\n' "$_je_t" >| "$_je_abeat"
         _je_request
+        [ -z "$_je_akt" ] || [ "${_je_t%.*}" -lt "$_je_akt" ] || kill -KILL $_je_arun $_je_awr 2>/dev/null
         sleep 1 & _je_sl=$!  # a wake-up during the scan (the flag) or the sleep (cuts `wait` short)
         [ -n "$_je_woke" ] || wait "$_je_sl"
         kill "$_je_sl" 2>/dev/null; wait "$_je_sl"  # unreaped until then: no pid reuse
@@ -588,19 +594,26 @@ fi
 # 128+N.  Cut short with the program still running: wait again.  Gone: the shell may
 # still hold its status (bash, dash and ash when the wait was cut short), so a second
 # wait says it (or 127, "not a child", when the first one was the program's own).
-_je_rc2=
+_je_rc2= _je_how=
 while :; do
     wait "$_je_pid"; _je_rc=$?
     [ "$_je_rc" -gt 128 ] || break
     if kill -0 "$_je_pid" 2>/dev/null; then continue; fi
     if [ -n "$_je_led" ] && [ -z "${BASH_VERSION-}" ]; then _je_jobs; fi
+    # bash (5.2 at least) loses the status of a program that ends as a trapped signal N reaches
+    # the wrapper too (scancel and srun signal every process of the step): its handler jumps out
+    # of `wait` past the reaped status, and the job stays "running" (a `wait` would say -1, or
+    # wait for the host agent, another child, to end: never).  The program ended with signal N
+    # at its door: recorded as dying of it (128+N from the first `wait`), as it most likely did
+    if [ -n "${BASH_VERSION-}" ]; then
+        case $_je_nl$(jobs -pr)$_je_nl in *"$_je_nl$_je_pid$_je_nl"*) _je_how=signal; break ;; esac
+    fi
     wait "$_je_pid" 2>/dev/null; _je_rc2=$?
     break
 done
 trap - CHLD
 # the job table tells the three apart: `[1] + PID Done(147)` (dash, ash), `[1]+ PID Exit
 # 147   CMD` (bash), `... Done`: an exit, with its number; `... Terminated`: the signal
-_je_how=
 if [ -n "$_je_rc2" ]; then
     case $_je_jl in
     *" $_je_pid "*)

@@ -160,3 +160,25 @@ def test_stacks_signal_only_a_running_hooked_python_never_a_pid_it_left(tmp_path
         for p in sleeps:
             p.kill()
             p.wait()
+
+
+@pytest.mark.parametrize("shell", POSIX_SHELLS)
+def test_a_signal_to_every_process_of_the_step_is_recorded_as_that_signal(tmp_path, shell):
+    """scancel and srun signal every process of the step: a program and its wrapper get SIGTERM
+    at once.  bash then loses the program's status (its trap handler jumps out of `wait` past
+    the reaped child) and waited on for a child that was gone (the host agent, when it was the
+    wrapper's child) or said -1; each round, each rank must end as signal 15, and soon."""
+    for round_ in range(6):
+        sub = tmp_path / str(round_)
+        sub.mkdir()
+        run, procs = _start(sub, shell)
+        try:
+            state = ranks.read(str(run))
+            pids = [pid for r in range(2) for pid in (state.ranks[r].pid, state.ranks[r].wrapper_pid)]
+            for pid in pids:
+                os.kill(pid, signal.SIGTERM)
+            rcs = [p.wait(timeout=4) for p in procs]
+            assert rcs == [-signal.SIGTERM] * 2, (round_, rcs)
+            assert [ranks.read(str(run)).ranks[r].exit for r in range(2)] == ["signal 15"] * 2, round_
+        finally:
+            _end(run, procs)
