@@ -86,6 +86,10 @@ def test_a_user_level_install_is_found_by_a_new_shell(tmp_path):
 
     if (Path(sysconfig.get_path("stdlib")) / "EXTERNALLY-MANAGED").exists():
         pytest.skip("this Python refuses `pip install --user` (PEP 668): pipx is the user-level way there")
+    # inside a venv, pip refuses --user: the user-level install is the base interpreter's
+    python = sys.executable if sys.prefix == sys.base_prefix else getattr(sys, "_base_executable", "")
+    if not python or subprocess.run([python, "-c", "import setuptools"], capture_output=True).returncode:
+        pytest.skip("the interpreter under this venv has no setuptools to build jobenv with")
     home = tmp_path / "home"
     home.mkdir()
     env = {"HOME": str(home), "PATH": "/usr/bin:/bin", "LANG": "C.UTF-8", "TERM": "dumb",
@@ -97,7 +101,7 @@ def test_a_user_level_install_is_found_by_a_new_shell(tmp_path):
         if (REPO / rel).is_file():
             (src / rel).parent.mkdir(parents=True, exist_ok=True)
             (src / rel).write_bytes((REPO / rel).read_bytes())
-    subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--user", "--no-deps", "--no-build-isolation",
+    subprocess.run([python, "-m", "pip", "install", "-q", "--user", "--no-deps", "--no-build-isolation",
                     str(src)], env=env, check=True, capture_output=True, timeout=300)
     exe = home / ".local" / "bin" / "jobenv"
     assert exe.exists()
