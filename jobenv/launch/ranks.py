@@ -16,7 +16,7 @@ from .ledger import normalize as normalize, read as read
 
 TYPE_CHECKING = False  # `import typing`/`dataclasses` cost ~50 ms: `launch` starts on every run
 if TYPE_CHECKING:
-    from typing import Callable, List, Optional, Tuple
+    from typing import Callable, List, Optional, Set, Tuple
 
 _SIGNALS = {1: "SIGHUP", 2: "SIGINT", 3: "SIGQUIT", 4: "SIGILL", 6: "SIGABRT", 7: "SIGBUS", 8: "SIGFPE",
             9: "SIGKILL", 11: "SIGSEGV", 13: "SIGPIPE", 14: "SIGALRM", 15: "SIGTERM"}
@@ -145,18 +145,26 @@ def lines_of(lines: List[str], family: str, rank: int) -> List[str]:
     return [line for line in lines if row is not None and label_rank(row, line) == rank]
 
 
+def exit_parts(text: str) -> Tuple[Optional[int], Optional[int]]:
+    """(exit code, signal number) of an exit as the ledger and the launchers spell it: "3",
+    "-1", "signal 11", "SIG11", "signal:11"; (None, None) for anything else ("lost")."""
+    if text.lstrip("-").isdigit() and len(text) < 12:
+        return int(text), None
+    num = text.lower().replace("signal", "").replace("sig", "").strip(" :")
+    return (None, int(num)) if num.isdigit() and len(num) < 4 else (None, None)
+
+
 def describe_exit(text: str) -> str:
     """'exit code 3', 'signal 11 (SIGSEGV)', 'exit code 137 (128+9: SIGKILL?)'."""
     if text in _GONE:
         return _GONE[text]
-    if text.lstrip("-").isdigit():
-        code = int(text)
+    code, sig = exit_parts(text)
+    if code is not None:
         if code > 128 and code - 128 in _SIGNALS:
             return f"exit code {code} (128+{code - 128}: {_SIGNALS[code - 128]}?)"
         return f"exit code {code}"
-    num = text.lower().replace("signal", "").replace("sig", "").strip(" :")
-    if num.isdigit():
-        return f"signal {num}" + (f" ({_SIGNALS[int(num)]})" if int(num) in _SIGNALS else "")
+    if sig is not None:
+        return f"signal {sig}" + (f" ({_SIGNALS[sig]})" if sig in _SIGNALS else "")
     return f"signal {text}" if not text.lower().startswith("signal") else text
 
 
@@ -199,11 +207,17 @@ def first_failure(state: RunState) -> Optional[RankState]:
     recorded = min((r for r in failed if r.exit != "vanished"), key=key, default=None)
     # a rank that vanished on a host where another rank recorded its failure died with the
     # launcher's teardown, not with its host: that host was alive to record
-    alive = {r.host for r in failed if r.exit != "vanished"}
+    alive = _recording_hosts(failed)
     silent = min((r for r in failed if r.exit == "vanished" and r.host not in alive), key=key, default=None)
     if silent is None or recorded is not None and key(recorded)[0] <= key(silent)[0] + BEAT_S:
         return recorded
     return silent
+
+
+def _recording_hosts(failed: List[RankState]) -> Set[Optional[str]]:
+    """The hosts where a failure was recorded (a wrapper's `end`, the agent's `lost`): alive
+    then, so a rank that vanished there went with the launcher's teardown, not its host."""
+    return {r.host for r in failed if r.exit != "vanished"}
 
 
 _STOPS = {1, 2, 9, 15}  # SIGHUP, SIGINT, SIGKILL, SIGTERM: how launchers and jobenv end the rest
@@ -217,28 +231,27 @@ def stopped_after(state: RunState, first: RankState) -> List[int]:
     A summary counts them apart, so that one fault is not "8 of 8 ranks failed"."""
     from ..rankwrap import BEAT_S
 
-    alive = {r.host for r in state.ranks.values() if r.failed and r.exit not in ("vanished", "lost")}
+    alive = _recording_hosts([r for r in state.ranks.values() if r.failed])
     when = first.ended if first.ended is not None else float("-inf")
     out = []
     for r in state.ranks.values():
         if r is first or not r.failed:
             continue
         text, ended = r.exit or "", r.ended if r.ended is not None else float("inf")
-        num = text[len("signal "):] if text.startswith("signal ") else text
-        code = int(num) if num.isdigit() and len(num) < 4 else -1
+        code, sig = exit_parts(text)
         if text == "vanished":
             lost_with = first.exit == "vanished" and r.host == first.host  # the host died: theirs too
             late = not lost_with and (r.host in alive or ended >= when - BEAT_S)
         else:
-            late = ended >= when and (text == "lost" or code - 128 in _STOPS or
-                                      code in _STOPS and text.startswith("signal "))
+            late = ended >= when and (text == "lost" or sig in _STOPS or code is not None and code - 128 in _STOPS)
         if late:
             out.append(r.rank)
     return sorted(out)
 
 
 def failure_count(state: RunState, first: RankState, nranks: int) -> str:
-    """'(1 of 4 ranks failed; 3 were stopped after it)' (one phrasing, live and after)."""
+    """'(1 of 4 ranks failed; 3 were stopped after it)', in the summary after the launch (live,
+    the rest are still being stopped: no count yet)."""
     stopped = stopped_after(state, first)
     nfailed = sum(1 for r in state.ranks.values() if r.failed) - len(stopped)
     tail = f"; {len(stopped)} {'was' if len(stopped) == 1 else 'were'} stopped after it" if stopped else ""
