@@ -36,6 +36,16 @@ def test_pbs_full_outputs(parser, name):
     assert ids[3] not in v  # not mentioned at all: no verdict
 
 
+def test_pbs_json_where_a_users_value_forges_a_job_state_gives_no_verdict():
+    """An unescaped Variable_List value (`qsub -v 'X=\n"job_state": "F",'`) puts a second
+    job_state line in a running job's block: that job gets no verdict, never "ended"."""
+    text = out("pbs-qstat-fx-json-unescaped.txt")
+    at = text.index('"job_state"', text.index('"2024084'))
+    forged = text[:at] + '"job_state":"F",\n            ' + text[at:]
+    v = pbs.parse_json(forged, 153, ["2024084" + POLARIS, "2023999" + POLARIS])
+    assert "2024084" + POLARIS not in v and v["2023999" + POLARIS][0] == "ended"
+
+
 def test_pbs_table_matches_cut_ids():
     v = pbs.parse_table(out("pbs-qstat.txt"), 0, ["2024084" + POLARIS, "2024090" + POLARIS])
     assert v["2024084" + POLARIS][0] == "live" and v["2024090" + POLARIS] == ("live", "qstat says job_state Q")

@@ -60,26 +60,10 @@ def _match(jobids: Sequence[str], qid: str) -> List[str]:
 
 
 def parse_json(out: str, rc: int, jobids: Sequence[str]) -> Dict[str, Tuple[str, str]]:
-    """Verdicts from `qstat -x -f -F json ID...` (PBS Pro >= 18).  PBS writes some values
-    without JSON escaping, so when the whole document does not parse, each job's
-    `job_state` is read from its own block."""
-    states: Dict[str, str] = {}
-    try:
-        import json
-
-        data = json.JSONDecoder().raw_decode(out, out.index("{"))[0] if "{" in out else {}
-        for qid, attrs in (data.get("Jobs") or {}).items():
-            if isinstance(attrs, dict) and isinstance(attrs.get("job_state"), str):
-                states[qid] = attrs["job_state"]
-    except (ValueError, AttributeError, RecursionError):  # unescaped values; nesting no PBS writes
-        import re
-
-        current = None
-        for m in re.finditer(r'^\s*"([0-9]+(?:\[[0-9]*\])?(?:\.[^"\n]*)?)"\s*:\s*\{\s*$|"job_state"\s*:\s*"([A-Z])"', out, re.M):
-            if m.group(1) is not None:
-                current = m.group(1)
-            elif current is not None:
-                states[current] = m.group(2)
+    """Verdicts from `qstat -x -f -F json ID...` (PBS Pro >= 18), read by `_jobs` (the one
+    reader of that document: where PBS wrote values without JSON escaping, each job's block
+    alone; a block that names `job_state` twice gives no verdict)."""
+    states = {qid: attrs["job_state"] for qid, attrs in _jobs(out).items() if isinstance(attrs.get("job_state"), str)}
     return _collect(states, out, rc, jobids)
 
 
