@@ -47,7 +47,9 @@ Environment protocol (set by `jobenv launch` on the launcher's environment):
                     regular file.  The program gets JOBENV_LEDGER (that path) and
                     JOBENV_HOOK_RANK (its rank).
                     The host agent: the wrapper whose O_EXCL create of `agent-<H>` succeeds
-                    (after its `start` line) starts one background loop for the host and writes
+                    (tried before it starts its program, which so stays the shell's last
+                    background job, and again after its `start` line; the loop waits up to
+                    two beats for that wrapper's `start`) starts one background loop for the host and writes
                     its `<pid> <start>` into agent-<H> (a wrapper wakes it with WINCH at its
                     rank's end, only while that pid started then); the loop, every
                     BEAT_S (1 s) rewrites host-<H>.beat (`<epoch>`; its mtime is the

@@ -527,12 +527,15 @@ _je_agent() {
     trap '_je_woke=1' WINCH  # a wrapper's "my rank ended": look now (the launcher and srun wait for us)
     # its pid and start time, for an agent-<H> it makes again (/proc/self, opened by `read`
     # itself, is this shell's)
-    _je_aid=
+    _je_aid= _je_agrace=2  # beats its wrapper may take to write its rank's `start` (it forks us first)
     ! read -r _je_x _je_y < /proc/self/stat 2>/dev/null || ! _je_started "$_je_x" || _je_aid="$_je_x $_je_hs"
     while :; do
         _je_woke=
         _je_scan
-        if [ "$_je_anrun" -eq 0 ]; then  # a wrapper writes `start` before it tries agent-<H>
+        case "$_je_ast " in *" $_je_R:"*) _je_agrace=0 ;; esac
+        if [ "$_je_anrun" -eq 0 ] && [ "$_je_agrace" -gt 0 ]; then _je_agrace=$((_je_agrace - 1))
+        elif [ "$_je_anrun" -gt 0 ]; then :
+        else  # a wrapper writes `start` before it tries agent-<H> again
             rm -f "$_je_alock"
             _je_scan  # a `start` since: carry on, unless its wrapper made agent-<H> (and runs its own agent)
             [ "$_je_anrun" -gt 0 ] && ! [ -e "$_je_alock" ] && ! [ -L "$_je_alock" ] \
@@ -557,6 +560,20 @@ _je_jobs() {
     while IFS= read -r _je_l || [ -n "$_je_l" ]; do _je_jl=$_je_jl$_je_l$_je_nl; done < "$_je_tf"
     rm -f "$_je_tf"
 }
+# the host agent, when this wrapper makes agent-<H>: forked before the program, so that the
+# program stays the shell's last background job (bash drops a dead job that is not, before
+# its CHLD trap can save how it ended), and before the wrapper opens descriptors 3 and 4
+_je_astart() {
+    _je_f=$JOBENV_RUN_DIR/agent-$_je_H
+    if ! [ -e "$_je_f" ] && ! [ -L "$_je_f" ] && { true > "$_je_f"; } 2>/dev/null; then
+        _je_agent </dev/null >/dev/null 2>&1 &
+        # its pid and start time, for the wake-up at each rank's end (never a reused pid)
+        ! _je_started "$!" || printf '%s %s\n' "$!" "$_je_hs" >| "$_je_f"
+        _je_ahere=1
+    fi
+}
+_je_ahere=
+[ -z "$_je_led" ] || _je_astart
 _je_pid= _je_sig=
 _je_fwd() { _je_sig=$1; [ -z "$_je_pid" ] || kill -s "$1" "$_je_pid" 2>/dev/null; }
 trap '_je_fwd TERM' TERM
@@ -582,12 +599,8 @@ if [ -n "$_je_led" ]; then
     _je_now
     printf 'start %s %s %s %s\n' "$_je_R" "$$" "$_je_pid" "$_je_t" >> "$_je_led" || {
         kill -KILL "$_je_pid"; _je_die "cannot write $_je_led"; }
-    _je_f=$JOBENV_RUN_DIR/agent-$_je_H
-    if ! [ -e "$_je_f" ] && ! [ -L "$_je_f" ] && { true > "$_je_f"; } 2>/dev/null; then
-        _je_agent </dev/null >/dev/null 2>&1 &
-        # its pid and start time, for the wake-up at each rank's end (never a reused pid)
-        ! _je_started "$!" || printf '%s %s\n' "$!" "$_je_hs" >| "$_je_f"
-    fi
+    # another wrapper's agent may have ended since, its host then without a running rank
+    [ -n "$_je_ahere" ] || _je_astart
 fi
 # `wait` says 128+N for a signal N that cut it short (a forwarded one; bash's CHLD trap
 # in POSIX mode, /bin/sh on RHEL), for the program's death by signal N and for its exit
