@@ -55,7 +55,7 @@ def test_dry_run_shows_gpu_and_cpu_binding(polaris):
     assert p.returncode == 0, p.stderr
     assert ("GPU binding on each host: local rank 0 -> CUDA_VISIBLE_DEVICES=3, 1 -> 2, 2 -> 1, 3 -> 0"
             in p.stderr), p.stderr
-    assert "CPU binding: --cpu-bind depth" in p.stderr
+    assert "CPU binding: --cpu-bind depth (CPUs per rank: -d 16)" in p.stderr, p.stderr
     assert p.stdout.count("\n") == 1  # stdout stays the one copy-pasteable line
 
 
@@ -68,3 +68,5 @@ def test_gpu_bind_on_every_shipped_gpu_profile(tmp_path, home, machine):
     mode = gpu_bind_mode(profiles.load_all({})[machine])
     var, value = gpu_bind_value(mode, 1)
     assert f"local rank 0 -> {var}=" in p.stderr and f", 1 -> {value}" in p.stderr, p.stderr
+    if machine == "frontier":  # srun binds each task to its -c cores by default: the line says how many
+        assert "CPU binding: none on the Slurm srun line (the launcher's default; CPUs per rank: -c 7)" in p.stderr

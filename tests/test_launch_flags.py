@@ -32,4 +32,4 @@ def test_launcher_args_replace_the_profiles_cpu_bind_on_polaris(polaris):  # noq
     p = jobenv(["launch", "--dry-run", "--launcher-args=--cpu-bind=none", "--", "true"], polaris)
     assert p.returncode == 0, p.stderr
     assert p.stdout.count("--cpu-bind") == 1 and "--cpu-bind=none" in p.stdout, p.stdout
-    assert "CPU binding: --cpu-bind=none" in p.stderr
+    assert "CPU binding: --cpu-bind=none (CPUs per rank: -d 16)" in p.stderr

@@ -49,16 +49,23 @@ def gpu_line(mode: str, ppn: int) -> str:
     return f"GPU binding on each host: {', '.join(shown)}{more}"
 
 
-def cpu_line(launcher: Sequence[str], row: Family) -> str:
-    """The launcher's CPU binding flags as the line carries them, or that it sets none."""
+def _flags(launcher: Sequence[str], names: Sequence[str]) -> str:
+    """The flags of `names` (each takes a value) as the line carries them."""
     found: List[str] = []
     for i, word in enumerate(launcher):
-        name = word.split("=", 1)[0]
-        if name in row.cpu_bind:
+        if word.split("=", 1)[0] in names:
             found.append(word if "=" in word or i + 1 >= len(launcher) else f"{word} {launcher[i + 1]}")
-    if not found:
-        return f"CPU binding: none on the {row.title} line (the launcher's default)"
-    return f"CPU binding: {' '.join(found)}"
+    return " ".join(found)
+
+
+def cpu_line(launcher: Sequence[str], row: Family) -> str:
+    """The launcher's CPU binding flags as the line carries them, or that it sets none, and
+    the CPUs each rank gets (srun's `-c 7`, PALS's `-d 16`): what the binding binds to."""
+    bind, cpus = _flags(launcher, row.cpu_bind), _flags(launcher, row.cpus)
+    per_rank = f"CPUs per rank: {cpus}" if cpus else ""
+    if not bind:
+        return f"CPU binding: none on the {row.title} line (the launcher's default{'; ' + per_rank if cpus else ''})"
+    return f"CPU binding: {bind}" + (f" ({per_rank})" if cpus else "")
 
 
 def describe(size: Size, gpu_bind: str, launcher: Sequence[str], row: Family) -> List[str]:

@@ -34,7 +34,7 @@ class Family:
 
     __slots__ = ("name", "title", "flavor", "programs", "banner", "path_marks", "siblings", "mpi", "env_row",
                  "words", "nranks", "ppn", "nhosts", "hostfile", "hosts", "exclude", "subset", "label",
-                 "label_pattern", "step_flag", "cancel", "system_bin", "attach", "oversubscribe", "cpu_bind",
+                 "label_pattern", "step_flag", "cancel", "system_bin", "attach", "oversubscribe", "cpu_bind", "cpus",
                  "gpu_off")
 
     def __init__(self, name: str, title: str, flavor: str, *, programs: Tuple[str, ...] = (),
@@ -45,7 +45,7 @@ class Family:
                  label: Tuple[str, ...] = (), label_pattern: str = r"(?!)", step_flag: str = "",
                  cancel: str = "", system_bin: Tuple[str, ...] = (), attach: Tuple[str, ...] = (),
                  oversubscribe: Tuple[str, ...] = (), cpu_bind: Tuple[str, ...] = (),
-                 gpu_off: Tuple[str, ...] = ()) -> None:
+                 cpus: Tuple[str, ...] = (), gpu_off: Tuple[str, ...] = ()) -> None:
         self.name, self.title, self.flavor = name, title, flavor  # flavor: the name doctor prints
         self.programs = programs  # program names only this family uses
         self.banner = banner  # regexes (case-insensitive, multi-line) for its `--version` text
@@ -74,6 +74,7 @@ class Family:
         # without --overcommit)
         self.oversubscribe = oversubscribe
         self.cpu_bind = cpu_bind  # its CPU binding flags (each takes a value), as `--dry-run` shows them
+        self.cpus = cpus  # its CPUs-per-rank flags (each takes a value): where the binding puts each rank
         # its own GPU binding flag turned off: `launch --gpu-bind` binds in the wrapper, and two
         # bindings disagree (srun's may leave a task only its own device, then the wrapper's
         # number names one it cannot see)
@@ -92,6 +93,7 @@ FAMILIES: Tuple[Family, ...] = (
            banner=(r"^mpiexec version \d", r"\[global_options\] \[command_options\]", r"\bpals\b"),
            mpi="mpich", env_row="pals", nranks=("-n", "--np"), ppn=("-ppn", "--ppn"),
            hostfile=("--hostfile",), hosts=("--hosts",), subset="hostfile", cpu_bind=("--cpu-bind",),
+           cpus=("-d", "--depth"),
            # `--label` as ALCF job scripts pass it; its prefix read both ways (Hydra's, srun's)
            label=("--label",), label_pattern=r"(?:\[(\d+)\] |\s*(\d+): )"),
     Family("intelmpi", "Intel MPI mpiexec.hydra", "Intel MPI", path_marks=("/intel/oneapi/mpi/", "/impi/"),
@@ -121,15 +123,15 @@ FAMILIES: Tuple[Family, ...] = (
            hosts=("--nodelist=", "-w"), exclude=("--exclude=", "-x"), subset="flag",
            label=("--label",), label_pattern=r"\s*(\d+): ", step_flag="--job-name=", cancel="slurm-step",
            attach=("--jobid={jobid}", "--overlap"), oversubscribe=("--overcommit",),
-           cpu_bind=("--cpu-bind", "--cpu_bind"), gpu_off=("--gpu-bind", "none")),
+           cpu_bind=("--cpu-bind", "--cpu_bind"), cpus=("-c", "--cpus-per-task"), gpu_off=("--gpu-bind", "none")),
     Family("jsrun", "IBM jsrun (LSF)", "IBM jsrun", programs=("jsrun",), banner=(r"\bjsrun\b",), mpi="openmpi",
            env_row="jsrun", nranks=("-n", "--nrs"), ppn=("-r", "--rs_per_host"), subset="", cpu_bind=("-b", "--bind"),
-           label=("--stdio_mode", "prepended"), label_pattern=r"\s*(\d+): "),
+           cpus=("-c", "--cpu_per_rs"), label=("--stdio_mode", "prepended"), label_pattern=r"\s*(\d+): "),
     # flux's job shell serves simple PMI-1 and sets PMI_FD, PMI_RANK and PMI_SIZE in each task
     # (flux-core src/shell/pmi): its ranks match the "mpich" row of runtime/launchers.py.
     Family("flux", "flux run", "Flux", programs=("flux",), banner=(r"libflux-core",), mpi="any",
            env_row="mpich", words=2, nranks=("-n", "--ntasks"), ppn=("--tasks-per-node",),
-           nhosts=("-N", "--nodes"), hosts=("--requires=host:",), subset="flag",
+           nhosts=("-N", "--nodes"), hosts=("--requires=host:",), subset="flag", cpus=("-c", "--cores-per-task"),
            label=("--label-io",), label_pattern=r"\s*(\d+): ", step_flag="--job-name=", cancel="flux-pkill"),
     Family("torchrun", "torchrun (torch.distributed.run)", "torchrun", programs=("torchrun",), mpi="none",
            env_row="torchrun", ppn=("--nproc-per-node", "--nproc_per_node"), nhosts=("--nnodes",),
