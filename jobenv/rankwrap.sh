@@ -569,10 +569,8 @@ _je_astart() {
         _je_agent </dev/null >/dev/null 2>&1 &
         # its pid and start time, for the wake-up at each rank's end (never a reused pid)
         ! _je_started "$!" || printf '%s %s\n' "$!" "$_je_hs" >| "$_je_f"
-        _je_ahere=1
     fi
 }
-_je_ahere=
 [ -z "$_je_led" ] || _je_astart
 _je_pid= _je_sig=
 _je_fwd() { _je_sig=$1; [ -z "$_je_pid" ] || kill -s "$1" "$_je_pid" 2>/dev/null; }
@@ -599,8 +597,9 @@ if [ -n "$_je_led" ]; then
     _je_now
     printf 'start %s %s %s %s\n' "$_je_R" "$$" "$_je_pid" "$_je_t" >> "$_je_led" || {
         kill -KILL "$_je_pid"; _je_die "cannot write $_je_led"; }
-    # another wrapper's agent may have ended since, its host then without a running rank
-    [ -n "$_je_ahere" ] || _je_astart
+    # again: the host's agent may have ended since (another wrapper's, its host then without a
+    # running rank; ours, when this `start` came after its two beats)
+    _je_astart
 fi
 # `wait` says 128+N for a signal N that cut it short (a forwarded one; bash's CHLD trap
 # in POSIX mode, /bin/sh on RHEL), for the program's death by signal N and for its exit
