@@ -36,7 +36,8 @@ Environment protocol (set by `jobenv launch` on the launcher's environment):
                     lines appended with `>>`, each by one `printf` (< 512 bytes: appends of
                     several ranks never interleave), complete once it ends in a newline:
                       start <rank> <wrapper-pid> <program-pid> <epoch>   (program started)
-                      end <rank> exit:<code>|signal:<number> <epoch>     (program ended)
+                      end <rank> exit:<code>|signal:<number>|unknown:<number> <epoch>
+                                                         (program ended; unknown: below)
                       lost <rank> <epoch>        (agent: the wrapper vanished without `end`)
                       ack <seq> <verb> <epoch>   (agent: request <seq> carried out here)
                     and, from the rank's Python hook, `hook <rank> <pid> <start> <epoch>`
@@ -61,7 +62,7 @@ Environment protocol (set by `jobenv launch` on the launcher's environment):
                     /proc/<pid>/stat, read by `read` at the request, gives the line's <start>:
                     never a Python that exited, nor a process that got its pid since; a hook
                     line without <start>, an older hook's, is never signalled), `kill` (TERM to every running
-                    wrapper, which forwards it; KILL from 5 s on to the programs and
+                    wrapper, which forwards it; KILL at least 5 s on to the programs and
                     wrappers each scan finds still running), `signal:USR1|USR2|TERM|INT|HUP` (to
                     every running program), each once, with an `ack` line; and ends, removing
                     agent-<H>, when no rank of the host runs (a `start` written before that
@@ -78,7 +79,9 @@ Environment protocol (set by `jobenv launch` on the launcher's environment):
                     128); a shell whose table cannot be read
                     gives exit:<code>.  bash can lose the status of a program that
                     ends as a trapped signal N reaches the wrapper too (its job stays
-                    running in `jobs -pr`): recorded as signal:N, never waited for.  No `end`: the rank never finished (its wrapper
+                    running in `jobs -pr`): recorded as unknown:N, the wrapper exits 128+N.
+                    USR1 and USR2 (a pre-emption warning to the whole step) are ignored
+                    by the wrapper once its program runs, and by the agent.  No `end`: the rank never finished (its wrapper
                     killed with SIGKILL: the agent's `lost`; the host lost: a stale beat).
 - JOBENV_LOG_DIR    a directory; the program's stdout and stderr go to rank-<RANK>.log
                     there (and not to the launcher's output); `jobenv launch` checks it is
@@ -205,6 +208,7 @@ def _row(row: Tuple[Any, ...]) -> List[str]:
 def render() -> str:
     """The wrapper script, from the launcher table and the sh template rankwrap.sh.in."""
     from .quoting import quote
+    from .runtime.discovery import PORT_LOW, PORT_SPAN
 
     rows: List[str] = []
     for row in LAUNCHERS:
@@ -217,6 +221,7 @@ def render() -> str:
     text = text.replace("@JOBIDS@", " ".join(job_id_vars()))
     text = text.replace("@NOTSTEP@", "|".join(SLURM_NOT_A_STEP))
     text = text.replace("@DIGITS@", "?" * (MAX_DIGITS + 1))
+    text = text.replace("@PORTLOW@", str(PORT_LOW)).replace("@PORTSPAN@", str(PORT_SPAN))
     text = text.replace("@GPUVARS@", "|".join(GPU_VARS))
     text = text.replace("@GPUORDERLEN@", str(GPU_ORDER_MAX * (len(str(MAX_DEVICE)) + 1) - 1))
     text = text.replace("@GPUORDERMAX@", str(GPU_ORDER_MAX)).replace("@GPUMAXDEV@", str(MAX_DEVICE))

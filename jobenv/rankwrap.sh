@@ -332,7 +332,7 @@ if [ "$_je_L" != torchrun ]; then
             [ "${#_je_pre}" -lt 95 ] || _je_die "cannot derive MASTER_PORT from '$_je_seed' (not printable ASCII); set MASTER_PORT"
             _je_hash=$(( (_je_hash * 33 + ${#_je_pre} + 32) & 4294967295 ))
         done
-        MASTER_PORT=$((20000 + _je_hash % 40000))
+        MASTER_PORT=$((20000 + _je_hash % 12768))
     fi
     RANK=$_je_R LOCAL_RANK=$_je_LR WORLD_SIZE=$_je_S LOCAL_WORLD_SIZE=$_je_LS GROUP_RANK=$_je_N NODE_RANK=$_je_N
     export RANK LOCAL_RANK WORLD_SIZE LOCAL_WORLD_SIZE GROUP_RANK NODE_RANK MASTER_PORT
@@ -387,9 +387,12 @@ set -C
 _je_new() {
     if [ -e "$1" ] || [ -L "$1" ]; then _je_die "$1 exists; refusing to write through it"; fi
 }
-_je_now() {
+_je_now() {  # seconds since 1970 in $_je_t, with a '.' (bash writes $EPOCHREALTIME with the locale's ',')
     if [ -n "${EPOCHREALTIME:-}" ]; then _je_t=$EPOCHREALTIME; else _je_t=$(date +%s.%N 2>/dev/null) || _je_t=; fi
+    case $_je_t in *,*) _je_t=${_je_t%%,*}.${_je_t#*,} ;; esac
 }
+# the program (pid $1) is gone, reaped: `kill -0` alone also fails on a program that changed its uid
+_je_gone() { ! kill -0 "$1" 2>/dev/null && ! [ -e "/proc/$1" ]; }
 _je_led= _je_jl= _je_nl='
 '
 if [ -n "${JOBENV_RUN_DIR:-}" ]; then
@@ -414,11 +417,11 @@ if [ -n "${JOBENV_RUN_DIR:-}" ]; then
     export JOBENV_LEDGER JOBENV_HOOK_RANK
     # `wait` says 128+N both for signal N and for exit 128+N; the job table tells them
     # apart.  bash keeps it only until `wait` reaps the program: its CHLD trap saves it,
-    # once, when the program is gone ($! until _je_pid is set), first ignoring CHLD (the
+    # once, when the program is gone ($!: the program, until _je_pid is set), first ignoring CHLD (the
     # $(...) child's own end would cut the next `wait` short and, in POSIX mode, replace
     # the program's status with 128+17)
     if [ -n "${BASH_VERSION-}" ]; then
-        trap '[ -n "$_je_jl" ] || kill -0 "${_je_pid:-$!}" 2>/dev/null || { trap "" CHLD; _je_jl=$(jobs -l); }' CHLD
+        trap '[ -n "$_je_jl" ] || ! _je_gone "${_je_pid:-$!}" || { trap "" CHLD; _je_jl=$(jobs -l); }' CHLD
     fi
 fi
 # The host agent (protocol: jobenv/rankwrap.py): one background loop per host, started by
@@ -512,7 +515,8 @@ _je_request() {  # `<seq> <verb>` in the run directory's `request`, carried out 
     kill)  # TERM to the wrappers, which forward it (never to a program and its wrapper at once: the
         # status bash loses, at the end); KILL from 5 s on to what each scan finds still running
         [ -z "$_je_awr" ] || kill -TERM $_je_awr 2>/dev/null
-        _je_now; _je_akt=$((${_je_t%.*} + 5)) ;;
+        # at least 5 s on (whole seconds); without a clock, 5 loops on
+        _je_now; case ${_je_t%.*} in ''|*[!0-9]*) _je_akt=5 _je_akn=1 ;; *) _je_akt=$((${_je_t%.*} + 6)) _je_akn= ;; esac ;;
     signal:USR1|signal:USR2|signal:TERM|signal:INT|signal:HUP)
         [ -z "$_je_arun" ] || kill -s "${_je_av#signal:}" $_je_arun 2>/dev/null ;;
     *) return 0 ;;
@@ -522,9 +526,10 @@ _je_request() {  # `<seq> <verb>` in the run directory's `request`, carried out 
 }
 _je_agent() {
     _je_alock=$JOBENV_RUN_DIR/agent-$_je_H _je_abeat=$JOBENV_RUN_DIR/host-$_je_H.beat
-    _je_arq=$JOBENV_RUN_DIR/request _je_agone=' ' _je_adid=' ' _je_akt= _je_ads=${JOBENV_DUMP_SIGNAL:-38}
+    _je_arq=$JOBENV_RUN_DIR/request _je_agone=' ' _je_adid=' ' _je_akt= _je_akn= _je_ads=${JOBENV_DUMP_SIGNAL:-38}
     case $_je_ads in *[!0-9]*|???*) _je_ads=38 ;; esac
     trap '_je_woke=1' WINCH  # a wrapper's "my rank ended": look now (the launcher and srun wait for us)
+    trap '' USR1 USR2  # a pre-emption warning reaches every process of the step: the job goes on
     # its pid and start time, for an agent-<H> it makes again (/proc/self, opened by `read`
     # itself, is this shell's)
     _je_aid= _je_agrace=2  # beats its wrapper may take to write its rank's `start` (it forks us first)
@@ -544,7 +549,11 @@ _je_agent() {
         _je_now
         printf '%s\n' "$_je_t" >| "$_je_abeat"
         _je_request
-        [ -z "$_je_akt" ] || [ "${_je_t%.*}" -lt "$_je_akt" ] || kill -KILL $_je_arun $_je_awr 2>/dev/null
+        if [ -n "$_je_akn" ]; then  # the kill request's deadline, counted in loops
+            [ "$_je_akt" -gt 0 ] && _je_akt=$((_je_akt - 1)) || kill -KILL $_je_arun $_je_awr 2>/dev/null
+        elif [ -n "$_je_akt" ]; then
+            case ${_je_t%.*} in ''|*[!0-9]*) ;; *) [ "${_je_t%.*}" -lt "$_je_akt" ] || kill -KILL $_je_arun $_je_awr 2>/dev/null ;; esac
+        fi
         sleep 1 & _je_sl=$!  # a wake-up during the scan (the flag) or the sleep (cuts `wait` short)
         [ -n "$_je_woke" ] || wait "$_je_sl"
         kill "$_je_sl" 2>/dev/null; wait "$_je_sl"  # unreaped until then: no pid reuse
@@ -566,7 +575,7 @@ _je_jobs() {
 _je_astart() {
     _je_f=$JOBENV_RUN_DIR/agent-$_je_H
     if ! [ -e "$_je_f" ] && ! [ -L "$_je_f" ] && { true > "$_je_f"; } 2>/dev/null; then
-        _je_agent </dev/null >/dev/null 2>&1 &
+        _je_agent </dev/null >/dev/null 2>&1 3>&- 4>&- 5>&- 6>&- 7>&- 8>&- 9>&- &  # no launcher socket held open
         # its pid and start time, for the wake-up at each rank's end (never a reused pid)
         ! _je_started "$!" || printf '%s %s\n' "$!" "$_je_hs" >| "$_je_f"
     fi
@@ -578,7 +587,8 @@ trap '_je_fwd TERM' TERM
 trap '_je_fwd HUP' HUP
 trap '_je_fwd TERM' INT
 # a scheduler's pre-emption warning (srun --signal=USR1@S, scancel --signal) reaches every process
-# of the step: the wrapper must outlive it, and the program (signalled itself) must not get it twice
+# of the step: the wrapper must outlive it, and the program (signalled itself) must not get it twice.
+# Caught here (the program starts with the default action), ignored once it runs (below)
 trap : USR1 USR2
 if [ -e /proc/self/fd/0 ]; then exec 3<&0; else exec 3</dev/null; fi
 if [ -n "${JOBENV_LOG_DIR:-}" ]; then
@@ -593,6 +603,7 @@ else
     _je_pid=$!
 fi
 exec 3<&-
+trap '' USR1 USR2  # ignored, a warning never cuts the `wait` below short (where bash may lose a status)
 if [ -n "$_je_led" ]; then
     _je_now
     printf 'start %s %s %s %s\n' "$_je_R" "$$" "$_je_pid" "$_je_t" >> "$_je_led" || {
@@ -610,15 +621,15 @@ _je_rc2= _je_how=
 while :; do
     wait "$_je_pid"; _je_rc=$?
     [ "$_je_rc" -gt 128 ] || break
-    if kill -0 "$_je_pid" 2>/dev/null; then continue; fi
+    if ! _je_gone "$_je_pid"; then continue; fi
     if [ -n "$_je_led" ] && [ -z "${BASH_VERSION-}" ]; then _je_jobs; fi
     # bash (5.2 at least) loses the status of a program that ends as a trapped signal N reaches
     # the wrapper too (scancel and srun signal every process of the step): its handler jumps out
     # of `wait` past the reaped status, and the job stays "running" (a `wait` would say -1, or
-    # wait for the host agent, another child, to end: never).  The program ended with signal N
-    # at its door: recorded as dying of it (128+N from the first `wait`), as it most likely did
+    # wait for another child to end).  The program ended as signal N came, of it or of its own
+    # handler's exit: `unknown:N` (128+N from the first `wait`), and the wrapper exits 128+N
     if [ -n "${BASH_VERSION-}" ]; then
-        case $_je_nl$(jobs -pr)$_je_nl in *"$_je_nl$_je_pid$_je_nl"*) _je_how=signal; break ;; esac
+        case $_je_nl$(jobs -pr)$_je_nl in *"$_je_nl$_je_pid$_je_nl"*) _je_how=unknown; break ;; esac
     fi
     wait "$_je_pid" 2>/dev/null; _je_rc2=$?
     break
@@ -643,6 +654,7 @@ exit:*|*:|*:127) ;;
 esac
 case $_je_how in
 signal) [ "$_je_rc" -gt 128 ] && _je_how=signal:$((_je_rc - 128)) || _je_how=exit:$_je_rc ;;
+unknown) _je_how=unknown:$((_je_rc - 128)) ;;
 '') _je_how=exit:$_je_rc ;;
 esac
 if [ -n "$_je_led" ]; then

@@ -124,6 +124,7 @@ def test_describe_exit():
     assert ranks.describe_exit("SIGSEGV") == "signal SIGSEGV"
     assert ranks.describe_exit("signal 11") == "signal 11 (SIGSEGV)"
     assert ranks.describe_exit("SIG9") == "signal 9 (SIGKILL)"
+    assert ranks.describe_exit("unknown 15") == "ended as signal 15 (SIGTERM) came; bash lost its exit status"
     # one parser for both the summary's wording and stopped_after's count
     assert [ranks.exit_parts(t) for t in ("143", "-1", "signal 15", "signal:9", "lost", "signal 99999", "9" * 40)] \
         == [(143, None), (-1, None), (None, 15), (None, 9), (None, None), (None, None), (None, None)]

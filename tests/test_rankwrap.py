@@ -727,3 +727,25 @@ def test_plain_env_ddp_script_trains_under_the_wrapper(tmp_path, launcher):
     assert p.returncode == 0, p.stdout + p.stderr
     rows = sorted(line.split()[1:] for line in p.stdout.splitlines() if line.startswith("ok "))
     assert rows == [[str(r), str(r), "3", str(r), "3"] for r in range(3)], p.stdout
+
+
+@pytest.mark.parametrize("shell", POSIX_SHELLS)
+def test_a_clock_with_a_decimal_comma_still_writes_epochs_the_ledger_reads(tmp_path, shell):
+    """bash writes $EPOCHREALTIME with the locale's decimal point (`1795591864,645277` under
+    de_DE), and so may a `date`: the ledger's epochs must still be numbers, or the supervisor
+    reads no rank at all and the agent's kill deadline (whole seconds) fires at once."""
+    from jobenv.launch import ranks
+
+    fake = tmp_path / "bin"
+    fake.mkdir()
+    (fake / "date").write_text("#!/bin/sh\necho 1795591864,645277\n")
+    (fake / "date").chmod(0o755)
+    run = tmp_path / "run"
+    run.mkdir()
+    env = {"JOBENV_RUN_DIR": str(run), "PATH": f"{fake}:/usr/bin:/bin", "EPOCHREALTIME": "1795591864,645277"}
+    p = wrap(env, ["/bin/true"], shell=shell)
+    assert p.returncode == 0, p.stderr
+    state = ranks.read(str(run))
+    assert list(state.ranks) == [0] and state.ranks[0].exit == "0", ledger(run, "start")
+    if shell == "dash":  # bash and busybox ash keep their own $EPOCHREALTIME: only dash asks `date`
+        assert state.ranks[0].started == 1795591864.645277

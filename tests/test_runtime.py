@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 import fsutil
-from jobenv.runtime import DetectError, DistInfo, detect, export_env
+from jobenv.runtime import DetectError, DistInfo, detect, discovery, export_env
 from jobenv.runtime.backends import choose_backend, tf_config
 
 PALS = {"PALS_RANKID": "5", "PALS_LOCAL_RANKID": "1", "PALS_NODEID": "1", "PALS_DEPTH": "16", "PALS_APID": "a1b2",
@@ -110,7 +110,7 @@ def test_rendezvous_from_record(tmp_path):
     assert info.master_addr == "x1.hsn.example" and info.hosts == ("x1.hsn.example", "x2.hsn.example")
     assert info.node_rank == 1 and info.num_nodes == 2 and info.jobid == "42.pbs"
     assert detect({**env, "PMI_RANK": "0"}, hostname="x1").node_rank == 0
-    assert 20000 <= info.master_port < 60000
+    assert discovery.PORT_LOW <= info.master_port < discovery.PORT_LOW + discovery.PORT_SPAN <= 32768  # below the ephemeral ports
     assert detect(env, hostname="x1").master_port == info.master_port  # every rank derives the same
     other = detect({**env, "JOBENV_RECORD": _record(tmp_path, ["x1", "x2"], jobid="43.pbs")}, hostname="x1")
     assert other.master_port != info.master_port

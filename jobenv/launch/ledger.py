@@ -198,10 +198,11 @@ def _float(text: str) -> Optional[float]:
 
 
 def normalize(text: str) -> str:
-    """The wrapper's `exit:3` / `signal:9` as "3" / "signal 9" (other spellings kept)."""
+    """The wrapper's `exit:3` / `signal:9` / `unknown:15` as "3" / "signal 9" / "unknown 15"
+    (other spellings kept)."""
     kind, _, value = text.partition(":")
     if kind == "exit" and value.isdigit():
         return value
-    if kind == "signal" and value.isdigit():
-        return f"signal {value}"
+    if kind in ("signal", "unknown") and value.isdigit():  # unknown: bash lost it as signal N came
+        return f"{kind} {value}"
     return text

@@ -158,6 +158,10 @@ def describe_exit(text: str) -> str:
     """'exit code 3', 'signal 11 (SIGSEGV)', 'exit code 137 (128+9: SIGKILL?)'."""
     if text in _GONE:
         return _GONE[text]
+    if text.startswith("unknown ") and text[8:].isdigit():
+        num = int(text[8:])
+        return (f"ended as signal {num}" + (f" ({_SIGNALS[num]})" if num in _SIGNALS else "")
+                + " came; bash lost its exit status")
     code, sig = exit_parts(text)
     if code is not None:
         if code > 128 and code - 128 in _SIGNALS:
@@ -243,7 +247,9 @@ def stopped_after(state: RunState, first: RankState) -> List[int]:
             lost_with = first.exit == "vanished" and r.host == first.host  # the host died: theirs too
             late = not lost_with and (r.host in alive or ended >= when - BEAT_S)
         else:
-            late = ended >= when and (text == "lost" or sig in _STOPS or code is not None and code - 128 in _STOPS)
+            came = int(text[8:]) if text.startswith("unknown ") and text[8:].isdigit() else None
+            late = ended >= when and (text == "lost" or sig in _STOPS or came in _STOPS or
+                                      code is not None and code - 128 in _STOPS)
         if late:
             out.append(r.rank)
     return sorted(out)

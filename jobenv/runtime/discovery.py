@@ -214,15 +214,22 @@ def master_addr(env: Mapping[str, str], launcher: str, size: int, lsize: int, sc
     return hosts[0] if hosts else None
 
 
+# Derived ports stay below Linux's ephemeral range (32768-60999 by default): an outgoing
+# connection on rank 0's host (slurmstepd's, a previous launch's) may hold any port there,
+# and the rendezvous then fails "already in use".  torchrun's default, 29500, is in range.
+PORT_LOW, PORT_SPAN = 20000, 12768
+
+
 def derived_port(seed: str) -> int:
-    """A port in [20000, 60000) from a seed every rank shares (job id, launch id).
+    """A port in [PORT_LOW, PORT_LOW + PORT_SPAN) from a seed every rank shares (job id,
+    launch id).
 
     djb2 over the seed's bytes: the per-rank wrapper computes the same in sh arithmetic,
-    one step per byte, without a fork."""
+    one step per byte, without a fork (its constants rendered from these)."""
     h = 5381
     for b in seed.encode("utf-8", "surrogateescape"):
         h = (h * 33 + b) & 0xFFFFFFFF
-    return 20000 + h % 40000
+    return PORT_LOW + h % PORT_SPAN
 
 
 def port_seed(env: Mapping[str, str], jobid: Optional[str]) -> str:
