@@ -40,7 +40,7 @@ def _fresh(env) -> None:
     """Empty the run and log directories: the supervised wrapper writes only new files."""
     for key in ("JOBENV_RUN_DIR", "JOBENV_LOG_DIR"):
         for f in [p for g in ("rank-*", "host-*", "agent-*") for p in Path(env[key]).glob(g)] if env.get(key) else ():
-            f.unlink()
+            f.unlink(missing_ok=True)  # a host agent may remove its lock meanwhile
 
 
 def median_time(argv, env, runs) -> float:
