@@ -38,8 +38,9 @@ time.sleep(120)
 """
 
 
-def _start(tmp_path, shell, nranks=2, args=None):
-    """`nranks` wrapped RANKs (rank r's extra arguments: args[r]), once each has written its ledger lines."""
+def _start(tmp_path, shell, nranks=2, args=None, program=None):
+    """`nranks` wrapped RANKs, or `program`s (rank r's extra arguments: args[r]), once each has
+    written its ledger lines."""
     run = tmp_path / "run"
     run.mkdir()
     exe, argv0 = RUNS[shell]
@@ -47,7 +48,7 @@ def _start(tmp_path, shell, nranks=2, args=None):
     for r in range(nranks):
         env = {"PATH": "/usr/bin:/bin", "JOBENV_RUN_DIR": str(run), "JOBENV_HOSTNAME": "n1", "PMI_RANK": str(r),
                "PMI_SIZE": str(nranks), "JOBENV_DUMP_SIGNAL": "38"}
-        argv = [argv0, WRAPPER, PY, "-c", RANK, str(tmp_path / f"got{r}"), *(args or {}).get(r, [])]
+        argv = [argv0, WRAPPER, PY, "-c", program or RANK, str(tmp_path / f"got{r}"), *(args or {}).get(r, [])]
         procs.append(subprocess.Popen(argv, executable=exe, env=env, stdin=subprocess.DEVNULL))
     assert _until(lambda: all((tmp_path / f"got{r}.armed").exists() for r in range(nranks))
                   and len(ranks.read(str(run)).ranks) == nranks and (run / "agent-n1").exists(), 20), \
@@ -176,25 +177,26 @@ time.sleep(120)
 """
 
 
-def _start_catchers(tmp_path, shell):
-    run = tmp_path / "run"
-    run.mkdir()
-    exe, argv0 = RUNS[shell]
-    procs = []
-    for r in range(2):
-        env = {"PATH": "/usr/bin:/bin", "JOBENV_RUN_DIR": str(run), "JOBENV_HOSTNAME": "n1", "PMI_RANK": str(r),
-               "PMI_SIZE": "2"}
-        procs.append(subprocess.Popen([argv0, WRAPPER, PY, "-c", CATCHER, str(tmp_path / f"got{r}")], executable=exe,
-                                      env=env, stdin=subprocess.DEVNULL))
-    assert _until(lambda: all((tmp_path / f"got{r}.armed").exists() for r in range(2))
-                  and len(ranks.read(str(run)).ranks) == 2, 20), "the ranks never armed"
-    return run, procs
-
-
 def _signal_all(run, sig):
     state = ranks.read(str(run))
     for pid in [pid for r in range(2) for pid in (state.ranks[r].pid, state.ranks[r].wrapper_pid)]:
         os.kill(pid, sig)
+
+
+def _each_round(tmp_path, shell, sig, rounds, check, program=None, timeout=10):
+    """`rounds` times: two fresh ranks, then `sig` to every process of them, programs and
+    wrappers at once (as scancel and srun send it); check(round, the wrappers' exit codes, the
+    ranks' records)."""
+    for round_ in range(rounds):
+        sub = tmp_path / f"{sig.name}{round_}"
+        sub.mkdir()
+        run, procs = _start(sub, shell, program=program)
+        try:
+            _signal_all(run, sig)
+            rcs = [p.wait(timeout=timeout) for p in procs]
+            check(round_, rcs, [ranks.read(str(run)).ranks[r].exit for r in range(2)])
+        finally:
+            _end(run, procs)
 
 
 @pytest.mark.parametrize("shell", POSIX_SHELLS)
@@ -204,27 +206,14 @@ def test_a_program_that_exits_on_the_step_wide_signal_is_never_recorded_as_kille
     (`unknown 15`) and the wrapper exits 143; it never claims the program died of the signal,
     nor dies of it itself.  A pre-emption warning (USR1 to all), which the program answers with
     exit 0, is never lost: the wrapper ignores USR1 once its program runs."""
-    for round_ in range(5):
-        sub = tmp_path / f"term{round_}"
-        sub.mkdir()
-        run, procs = _start_catchers(sub, shell)
-        try:
-            _signal_all(run, signal.SIGTERM)
-            rcs = [p.wait(timeout=10) for p in procs]
-            got = [ranks.read(str(run)).ranks[r].exit for r in range(2)]
-            assert all((rc, how) in ((3, "3"), (143, "unknown 15")) for rc, how in zip(rcs, got)), (round_, rcs, got)
-        finally:
-            _end(run, procs)
-    for round_ in range(5):
-        sub = tmp_path / f"usr1{round_}"
-        sub.mkdir()
-        run, procs = _start_catchers(sub, shell)
-        try:
-            _signal_all(run, signal.SIGUSR1)
-            rcs = [p.wait(timeout=10) for p in procs]
-            assert rcs == [0, 0] and [ranks.read(str(run)).ranks[r].exit for r in range(2)] == ["0", "0"], round_
-        finally:
-            _end(run, procs)
+    def on_term(round_, rcs, got):
+        assert all((rc, how) in ((3, "3"), (143, "unknown 15")) for rc, how in zip(rcs, got)), (round_, rcs, got)
+
+    def on_usr1(round_, rcs, got):
+        assert rcs == [0, 0] and got == ["0", "0"], round_
+
+    _each_round(tmp_path, shell, signal.SIGTERM, 5, on_term, CATCHER)
+    _each_round(tmp_path, shell, signal.SIGUSR1, 5, on_usr1, CATCHER)
 
 
 @pytest.mark.parametrize("shell", POSIX_SHELLS)
@@ -250,18 +239,8 @@ def test_a_signal_to_every_process_of_the_step_is_recorded_as_that_signal(tmp_pa
     the reaped child) and waited on for a child that was gone (the host agent, when it was the
     wrapper's child) or said -1; each round, each rank must end soon, as signal 15 (the program
     died of it) or `unknown 15` (bash lost how), its wrapper dying of TERM or exiting 143."""
-    for round_ in range(6):
-        sub = tmp_path / str(round_)
-        sub.mkdir()
-        run, procs = _start(sub, shell)
-        try:
-            state = ranks.read(str(run))
-            pids = [pid for r in range(2) for pid in (state.ranks[r].pid, state.ranks[r].wrapper_pid)]
-            for pid in pids:
-                os.kill(pid, signal.SIGTERM)
-            rcs = [p.wait(timeout=4) for p in procs]
-            got = [ranks.read(str(run)).ranks[r].exit for r in range(2)]
-            assert all((rc, how) in ((-15, "signal 15"), (143, "unknown 15")) for rc, how in zip(rcs, got)), \
-                (round_, rcs, got)
-        finally:
-            _end(run, procs)
+    def check(round_, rcs, got):
+        assert all((rc, how) in ((-15, "signal 15"), (143, "unknown 15")) for rc, how in zip(rcs, got)), \
+            (round_, rcs, got)
+
+    _each_round(tmp_path, shell, signal.SIGTERM, 6, check, timeout=4)
