@@ -36,8 +36,8 @@ Environment protocol (set by `jobenv launch` on the launcher's environment):
                     lines appended with `>>`, each by one `printf` (< 512 bytes: appends of
                     several ranks never interleave), complete once it ends in a newline:
                       start <rank> <wrapper-pid> <program-pid> <epoch>   (program started)
-                      end <rank> exit:<code>|signal:<number>|unknown:<number> <epoch>
-                                                         (program ended; unknown: below)
+                      end <rank> exit:<code>|signal:<number>|either:<number>|unknown:<number> <epoch>
+                                                  (program ended; either, unknown: below)
                       lost <rank> <epoch>        (agent: the wrapper vanished without `end`)
                       ack <seq> <verb> <epoch>   (agent: request <seq> carried out here)
                     and, from the rank's Python hook, `hook <rank> <pid> <start> <epoch>`
@@ -76,8 +76,10 @@ Environment protocol (set by `jobenv launch` on the launcher's environment):
                     exit N or signal; dash and ash empty the table in a subshell, so theirs
                     goes to a new file of an unguessable name (/proc's uuid) in
                     ${TMPDIR:-/tmp}, node-local, removed at once (only for a status above
-                    128); a shell whose table cannot be read
-                    gives exit:<code>.  bash can lose the status of a program that
+                    128).  128+N with no table line for the program (bash when it ends
+                    as `wait` begins: the CHLD trap runs after `wait` dropped its job;
+                    a table that could not be saved) is either:N, signal N or exit
+                    128+N, never a guess; the wrapper exits 128+N.  bash can lose the status of a program that
                     ends as a trapped signal N reaches the wrapper too (its job stays
                     running in `jobs -pr`): recorded as unknown:N, the wrapper exits 128+N.
                     USR1 and USR2 (a pre-emption warning to the whole step) are ignored

@@ -652,10 +652,13 @@ case $_je_how:$_je_rc2 in
 exit:*|*:|*:127) ;;
 *) _je_rc=$_je_rc2 ;;
 esac
+# 128+N with no job-table line: signal N or exit 128+N, the shell cannot tell.  bash when the
+# program ends as `wait` begins (its CHLD trap runs after `wait` dropped the job), dash and ash
+# when the table could not be saved: `either:N`, never a guess
 case $_je_how in
 signal) [ "$_je_rc" -gt 128 ] && _je_how=signal:$((_je_rc - 128)) || _je_how=exit:$_je_rc ;;
 unknown) _je_how=unknown:$((_je_rc - 128)) ;;
-'') _je_how=exit:$_je_rc ;;
+'') [ "$_je_rc" -gt 128 ] && _je_how=either:$((_je_rc - 128)) || _je_how=exit:$_je_rc ;;
 esac
 if [ -n "$_je_led" ]; then
     _je_now

@@ -59,9 +59,10 @@ def test_the_hook_to_signal_is_the_newest_running_one_with_its_start_time(tmp_pa
 
 def test_wrapper_exit_records_are_normalized(tmp_path):
     write(tmp_path, "host-node1.ledger", "end 0 exit:0 5.0\n")
-    write(tmp_path, "host-node2.ledger", "end 1 signal:9 4.0\nend 2 exit:3 3.0\n")
+    write(tmp_path, "host-node2.ledger", "end 1 signal:9 4.0\nend 2 exit:3 3.0\nend 3 either:15 6.0\n"
+                                         "end 4 unknown:15 6.0\n")
     state = ranks.read(str(tmp_path))
-    assert [state.ranks[r].exit for r in range(3)] == ["0", "signal 9", "3"]
+    assert [state.ranks[r].exit for r in range(5)] == ["0", "signal 9", "3", "either 15", "unknown 15"]
     assert not state.ranks[0].failed and ranks.first_failure(state).rank == 2
     assert ranks.describe_exit(state.ranks[1].exit) == "signal 9 (SIGKILL)"
 
@@ -125,6 +126,8 @@ def test_describe_exit():
     assert ranks.describe_exit("signal 11") == "signal 11 (SIGSEGV)"
     assert ranks.describe_exit("SIG9") == "signal 9 (SIGKILL)"
     assert ranks.describe_exit("unknown 15") == "ended as signal 15 (SIGTERM) came; bash lost its exit status"
+    assert ranks.describe_exit("either 15") == "exit code 143 or signal 15 (SIGTERM): the shell could not tell which"
+    assert ranks.describe_exit("either 99999") == "signal either 99999"  # not the wrapper's: shown as it is
     # one parser for both the summary's wording and stopped_after's count
     assert [ranks.exit_parts(t) for t in ("143", "-1", "signal 15", "signal:9", "lost", "signal 99999", "9" * 40)] \
         == [(143, None), (-1, None), (None, 15), (None, 9), (None, None), (None, None), (None, None)]
@@ -259,11 +262,13 @@ def test_ranks_stopped_after_the_first_failure_are_counted_apart(tmp_path):
     (one by its signal, one as a shell's 143) after it, rank 3 vanishes on the same live
     host, rank 4 was SIGKILLed *before* rank 1 (a failure of its own), rank 5 segfaults after.
     On n2 the launcher killed wrappers and agent alike: rank 6 lost (its agent saw it),
-    rank 7 vanished, its host's last beat just before the first failure."""
+    rank 7 vanished, its host's last beat just before the first failure.  Rank 8 ended as 143
+    that the shell could not tell from SIGTERM (either:15), after: stopped too."""
     write(tmp_path, "host-n1.ledger", "start 0 1 2 1.0\nstart 1 3 4 1.0\nstart 2 5 6 1.0\nstart 3 7 8 1.0\n"
                                       "start 4 9 10 1.0\nstart 5 11 12 1.0\n"
                                       "end 4 signal:9 4.0\nend 1 exit:3 5.0\nend 0 signal:15 5.5\n"
-                                      "end 2 exit:143 5.6\nend 5 signal:11 5.7\n")
+                                      "end 2 exit:143 5.6\nend 5 signal:11 5.7\n"
+                                      "start 8 13 14 1.0\nend 8 either:15 5.8\n")
     write(tmp_path, "host-n1.beat", "")
     write(tmp_path, "host-n2.ledger", "start 6 1 2 1.0\nstart 7 3 4 1.0\nlost 6 4.5\n")
     write(tmp_path, "host-n2.beat", "")
@@ -272,8 +277,8 @@ def test_ranks_stopped_after_the_first_failure_are_counted_apart(tmp_path):
     ranks.infer_vanished(state)
     first = ranks.first_failure(state)
     assert first.rank == 4
-    assert ranks.stopped_after(state, first) == [0, 2, 3, 6, 7]
-    assert ranks.failure_count(state, first, 8) == "(3 of 8 ranks failed; 5 were stopped after it)"
+    assert ranks.stopped_after(state, first) == [0, 2, 3, 6, 7, 8]
+    assert ranks.failure_count(state, first, 9) == "(3 of 9 ranks failed; 6 were stopped after it)"
     alone = ranks.read(str(tmp_path))
     alone.ranks = {n: alone.ranks[n] for n in (1, 2)}
     assert ranks.failure_count(alone, ranks.first_failure(alone), 2) == \

@@ -452,6 +452,22 @@ def test_supervised_wrapper_forwards_term_and_keeps_stdin(tmp_path):
     assert how(run) == f"signal:{int(signal.SIGTERM)}"
 
 
+def hedge(want):
+    """The wrapper's honest answer instead of `want` = (returncode, ledger) when the job table
+    did not say how a status above 128 came about (bash, when the program ends just as `wait`
+    begins): exit 128+N and `either:N`; None for a status the table is not needed for."""
+    rc, rec = want
+    code = rc if rc > 128 else 128 - rc if rc < 0 else None
+    return (code, f"either:{code - 128}") if code is not None else None
+
+
+def honest(got, want):
+    """Every (returncode, ledger) in `got` is `want` or its hedge, and at most 2 hedges (a
+    race of a few microseconds: a wrapper that always hedged would be caught)."""
+    hedges = [g for g in got if g != want]
+    assert all(g == hedge(want) for g in hedges) and len(hedges) <= 2, (got, want)
+
+
 @pytest.mark.parametrize("shell", sorted(set(SHELLS + POSIX_SHELLS)))
 def test_exit_codes_above_128_are_exits_and_signals_are_signals(tmp_path, shell):
     """`wait` says 128+N for exit 128+N and for signal N alike: the record and the wrapper's
@@ -471,7 +487,8 @@ def test_exit_codes_above_128_are_exits_and_signals_are_signals(tmp_path, shell)
             p = wrap(env, ["/bin/sh", "-c", script], shell=shell, timeout=20)
         except subprocess.TimeoutExpired:
             raise AssertionError(f"{script!r}: the wrapper never ended (stopped itself?)") from None
-        assert (p.returncode, how_(run)) == (rc, want), (script, p.stderr)
+        got = (p.returncode, how_(run))
+        assert got in ((rc, want), hedge((rc, want))), (script, p.stderr)
 
 
 PY = "/usr/bin/python3" if os.path.exists("/usr/bin/python3") else sys.executable
@@ -499,7 +516,21 @@ def test_a_wait_cut_short_by_a_trap_is_never_the_programs_status(tmp_path, shell
         run.mkdir()
         p = wrap({"JOBENV_RUN_DIR": str(run)}, argv, shell=shell)
         got.append((p.returncode, how(run)))
-    assert got == [want] * 6, got
+    honest(got, want)
+
+
+@pytest.mark.parametrize("shell", [s for s in ("dash", "busybox") if s in RUNS])
+def test_a_status_above_128_the_job_table_cannot_tell_is_either(tmp_path, shell):
+    """Where the shell's job table cannot be saved (dash and ash write it to ${TMPDIR:-/tmp},
+    here unwritable), 128+N is signal N or exit 128+N: recorded `either:N`, exit 128+N, never
+    a guess either way; a status of 128 or less needs no table."""
+    cases = [("kill -TERM $$", 143, "either:15"), ("exit 143", 143, "either:15"), ("exit 3", 3, "exit:3")]
+    for i, (script, rc, want) in enumerate(cases):
+        run = tmp_path / f"r{i}"
+        run.mkdir()
+        p = wrap({"JOBENV_RUN_DIR": str(run), "TMPDIR": str(tmp_path / "absent")}, ["/bin/sh", "-c", script],
+                 shell=shell)
+        assert (p.returncode, how(run)) == (rc, want), (script, p.stderr)
 
 
 @pytest.mark.parametrize("shell", POSIX_SHELLS)

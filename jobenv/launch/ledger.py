@@ -198,11 +198,12 @@ def _float(text: str) -> Optional[float]:
 
 
 def normalize(text: str) -> str:
-    """The wrapper's `exit:3` / `signal:9` / `unknown:15` as "3" / "signal 9" / "unknown 15"
-    (other spellings kept)."""
+    """The wrapper's `exit:3` / `signal:9` / `either:15` / `unknown:15` as "3" / "signal 9" /
+    "either 15" / "unknown 15" (other spellings kept).  either: signal N or exit 128+N, the
+    shell could not tell; unknown: bash lost the status as signal N came."""
     kind, _, value = text.partition(":")
     if kind == "exit" and value.isdigit():
         return value
-    if kind in ("signal", "unknown") and value.isdigit():  # unknown: bash lost it as signal N came
+    if kind in ("signal", "either", "unknown") and value.isdigit():
         return f"{kind} {value}"
     return text

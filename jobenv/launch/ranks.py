@@ -154,19 +154,25 @@ def exit_parts(text: str) -> Tuple[Optional[int], Optional[int]]:
     return (None, int(num)) if num.isdigit() and len(num) < 4 else (None, None)
 
 
-def lost_as(text: str) -> Optional[int]:
-    """N of "unknown N": the rank ended as signal N came, and bash lost its status."""
-    return int(text[8:]) if text.startswith("unknown ") and text[8:].isdigit() and len(text) < 12 else None
+def hedged(text: str) -> Tuple[str, Optional[int]]:
+    """("either", N) for "either N" (signal N or exit 128+N: the shell could not tell),
+    ("unknown", N) for "unknown N" (the rank ended as signal N came, and bash lost its
+    status), else ("", None)."""
+    kind, _, num = text.partition(" ")
+    ok = kind in ("either", "unknown") and num.isascii() and num.isdigit() and len(num) < 4
+    return (kind, int(num)) if ok else ("", None)
 
 
 def describe_exit(text: str) -> str:
     """'exit code 3', 'signal 11 (SIGSEGV)', 'exit code 137 (128+9: SIGKILL?)'."""
     if text in _GONE:
         return _GONE[text]
-    came = lost_as(text)
+    kind, came = hedged(text)
     if came is not None:
-        return (f"ended as signal {came}" + (f" ({_SIGNALS[came]})" if came in _SIGNALS else "")
-                + " came; bash lost its exit status")
+        name = f" ({_SIGNALS[came]})" if came in _SIGNALS else ""
+        if kind == "either":
+            return f"exit code {128 + came} or signal {came}{name}: the shell could not tell which"
+        return f"ended as signal {came}{name} came; bash lost its exit status"
     code, sig = exit_parts(text)
     if code is not None:
         if code > 128 and code - 128 in _SIGNALS:
@@ -252,7 +258,7 @@ def stopped_after(state: RunState, first: RankState) -> List[int]:
             lost_with = first.exit == "vanished" and r.host == first.host  # the host died: theirs too
             late = not lost_with and (r.host in alive or ended >= when - BEAT_S)
         else:
-            late = ended >= when and (text == "lost" or sig in _STOPS or lost_as(text) in _STOPS or
+            late = ended >= when and (text == "lost" or sig in _STOPS or hedged(text)[1] in _STOPS or
                                       code is not None and code - 128 in _STOPS)
         if late:
             out.append(r.rank)
