@@ -43,7 +43,8 @@ Environment protocol (set by `jobenv launch` on the launcher's environment):
                     and, from the rank's Python hook, `hook <rank> <pid> <start> <epoch>`
                     (<start>: the Python's start time, clock ticks after boot, field 22 of
                     /proc/<pid>/stat) and `clean <rank> <epoch>`.  <epoch> is seconds since 1970 (bash:
-                    $EPOCHREALTIME; else `date +%s.%N`, one fork, only on this supervised
+                    $EPOCHREALTIME, trusted only when two reads differ: elsewhere it, $RANDOM
+                    and BASH_VERSION may be plain inherited variables; else `date +%s.%N`, one fork, only on this supervised
                     path).  The ledger is refused (exit 5) when its name is a link or not a
                     regular file.  The program gets JOBENV_LEDGER (that path) and
                     JOBENV_HOOK_RANK (its rank).

@@ -387,8 +387,14 @@ set -C
 _je_new() {
     if [ -e "$1" ] || [ -L "$1" ]; then _je_die "$1 exists; refusing to write through it"; fi
 }
+# bash's $RANDOM and $EPOCHREALTIME change at each read; in dash and ash they, and BASH_VERSION,
+# are plain variables an odd environment may carry: each trusted only when it changes
+_je_x=${EPOCHREALTIME-} _je_y=${RANDOM-}
+_je_bash= _je_rt=
+[ -z "${BASH_VERSION-}" ] || [ "$_je_y" = "${RANDOM-}" ] || _je_bash=1
+[ -z "$_je_x" ] || [ "$_je_x" = "${EPOCHREALTIME-}" ] || _je_rt=1
 _je_now() {  # seconds since 1970 in $_je_t, with a '.' (bash writes $EPOCHREALTIME with the locale's ',')
-    if [ -n "${EPOCHREALTIME:-}" ]; then _je_t=$EPOCHREALTIME; else _je_t=$(date +%s.%N 2>/dev/null) || _je_t=; fi
+    if [ -n "$_je_rt" ]; then _je_t=$EPOCHREALTIME; else _je_t=$(date +%s.%N 2>/dev/null) || _je_t=; fi
     case $_je_t in *,*) _je_t=${_je_t%%,*}.${_je_t#*,} ;; esac
 }
 # the program (pid $1) is gone, reaped: `kill -0` alone also fails on a program that changed its uid
@@ -420,7 +426,7 @@ if [ -n "${JOBENV_RUN_DIR:-}" ]; then
     # once, when the program is gone ($!: the program, until _je_pid is set), first ignoring CHLD (the
     # $(...) child's own end would cut the next `wait` short and, in POSIX mode, replace
     # the program's status with 128+17)
-    if [ -n "${BASH_VERSION-}" ]; then
+    if [ -n "$_je_bash" ]; then
         trap '[ -n "$_je_jl" ] || ! _je_gone "${_je_pid:-$!}" || { trap "" CHLD; _je_jl=$(jobs -l); }' CHLD
     fi
 fi
@@ -622,13 +628,13 @@ while :; do
     wait "$_je_pid"; _je_rc=$?
     [ "$_je_rc" -gt 128 ] || break
     if ! _je_gone "$_je_pid"; then continue; fi
-    if [ -n "$_je_led" ] && [ -z "${BASH_VERSION-}" ]; then _je_jobs; fi
+    if [ -n "$_je_led" ] && [ -z "$_je_bash" ]; then _je_jobs; fi
     # bash (5.2 at least) loses the status of a program that ends as a trapped signal N reaches
     # the wrapper too (scancel and srun signal every process of the step): its handler jumps out
     # of `wait` past the reaped status, and the job stays "running" (a `wait` would say -1, or
     # wait for another child to end).  The program ended as signal N came, of it or of its own
     # handler's exit: `unknown:N` (128+N from the first `wait`), and the wrapper exits 128+N
-    if [ -n "${BASH_VERSION-}" ]; then
+    if [ -n "$_je_bash" ]; then
         case $_je_nl$(jobs -pr)$_je_nl in *"$_je_nl$_je_pid$_je_nl"*) _je_how=unknown; break ;; esac
     fi
     wait "$_je_pid" 2>/dev/null; _je_rc2=$?

@@ -780,3 +780,18 @@ def test_a_clock_with_a_decimal_comma_still_writes_epochs_the_ledger_reads(tmp_p
     assert list(state.ranks) == [0] and state.ranks[0].exit == "0", ledger(run, "start")
     if shell == "dash":  # bash and busybox ash keep their own $EPOCHREALTIME: only dash asks `date`
         assert state.ranks[0].started == 1795591864.645277
+
+
+@pytest.mark.parametrize("shell", [s for s in ("dash", "busybox") if s in RUNS])
+def test_bash_variables_inherited_by_another_shell_are_not_trusted(tmp_path, shell):
+    """dash and ash take EPOCHREALTIME, RANDOM and BASH_VERSION from the environment as plain
+    variables: a clock that never moves would stamp every line with one time, and a wrapper
+    that took itself for bash would skip its own job table (the rank's signal then hedged)."""
+    run = tmp_path / "run"
+    run.mkdir()
+    env = {"JOBENV_RUN_DIR": str(run), "EPOCHREALTIME": "5.5", "RANDOM": "7", "BASH_VERSION": "5.2.15(1)-release"}
+    before = time.time()
+    p = wrap(env, ["/bin/sh", "-c", "kill -TERM $$"], shell=shell)
+    assert (p.returncode, how(run)) == (-signal.SIGTERM, "signal:15"), p.stderr
+    (start,) = ledger(run, "start")
+    assert before - 1 < float(start[4]) < time.time() + 1
