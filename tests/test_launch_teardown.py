@@ -43,5 +43,7 @@ def test_excused_only_when_every_rank_finished_cleanly():
     assert teardown.excused(_state((True, "0"), (True, "0")), 2) is None  # nothing to excuse
     assert teardown.excused(_state((True, "signal 6"), (False, "signal 9")), 2) is None
     assert teardown.excused(_state((True, "signal 6"), (True, "3")), 2) is None
+    assert teardown.excused(_state((True, "either 6"), (True, "unknown 15")), 2) is not None  # hedged ends
+    assert teardown.excused(_state((True, "either 6"), (False, "0")), 2) is None
     assert teardown.excused(_state((True, "signal 6")), 2) is None  # rank 1 never recorded
     assert teardown.excused(_state((True, "signal 6"), (True, None)), 2) is not None  # killed with its wrapper

@@ -19,9 +19,11 @@ if TYPE_CHECKING:
 
 
 def _after_clean(r: ranks.RankState) -> bool:
-    """Ended after its program finished cleanly: by a signal, or with no end recorded (the
-    launcher ended its wrapper after another rank's abort)."""
-    return r.clean and (r.exit is None or r.exit.startswith("signal") or r.exit in ("lost", "vanished"))
+    """Ended after its program finished cleanly: by a signal (or 128+N the shell could not tell
+    from one, ranks.hedged), or with no end recorded (the launcher ended its wrapper after
+    another rank's abort)."""
+    return r.clean and (r.exit is None or r.exit.startswith("signal") or r.exit in ("lost", "vanished")
+                        or ranks.hedged(r.exit)[1] is not None)
 
 
 def excused(state: ranks.RunState, nranks: int) -> Optional[List[str]]:

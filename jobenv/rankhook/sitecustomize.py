@@ -7,7 +7,7 @@ host's ledger, and JOBENV_HOOK_RANK), and then:
   clock ticks after boot, field 22 of /proc/<pid>/stat: the host agent signals the pid only while
   it still names this process, never one that got the pid after we exited), and at exit
   `clean <R> <epoch>` when the program's main finished without an unhandled exception or a
-  non-zero sys.exit: the supervisor tells a rank that aborted during interpreter teardown from
+  non-zero sys.exit, exit or quit: the supervisor tells a rank that aborted during interpreter teardown from
   one that failed, and the agent signals the rank's Python no more (it is exiting);
 - waits, at exit, until torch's gloo worker threads are idle (see `_quiesce`);
 - turns faulthandler on for fatal signals, and on JOBENV_DUMP_SIGNAL writes every thread's
@@ -22,6 +22,10 @@ hook must never break a program.
 import os
 import stat  # os imported it already
 import sys
+
+TYPE_CHECKING = False  # `typing` is not imported in a rank for this
+if TYPE_CHECKING:
+    from typing import Callable
 
 _DIR = os.path.dirname(os.path.abspath(__file__))
 _RANK_VARS = ("JOBENV_LEDGER", "JOBENV_HOOK_RANK")
@@ -221,6 +225,16 @@ def _arm_dump(rank: str) -> None:
     _thread.start_new_thread(_collector, (rfd, run_dir, rank))
 
 
+def _noting(real: "Callable[..., None]", armed: _Armed) -> "Callable[..., None]":
+    """sys.exit, exit or quit, remembering its status for `clean` (a bare `raise SystemExit(n)`
+    leaves no trace an atexit callback can see)."""
+    def exit_noting(status: "str | int | None" = None) -> None:
+        armed.status = status
+        real(status)
+
+    return exit_noting
+
+
 def _arm(ledger: str, rank: str) -> None:
     import atexit
     import faulthandler
@@ -228,15 +242,14 @@ def _arm(ledger: str, rank: str) -> None:
     if not (rank.isdigit() and len(rank) < 10 and os.path.isabs(ledger)):
         return
     armed = _Armed(_open_ledger(ledger), rank)
-    real_exit = sys.exit
-
-    def exit_noting(status: "str | int | None" = None) -> None:  # sys.exit, remembering its status for `clean`
-        armed.status = status
-        real_exit(status)
-
     armed.note(f"hook {rank} {armed.pid} {armed.started}")
     atexit.register(armed.at_exit)
-    sys.exit = exit_noting  # type: ignore[assignment]
+    sys.exit = _noting(sys.exit, armed)  # type: ignore[assignment]
+    import builtins  # loaded already: exit() and quit() (site's), which scripts call too
+
+    for name in ("exit", "quit"):
+        if callable(getattr(builtins, name, None)):
+            setattr(builtins, name, _noting(getattr(builtins, name), armed))
     if not faulthandler.is_enabled():
         faulthandler.enable()
     _arm_dump(rank)
