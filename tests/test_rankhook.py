@@ -129,7 +129,10 @@ def test_dumps_a_rank_blocked_in_a_gloo_all_reduce(tmp_path):
 
 @pytest.mark.parametrize("ending,code,clean", [("pass", 0, True), ("sys.exit(0)", 0, True), ("sys.exit(3)", 3, False),
                                                ("1/0", 1, False), ("exit(3)", 3, False), ("quit('bye')", 1, False),
-                                               ("exit(0)", 0, True), ("exit()", 0, True)])
+                                               ("exit(0)", 0, True), ("exit()", 0, True), ("exit(code=3)", 3, False),
+                                               ("quit(code=0)", 0, True),
+                                               ("import _sitebuiltins as s; assert isinstance(exit, s.Quitter)"
+                                                " and 'Ctrl-D' in repr(quit) and exit.eof", 0, True)])
 def test_clean_only_when_main_finished_well(tmp_path, ending, code, clean):
     """`clean` excuses a teardown abort, so it is never written for a failing program; the exit code stays
     the program's."""

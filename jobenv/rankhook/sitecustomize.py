@@ -7,7 +7,7 @@ host's ledger, and JOBENV_HOOK_RANK), and then:
   clock ticks after boot, field 22 of /proc/<pid>/stat: the host agent signals the pid only while
   it still names this process, never one that got the pid after we exited), and at exit
   `clean <R> <epoch>` when the program's main finished without an unhandled exception or a
-  non-zero sys.exit, exit or quit: the supervisor tells a rank that aborted during interpreter teardown from
+  non-zero sys.exit, exit() or quit(): the supervisor tells a rank that aborted during interpreter teardown from
   one that failed, and the agent signals the rank's Python no more (it is exiting);
 - waits, at exit, until torch's gloo worker threads are idle (see `_quiesce`);
 - turns faulthandler on for fatal signals, and on JOBENV_DUMP_SIGNAL writes every thread's
@@ -226,13 +226,41 @@ def _arm_dump(rank: str) -> None:
 
 
 def _noting(real: "Callable[..., None]", armed: _Armed) -> "Callable[..., None]":
-    """sys.exit, exit or quit, remembering its status for `clean` (a bare `raise SystemExit(n)`
-    leaves no trace an atexit callback can see)."""
-    def exit_noting(status: "str | int | None" = None) -> None:
-        armed.status = status
-        real(status)
+    """sys.exit, remembering the status it raises for `clean` (a bare `raise SystemExit(n)`
+    leaves no trace an atexit callback can see); any arguments pass through as they came."""
+    def exit_noting(*args: object, **kwargs: object) -> None:
+        try:
+            real(*args, **kwargs)
+        except SystemExit as e:
+            armed.status = e.code
+            raise
 
     return exit_noting
+
+
+def _watch_quitters(armed: _Armed) -> None:
+    """exit() and quit(), site's Quitter objects, which scripts call too: each replaced by an
+    instance of a subclass that notes the status, so that repr, isinstance, `eof` and
+    `exit(code=3)` stay as they were."""
+    import builtins
+
+    for name in ("exit", "quit"):
+        old = getattr(builtins, name, None)
+        base = type(old)
+        if old is None or not callable(old) or not hasattr(old, "__dict__"):
+            continue
+
+        class Noting(base):  # type: ignore[misc,valid-type]
+            def __call__(self, *args: object, **kwargs: object) -> None:
+                try:
+                    super().__call__(*args, **kwargs)
+                except SystemExit as e:
+                    armed.status = e.code
+                    raise
+
+        new = object.__new__(Noting)
+        new.__dict__.update(old.__dict__)
+        setattr(builtins, name, new)
 
 
 def _arm(ledger: str, rank: str) -> None:
@@ -245,11 +273,7 @@ def _arm(ledger: str, rank: str) -> None:
     armed.note(f"hook {rank} {armed.pid} {armed.started}")
     atexit.register(armed.at_exit)
     sys.exit = _noting(sys.exit, armed)  # type: ignore[assignment]
-    import builtins  # loaded already: exit() and quit() (site's), which scripts call too
-
-    for name in ("exit", "quit"):
-        if callable(getattr(builtins, name, None)):
-            setattr(builtins, name, _noting(getattr(builtins, name), armed))
+    _watch_quitters(armed)
     if not faulthandler.is_enabled():
         faulthandler.enable()
     _arm_dump(rank)
