@@ -72,9 +72,11 @@ Environment protocol (set by `jobenv launch` on the launcher's environment):
                     signal N that cut it short (a forwarded one; bash's CHLD trap in
                     POSIX mode, i.e. bash as /bin/sh): above 128 with the program gone
                     a second `wait` gives its status while the shell holds it, and the
-                    job table (`jobs -l`: dash and ash keep it after `wait`, bash's CHLD
-                    trap saves it before, in $(jobs -l) with CHLD ignored from then on) says
-                    exit N or signal; dash and ash empty the table in a subshell, so theirs
+                    job table (`jobs -l`: dash and ash keep it after `wait`, and read after
+                    the second one, which frees it; bash's CHLD trap saves it before, in
+                    $(jobs -l) with CHLD ignored from then on) says exit N or signal;
+                    bash as sh can cut that second `wait` short with a stale SIGCHLD after
+                    dropping the status (145): recorded as unknown:N, N of the first; dash and ash empty the table in a subshell, so theirs
                     goes to a new file of an unguessable name (/proc's uuid) in
                     ${TMPDIR:-/tmp}, node-local, removed at once (only for a status above
                     128).  128+N with no table line for the program (bash when it ends

@@ -387,11 +387,12 @@ set -C
 _je_new() {
     if [ -e "$1" ] || [ -L "$1" ]; then _je_die "$1 exists; refusing to write through it"; fi
 }
-# bash's $RANDOM and $EPOCHREALTIME change at each read; in dash and ash they, and BASH_VERSION,
-# are plain variables an odd environment may carry: each trusted only when it changes
+# bash's $RANDOM and $EPOCHREALTIME change at each read and its $BASHPID is $$; in dash they, and
+# BASH_VERSION, are plain variables an odd environment may carry (ash's $RANDOM changes too, but
+# it has no BASHPID): each trusted only when it behaves as bash's
 _je_x=${EPOCHREALTIME-} _je_y=${RANDOM-}
 _je_bash= _je_rt=
-[ -z "${BASH_VERSION-}" ] || [ "$_je_y" = "${RANDOM-}" ] || _je_bash=1
+[ -z "${BASH_VERSION-}" ] || [ "${BASHPID-}" != "$$" ] || [ "$_je_y" = "${RANDOM-}" ] || _je_bash=1
 [ -z "$_je_x" ] || [ "$_je_x" = "${EPOCHREALTIME-}" ] || _je_rt=1
 _je_now() {  # seconds since 1970 in $_je_t, with a '.' (bash writes $EPOCHREALTIME with the locale's ',')
     if [ -n "$_je_rt" ]; then _je_t=$EPOCHREALTIME; else _je_t=$(date +%s.%N 2>/dev/null) || _je_t=; fi
@@ -628,7 +629,6 @@ while :; do
     wait "$_je_pid"; _je_rc=$?
     [ "$_je_rc" -gt 128 ] || break
     if ! _je_gone "$_je_pid"; then continue; fi
-    if [ -n "$_je_led" ] && [ -z "$_je_bash" ]; then _je_jobs; fi
     # bash (5.2 at least) loses the status of a program that ends as a trapped signal N reaches
     # the wrapper too (scancel and srun signal every process of the step): its handler jumps out
     # of `wait` past the reaped status, and the job stays "running" (a `wait` would say -1, or
@@ -636,8 +636,14 @@ while :; do
     # handler's exit: `unknown:N` (128+N from the first `wait`), and the wrapper exits 128+N
     if [ -n "$_je_bash" ]; then
         case $_je_nl$(jobs -pr)$_je_nl in *"$_je_nl$_je_pid$_je_nl"*) _je_how=unknown; break ;; esac
+        # the CHLD trap has run by now (bash runs pending traps before each command) and saved the
+        # table; no trap may cut the second `wait` short: in POSIX mode that drops the status first
+        trap '' CHLD
     fi
     wait "$_je_pid" 2>/dev/null; _je_rc2=$?
+    # dash and ash keep the job after `wait` (a second one says its status again, never the status
+    # of a trap that cut the first short) and free it at `jobs -l`: the table after it
+    if [ -n "$_je_led" ] && [ -z "$_je_bash" ]; then _je_jobs; fi
     break
 done
 trap - CHLD
@@ -656,6 +662,11 @@ if [ -n "$_je_rc2" ]; then
 fi
 case $_je_how:$_je_rc2 in
 exit:*|*:|*:127) ;;
+# bash in POSIX mode keeps a SIGCHLD that came while a TERM cut the first `wait` short, and it
+# cuts the second short too (128+17: SIGCHLD is 17 on x86, ARM and POWER), after dropping the
+# status: the program ended as the first signal came, its status lost (a program never dies of
+# SIGCHLD, and an exit 145 has its table line)
+*:145) if [ -n "$_je_bash" ]; then _je_how=unknown; else _je_rc=$_je_rc2; fi ;;
 *) _je_rc=$_je_rc2 ;;
 esac
 # 128+N with no job-table line: signal N or exit 128+N, the shell cannot tell.  bash when the
