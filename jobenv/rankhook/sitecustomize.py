@@ -68,7 +68,7 @@ class _Armed:
 
     def __init__(self, fd: int, rank: str) -> None:
         self.fd, self.rank, self.pid, self.started = fd, rank, os.getpid(), _started()
-        self.status: "str | int | None" = None  # the last sys.exit argument
+        self.status: object = None  # the code of the last SystemExit an exit raised
         self.ident = _ident(fd)
 
     def note(self, line: str) -> None:
@@ -225,17 +225,20 @@ def _arm_dump(rank: str) -> None:
     _thread.start_new_thread(_collector, (rfd, run_dir, rank))
 
 
-def _noting(real: "Callable[..., None]", armed: _Armed) -> "Callable[..., None]":
-    """sys.exit, remembering the status it raises for `clean` (a bare `raise SystemExit(n)`
-    leaves no trace an atexit callback can see); any arguments pass through as they came."""
-    def exit_noting(*args: object, **kwargs: object) -> None:
-        try:
-            real(*args, **kwargs)
-        except SystemExit as e:
-            armed.status = e.code
-            raise
+def _exit_noting(armed: _Armed, real: "Callable[..., None]", args: "tuple[object, ...]", kwargs: "dict[str, object]") -> None:
+    """Call an exit (sys.exit, exit, quit) as it was called, remembering the status of the
+    SystemExit it raises for `clean` (a bare `raise SystemExit(n)` leaves no trace an atexit
+    callback can see)."""
+    try:
+        real(*args, **kwargs)
+    except SystemExit as e:
+        armed.status = e.code
+        raise
 
-    return exit_noting
+
+def _noting(real: "Callable[..., None]", armed: _Armed) -> "Callable[..., None]":
+    """sys.exit, remembering its status."""
+    return lambda *args, **kwargs: _exit_noting(armed, real, args, kwargs)
 
 
 def _watch_quitters(armed: _Armed) -> None:
@@ -246,17 +249,12 @@ def _watch_quitters(armed: _Armed) -> None:
 
     for name in ("exit", "quit"):
         old = getattr(builtins, name, None)
-        base = type(old)
         if old is None or not callable(old) or not hasattr(old, "__dict__"):
             continue
 
-        class Noting(base):  # type: ignore[misc,valid-type]
+        class Noting(type(old)):  # type: ignore[misc]
             def __call__(self, *args: object, **kwargs: object) -> None:
-                try:
-                    super().__call__(*args, **kwargs)
-                except SystemExit as e:
-                    armed.status = e.code
-                    raise
+                _exit_noting(armed, super().__call__, args, kwargs)
 
         new = object.__new__(Noting)
         new.__dict__.update(old.__dict__)
