@@ -407,6 +407,16 @@ def ledger(run, kind="end", rank=None):
             if line.split()[0] == kind and (rank is None or line.split()[1] == str(rank))]
 
 
+def start_line(run, timeout=20):
+    """The words of the (one) rank's `start` line, once its wrapper wrote it."""
+    deadline = time.monotonic() + timeout
+    while not (list(run.glob("*.ledger")) and ledger(run, "start")):
+        assert time.monotonic() < deadline, "the wrapper never wrote its start line"
+        time.sleep(0.02)
+    (start,) = ledger(run, "start")
+    return start
+
+
 def how(run, rank=None):
     """exit:N or signal:N of the (one) rank's `end` line."""
     (end,) = ledger(run, "end", rank)
@@ -442,10 +452,7 @@ def test_supervised_wrapper_forwards_term_and_keeps_stdin(tmp_path):
     for f in run.iterdir():
         f.unlink()
     proc = subprocess.Popen(["dash", WRAPPER, "sleep", "60"], env={"PATH": "/usr/bin:/bin", **env})
-    deadline = time.time() + 20
-    while not list(run.glob("*.ledger")) or not ledger(run, "start"):
-        assert time.time() < deadline
-        time.sleep(0.05)
+    start_line(run)
     time.sleep(0.2)
     proc.send_signal(signal.SIGTERM)
     assert proc.wait(timeout=20) == -signal.SIGTERM
@@ -815,11 +822,7 @@ def test_a_program_killed_as_its_wrapper_gets_sigterm_is_named_by_its_own_signal
         proc = subprocess.Popen([argv0, WRAPPER, "sleep", "30"], executable=exe, stdin=subprocess.DEVNULL,
                                 env={"PATH": "/usr/bin:/bin", "JOBENV_RUN_DIR": str(run)})
         try:
-            deadline = time.monotonic() + 20
-            while not (list(run.glob("*.ledger")) and ledger(run, "start")):
-                assert time.monotonic() < deadline, "the wrapper never wrote its start line"
-                time.sleep(0.02)
-            os.kill(int(ledger(run, "start")[0][3]), signal.SIGKILL)
+            os.kill(int(start_line(run)[3]), signal.SIGKILL)
             proc.send_signal(signal.SIGTERM)
             got.append((proc.wait(timeout=30), how(run)))
         finally:
