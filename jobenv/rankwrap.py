@@ -42,12 +42,12 @@ Environment protocol (set by `jobenv launch` on the launcher's environment):
                       ack <seq> <verb> <epoch>   (agent: request <seq> carried out here)
                     and, from the rank's Python hook, `hook <rank> <pid> <start> <epoch>`
                     (<start>: the Python's start time, clock ticks after boot, field 22 of
-                    /proc/<pid>/stat) and `clean <rank> <epoch>`.  <epoch> is seconds since 1970 (bash:
-                    $EPOCHREALTIME, trusted only when two reads differ: elsewhere it, $RANDOM
-                    and BASH_VERSION may be plain inherited variables; else `date +%s.%N`, one fork, only on this supervised
-                    path).  The ledger is refused (exit 5) when its name is a link or not a
-                    regular file.  The program gets JOBENV_LEDGER (that path) and
-                    JOBENV_HOOK_RANK (its rank).
+                    /proc/<pid>/stat) and `clean <rank> <epoch>`.  <epoch> is seconds since 1970
+                    (bash: $EPOCHREALTIME, trusted only when two reads differ: elsewhere it,
+                    $RANDOM and BASH_VERSION may be plain inherited variables; else
+                    `date +%s.%N`, one fork, only on this supervised path).  The ledger is
+                    refused (exit 5) when its name is a link or not a regular file.  The
+                    program gets JOBENV_LEDGER (that path) and JOBENV_HOOK_RANK (its rank).
                     The host agent: the wrapper whose O_EXCL create of `agent-<H>` succeeds
                     (tried before it starts its program, which so stays the shell's last
                     background job, and again after its `start` line; the loop waits up to
@@ -68,26 +68,26 @@ Environment protocol (set by `jobenv launch` on the launcher's environment):
                     every running program), each once, with an `ack` line; and ends, removing
                     agent-<H>, when no rank of the host runs (a `start` written before that
                     removal keeps it going; one after it makes its wrapper the next agent).
-                    `wait` gives 128+N for exit 128+N, for signal N and for a trapped
-                    signal N that cut it short (a forwarded one; bash's CHLD trap in
-                    POSIX mode, i.e. bash as /bin/sh): above 128 with the program gone
-                    a second `wait` gives its status while the shell holds it, and the
-                    job table (`jobs -l`: dash and ash keep it after `wait`, and read after
-                    the second one, which frees it; bash's CHLD trap saves it before, in
-                    $(jobs -l) with CHLD ignored from then on) says exit N or signal;
-                    bash as sh can cut that second `wait` short with a stale SIGCHLD after
-                    dropping the status (145): recorded as unknown:N, N of the first; dash and ash empty the table in a subshell, so theirs
-                    goes to a new file of an unguessable name (/proc's uuid) in
-                    ${TMPDIR:-/tmp}, node-local, removed at once (only for a status above
-                    128).  128+N with no table line for the program (bash when it ends
-                    as `wait` begins: the CHLD trap runs after `wait` dropped its job;
-                    a table that could not be saved) is either:N, signal N or exit
-                    128+N, never a guess; the wrapper exits 128+N.  bash can lose the status of a program that
-                    ends as a trapped signal N reaches the wrapper too (its job stays
-                    running in `jobs -pr`): recorded as unknown:N, the wrapper exits 128+N.
-                    USR1 and USR2 (a pre-emption warning to the whole step) are ignored
-                    by the wrapper once its program runs, and by the agent.  No `end`: the rank never finished (its wrapper
-                    killed with SIGKILL: the agent's `lost`; the host lost: a stale beat).
+                    `wait` gives 128+N for exit 128+N, for signal N and for a trapped signal N
+                    that cut it short (a forwarded one; bash's CHLD trap in POSIX mode, i.e.
+                    bash as /bin/sh): above 128 with the program gone a second `wait` gives its
+                    status while the shell holds it, and the job table (`jobs -l`: dash and ash
+                    keep it after `wait`, and read after the second one, which frees it; bash's
+                    CHLD trap saves it before, in $(jobs -l) with CHLD ignored from then on)
+                    says exit N or signal; bash as sh can cut that second `wait` short with a
+                    stale SIGCHLD after dropping the status (145): recorded as unknown:N, N of
+                    the first; dash and ash empty the table in a subshell, so theirs goes to a
+                    new file of an unguessable name (/proc's uuid) in ${TMPDIR:-/tmp},
+                    node-local, removed at once (only for a status above 128).  128+N with no
+                    table line for the program (bash when it ends as `wait` begins: the CHLD
+                    trap runs after `wait` dropped its job; a table that could not be saved) is
+                    either:N, signal N or exit 128+N, never a guess; the wrapper exits 128+N.
+                    bash can lose the status of a program that ends as a trapped signal N
+                    reaches the wrapper too (its job stays running in `jobs -pr`): recorded as
+                    unknown:N, the wrapper exits 128+N. USR1 and USR2 (a pre-emption warning to
+                    the whole step) are ignored by the wrapper once its program runs, and by the
+                    agent.  No `end`: the rank never finished (its wrapper killed with SIGKILL:
+                    the agent's `lost`; the host lost: a stale beat).
 - JOBENV_LOG_DIR    a directory; the program's stdout and stderr go to rank-<RANK>.log
                     there (and not to the launcher's output); `jobenv launch` checks it is
                     the user's own and removes the previous attempt's logs first.

@@ -7,8 +7,9 @@ host's ledger, and JOBENV_HOOK_RANK), and then:
   clock ticks after boot, field 22 of /proc/<pid>/stat: the host agent signals the pid only while
   it still names this process, never one that got the pid after we exited), and at exit
   `clean <R> <epoch>` when the program's main finished without an unhandled exception or a
-  non-zero sys.exit, exit() or quit(): the supervisor tells a rank that aborted during interpreter teardown from
-  one that failed, and the agent signals the rank's Python no more (it is exiting);
+  non-zero sys.exit, exit() or quit(): the supervisor tells a rank that aborted during
+  interpreter teardown from one that failed, and the agent signals the rank's Python no more
+  (it is exiting);
 - waits, at exit, until torch's gloo worker threads are idle (see `_quiesce`);
 - turns faulthandler on for fatal signals, and on JOBENV_DUMP_SIGNAL writes every thread's
   stack to <JOBENV_RUN_DIR>/stacks/rank-<R>.<seq>.txt, even while the main thread is blocked
@@ -225,7 +226,8 @@ def _arm_dump(rank: str) -> None:
     _thread.start_new_thread(_collector, (rfd, run_dir, rank))
 
 
-def _exit_noting(armed: _Armed, real: "Callable[..., None]", args: "tuple[object, ...]", kwargs: "dict[str, object]") -> None:
+def _exit_noting(armed: _Armed, real: "Callable[..., None]", args: "tuple[object, ...]",
+                 kwargs: "dict[str, object]") -> None:
     """Call an exit (sys.exit, exit, quit) as it was called, remembering the status of the
     SystemExit it raises for `clean` (a bare `raise SystemExit(n)` leaves no trace an atexit
     callback can see)."""
