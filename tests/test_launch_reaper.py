@@ -4,6 +4,7 @@ from __future__ import annotations
 import os
 import signal
 import subprocess
+import time
 
 import pytest
 
@@ -19,6 +20,12 @@ def test_marked_processes_are_signalled_through_a_pidfd_never_by_number(tmp_path
     mark = b"JOBENV_RUN_DIR=" + os.fsencode(tmp_path)
     proc = subprocess.Popen(["sleep", "60"], env={"PATH": "/usr/bin:/bin", "JOBENV_RUN_DIR": str(tmp_path)})
     try:
+        # the scan reads /proc/<pid>/environ: wait until it shows the child's (a CI run once
+        # found no marked process right after Popen returned)
+        deadline = time.monotonic() + 10
+        while reaper.marked(mark) != [proc.pid] and time.monotonic() < deadline:
+            time.sleep(0.01)
+
         def by_number(pid, sig):
             raise AssertionError(f"os.kill({pid}, {sig}): by number")
 
@@ -27,5 +34,6 @@ def test_marked_processes_are_signalled_through_a_pidfd_never_by_number(tmp_path
         monkeypatch.undo()
         assert proc.wait(timeout=10) == -signal.SIGTERM
     finally:
+        monkeypatch.undo()
         proc.kill()
         proc.wait()
