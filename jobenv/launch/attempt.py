@@ -8,6 +8,7 @@ private hostfile.
 from __future__ import annotations
 
 import os
+import sys
 import time
 
 from ..errors import BadInput, JobenvError
@@ -126,6 +127,7 @@ def attempt_env(plan: Attempt, base_env: Mapping[str, str], run_dir: str, log_di
     env = {k: v for k, v in base_env.items() if k not in LAUNCH_SETS}
     env.update(JOBENV_RUN_DIR=run_dir, JOBENV_LAUNCH_TIME=f"{time.time():.6f}", JOBENV_GPU_BIND=gpu_bind)
     env["JOBENV_DUMP_SIGNAL"] = str(DUMP_SIGNAL)
+    env["JOBENV_PYTHON"] = sys.executable  # runs each rank's keeper (jobenv/rank/keeper.py)
     if log_dir:
         env["JOBENV_LOG_DIR"] = log_dir
     if hook:

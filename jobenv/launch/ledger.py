@@ -24,7 +24,7 @@ LINE_BYTES = 512  # the wrapper's lines are shorter (appends of that size never 
 
 class RankState:
     __slots__ = ("rank", "host", "started", "exit", "ended", "pid", "wrapper_pid", "hook_pid", "hook_start", "clean",
-                 "lost")
+                 "clean_pid", "lost")
 
     def __init__(self, rank: int) -> None:
         self.rank = rank
@@ -35,13 +35,16 @@ class RankState:
         self.exit: Optional[str] = None
         self.ended: Optional[float] = None
         self.pid: Optional[int] = None  # the program's
-        self.wrapper_pid: Optional[int] = None
+        self.wrapper_pid: Optional[int] = None  # the rank keeper's (jobenv/rank/keeper.py)
         # the rank's running hooked Python, the one the host agent sends the dump signal: the newest
         # `hook` line's pid and start time (clock ticks after boot), None once that Python wrote
         # `clean` (it is exiting) or when the line has no start time (an older hook's: not signalled)
         self.hook_pid: Optional[int] = None
         self.hook_start: Optional[int] = None
         self.clean = False  # the hook saw the (newest hooked Python's) main finish (atexit)
+        # the pid of the Python that wrote `clean`: the excuse for a teardown abort holds only when it
+        # is the program the keeper started and saw end (not `python3 prep.py && exec ./solver`)
+        self.clean_pid: Optional[int] = None
         self.lost = False
 
     @property
@@ -78,7 +81,7 @@ def _ticks(text: str) -> Optional[int]:
 def _apply(state: RunState, host: HostState, line: str) -> None:
     """One ledger line into `state`; a line that does not parse changes nothing."""
     words = line.split()
-    if len(words) < 3 or len(words) > 5:
+    if len(words) < 3 or len(words) > 7:
         return
     kind, num, when = words[0], _num(words[1]), _float(words[-1])
     if num is None or when is None:
@@ -94,8 +97,8 @@ def _apply(state: RunState, host: HostState, line: str) -> None:
     if r.host != host.name:
         r.host = host.name
         host.ranks.append(num)
-    if kind == "start" and len(words) == 5:
-        r.wrapper_pid, r.pid, r.started = _num(words[2]), _num(words[3]), when
+    if kind == "start" and len(words) == 7:  # start R KPID KSTART PID PSTART EPOCH (jobenv/rank/keeper.py)
+        r.wrapper_pid, r.pid, r.started = _num(words[2]), _num(words[4]), when
     elif kind == "end" and len(words) == 4:
         r.exit, r.ended = normalize(words[2]), when
     elif kind == "hook" and len(words) in (4, 5):  # the rank's next Python (`prep.py; train.py`) supersedes the last
@@ -103,7 +106,7 @@ def _apply(state: RunState, host: HostState, line: str) -> None:
         r.hook_pid, r.hook_start = (pid, start) if pid is not None and start is not None else (None, None)
         r.clean = False
     elif kind == "clean" and len(words) == 3:
-        r.clean, r.hook_pid, r.hook_start = True, None, None
+        r.clean, r.clean_pid, r.hook_pid, r.hook_start = True, r.hook_pid, None, None
     elif kind == "lost" and len(words) == 3:
         r.lost = True
         if r.exit is None:

@@ -7,7 +7,9 @@ launcher killing the others after it) or is lost, did all its work: when every r
 attempt is like that or exited 0, `jobenv launch` exits 0 and names those ranks as warnings.
 Any rank without `clean` (a program that failed, used os._exit, or ran without the hook), or
 ending with a non-zero exit code, keeps the launcher's failure: the policy never hides a failure
-the program itself reported.
+the program itself reported.  `clean` counts only from the process that ended: the Python whose
+`hook` line names the pid the rank keeper started (`python3 prep.py && exec ./solver` whose solver
+dies of SIGSEGV has a clean prep.py, a different process: a failure).
 """
 from __future__ import annotations
 
@@ -22,7 +24,7 @@ def _after_clean(r: ranks.RankState) -> bool:
     """Ended after its program finished cleanly: by a signal (or 128+N the shell could not tell
     from one, ranks.hedged), or with no end recorded (the launcher ended its wrapper after
     another rank's abort)."""
-    return r.clean and (r.exit is None or r.exit.startswith("signal") or r.exit in ("lost", "vanished")
+    return r.clean and r.clean_pid is not None and r.clean_pid == r.pid and (r.exit is None or r.exit.startswith("signal") or r.exit in ("lost", "vanished")
                         or ranks.hedged(r.exit)[1] is not None)
 
 
