@@ -49,7 +49,10 @@ _SECONDS = Seconds(above=True)
 @click.option("--gpu-bind", is_flag=True, help="One GPU per local rank, as the profile's gpu_bind maps them.")
 @click.option("--no-python", "no_python", is_flag=True, help="Do not re-activate the job's saved Python environment.")
 @click.option("--no-hook", "no_hook", is_flag=True,
-              help="Leave jobenv's hook (stack dumps, clean-exit record) off the ranks' PYTHONPATH.")
+              help="Leave jobenv's hook (the clean-exit record, gloo's teardown wait) off the ranks' PYTHONPATH.")
+@click.option("--stacks", "stacks", is_flag=True,
+              help="Arm Python's faulthandler in each rank for `jobenv stacks` and the stacks at a time limit "
+                   "(a handler for signal 38 and one open file per rank: the one visible difference).")
 @click.option("--requeue", is_flag=True,
               help="On SIGUSR1/SIGUSR2/SIGTERM (pre-emption): pass it to every rank, wait --grace, requeue the job "
                    "(else resubmit its batch script once). The batch script must `exec jobenv launch ...`.")
@@ -60,7 +63,7 @@ def launch(job: Optional[str], allow_stale: bool, dry_run: bool, nranks: Optiona
            nhosts: Optional[int], nproc_per_node: Optional[str], nnodes: Optional[str], hosts: Optional[str],
            exclude: Optional[str], launcher_args: Tuple[str, ...], label: bool, log_dir: Optional[str], tee: Optional[str],
            timeout: Optional[float], idle_timeout: Optional[float], retries: int, spare_nodes: int,
-           exclude_failed: bool, gpu_bind: bool, no_python: bool, no_hook: bool, requeue: bool,
+           exclude_failed: bool, gpu_bind: bool, no_python: bool, no_hook: bool, stacks: bool, requeue: bool,
            grace: Optional[float], command: Tuple[str, ...]) -> None:
     """Run COMMAND on every rank of the job: jobenv launch [OPTIONS] -- python3 train.py
 
@@ -90,6 +93,8 @@ def launch(job: Optional[str], allow_stale: bool, dry_run: bool, nranks: Optiona
                      spare_nodes=spare_nodes)
     if grace is not None and not requeue:
         raise click.UsageError("--grace needs --requeue")
+    if stacks and no_hook:
+        raise click.UsageError("--stacks needs the hook: drop --no-hook")
     try:
         extra = [a for text in launcher_args for a in shlex.split(text)]
     except ValueError as exc:
@@ -98,7 +103,7 @@ def launch(job: Optional[str], allow_stale: bool, dry_run: bool, nranks: Optiona
                        log_dir=os.path.abspath(log_dir) if log_dir else None,
                        limits=Limits(timeout, idle_timeout), retries=retries, exclude_failed=exclude_failed,
                        gpu_bind=gpu_bind, python=not no_python, spares=spare_nodes, tee=tee_ranks(tee or "0"),
-                       hook=not no_hook, requeue=requeue, grace=grace)
+                       hook=not no_hook, stacks=stacks, requeue=requeue, grace=grace)
     raise click.exceptions.Exit(start(job, allow_stale, list(command), opts, os.environ, warn, dry_run))
 
 

@@ -131,7 +131,7 @@ def script_path() -> str:
 # the environment (a nested launch, a user's export) is dropped, never trusted: a log or
 # run directory reaches the wrapper only after the launch has checked it is the user's own.
 LAUNCH_SETS = ("JOBENV_RUN_DIR", "JOBENV_LOG_DIR", "JOBENV_HOSTFILE", "JOBENV_GPU_BIND", "JOBENV_LAUNCH_TIME",
-               "JOBENV_DUMP_SIGNAL", "JOBENV_LEDGER", "JOBENV_HOOK_RANK", "JOBENV_PYTHON")
+               "JOBENV_DUMP_SIGNAL", "JOBENV_LEDGER", "JOBENV_HOOK_RANK", "JOBENV_PYTHON", "JOBENV_STACKS")
 
 
 def wrapper_argv() -> List[str]:

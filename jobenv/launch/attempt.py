@@ -118,9 +118,10 @@ def find_program(prog: str, environ: Mapping[str, str]) -> Optional[str]:
 
 
 def attempt_env(plan: Attempt, base_env: Mapping[str, str], run_dir: str, log_dir: Optional[str],
-                 gpu_bind: str, hook: bool = True) -> Dict[str, str]:
+                 gpu_bind: str, hook: bool = True, stacks: bool = False) -> Dict[str, str]:
     """The launcher's environment for one attempt; writes the attempt's hostfile when it has one.
-    With `hook`, the ranks' Python hook's directory goes first on PYTHONPATH (it removes itself)."""
+    With `hook`, the ranks' Python hook's directory goes first on PYTHONPATH (it removes itself);
+    with `stacks`, it arms faulthandler into the attempt's stacks/ (made here, private)."""
     hostfile = os.path.join(run_dir, "hostfile")
     from ..rankwrap import DUMP_SIGNAL, LAUNCH_SETS
 
@@ -132,6 +133,9 @@ def attempt_env(plan: Attempt, base_env: Mapping[str, str], run_dir: str, log_di
         env["JOBENV_LOG_DIR"] = log_dir
     if hook:
         env["PYTHONPATH"] = os.pathsep.join(p for p in (HOOK_DIR, env.get("PYTHONPATH")) if p)
+    if hook and stacks:
+        os.mkdir(os.path.join(run_dir, "stacks"), 0o700)
+        env["JOBENV_STACKS"] = "1"
     if plan.size.subset:  # the wrapper's node rank and MASTER_ADDR follow this launch's hosts
         ranks.write_private(hostfile, sizing.hostfile_text(plan.size))
         env["JOBENV_HOSTFILE"] = hostfile

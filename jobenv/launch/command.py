@@ -32,7 +32,8 @@ class Options:
                  label: bool = False, log_dir: Optional[str] = None, limits: Optional[supervise.Limits] = None,
                  retries: int = 0, exclude_failed: bool = False, gpu_bind: bool = False,
                  python: bool = True, spares: int = 0, tee: Optional[AbstractSet[int]] = frozenset({0}),
-                 hook: bool = True, requeue: bool = False, grace: Optional[float] = None) -> None:
+                 hook: bool = True, requeue: bool = False, grace: Optional[float] = None,
+                 stacks: bool = False) -> None:
         self.request = request or sizing.Request()
         self.launcher_args = list(launcher_args or [])
         self.label, self.log_dir = label, log_dir
@@ -42,6 +43,7 @@ class Options:
         self.spares = spares  # --spare-nodes: hosts held out of the first attempt
         self.tee = tee  # with log_dir: the ranks whose output the terminal gets too (None: all)
         self.hook = hook  # the ranks' Python hook (jobenv/rankhook) first on their PYTHONPATH
+        self.stacks = stacks  # the hook arms faulthandler for the dump signal (launch --stacks)
         self.requeue, self.grace = requeue, grace  # pre-emption: jobenv.launch.preempt
 
     @property
@@ -93,7 +95,7 @@ def run(rec: JobRecord, command: List[str], opts: Options, base_env: Mapping[str
         for w in warnings:
             _say(f"warning: {w}")
         snapshot: List[ranks.RunState] = []
-        env = attempt_env(plan, base_env, run_dir, log_dir, gpu_bind, opts.hook)
+        env = attempt_env(plan, base_env, run_dir, log_dir, gpu_bind, opts.hook, opts.stacks)
         env.update(JOBENV_RESTART_COUNT=str(failover.restart_count(attempt, before)),
                    JOBENV_MAX_RESTARTS=str(opts.retries))
         started = time.time()

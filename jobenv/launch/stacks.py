@@ -9,10 +9,12 @@ the reason (no hook in a program that is not Python or runs with --no-hook; a ho
 agent never acked the request; a rank stopped or deaf to the signal), and so is the rank
 silent longest.
 
-The dumps come from the rank's hook (jobenv/rankhook): CPython faulthandler's all-thread
-format, written to `<run>/stacks/rank-<R>.<seq>.txt` when the host agent passes on a
-`stacks` request (jobenv.launch.requests; `stacks:cont` at a time limit also resumes a
-stopped rank, whose dump is then delivered).  They stay in the run directory.
+The dumps come from the rank's hook (jobenv/rankhook) when the launch armed it (`--stacks`: a
+rank is otherwise left exactly as the bare launcher starts it): CPython faulthandler's
+all-thread format, appended by its C handler to `<run>/stacks/rank-<R>.<pid>.txt` (one file per
+Python process) when the host agent passes on a `stacks` request (jobenv.launch.requests;
+`stacks:cont` at a time limit also resumes a stopped rank, whose dump is then delivered).  A
+dump is what the file grew by after the request.  They stay in the run directory.
 
 Parsing, grouping and rendering are pure functions of the dumps' text; `collect` does the I/O.
 """
@@ -44,6 +46,7 @@ MAX_RANGES = 12  # pieces of a rank list printed ("0-5,7,9-12,...")
 _FRAME = re.compile(r'^\s+File "(.*)", line (\S+) in (.*)$')
 _THREAD = re.compile(r"^(Current thread|Thread) 0x[0-9a-fA-F]+ ")
 _NO_HOOK = "no hook (not a Python program, or --no-hook)"
+UNARMED = "no stacks: the ranks were launched without --stacks (jobenv launch --stacks arms faulthandler in each)"
 
 
 def parse(text: str) -> Optional[Stack]:
@@ -199,41 +202,47 @@ def _source_reader() -> Callable[[str, str], Optional[str]]:
     return source
 
 
-def _dumps(where: str, seq: int) -> Dict[int, str]:
-    """Rank -> path of its dump for request `seq`."""
-    from .ranks import rank_of
-
-    tail, out = f".{seq}.txt", {}
-    try:
-        names = os.listdir(where)
-    except OSError:
-        return {}
-    for name in names:
-        rank = rank_of(name[:-len(tail)] + ".txt", "rank-", ("txt",)) if name.endswith(tail) else None
-        if rank is not None:
-            out[rank] = os.path.join(where, name)
+def _sizes(where: str, pids: Mapping[int, int]) -> Dict[int, int]:
+    """Rank -> size of its Python's dump file (rank-<R>.<pid>.txt) now; absent when it has none."""
+    out = {}
+    for rank, pid in pids.items():
+        try:
+            out[rank] = os.lstat(os.path.join(where, f"rank-{rank}.{pid}.txt")).st_size
+        except OSError:
+            pass
     return out
 
 
-def _wait(ledgers: Ledgers, where: str, seq: int, hooked: Iterable[int], hosts: Iterable[str], deadline: float
-          ) -> Tuple[Dict[int, str], Dict[str, float]]:
-    """Poll until every host acked `seq` and every hooked rank dumped (or AFTER_ACKS_S after
-    the last ack, or `deadline`): the dumps' paths and the acks by host.  The ledgers are
-    read incrementally (only what was appended: 1,000 hosts polled every POLL_S)."""
-    want_ranks, want_hosts = set(hooked), set(hosts)
+def _wait(ledgers: Ledgers, where: str, seq: int, pids: Mapping[int, int], before: Mapping[int, int],
+          hosts: Iterable[str], deadline: float) -> Tuple[Dict[int, int], Dict[str, float]]:
+    """Poll until every host acked `seq` and every hooked rank's dump file grew (or AFTER_ACKS_S
+    after the last ack, or `deadline`): the ranks that dumped and the acks by host.  The ledgers
+    are read incrementally (only what was appended: 1,000 hosts polled every POLL_S)."""
+    want_hosts = set(hosts)
     start, all_acked = time.monotonic(), None
     while True:
-        acked = {name: h.acks[seq] for name, h in ledgers.poll().hosts.items() if seq in h.acks}
-        found = _dumps(where, seq)
+        acked = {h.name: h.acks[seq] for h in ledgers.poll().hosts.values() if seq in h.acks}
+        grown = {r: n for r, n in _sizes(where, pids).items() if n > before.get(r, 0)}
         now = time.monotonic()
         if want_hosts <= set(acked):
             all_acked = all_acked if all_acked is not None else now
-            if want_ranks <= set(found):
+            if set(pids) <= set(grown):
                 time.sleep(POLL_S)  # the last one may be mid-write: faulthandler writes line by line
-                return _dumps(where, seq), acked
+                return {r: n for r, n in _sizes(where, pids).items() if n > before.get(r, 0)}, acked
         if now - start >= deadline or all_acked is not None and now - all_acked >= AFTER_ACKS_S:
-            return found, acked
+            return grown, acked
         time.sleep(POLL_S)
+
+
+def _read_from(path: str, offset: int) -> str:
+    """What `path` (a regular file, never a planted FIFO) holds after `offset`, at most MAX_DUMP_BYTES."""
+    from ..readfile import open_regular
+
+    fd, st = open_regular(path)
+    try:
+        return os.pread(fd, min(MAX_DUMP_BYTES, max(0, st.st_size - offset)), offset).decode("utf-8", "replace")
+    finally:
+        os.close(fd)
 
 
 def collect(run_dir: str, cont: bool, nranks: int = 0, log_dir: Optional[str] = None, family: str = "",
@@ -241,30 +250,33 @@ def collect(run_dir: str, cont: bool, nranks: int = 0, log_dir: Optional[str] = 
     """Ask every running rank of the attempt in `run_dir` for its stack, wait for them (at
     most `deadline`), and return the report's lines.  `cont`: a time limit ran out, resume
     a stopped rank so it dumps too.  The dumps stay in `<run_dir>/stacks/`."""
-    from ..readfile import read_bytes
     from ..storepath import own_dir
     from . import ledger, requests
 
     where = os.path.join(run_dir, "stacks")
+    if not os.path.lexists(where):  # made at the attempt's start by --stacks alone
+        return [UNARMED]
     own_dir(where, "stacks directory")
     ledgers = ledger.Ledgers(run_dir)
     state = ledgers.poll()
     running = {r: s for r, s in state.ranks.items() if s.exit is None and not s.lost}
-    hooked = [r for r, s in running.items() if s.hook_pid is not None]
+    pids = {r: s.hook_pid for r, s in running.items() if s.hook_pid is not None}
+    before = _sizes(where, pids)
     seq = requests.send(run_dir, "stacks:cont" if cont else "stacks")
-    paths, acked = _wait(ledgers, where, seq, hooked, {s.host for s in running.values() if s.host},
-                         deadline if hooked else 0.0)
+    grown, acked = _wait(ledgers, where, seq, pids, before, {s.host for s in running.values() if s.host},
+                         deadline if pids else 0.0)
     stacks: Dict[int, Stack] = {}
     missing: Dict[str, List[int]] = {}
     for r, s in running.items():
         try:
-            stack = parse(read_bytes(paths[r], MAX_DUMP_BYTES).decode("utf-8", "replace")) if r in paths else None
+            text = _read_from(os.path.join(where, f"rank-{r}.{pids[r]}.txt"), before.get(r, 0)) if r in grown else ""
         except OSError:
-            stack = None
+            text = ""
+        stack = parse(text) if text else None
         if stack is not None:
             stacks[r] = stack
         else:
-            why = ("its dump holds no main thread (over 100 threads, or not faulthandler's)" if r in paths
+            why = ("its dump holds no main thread (over 100 threads, or not faulthandler's)" if r in grown
                    else why_missing(s, acked))
             missing.setdefault(why, []).append(r)
     never = [r for r in range(nranks) if r not in state.ranks]

@@ -8,15 +8,16 @@ variables, then execs this file as `PYTHON -I -S keeper.py LAUNCHER SIGIGN PROGR
 -I -S keep the working directory, PYTHONPATH and site-packages out of it (nothing a user or
 another local user put there runs here), and it imports the standard library alone.
 
-The program is started with posix_spawn, so that it is the rank the bare launcher would have
-started, but one process down:
+The program is forked and exec'd so that it is the rank the bare launcher would have started, but
+one process down:
 - signal dispositions as the launcher left them: Python ignores SIGPIPE and SIGXFSZ at start,
   so they go back to default unless SIGIGN (the wrapper's /proc/self/status SigIgn, read
   before this exec) says the launcher had them ignored; SIGINT is never ignored here (a sh
   background job's is: the old wrapper's);
 - the launcher's blocked mask (this process blocks the signals it waits for, not the child);
 - stdin and every descriptor the launcher passed (PMI_FD, sockets); ours are close-on-exec;
-- the same process group and session.
+- the same place in process groups and sessions: where the launcher made this process a group
+  or session leader, the program leads a group or session of its own, as it would have.
 Signals for the rank reach this process; `forwards` (one table) says which it passes on: none
 that the kernel sent to a whole process group (a terminal's ^C: the program, in the same group,
 got it too), and none under a launcher that signals every process of its step itself
@@ -112,18 +113,40 @@ def _log_fd(log_dir: str, rank: str) -> int:
 
 
 def _spawn(argv: "list[str]", env: "dict[str, str]", log: int, mask: "set[int]", ign: "set[int]") -> int:
-    actions = [] if log < 0 else [(os.POSIX_SPAWN_DUP2, log, 1), (os.POSIX_SPAWN_DUP2, log, 2)]
-    setdef = [s for s in PYTHON_IGNORES if s not in ign]
+    """fork and exec (not posix_spawn: glibc's leaves its own signals 32 and 33 ignored in the
+    program); the child's pid.  An exec that fails ends the child as a shell would: 127 for a
+    program not found, 126 for one that cannot be run, with one line on its stderr."""
+    me = os.getpid()
+    # the program leads a group, or a session, where the launcher made this process one (Hydra and
+    # Open MPI make each rank a session leader): a signal to the group is then the launcher's to us
+    lead = "session" if os.getsid(0) == me else "group" if os.getpgid(0) == me else ""
+    pid = os.fork()
+    if pid:
+        return pid
+    code = 126
     try:
-        return os.posix_spawnp(argv[0], argv, env, file_actions=actions, setsigmask=mask, setsigdef=setdef)
+        for s in PYTHON_IGNORES:
+            if s not in ign:
+                signal.signal(s, signal.SIG_DFL)
+        if lead == "session":
+            os.setsid()
+        elif lead == "group":
+            os.setpgid(0, 0)
+        if log >= 0:
+            os.dup2(log, 1)
+            os.dup2(log, 2)
+        signal.pthread_sigmask(signal.SIG_SETMASK, mask)
+        os.execvpe(argv[0], argv, env)
     except FileNotFoundError:
         msg, code = "not found", 127
     except PermissionError:
-        msg, code = "Permission denied", 126
-    except OSError as e:
-        msg, code = e.strerror or "cannot run", 126
-    os.write(log if log >= 0 else 2, f"jobenv: {argv[0]}: {msg}\n".encode("utf-8", "replace"))
-    return -code
+        msg = "Permission denied"
+    except BaseException as e:
+        msg = getattr(e, "strerror", None) or "cannot run"
+    try:
+        os.write(2, f"jobenv: {argv[0]}: {msg}\n".encode("utf-8", "replace"))
+    finally:
+        os._exit(code)
 
 
 def _agent(run_dir: str, key: str) -> None:
@@ -224,20 +247,17 @@ def main(argv: "list[str]") -> None:
     if run_dir:
         _agent(run_dir, key)
     pid = _spawn(prog, env, log, set(mask), ignored_at_start(sigign))
-    if pid < 0:
-        how, code, sig = f"exit:{-pid}", -pid, 0
-    else:
-        if log >= 0:
-            os.close(log)
-        if led >= 0:
-            line = f"start {rank} {os.getpid()} {started(os.getpid())} {pid} {started(pid)} {now()}\n"
-            try:
-                os.write(led, line.encode())
-            except OSError as e:
-                os.kill(pid, signal.SIGKILL)
-                _die(f"cannot write the ledger: {e.strerror}")
-            _agent(run_dir, key)  # again: the host's agent may have ended since (its last rank ended)
-        how, code, sig = outcome(_wait(pid, launcher))
+    if log >= 0:
+        os.close(log)
+    if led >= 0:
+        line = f"start {rank} {os.getpid()} {started(os.getpid())} {pid} {started(pid)} {now()}\n"
+        try:
+            os.write(led, line.encode())
+        except OSError as e:
+            os.kill(pid, signal.SIGKILL)
+            _die(f"cannot write the ledger: {e.strerror}")
+        _agent(run_dir, key)  # again: the host's agent may have ended since (its last rank ended)
+    how, code, sig = outcome(_wait(pid, launcher))
     if led >= 0:
         try:
             os.write(led, f"end {rank} {how} {now()}\n".encode())
