@@ -85,18 +85,18 @@ def fill(argv: Tuple[str, ...], jobid: str, path: str = "") -> List[str]:
     return [w.replace("{jobid}", jobid).replace("{path}", path) for w in argv]
 
 
-def resubmission(facts: Optional[JobFacts], req: Requeue, dumped: str) -> Tuple[List[str], str, str]:
-    """(argv, directory, why not): the batch script submitted again with the flags the job
-    was submitted with; `dumped` is the script recovered from the scheduler (Slurm's
-    `scontrol write batch_script`) when it came on stdin.  Empty argv: `why not` says."""
+def resubmission(facts: Optional[JobFacts], req: Requeue, kept: str, missing: str = "") -> Tuple[List[str], str, str]:
+    """(argv, directory, why not): the kept copy of the batch script (jobenv.launch.keptscript;
+    `missing` says why there is none) submitted again with the flags the job was submitted
+    with.  Never the file at the path it was submitted from.  Empty argv: `why not` says."""
     if facts is None:
-        return [], "", f"`{req.show[0]}` did not describe the job, so its batch script is unknown"
-    if facts.why and not facts.submit:  # nothing trusted to pass on (an ambiguous answer): no guess
+        return [], "", f"`{req.show[0]}` did not describe the job, so its flags are unknown"
+    if facts.why:  # nothing trusted to pass on (an ambiguous answer): no guess
         return [], "", facts.why
-    script = facts.script or dumped
-    if not script:
-        return [], "", facts.why or "the scheduler kept no copy of the batch script"
-    return [req.submit, *facts.submit, script], facts.workdir, ""
+    if not kept:
+        return [], "", f"no copy of its batch script was kept ({missing or 'none could be had'}); jobenv never " \
+                       "resubmits the file at the path it was submitted from"
+    return [req.submit, *facts.submit, kept], facts.workdir, ""
 
 
 def resubmit_env(env: Mapping[str, str], prefixes: Tuple[str, ...], keep: FrozenSet[str],
