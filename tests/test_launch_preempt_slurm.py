@@ -208,7 +208,8 @@ def test_resubmission_runs_the_script_slurm_ran_never_the_file_now_at_its_path(c
     wait_for([work / "done-0", work / "done-1"], 150, "the resubmitted job did not resume", out)
     text = until_said(out, "rank 0 resumed", "rank 1 resumed")
     assert "resubmitting: sbatch" in text and kept in text and str(script) not in text.split("resubmitting:")[1], text
-    new = [j for j in cluster.run(["squeue", "-h", "-t", "all", "-o", "%i"], check=False).stdout.split() if j != jobid]
+    new = [j for j in cluster.run(["squeue", "-h", "-t", "all", "-o", "%i"], check=False).stdout.split()
+           if j.isdigit() and int(j) > int(jobid)]
     jobs.extend(new)
     assert not pwned.exists(), f"the planted script ran as the victim: {pwned.read_text()}"
     shown = cluster.run(["scontrol", "show", "job", new[0]], check=False).stdout if new else ""
