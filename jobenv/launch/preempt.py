@@ -8,8 +8,9 @@ The scheduler warns the batch script, not the ranks: Slurm's `--signal=B:USR1@90
 the script's last line).  It passes the signal to every rank, waits up to the grace
 period for them to checkpoint and end, ends what is left, then requeues the job (the
 scheduler file's `Requeue`: `scontrol requeue`, `qrerun`); where that is refused (no
-requeue rights, `--no-requeue`, a site that cancels pre-empted jobs) it resubmits the
-job's batch script once.  A SIGTERM that comes with the job no longer running (scancel and
+requeue rights, `--no-requeue`, a site that cancels pre-empted jobs) it resubmits, once,
+the copy of the job's batch script kept when the launch started (jobenv.launch.keptscript),
+never the file at the path it was submitted from.  A SIGTERM that comes with the job no longer running (scancel and
 a time limit make a Slurm job COMPLETING at once, qdel a PBS job E) brings nothing back:
 someone or something ended it on purpose.  (A pre-emption that cancels with no grace time
 looks the same, and is not brought back either.)
