@@ -61,6 +61,10 @@ def test_slurm_show_job_gives_the_resubmission():
     argv, _, why = preempt.resubmission(on_file, slurm.REQUEUE, "", "scontrol is not on PATH here")
     assert argv == [] and "scontrol is not on PATH here" in why and "never resubmits the file at the path" in why
     assert "/home/alice/proj/job.sh" not in " ".join(on_file.submit)
+    # script arguments: Slurm joins them to Command= with spaces, so none can be passed on exactly
+    with_args = slurm.parse_show_job(SHOW_JOB.replace("Command=(null)", "Command=/home/alice/proj/job.sh a b c"))
+    argv, _, why = preempt.resubmission(with_args, slurm.REQUEUE, "/home/alice/.jobenv/scripts/slurm-1.sh")
+    assert argv == [] and "arguments" in why and with_args.state == "RUNNING"
 
 
 def test_pbs_requeue_and_resubmission_on_polaris(tmp_path):

@@ -246,8 +246,11 @@ _NOTHING = ("", "(null)", "N/A", "UNLIMITED", "Partition_Limit")
 def parse_show_job(out: str) -> JobFacts:
     """The facts of `scontrol show job ID`.  Command= (the path the script was submitted
     from) is not among them: whatever is at that path now may not be what ran (batch_script
-    is).  An answer that is not what Slurm prints (job_records) gives no facts: no flag read
-    from it is passed on, and `why` says so."""
+    is).  Slurm prints the script's arguments there too, joined with spaces (`sbatch job.sh
+    'a b' c`: `Command=/dir/job.sh a b c`, Slurm 22.05 on tests/cluster): a Command= holding
+    a space may have had arguments that cannot be told apart, so no flags then, and `why`
+    says so.  An answer that is not what Slurm prints (job_records) gives no facts: no flag
+    read from it is passed on, and `why` says so."""
     try:
         recs = job_records(out)
     except Ambiguous as exc:
@@ -260,7 +263,12 @@ def parse_show_job(out: str) -> JobFacts:
         flags.append(f"--ntasks-per-node={per_node}")
     flags += ["--requeue" if fields.get("Requeue") == "1" else "--no-requeue", "--open-mode=append"]
     restarts = fields.get("Restarts", "")
-    return JobFacts(state=fields.get("JobState", ""), workdir=fields.get("WorkDir", ""), submit=tuple(flags),
+    command = fields.get("Command", "")
+    why = "" if " " not in command else (
+        f"its Command= ({command[:200]!r}) holds a space: the script had arguments (or a path with a space), which "
+        "Slurm joins with spaces, so jobenv cannot pass them on exactly")
+    return JobFacts(state=fields.get("JobState", ""), workdir=fields.get("WorkDir", ""),
+                    submit=() if why else tuple(flags), why=why,
                     requeueable={"1": True, "0": False}.get(fields.get("Requeue", "")),
                     restarts=int(restarts) if restarts.isdigit() else None)
 
