@@ -74,6 +74,11 @@ def test_plain_arguments_are_qsubs_words():
     # attached values, bundled flags, options after the script (glibc's getopt permutes)
     facts = pbs_requeue.parse_show(qstat_json(["-lselect=1", "-Vz", "job.sh", "-N", "a'b"], "a'b"))
     assert facts.why == "" and facts.submit == ("-l", "select=1", "-V", "-z", "-N", "a'b")
+    # output paths as qsub records them: absolute, with the submission host
+    facts = pbs_requeue.parse_show(qstat_json(["-o", "logs/run.out", "-e", "/scratch/e/", "-j", "oe", "job.sh"],
+                                              "job.sh", Output_Path="login1:/home/alice/proj/logs/run.out",
+                                              Error_Path="login1:/scratch/e/4242.pbs-server.ER"))
+    assert facts.why == "" and facts.submit == ("-o", "logs/run.out", "-e", "/scratch/e/", "-j", "oe")
 
 
 def test_quotes_ampersands_and_v_lists_come_back_whole():

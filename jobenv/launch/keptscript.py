@@ -38,8 +38,8 @@ def path_for(rec: JobRecord, env: Mapping[str, str]) -> str:
     return os.path.join(scripts_dir(env), key_for(rec.scheduler, rec.jobid) + ".sh")
 
 
-def _kept(path: str) -> str:
-    """Why the copy at `path` cannot be used ("" when it can): a regular file of ours that
+def _kept(path: str, what: str = "the kept batch script") -> str:
+    """Why the file at `path` cannot be used ("" when it can): a regular file of ours that
     nobody else can write, in a directory that is ours alone (storepath's rules)."""
     import stat
 
@@ -47,16 +47,16 @@ def _kept(path: str) -> str:
     from ..storepath import check_ancestors, check_safe
 
     try:
-        check_ancestors(path, "the kept batch script", last=True)
-        check_safe(os.path.dirname(path), is_dir=True, what="the kept scripts' directory")
-        check_safe(path, is_dir=False, what="the kept batch script")
+        check_ancestors(path, what, last=True)
+        check_safe(os.path.dirname(path), is_dir=True, what=f"the directory of {what}")
+        check_safe(path, is_dir=False, what=what)
         st = os.lstat(path)
     except BadRecord as exc:
         return str(exc)
     except OSError as exc:
-        return f"the kept batch script {path} cannot be read ({exc.strerror})"
+        return f"{what} {path} cannot be read ({exc.strerror})"
     if not stat.S_ISREG(st.st_mode):
-        return f"the kept batch script {path} is not a regular file"
+        return f"{what} {path} is not a regular file"
     return ""
 
 
@@ -67,10 +67,13 @@ def _from_submit(rec: JobRecord, env: Mapping[str, str]) -> Optional[bytes]:
     from ..readfile import read_bytes
 
     try:
-        sub = submissions.load(submissions.record_path(env, rec.scheduler, rec.jobid))
+        found = submissions.record_path(env, rec.scheduler, rec.jobid)
+        if not os.path.lexists(found) or _kept(found, "the submission record"):
+            return None
+        sub = submissions.load(found)
         base = os.path.realpath(submissions.batch_dir(env))
         script = os.path.realpath(sub["script"])
-        if sub["jobid"] != rec.jobid or os.path.commonpath([base, script]) != base or _kept(script):
+        if sub["jobid"] != rec.jobid or os.path.commonpath([base, script]) != base or _kept(script, "the submitted script"):
             return None
         return read_bytes(script, MAX_SCRIPT)
     except (JobenvError, OSError, ValueError):

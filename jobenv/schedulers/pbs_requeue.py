@@ -17,7 +17,10 @@ shlex: PBS never quoted them.
 The script is never the file at Submit_arguments' path (relative to PBS_O_WORKDIR): after
 the submission anyone who can write there may have replaced it.  PBS copied the script at
 submission; the mother superior runs its copy, `$PBS_HOME/mom_priv/jobs/<id>.SC`, made the
-job owner's (openpbs src/resmom/start_exec.c) in a directory only root writes.
+job owner's (openpbs src/resmom/start_exec.c) in a directory only root writes (0751,
+pbs_postinstall: the job's user may open a file there by name).  Its name is the job id
+(req_runjob.c sets the job's hashname to its id, and req_quejob.c names the MOM's files by
+it), PBS_JOBID inside the job.
 """
 from __future__ import annotations
 
