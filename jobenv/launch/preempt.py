@@ -82,8 +82,8 @@ def decide(signame: str, facts: Optional[JobFacts], req: Requeue, jobid: str) ->
     return None
 
 
-def fill(argv: Tuple[str, ...], jobid: str, path: str = "") -> List[str]:
-    return [w.replace("{jobid}", jobid).replace("{path}", path) for w in argv]
+def fill(argv: Tuple[str, ...], jobid: str) -> List[str]:
+    return [w.replace("{jobid}", jobid) for w in argv]
 
 
 def resubmission(facts: Optional[JobFacts], req: Requeue, kept: str, missing: str = "") -> Tuple[List[str], str, str]:

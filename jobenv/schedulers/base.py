@@ -141,7 +141,7 @@ class JobFacts:
 
 class Requeue:
     """How this scheduler puts a pre-empted job back in its queue: data, rendered by
-    jobenv.launch.preempt.  Words in braces are filled in: {jobid}, {path}.
+    jobenv.launch.preempt.  Words in braces are filled in: {jobid}.
 
     `argv` requeues the job (it keeps its id; the rerun counts itself in `restart_var`);
     `show` asks about the job (state, flags), `parse` reads its output; `script(jobid, env)`

@@ -2,7 +2,9 @@
 
 The nodefile has one line per MPI slot (`mpiprocs`), possibly uneven between chunks, and
 names hosts by FQDN.  Slurm's PBS-compatibility plugin sets PBS_JOBID but never
-PBS_NODEFILE, so both are required to call a job PBS.
+PBS_NODEFILE, so both are required to call a job PBS.  `qstat -f -F json` is read by
+pbs_qstat alone (liveness, `save --job`, `status`, requeue); a requeue's facts and the
+script a resubmission runs come from pbs_requeue.
 """
 from __future__ import annotations
 
