@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import stat
+from pathlib import Path
 
 from jobenv.launch import keptscript, preempt, requeue
 from jobenv.record import JobRecord
@@ -97,3 +98,64 @@ def test_pbs_resubmits_the_kept_copy_with_its_flags(tmp_path):
     facts = pbs.REQUEUE.parse(qstat_json(["-l", "select=2", "-N", "run", "/shared/job.sh"], "run"))
     argv, cwd, why = preempt.resubmission(facts, pbs.REQUEUE, kept)
     assert argv == ["qsub", "-l", "select=2", "-N", "run", kept] and cwd == "/home/alice/proj" and not why
+
+
+def test_a_pbs_launch_resubmits_the_copy_it_kept_not_the_workdirs_file(tmp_path):
+    """`launch --requeue` in a PBS job whose qrerun is refused: qsub gets the copy of
+    mom_priv/jobs/<id>.SC kept at the start, with Submit_arguments' flags, never
+    PBS_O_WORKDIR/job.sh (replaced after the submission)."""
+    import json
+    import signal
+    import subprocess
+    import time
+
+    import pytest
+
+    from launchkit import BIN, fresh_env, save, tools
+    from machines import polaris
+    from test_launch_e2e import HOST, profile
+
+    if not (BIN / "mpiexec").exists():
+        pytest.skip("the mpich wheel is not installed")
+    env = polaris(tmp_path, nodes=1)
+    jobid = env["PBS_JOBID"]
+    env["PBS_HOME"] = str(tmp_path / "pbs")
+    (tmp_path / "pbs" / "mom_priv" / "jobs").mkdir(parents=True)
+    (tmp_path / "pbs" / "mom_priv" / "jobs" / f"{jobid}.SC").write_text("#!/bin/sh\necho the script PBS ran\n")
+    Path(env["PBS_NODEFILE"]).write_text(f"{HOST}\n")
+    proj = tmp_path / "proj"
+    proj.mkdir()
+    (proj / "job.sh").write_text("#!/bin/sh\necho PLANTED\n")  # what is at the submission path now
+    answer = {"Jobs": {jobid: {"Job_Name": "job.sh", "job_state": "R", "Rerunable": "True", "run_count": 1,
+                               "Account_Name": "datascience", "Submit_arguments": "-l select=1 -A datascience job.sh",
+                               "Variable_List": {"PBS_O_WORKDIR": str(proj)}}}}
+    (tmp_path / "answer").write_text(json.dumps(answer, indent="\t", separators=(",", ":\t")))
+    bindir = tools(tmp_path / "bin")
+    for name, body in {"qstat": f"cat {tmp_path}/answer",
+                       "qrerun": "echo 'qrerun: Unauthorized Request' >&2; exit 1",
+                       "qsub": f'eval last=\\${{$#}}; echo "$PWD $*" > {tmp_path}/qsub-argv; '
+                               f'cat "$last" > {tmp_path}/qsub-script; echo 2024085.polaris-pbs-01'}.items():
+        (bindir / name).write_text(f"#!/bin/sh\n{body}\n")
+        (bindir / name).chmod(0o755)
+    home = tmp_path / "home"
+    profile(home, "polaris-here", "pbs", "[mpiexec, --launcher, fork, -n, '{nranks}', -ppn, '{ppn}', "
+            "--hostfile, '{hostfile}']")
+    fresh = fresh_env(home, f"{bindir}:/usr/bin:/bin")
+    save({**fresh, **env, "JOBENV_RANKS_PER_HOST": "1"}, "--profile", "polaris-here")
+    prog = tmp_path / "prog.py"
+    prog.write_text(f"import signal, sys, time\nsignal.signal(signal.SIGUSR1, lambda s, f: sys.exit(0))\n"
+                    f"open('{tmp_path}/up', 'w')\ntime.sleep(120)\n")
+    p = subprocess.Popen(["jobenv", "launch", "--job", jobid, "--requeue", "--grace", "5", "--", "python3", str(prog)],
+                         env=fresh, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
+    deadline = time.time() + 60
+    while not (tmp_path / "up").exists():
+        assert time.time() < deadline and p.poll() is None, p.communicate()
+        time.sleep(0.1)
+    kept = home / ".jobenv" / "scripts" / f"pbs-{jobid}.sh"
+    assert kept.read_text() == "#!/bin/sh\necho the script PBS ran\n"  # kept before the program ran
+    (tmp_path / "pbs" / "mom_priv" / "jobs" / f"{jobid}.SC").unlink()  # and needed no more
+    p.send_signal(signal.SIGUSR1)
+    out, err = p.communicate(timeout=60)
+    assert "Traceback" not in err and f"job {jobid} resubmitted: 2024085.polaris-pbs-01" in err, err
+    assert (tmp_path / "qsub-argv").read_text().split() == [str(proj), "-l", "select=1", "-A", "datascience", str(kept)]
+    assert (tmp_path / "qsub-script").read_text() == "#!/bin/sh\necho the script PBS ran\n"
