@@ -147,11 +147,10 @@ class Requeue:
     `show` asks about the job (state, flags), `parse` reads its output; `script(jobid, env)`
     reads the batch script as the scheduler keeps it, never from the path it was submitted
     from ((bytes, "") or (None, why not): jobenv.launch.keptscript keeps it); `submit`
-    resubmits that copy; `running` are the
-    states in which a SIGTERM means "you are pre-empted, the job stays" (in any other, such as
-    Slurm's COMPLETING right after `scancel` or a time limit, someone or something ended the
-    job: it is not brought back); `needs` says what a container without the client commands
-    must bind in."""
+    resubmits that copy; `running` are the states in which a SIGTERM means "you are
+    pre-empted, the job stays" (in any other, such as Slurm's COMPLETING right after
+    `scancel` or a time limit, someone or something ended the job: it is not brought back);
+    `needs` says what a container without the client commands must bind in."""
 
     __slots__ = ("argv", "show", "parse", "script", "submit", "restart_var", "running", "needs")
 
