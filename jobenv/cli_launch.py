@@ -55,7 +55,8 @@ _SECONDS = Seconds(above=True)
                    "(a handler for signal 38 and one open file per rank: the one visible difference).")
 @click.option("--requeue", is_flag=True,
               help="On SIGUSR1/SIGUSR2/SIGTERM (pre-emption): pass it to every rank, wait --grace, requeue the job "
-                   "(else resubmit its batch script once). The batch script must `exec jobenv launch ...`.")
+                   "(else resubmit, once, the copy of its batch script kept when the launch started; never the "
+                   "file at its path). The batch script must `exec jobenv launch ...`.")
 @click.option("--grace", type=Seconds(above=False), metavar="S",
               help="With --requeue: seconds the ranks get to checkpoint and end (default 60).")
 @click.argument("command", nargs=-1, required=True, type=click.UNPROCESSED)

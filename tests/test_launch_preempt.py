@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from jobenv.launch import kill, preempt
-from jobenv.schedulers import SITE_VARS, pbs, slurm
+from jobenv.schedulers import SITE_VARS, pbs, pbs_requeue, slurm
 from machines import polaris
 from test_launch_supervise import job  # noqa: F401 (fixture: a local 2-rank mpiexec job)
 
@@ -49,34 +49,41 @@ def qstat_f(jobid: str, **attrs: object) -> str:
 
 def test_slurm_show_job_gives_the_resubmission():
     facts = slurm.parse_show_job(SHOW_JOB)
-    assert (facts.state, facts.script, facts.workdir, facts.requeueable, facts.restarts) == \
-        ("RUNNING", "", "/home/alice/proj", True, 0)
+    assert (facts.state, facts.workdir, facts.requeueable, facts.restarts) == ("RUNNING", "/home/alice/proj", True, 0)
     assert facts.submit == ("--nodes=2", "--ntasks=4", "--partition=debug", "--time=00:10:00", "--job-name=sbatch",
                             "--chdir=/home/alice/proj", "--output=/home/alice/proj/job-1.out",
                             "--error=/home/alice/proj/job-1.out", "--ntasks-per-node=2", "--requeue",
                             "--open-mode=append")
-    argv, cwd, why = preempt.resubmission(facts, slurm.REQUEUE, "/run/a0/batch-script")
-    assert argv == ["sbatch", *facts.submit, "/run/a0/batch-script"] and cwd == "/home/alice/proj" and not why
+    argv, cwd, why = preempt.resubmission(facts, slurm.REQUEUE, "/home/alice/.jobenv/scripts/slurm-1.sh")
+    assert argv == ["sbatch", *facts.submit, "/home/alice/.jobenv/scripts/slurm-1.sh"] and cwd == "/home/alice/proj"
+    # a script submitted from a file: still only the kept copy, never the file at Command=
     on_file = slurm.parse_show_job(SHOW_JOB.replace("Command=(null)", "Command=/home/alice/proj/job.sh"))
-    assert preempt.resubmission(on_file, slurm.REQUEUE, "")[0][-1] == "/home/alice/proj/job.sh"
+    argv, _, why = preempt.resubmission(on_file, slurm.REQUEUE, "", "scontrol is not on PATH here")
+    assert argv == [] and "scontrol is not on PATH here" in why and "never resubmits the file at the path" in why
+    assert "/home/alice/proj/job.sh" not in " ".join(on_file.submit)
+    # script arguments: Slurm joins them to Command= with spaces, so none can be passed on exactly
+    with_args = slurm.parse_show_job(SHOW_JOB.replace("Command=(null)", "Command=/home/alice/proj/job.sh a b c"))
+    argv, _, why = preempt.resubmission(with_args, slurm.REQUEUE, "/home/alice/.jobenv/scripts/slurm-1.sh")
+    assert argv == [] and "arguments" in why and with_args.state == "RUNNING"
 
 
 def test_pbs_requeue_and_resubmission_on_polaris(tmp_path):
     env = polaris(tmp_path)
     jobid = env["PBS_JOBID"]
     assert preempt.fill(pbs.REQUEUE.argv, jobid) == ["qrerun", jobid]
-    facts = pbs.parse_show(qstat_f(jobid))
-    assert (facts.state, facts.script, facts.workdir, facts.requeueable, facts.restarts) == \
-        ("R", "train.sh", "/home/alice/proj", True, 0)
-    argv, cwd, why = preempt.resubmission(facts, pbs.REQUEUE, "")
+    facts = pbs_requeue.parse_show(qstat_f(jobid, Account_Name="datascience"))
+    assert (facts.state, facts.workdir, facts.requeueable, facts.restarts, facts.why) == \
+        ("R", "/home/alice/proj", True, 0, "")
+    kept = str(tmp_path / "scripts" / "pbs-1.sh")
+    argv, cwd, why = preempt.resubmission(facts, pbs.REQUEUE, kept)
     assert argv == ["qsub", "-l", "select=2:system=polaris", "-l", "walltime=1:00:00", "-A", "datascience",
-                    "-q", "debug", "train.sh"] and cwd == "/home/alice/proj"
-    # a script on stdin: PBS keeps no copy, and the last word is an option's value
-    stdin = pbs.parse_show(qstat_f(jobid, Submit_arguments="-l select=2 -A datascience"))
-    argv, _, why = preempt.resubmission(stdin, pbs.REQUEUE, "")
-    assert argv == [] and "qsub job.sh" in why and "-r y" in why
-    assert pbs.parse_show(qstat_f(jobid, Submit_arguments="-V train.sh")).script == "train.sh"
-    assert pbs.parse_show(qstat_f(jobid, run_count=3)).restarts == 2
+                    "-q", "debug", kept] and cwd == "/home/alice/proj"
+    # a script on stdin: its flags, and the copy PBS ran (the last word is an option's value)
+    stdin = pbs_requeue.parse_show(qstat_f(jobid, Account_Name="datascience", Submit_arguments="-l select=2 -A datascience"))
+    argv, _, why = preempt.resubmission(stdin, pbs.REQUEUE, kept)
+    assert argv == ["qsub", "-l", "select=2", "-A", "datascience", kept], why
+    assert pbs_requeue.parse_show(qstat_f(jobid, Submit_arguments="-V train.sh")).submit == ("-V",)
+    assert pbs_requeue.parse_show(qstat_f(jobid, run_count=3)).restarts == 2
     sub = preempt.resubmit_env({**env, "PBS_SERVER": "polaris-pbs-01", "HOME": "/home/alice"}, pbs.PREFIXES,
                                SITE_VARS, 0)
     assert not any(k.startswith("PBS_") and k not in SITE_VARS for k in sub) and sub["PBS_SERVER"] == "polaris-pbs-01"
@@ -96,7 +103,7 @@ def test_pbs_requeue_and_resubmission_on_polaris(tmp_path):
 def test_which_signals_bring_the_job_back(tmp_path, sched, signame, state, brought_back):
     req = {"slurm": slurm.REQUEUE, "pbs": pbs.REQUEUE}[sched]
     facts = (slurm.parse_show_job(SHOW_JOB.replace("JobState=RUNNING", f"JobState={state}")) if sched == "slurm"
-             else pbs.parse_show(qstat_f("2024084.polaris-pbs-01", job_state=state)))
+             else pbs_requeue.parse_show(qstat_f("2024084.polaris-pbs-01", job_state=state)))
     why = preempt.decide(signame, facts, req, "2024084")
     assert (why is None) is brought_back, why
     assert preempt.decide(signame, None, req, "2024084") is None  # the scheduler did not answer: try
@@ -240,7 +247,7 @@ def test_slurm_show_job_reads_a_name_whole_and_trusts_no_forged_field():
     assert "--output=/home/alice/proj/job-1.out" in named.submit and "--chdir=/home/alice/proj" in named.submit
     assert "--job-name=train.sh StdOut=/root/.bashrc WorkDir=/tmp" in named.submit and named.workdir == "/home/alice/proj"
     forged = slurm.parse_show_job(SHOW_JOB.replace("JobName=sbatch", "JobName=x\n   StdOut=/root/.bashrc"))
-    assert (forged.submit, forged.state, forged.workdir, forged.script, forged.restarts) == ((), "", "", "", None)
+    assert (forged.submit, forged.state, forged.workdir, forged.restarts) == ((), "", "", None)
     assert "ambiguous" in forged.why and "no flag" in forged.why
     # and no resubmission of a dumped script without the job's flags (its size, output, directory)
     argv, _, why = preempt.resubmission(forged, slurm.REQUEUE, "/tmp/dumped-batch-script")

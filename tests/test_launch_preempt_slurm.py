@@ -180,3 +180,42 @@ def test_kill_from_another_shell_leaves_no_rank(cluster, jobs, store, tmp_path):
             os.killpg(launch.pid, 9)
             launch.wait()
 
+
+
+def test_resubmission_runs_the_script_slurm_ran_never_the_file_now_at_its_path(cluster, jobs, store, tmp_path,  # noqa: F811
+                                                                              other_user, shared_tmp):
+    """Issue 24: a job submitted from a shared directory whose script is deleted and replaced
+    by another user's file, pre-empted where `scontrol requeue` is refused (--no-requeue):
+    the resubmitted job runs the copy kept when the launch started, not the planted file."""
+    work = tmp_path / "work"
+    work.mkdir()
+    (work / "ckpt.py").write_text(CKPT)
+    out = tmp_path / "job.out"
+    script = shared_tmp / "job.sh"
+    script.write_text(requeue_script(store, work))
+    p = cluster.run(["sbatch", "--parsable", "-N", "2", "--ntasks-per-node", "1", "-o", str(out),
+                     "--open-mode=append", "--no-requeue", str(script)])
+    jobid = p.stdout.strip().split(";")[0]
+    jobs.append(jobid)
+    wait_for([work / "start-0-0", work / "start-0-1"], 90, "attempt 1's ranks did not start", out)
+    script.unlink()  # the victim deletes it; the other user plants their own at that path
+    pwned = shared_tmp / "pwned"
+    other_user.sh(f"printf '#!/bin/sh\\nid > {pwned}\\n' > {script} && chmod 755 {script}")
+    cluster.run(["scancel", "--signal=USR1", "--batch", jobid])
+    import time
+
+    deadline = time.time() + 150
+    while not pwned.exists() and not all((work / f"done-{r}").exists() for r in (0, 1)) and time.time() < deadline:
+        time.sleep(0.2)
+    new = [j for j in cluster.run(["squeue", "-h", "-t", "all", "-o", "%i"], check=False).stdout.split()
+           if j.isdigit() and int(j) > int(jobid)]
+    jobs.extend(new)
+    assert not pwned.exists(), f"the planted script ran as the victim: {pwned.read_text()}" + out.read_text()
+    wait_for([work / "done-0", work / "done-1"], 1, "the resubmitted job did not resume", out)
+    text = until_said(out, "rank 0 resumed", "rank 1 resumed")
+    kept = os.path.join(store, "scripts", f"slurm-{jobid}.sh")
+    assert "resubmitting: sbatch" in text and kept in text and str(script) not in text.split("resubmitting:")[1], text
+    assert open(kept).read() == requeue_script(store, work)  # kept when the launch started
+    assert stat.S_IMODE(os.stat(kept).st_mode) == 0o600 and stat.S_IMODE(os.stat(os.path.dirname(kept)).st_mode) == 0o700
+    shown = cluster.run(["scontrol", "show", "job", new[0]], check=False).stdout if new else ""
+    assert f"Command={kept}" in shown, shown

@@ -11,7 +11,6 @@ the command's output, tested on recorded outputs (tests/data); every command run
 """
 from __future__ import annotations
 
-import json
 import re
 from typing import Callable, Dict, List, Mapping, Optional, Tuple
 
@@ -102,43 +101,25 @@ _PBS_QUEUED = {"Q", "H", "W", "T", "M"}
 
 def parse_pbs(out: str, jobid: str) -> Optional[JobStatus]:
     """`qstat -x -f -F json ID`: job_state, Exit_status and Output_Path (`host:/path`) of
-    the job (its id exact, or by its numeric part).  PBS writes some values unescaped: when
-    the document does not parse, the three fields are read from the text, if it holds one job."""
+    the job (its id exact, or by its numeric part), read by the PBS scheduler file's one
+    reader (schedulers.pbs_qstat): an answer it finds ambiguous says nothing of the job."""
+    from ..schedulers import pbs_qstat
     from ..schedulers.pbs import _ENDED
 
-    attrs: Dict[str, object] = {}
-    try:
-        data = json.JSONDecoder().raw_decode(out, out.index("{"))[0] if "{" in out else {}
-        jobs = data.get("Jobs") if isinstance(data, dict) else None
-        for qid, found in (jobs if isinstance(jobs, dict) else {}).items():
-            if isinstance(found, dict) and (qid == jobid or qid.split(".")[0] == jobid.split(".")[0]):
-                attrs = found
-    except (ValueError, RecursionError):
-        attrs = _pbs_block(out, jobid)
+    _, attrs = pbs_qstat.job(out, jobid)
+    if attrs is None:
+        return None
+    if pbs_qstat.AMBIGUOUS in attrs:
+        return JobStatus("unknown", "ambiguous", f"qstat names {attrs[pbs_qstat.AMBIGUOUS]} twice for the job "
+                         "(a value PBS printed unescaped?): jobenv trusts none of its answer")
     state = attrs.get("job_state")
     if not isinstance(state, str):
         return None
     phase = "ended" if state in _ENDED else "queued" if state in _PBS_QUEUED else "running"
-    code = attrs.get("Exit_status")
-    path = attrs.get("Output_Path")
-    output = path.split(":", 1)[1] if isinstance(path, str) and ":" in path else path if isinstance(path, str) else None
-    return JobStatus(phase, state, "qstat -x -f -F json", None if code is None else str(code), output)
-
-
-def _pbs_block(out: str, jobid: str) -> Dict[str, object]:
-    """The three fields from the job's own block of a document that is not JSON (values
-    PBS left unescaped): from its `"ID":{` line to the next job's."""
-    heads = list(re.finditer(r'^\s*"([0-9]+(?:\[[0-9]*\])?(?:\.[^"\n]*)?)"\s*:\s*\{\s*$', out, re.M))
-    attrs: Dict[str, object] = {}
-    for i, h in enumerate(heads):
-        if h.group(1) == jobid or h.group(1).split(".")[0] == jobid.split(".")[0]:
-            block = out[h.end():heads[i + 1].start() if i + 1 < len(heads) else len(out)]
-            for key, pat in (("job_state", r'"job_state"\s*:\s*"([A-Z])"'), ("Exit_status", r'"Exit_status"\s*:\s*(-?[0-9]+)'),
-                             ("Output_Path", r'"Output_Path"\s*:\s*"([^"\n]*)"')):
-                m = re.search(pat, block)
-                if m:
-                    attrs[key] = m.group(1)
-    return attrs
+    code = pbs_qstat.text(attrs, "Exit_status")
+    path = pbs_qstat.text(attrs, "Output_Path")
+    output = path.split(":", 1)[1] if ":" in path else path or None
+    return JobStatus(phase, state, "qstat -x -f -F json", code or None, output)
 
 
 def pbs(jobid: str, env: Optional[Mapping[str, str]], run: Runner = run_query) -> Optional[JobStatus]:

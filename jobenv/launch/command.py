@@ -83,8 +83,10 @@ def run(rec: JobRecord, command: List[str], opts: Options, base_env: Mapping[str
     if dry_run:
         return _dry_run(rec, hosts, opts, runs, argv, gpu_bind, base_env)
     rc, log_dir = 1, None
-    from .requeue import restarts_before
+    from .requeue import keep_script, restarts_before
 
+    if opts.requeue:  # before any rank runs: the script a resubmission would run (keptscript)
+        keep_script(rec, base_env, _say)
     before = restarts_before(rec, base_env, opts.requeue)
     for attempt in range(opts.retries + 1):
         run_dir = ranks.make_run_dir(runs, f"a{attempt}")
@@ -145,7 +147,7 @@ def _ended(rec: JobRecord, out: supervise.Outcome, plan: Attempt, opts: Options,
     if out.preempted is not None:  # the ranks had their grace; bring the job back
         from .requeue import bring_back
 
-        bring_back(rec, base_env, out.preempted, run_dir, _say)
+        bring_back(rec, base_env, out.preempted, _say)
         return rc
     if rc == 0 and not out.expired:
         return 0

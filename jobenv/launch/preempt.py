@@ -8,8 +8,9 @@ The scheduler warns the batch script, not the ranks: Slurm's `--signal=B:USR1@90
 the script's last line).  It passes the signal to every rank, waits up to the grace
 period for them to checkpoint and end, ends what is left, then requeues the job (the
 scheduler file's `Requeue`: `scontrol requeue`, `qrerun`); where that is refused (no
-requeue rights, `--no-requeue`, a site that cancels pre-empted jobs) it resubmits the
-job's batch script once.  A SIGTERM that comes with the job no longer running (scancel and
+requeue rights, `--no-requeue`, a site that cancels pre-empted jobs) it resubmits, once,
+the copy of the job's batch script kept when the launch started (jobenv.launch.keptscript),
+never the file at the path it was submitted from.  A SIGTERM that comes with the job no longer running (scancel and
 a time limit make a Slurm job COMPLETING at once, qdel a PBS job E) brings nothing back:
 someone or something ended it on purpose.  (A pre-emption that cancels with no grace time
 looks the same, and is not brought back either.)
@@ -81,22 +82,22 @@ def decide(signame: str, facts: Optional[JobFacts], req: Requeue, jobid: str) ->
     return None
 
 
-def fill(argv: Tuple[str, ...], jobid: str, path: str = "") -> List[str]:
-    return [w.replace("{jobid}", jobid).replace("{path}", path) for w in argv]
+def fill(argv: Tuple[str, ...], jobid: str) -> List[str]:
+    return [w.replace("{jobid}", jobid) for w in argv]
 
 
-def resubmission(facts: Optional[JobFacts], req: Requeue, dumped: str) -> Tuple[List[str], str, str]:
-    """(argv, directory, why not): the batch script submitted again with the flags the job
-    was submitted with; `dumped` is the script recovered from the scheduler (Slurm's
-    `scontrol write batch_script`) when it came on stdin.  Empty argv: `why not` says."""
+def resubmission(facts: Optional[JobFacts], req: Requeue, kept: str, missing: str = "") -> Tuple[List[str], str, str]:
+    """(argv, directory, why not): the kept copy of the batch script (jobenv.launch.keptscript;
+    `missing` says why there is none) submitted again with the flags the job was submitted
+    with.  Never the file at the path it was submitted from.  Empty argv: `why not` says."""
     if facts is None:
-        return [], "", f"`{req.show[0]}` did not describe the job, so its batch script is unknown"
-    if facts.why and not facts.submit:  # nothing trusted to pass on (an ambiguous answer): no guess
+        return [], "", f"`{req.show[0]}` did not describe the job, so its flags are unknown"
+    if facts.why:  # nothing trusted to pass on (an ambiguous answer): no guess
         return [], "", facts.why
-    script = facts.script or dumped
-    if not script:
-        return [], "", facts.why or "the scheduler kept no copy of the batch script"
-    return [req.submit, *facts.submit, script], facts.workdir, ""
+    if not kept:
+        return [], "", f"no copy of its batch script was kept ({missing or 'none could be had'}); jobenv never " \
+                       "resubmits the file at the path it was submitted from"
+    return [req.submit, *facts.submit, kept], facts.workdir, ""
 
 
 def resubmit_env(env: Mapping[str, str], prefixes: Tuple[str, ...], keep: FrozenSet[str],

@@ -1,7 +1,8 @@
-"""`jobenv launch --requeue`, carried out: tell the ranks (jobenv.launch.preempt decides
-how), and after the launch has ended bring the job back: requeue it, else resubmit its
-batch script once.  Each step says what it did on stderr, before it runs: a requeue
-ends this very batch script, so the line after it may never be printed.
+"""`jobenv launch --requeue`, carried out: keep a copy of the job's batch script before the
+ranks start (jobenv.launch.keptscript), tell the ranks (jobenv.launch.preempt decides how),
+and after the launch has ended bring the job back: requeue it, else resubmit that copy once.
+Each step says what it did on stderr, before it runs: a requeue ends this very batch
+script, so the line after it may never be printed.
 """
 from __future__ import annotations
 
@@ -91,9 +92,22 @@ def restarts_before(rec: JobRecord, env: Mapping[str, str], ask: bool) -> int:
     return preempt.scheduler_restarts(env, req.restart_var, counted)
 
 
-def bring_back(rec: JobRecord, env: Mapping[str, str], signum: int, run_dir: str,
-               say: Callable[[str], None]) -> None:
-    """Requeue the job after its launch ended, else resubmit its batch script once."""
+def keep_script(rec: JobRecord, env: Mapping[str, str], say: Callable[[str], None]) -> None:
+    """At the start of a `--requeue` launch: keep the copy of the batch script that a
+    resubmission would run (keptscript.keep), or say now that there will be none."""
+    from .. import schedulers
+    from .keptscript import keep
+
+    if schedulers.descriptor(rec.scheduler).requeue is None:
+        return
+    path, why = keep(rec, env)
+    if not path:
+        say(f"warning: no copy of job {rec.jobid}'s batch script could be kept ({why}): if the job "
+            "cannot be requeued it will not be resubmitted")
+
+
+def bring_back(rec: JobRecord, env: Mapping[str, str], signum: int, say: Callable[[str], None]) -> None:
+    """Requeue the job after its launch ended, else resubmit the kept copy of its batch script once."""
     from .. import schedulers
     from ..schedulers.base import on_path, run_query
 
@@ -120,20 +134,18 @@ def bring_back(rec: JobRecord, env: Mapping[str, str], signum: int, run_dir: str
         return
     said = " ".join((done[1] if done else "no answer").split())[:300]
     say(f"`{' '.join(argv)}` failed ({said}); resubmitting job {jobid}'s batch script once")
-    _resubmit(req, facts, env, jobid, run_dir, desc.prefixes, say)
+    _resubmit(rec, req, facts, env, desc.prefixes, say)
 
 
-def _resubmit(req: Requeue, facts: JobFacts | None, env: Mapping[str, str], jobid: str, run_dir: str,
+def _resubmit(rec: JobRecord, req: Requeue, facts: JobFacts | None, env: Mapping[str, str],
               prefixes: tuple[str, ...], say: Callable[[str], None]) -> None:
+    """Submit the kept copy of the batch script (never the file at its submission path)."""
     from .. import schedulers
-    from ..schedulers.base import run_query
+    from .keptscript import keep
 
-    dumped = ""
-    if facts is not None and not facts.script and not facts.why and req.dump:
-        path = os.path.join(run_dir, "batch-script")
-        res = run_query(preempt.fill(req.dump, jobid, path), env, SHOW_TIMEOUT)
-        dumped = path if res and res[0] == 0 and os.path.isfile(path) else ""
-    argv, cwd, why = preempt.resubmission(facts, req, dumped)
+    jobid = rec.jobid
+    kept, missing = keep(rec, env)
+    argv, cwd, why = preempt.resubmission(facts, req, kept, missing)
     if not argv:
         say(f"cannot resubmit job {jobid}: {why}")
         return

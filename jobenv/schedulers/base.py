@@ -130,10 +130,9 @@ class JobFacts:
     """What the scheduler says of a running job that a requeue or a resubmission needs
     (a scheduler file's `Requeue.parse` makes it from the `show` command's output)."""
 
-    def __init__(self, state: str = "", script: str = "", workdir: str = "", submit: Tuple[str, ...] = (),
+    def __init__(self, state: str = "", workdir: str = "", submit: Tuple[str, ...] = (),
                  requeueable: Optional[bool] = None, restarts: Optional[int] = None, why: str = "") -> None:
         self.state = state  # the scheduler's own word: RUNNING, PREEMPTED, CANCELLED; R, E
-        self.script = script  # the batch script's path, "" when it came on stdin
         self.workdir = workdir  # where it was submitted from
         self.submit = submit  # the submission's flags (the script apart), as a resubmission passes them
         self.requeueable, self.restarts = requeueable, restarts
@@ -142,22 +141,23 @@ class JobFacts:
 
 class Requeue:
     """How this scheduler puts a pre-empted job back in its queue: data, rendered by
-    jobenv.launch.preempt.  Words in braces are filled in: {jobid}, {path}.
+    jobenv.launch.preempt.  Words in braces are filled in: {jobid}.
 
     `argv` requeues the job (it keeps its id; the rerun counts itself in `restart_var`);
-    `show` asks about the job (state, script, flags), `parse` reads its output; `dump`
-    writes a batch script that came on stdin to {path}; `submit` resubmits; `running` are the
-    states in which a SIGTERM means "you are pre-empted, the job stays" (in any other, such as
-    Slurm's COMPLETING right after `scancel` or a time limit, someone or something ended the
-    job: it is not brought back); `needs` says what a container without the client commands
-    must bind in."""
+    `show` asks about the job (state, flags), `parse` reads its output; `script(jobid, env)`
+    reads the batch script as the scheduler keeps it, never from the path it was submitted
+    from ((bytes, "") or (None, why not): jobenv.launch.keptscript keeps it); `submit`
+    resubmits that copy; `running` are the states in which a SIGTERM means "you are
+    pre-empted, the job stays" (in any other, such as Slurm's COMPLETING right after
+    `scancel` or a time limit, someone or something ended the job: it is not brought back);
+    `needs` says what a container without the client commands must bind in."""
 
-    __slots__ = ("argv", "show", "parse", "dump", "submit", "restart_var", "running", "needs")
+    __slots__ = ("argv", "show", "parse", "script", "submit", "restart_var", "running", "needs")
 
     def __init__(self, argv: Tuple[str, ...], show: Tuple[str, ...], parse: Callable[[str], JobFacts], *,
-                 submit: str, needs: str, dump: Tuple[str, ...] = (), restart_var: str = "",
-                 running: Tuple[str, ...] = ()) -> None:
-        self.argv, self.show, self.parse, self.dump, self.submit = argv, show, parse, dump, submit
+                 submit: str, needs: str, script: Callable[[str, Mapping[str, str]], Tuple[Optional[bytes], str]],
+                 restart_var: str = "", running: Tuple[str, ...] = ()) -> None:
+        self.argv, self.show, self.parse, self.script, self.submit = argv, show, parse, script, submit
         self.restart_var, self.running, self.needs = restart_var, running, needs
 
 
@@ -283,6 +283,21 @@ def on_path(program: str, path: Optional[str] = None) -> bool:
 
     path = os.environ.get("PATH", "") if path is None else path
     return any(os.access(os.path.join(d, program), os.X_OK) for d in path.split(os.pathsep) if d)
+
+
+def run_output(argv: List[str], env: Mapping[str, str], timeout: float, limit: int) -> Tuple[int, bytes, str]:
+    """Run a scheduler CLI for its output as bytes (at most `limit`; more is an error), apart
+    from its messages: (exit code, stdout, stderr's first line or why it did not run)."""
+    import subprocess
+
+    try:
+        p = subprocess.run(argv, capture_output=True, timeout=timeout, env=dict(env), stdin=subprocess.DEVNULL)
+    except (OSError, subprocess.SubprocessError) as exc:
+        return 127, b"", str(exc)
+    said = " ".join(p.stderr.decode("utf-8", "replace").split())[:300]
+    if len(p.stdout) > limit:
+        return 1, b"", f"it wrote more than {limit >> 20} MiB"
+    return p.returncode, p.stdout, said
 
 
 def run_query(argv: List[str], env: Optional[Mapping[str, str]] = None, timeout: float = 5.0) -> Optional[Tuple[int, str]]:

@@ -2,17 +2,20 @@
 
 The nodefile has one line per MPI slot (`mpiprocs`), possibly uneven between chunks, and
 names hosts by FQDN.  Slurm's PBS-compatibility plugin sets PBS_JOBID but never
-PBS_NODEFILE, so both are required to call a job PBS.
+PBS_NODEFILE, so both are required to call a job PBS.  `qstat -f -F json` is read by
+pbs_qstat alone (liveness, `save --job`, `status`, requeue); a requeue's facts and the
+script a resubmission runs come from pbs_requeue.
 """
 from __future__ import annotations
 
 from ..errors import BadInput
 from ..numparse import MAX_PER_HOST, is_uint
-from .base import Batch, Capture, JobFacts, Outside, Requeue, Scheduler, parse_nodefile, pick_env, run_parsed, read_text, table_rows
+from . import pbs_qstat, pbs_requeue
+from .base import Batch, Capture, Outside, Requeue, Scheduler, parse_nodefile, pick_env, run_parsed, read_text, table_rows
 
 TYPE_CHECKING = False  # `import typing` costs ~5 ms per shell; type checkers still read the block below
 if TYPE_CHECKING:
-    from typing import Any, Dict, List, Mapping, Optional, Sequence, Set, Tuple
+    from typing import Dict, List, Mapping, Optional, Sequence, Set, Tuple
 
     from .base import Reader
 
@@ -52,18 +55,11 @@ def _unknown_ids(out: str) -> Set[str]:
     return {line.split(marker, 1)[1].strip() for line in out.splitlines() if marker in line}
 
 
-def _match(jobids: Sequence[str], qid: str) -> List[str]:
-    """Record ids that a qstat id names: exactly, or by the numeric part (`123` vs
-    `123.server.domain`; plain `qstat` cuts long ids to `123.polaris-*`)."""
-    base = qid.rstrip("*").split(".")[0]
-    return [j for j in jobids if j == qid or j.split(".")[0] == base]
-
-
 def parse_json(out: str, rc: int, jobids: Sequence[str]) -> Dict[str, Tuple[str, str]]:
-    """Verdicts from `qstat -x -f -F json ID...` (PBS Pro >= 18), read by `_jobs` (the one
-    reader of that document: where PBS wrote values without JSON escaping, each job's block
-    alone; a block that names `job_state` twice gives no verdict)."""
-    states = {qid: attrs["job_state"] for qid, attrs in _jobs(out).items() if isinstance(attrs.get("job_state"), str)}
+    """Verdicts from `qstat -x -f -F json ID...` (PBS Pro >= 18), read by pbs_qstat.jobs (the
+    one reader of that document: a job whose answer is ambiguous gives no verdict)."""
+    states = {qid: attrs["job_state"] for qid, attrs in pbs_qstat.jobs(out).items()
+              if isinstance(attrs.get("job_state"), str) and pbs_qstat.AMBIGUOUS not in attrs}
     return _collect(states, out, rc, jobids)
 
 
@@ -90,10 +86,10 @@ def parse_table(out: str, rc: int, jobids: Sequence[str]) -> Dict[str, Tuple[str
 def _collect(states: Dict[str, str], out: str, rc: int, jobids: Sequence[str]) -> Dict[str, Tuple[str, str]]:
     verdicts: Dict[str, Tuple[str, str]] = {}
     for qid, state in states.items():
-        for j in _match(jobids, qid):
+        for j in pbs_qstat.match(list(jobids), qid):
             verdicts[j] = _verdict(state)
     for qid in _unknown_ids(out):
-        for j in _match(jobids, qid):
+        for j in pbs_qstat.match(list(jobids), qid):
             verdicts.setdefault(j, ("ended", "qstat does not know the job (finished and purged)"))
     return verdicts
 
@@ -114,57 +110,6 @@ def query(jobids: Sequence[str], env: Optional[Mapping[str, str]] = None,
     """One `qstat -x -f -F json` for all `jobids`; jobs it does not answer for are left out."""
     jobids = [j for j in jobids if _query_safe(j)]
     return run_parsed(["qstat", "-x", "-f", "-F", "json", *jobids], jobids, parse_qstat, env, timeout)
-
-
-# The attributes a capture from outside reads; values PBS may write without JSON escaping
-# (Variable_List) are never among them.
-_JOB_KEYS = ("Job_Name", "job_state", "euser", "exec_host", "exec_vnode", "queue", "Account_Name",
-             "ngpus", "nodect", "select")
-
-
-# The one attribute of a job whose block names a key twice: its values cannot be told from
-# a line inside an unescaped Variable_List value (`qsub -v 'X=",euser=root'`).
-AMBIGUOUS = "_ambiguous"
-
-
-def _jobs(text: str) -> Dict[str, Dict[str, Any]]:
-    """{qstat id: attributes} from `qstat -f -F json [ID]`; where the document does not parse
-    (unescaped values), each job's `_JOB_KEYS` are read from its own block, and a block that
-    names one of them twice keeps nothing but AMBIGUOUS (which key)."""
-    import json
-    import re
-
-    out: Dict[str, Dict[str, Any]] = {}
-    try:
-        data = json.JSONDecoder().raw_decode(text, text.index("{"))[0] if "{" in text else {}
-        jobs = data.get("Jobs") if isinstance(data, dict) else None
-        if isinstance(jobs, dict):
-            for qid, attrs in jobs.items():
-                if isinstance(attrs, dict):
-                    res = attrs.get("Resource_List")
-                    out[qid] = {**attrs, **(res if isinstance(res, dict) else {})}
-            return out
-        return {}
-    except (ValueError, RecursionError):  # deep nesting: not PBS's
-        pass
-    current: Optional[Dict[str, Any]] = None
-    keys = "|".join(_JOB_KEYS)
-    for m in re.finditer(r'^\s*"([0-9]+(?:\[[0-9]*\])?(?:\.[^"\n]*)?)"\s*:\s*\{\s*$|^\s*"(' + keys
-                         + r')"\s*:\s*(?:"([^"\n]*)"|([0-9]{1,18}))\s*,?\s*$', text, re.M):
-        if m.group(1) is not None:
-            current = out.setdefault(m.group(1), {})
-        elif current is not None and AMBIGUOUS not in current:
-            if m.group(2) in current:  # a second `"euser": ...` line: one came from a user's value
-                current.clear()
-                current[AMBIGUOUS] = m.group(2)
-            else:
-                current[m.group(2)] = m.group(3) if m.group(3) is not None else int(m.group(4))
-    return out
-
-
-def _text(attrs: Dict[str, Any], key: str) -> str:
-    val = attrs.get(key)
-    return val if isinstance(val, str) else str(val) if isinstance(val, int) and not isinstance(val, bool) else ""
 
 
 def _exec_hosts(exec_host: str) -> List[str]:
@@ -193,36 +138,36 @@ def parse_job(text: str, jobid: str) -> Capture:
     """The job `jobid` as `qstat -f -F json ID` describes it (PBS Pro >= 18): hosts from
     exec_host, GPUs per host from exec_vnode's ngpus (else Resource_List ngpus / nodect),
     MPI slots from a select with mpiprocs, job_state and euser."""
-    qid, attrs = next(((q, a) for q, a in _jobs(text).items() if _match([jobid], q)), ("", None))
+    qid, attrs = pbs_qstat.job(text, jobid)
     if attrs is None:
         raise BadInput(f"qstat's answer does not describe job {jobid}")
-    if AMBIGUOUS in attrs:
-        raise BadInput(f"qstat's answer for job {jobid} is ambiguous: it names {attrs[AMBIGUOUS]} twice "
-                       "(its JSON does not parse: a value PBS printed unescaped?)")
+    if pbs_qstat.AMBIGUOUS in attrs:
+        raise BadInput(f"qstat's answer for job {jobid} is ambiguous: it names {attrs[pbs_qstat.AMBIGUOUS]} twice "
+                       "(a value PBS printed unescaped?); jobenv trusts none of it")
     sources = {"state": "qstat job_state", "owner": "qstat euser"}
-    exec_host = _text(attrs, "exec_host")
+    exec_host = pbs_qstat.text(attrs, "exec_host")
     hosts = _exec_hosts(exec_host) if exec_host else []
     if hosts:
         sources["hosts"] = "qstat exec_host"
-    gpus = _vnode_gpus(_text(attrs, "exec_vnode"), hosts)
+    gpus = _vnode_gpus(pbs_qstat.text(attrs, "exec_vnode"), hosts)
     if gpus is not None:
         sources["gpus_per_host"] = "qstat exec_vnode ngpus"
-    elif is_uint(_text(attrs, "ngpus")) and hosts and int(_text(attrs, "ngpus")) % len(hosts) == 0:
-        gpus = min(int(_text(attrs, "ngpus")) // len(hosts), MAX_PER_HOST)
+    elif is_uint(pbs_qstat.text(attrs, "ngpus")) and hosts and int(pbs_qstat.text(attrs, "ngpus")) % len(hosts) == 0:
+        gpus = min(int(pbs_qstat.text(attrs, "ngpus")) // len(hosts), MAX_PER_HOST)
         sources["gpus_per_host"] = "qstat Resource_List.ngpus"
     slots = None
     import re
 
-    procs = re.findall(r"mpiprocs=([0-9]{1,6})", _text(attrs, "select"))
+    procs = re.findall(r"mpiprocs=([0-9]{1,6})", pbs_qstat.text(attrs, "select"))
     if len(set(procs)) == 1 and hosts:
         slots = [int(procs[0])] * len(hosts)
         sources["slots"] = "qstat Resource_List.select mpiprocs"
     env = {"PBS_JOBID": qid}
     for key, var in (("Job_Name", "PBS_JOBNAME"), ("queue", "PBS_QUEUE"), ("Account_Name", "PBS_ACCOUNT")):
-        if _text(attrs, key):
-            env[var] = _text(attrs, key)
+        if pbs_qstat.text(attrs, key):
+            env[var] = pbs_qstat.text(attrs, key)
     return Capture(scheduler=NAME, jobid=qid, jobname=env.get("PBS_JOBNAME"), hosts=hosts, env=env, slots=slots,
-                   gpus_hint=gpus, state=_text(attrs, "job_state"), owner=_text(attrs, "euser"), sources=sources)
+                   gpus_hint=gpus, state=pbs_qstat.text(attrs, "job_state"), owner=pbs_qstat.text(attrs, "euser"), sources=sources)
 
 
 def parse_found(text: str, host: str, user: str) -> List[str]:
@@ -231,11 +176,11 @@ def parse_found(text: str, host: str, user: str) -> List[str]:
     from ..hostlist import HostlistError, host_index
 
     out = []
-    for qid, attrs in _jobs(text).items():
-        if _text(attrs, "euser") != user or _text(attrs, "job_state") != "R":
+    for qid, attrs in pbs_qstat.jobs(text).items():
+        if pbs_qstat.text(attrs, "euser") != user or pbs_qstat.text(attrs, "job_state") != "R":
             continue
         try:
-            if host_index(_exec_hosts(_text(attrs, "exec_host")), host) is not None:
+            if host_index(_exec_hosts(pbs_qstat.text(attrs, "exec_host")), host) is not None:
                 out.append(qid)
         except HostlistError:
             continue
@@ -246,35 +191,9 @@ OUTSIDE = Outside(show=("qstat", "-f", "-F", "json"), parse=parse_job,
                   find=lambda host, user: ["qstat", "-f", "-F", "json"], found=parse_found,
                   id_ok=lambda j: _query_safe(j), running=("R",), ended=tuple(_ENDED))
 
-# qsub(1B) options that take no value: any other option's next word is its value, never the script
-_QSUB_BARE = ("-f", "-h", "-I", "-n", "-V", "-X", "-z")
-
-
-def parse_show(out: str) -> JobFacts:
-    """The facts of `qstat -f -F json ID`: `Submit_arguments` (qsub's flags and the script,
-    relative to PBS_O_WORKDIR), `Rerunable`, `run_count`, `job_state`."""
-    import shlex
-
-    attrs = next(iter(_jobs(out).values()), {})  # the one reader of `qstat -f -F json` (as `save --job`)
-    found = attrs.get("Variable_List")
-    variables: Dict[str, object] = found if isinstance(found, dict) else {}
-    try:
-        words = tuple(shlex.split(str(attrs.get("Submit_arguments", ""))))
-    except ValueError:
-        words = ()
-    script = words[-1] if words and not words[-1].startswith("-") and \
-        (len(words) == 1 or not words[-2].startswith("-") or words[-2] in _QSUB_BARE) else ""
-    runs = attrs.get("run_count")
-    return JobFacts(state=str(attrs.get("job_state", "")), script=script,
-                    workdir=str(variables.get("PBS_O_WORKDIR", "")), submit=words[:-1] if script else (),
-                    requeueable={"True": True, "False": False}.get(str(attrs.get("Rerunable", ""))),
-                    restarts=runs - 1 if isinstance(runs, int) and runs >= 1 else None,
-                    why="" if script else "PBS keeps no copy of a script given on stdin: submit it as a file "
-                    "(`qsub job.sh`) and with `-r y` (rerunnable), so that qrerun can bring it back")
-
-
 REQUEUE = Requeue(
-    ("qrerun", "{jobid}"), ("qstat", "-f", "-F", "json", "{jobid}"), parse_show, submit="qsub",
+    ("qrerun", "{jobid}"), ("qstat", "-f", "-F", "json", "{jobid}"), pbs_requeue.parse_show, submit="qsub",
+    script=pbs_requeue.script,
     running=("R",),  # E (exiting): qdel, or the walltime
     needs="PBS's client commands (qrerun, qsub, qstat) on PATH and pbs.conf (PBS_CONF_FILE) inside the container")
 

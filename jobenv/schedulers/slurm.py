@@ -12,7 +12,7 @@ import os
 from ..errors import BadInput
 from ..numparse import MAX_PER_HOST, is_uint, parse_uint
 from .base import Batch, Capture, Outside, Requeue, Scheduler, pick_env, run_parsed
-from .slurm_scontrol import NAME, expand_nodes, parse_job, parse_show_job
+from .slurm_scontrol import NAME, batch_script, expand_nodes, parse_job, parse_show_job
 
 TYPE_CHECKING = False  # `import typing` costs ~5 ms per shell; type checkers still read the block below
 if TYPE_CHECKING:
@@ -205,7 +205,7 @@ OUTSIDE = Outside(show=("scontrol", "show", "job", "-d"), parse=parse_job, find=
 
 REQUEUE = Requeue(
     ("scontrol", "requeue", "{jobid}"), ("scontrol", "show", "job", "{jobid}"), parse_show_job,
-    dump=("scontrol", "write", "batch_script", "{jobid}", "{path}"), submit="sbatch",
+    script=batch_script, submit="sbatch",
     restart_var="SLURM_RESTART_COUNT", running=("RUNNING",),  # scancel, a time limit: COMPLETING at once (tests/test_launch_preempt_slurm.py)
     needs="Slurm's client commands (scontrol, sbatch) on PATH, slurm.conf (SLURM_CONF) and munge's socket "
           "(/run/munge) inside the container (pyxis/enroot: mount them; Apptainer: --bind them)")

@@ -14,7 +14,7 @@ from .base import Capture, JobFacts
 
 TYPE_CHECKING = False  # `import typing` costs ~5 ms per shell; type checkers still read the block below
 if TYPE_CHECKING:
-    from typing import Dict, List, Optional, Tuple
+    from typing import Dict, List, Mapping, Optional, Tuple
 
 NAME = "slurm"  # the scheduler's name (slurm.py takes it from here: this file loads first)
 
@@ -244,10 +244,13 @@ _NOTHING = ("", "(null)", "N/A", "UNLIMITED", "Partition_Limit")
 
 
 def parse_show_job(out: str) -> JobFacts:
-    """The facts of `scontrol show job ID` (Command is the script's path, "(null)" for a
-    script given on stdin, which `scontrol write batch_script` then recovers).  An answer
-    that is not what Slurm prints (job_records) gives no facts: no flag read from it is
-    passed on, and `why` says so."""
+    """The facts of `scontrol show job ID`.  Command= (the path the script was submitted
+    from) is not among them: whatever is at that path now may not be what ran (batch_script
+    is).  Slurm prints the script's arguments there too, joined with spaces (`sbatch job.sh
+    'a b' c`: `Command=/dir/job.sh a b c`, Slurm 22.05 on tests/cluster): a Command= holding
+    a space may have had arguments that cannot be told apart, so no flags then, and `why`
+    says so.  An answer that is not what Slurm prints (job_records) gives no facts: no flag
+    read from it is passed on, and `why` says so."""
     try:
         recs = job_records(out)
     except Ambiguous as exc:
@@ -259,9 +262,28 @@ def parse_show_job(out: str) -> JobFacts:
     if per_node.isdigit() and per_node != "0":
         flags.append(f"--ntasks-per-node={per_node}")
     flags += ["--requeue" if fields.get("Requeue") == "1" else "--no-requeue", "--open-mode=append"]
-    command = fields.get("Command", "")
     restarts = fields.get("Restarts", "")
-    return JobFacts(state=fields.get("JobState", ""), script="" if command in _NOTHING else command,
-                    workdir=fields.get("WorkDir", ""), submit=tuple(flags),
+    command = fields.get("Command", "")
+    why = "" if " " not in command else (
+        f"its Command= ({command[:200]!r}) holds a space: the script had arguments (or a path with a space), which "
+        "Slurm joins with spaces, so jobenv cannot pass them on exactly")
+    return JobFacts(state=fields.get("JobState", ""), workdir=fields.get("WorkDir", ""),
+                    submit=() if why else tuple(flags), why=why,
                     requeueable={"1": True, "0": False}.get(fields.get("Requeue", "")),
                     restarts=int(restarts) if restarts.isdigit() else None)
+
+
+MAX_SCRIPT = 64 << 20  # Slurm's max_script_size is 4 MiB by default, at most 512 MiB
+
+
+def batch_script(jobid: str, env: Mapping[str, str]) -> Tuple[Optional[bytes], str]:
+    """The batch script slurmctld keeps for the job (`scontrol write batch_script ID -`): the
+    one it copied at submission, whatever the file it came from holds now."""
+    from .base import on_path, run_output
+
+    if not on_path("scontrol", env.get("PATH")):
+        return None, "scontrol is not on PATH here"
+    rc, out, said = run_output(["scontrol", "write", "batch_script", jobid, "-"], env, 30.0, MAX_SCRIPT)
+    if rc != 0 or not out:
+        return None, f"`scontrol write batch_script {jobid} -` failed ({said or f'exit {rc}, no script'})"
+    return out, ""
