@@ -8,7 +8,8 @@
 #    getHostHash reads): NCCL refuses two ranks on one GPU of one host, so this is the
 #    way to make it connect the two over its network transport, here TCP (NET/Socket);
 # 3. the same two ranks without NCCL_HOSTID: what NCCL says about a shared GPU;
-# 4. the raw NCCL_DEBUG=INFO log of case 2 from a bare torch all-reduce (the fixture of
+# 4. case 2 judged by Polaris's profile (--profile polaris): the TCP-fallback verdict;
+# 5. the raw NCCL_DEBUG=INFO log of case 2 from a bare torch all-reduce (the fixture of
 #    tests/test_selftest_fabric.py).
 set -u
 out=${1:?usage: fabric_gpu.sh OUTDIR}
@@ -29,6 +30,7 @@ cat "$out/machine.txt"
 run one 80 "" 1
 run two_hosts 140 'export NCCL_HOSTID=fakehost$LOCAL_RANK;' 2
 run two_shared 50 "" 2
+run polaris 100 'export NCCL_HOSTID=fakehost$LOCAL_RANK;' 2 --profile polaris
 echo "== raw NCCL log"
 mkdir -p "$out/raw"
 cat >"$out/raw/allreduce.py" <<'EOF'
