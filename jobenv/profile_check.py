@@ -271,8 +271,9 @@ def fabric(spec: Any, fail: Fail) -> Dict[str, Any]:
                 raise fail("fabric", f"{backend}: {text} must be one line of at most 300 characters")
         env = entry.get("env") or {}
         if not isinstance(env, dict) or not all(is_word(k, r"[A-Za-z_]\w*") and isinstance(v, (str, int))
-                                                and not isinstance(v, bool) for k, v in env.items()):
-            raise fail("fabric", f"{backend}: env must map variable names to strings or numbers")
+                                                and not isinstance(v, bool) and str(v).isprintable()
+                                                for k, v in env.items()):
+            raise fail("fabric", f"{backend}: env must map variable names to printable strings or numbers")
         floor = entry.get("min_busbw")
         if floor is not None and (isinstance(floor, bool) or not isinstance(floor, (int, float)) or not floor > 0):
             raise fail("fabric", f"{backend}: min_busbw must be a positive number (GB/s per GPU)")

@@ -82,6 +82,14 @@ def test_sockets_between_hosts_without_a_profile_is_a_warning():
     v = fabric.judge("nccl", seen, None, 2, None, {})
     assert v["status"] == "warn" and "NCCL_NET_PLUGIN" in v["fix"]
     assert fabric.judge("nccl", [{"host": "a", "network": None}], None, 2, None, {})["status"] == "unknown"
+    assert fabric.judge("torch", [{"host": "a", "network": None}], None, 2, None, {})["status"] == "unknown"
+
+
+def test_printed_verdict_escapes_control_bytes():
+    from jobenv.selftest.report import fabric_lines
+
+    lines = fabric_lines({"verdict": {"status": "fail", "says": "on h\x1b]0;x\x07", "fix": "a\x9bb"}})
+    assert not any(c in "".join(lines) for c in "\x1b\x07\x9b") and "\\x1b" in lines[0]
 
 
 def test_oneccl_transport_against_auroras_documented_settings():
@@ -109,6 +117,7 @@ def test_groups_and_the_bus_bandwidth_factor():
     ("{nccl: {env: {1X: y}}}", "env must map variable names"),
     ("{ccl: {network: ofi}}", "ccl takes transport, load"),
     ("{nccl: {load: [a]}}", "load must be one line"),
+    ('{nccl: {env: {X: "a\\x1b[2J"}}}', "env must map variable names to printable"),
 ])
 def test_bad_fabric_section_is_one_line(entry, says):
     text = f"name: x\nscheduler: slurm\nlaunchers: [{{argv: [srun]}}]\nfabric: {entry}\n"

@@ -191,6 +191,9 @@ def judge(backend: str, seen: Iterable[Dict[str, Any]], busbw_inter: Optional[fl
     if missing:
         return {"status": "warn", "says": f"{backend} uses {', '.join(nets)} as expected, but settings {where} "
                 f"documents are not set", "fix": _fix(expect, missing)}
+    if nets == ["unknown"]:
+        return {"status": "unknown", "says": f"{backend}: no transport to tell (bandwidth needs torch.distributed)",
+                "fix": ""}
     if not expect:
         return {"status": "ok", "says": f"{backend} uses {', '.join(nets)}; {where} states no expectation", "fix": ""}
     return {"status": "ok", "says": f"{backend} uses {', '.join(nets)}, as {where} expects", "fix": ""}

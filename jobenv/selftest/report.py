@@ -70,9 +70,11 @@ def add_fabric(rep: Dict[str, Any], profile: Optional[str]) -> None:
 
 def fabric_lines(fab: Dict[str, Any]) -> List[str]:
     """The verdict line, and the fix when there is one."""
-    v = fab["verdict"]
-    lines = [f"fabric {v['status'].upper()}: {v['says']}"]
-    return lines + ([f"  fix: {v['fix']}"] if v["fix"] else [])
+    from ..errors import one_line
+
+    v = fab["verdict"]  # host names, NCCL's log and the profile's text may hold control bytes: shown escaped
+    lines = [f"fabric {v['status'].upper()}: {one_line(v['says'])}"]
+    return lines + ([f"  fix: {one_line(v['fix'])}"] if v["fix"] else [])
 
 
 def print_fabric(fab: Dict[str, Any]) -> None:
@@ -85,8 +87,11 @@ def print_fabric(fab: Dict[str, Any]) -> None:
         print("all-reduce bandwidth (GB/s per rank, the slowest group; busbw as nccl-tests: algbw * 2(n-1)/n)")
         print_table(rows, ["between", "ranks", "groups", "size", "algbw", "busbw"])
     print(f"transport ({fab['backend']})")
-    print_table([[", ".join(t["hosts"][:4]) + (" ..." if len(t["hosts"]) > 4 else ""), str(t.get("network")),
-                  _transport_detail(t)] for t in fab["transports"]], ["hosts", "network", "detail"])
+    from ..errors import one_line
+
+    print_table([[one_line(", ".join(t["hosts"][:4]) + (" ..." if len(t["hosts"]) > 4 else "")),
+                  one_line(str(t.get("network"))), one_line(_transport_detail(t))] for t in fab["transports"]],
+                ["hosts", "network", "detail"])
 
 
 def _size(n: int) -> str:
