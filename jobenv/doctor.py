@@ -24,13 +24,23 @@ from .doctor_judges import Check, judge_gpus, judge_imports, judge_launcher, lau
 from .record import JobRecord
 
 
-def check_deep(jobid: str, env: Mapping[str, str], timeout: float) -> Check:
-    """A two-rank all-reduce through `jobenv launch`: the whole path, for real."""
-    rc, tail = probes.run_deep(probes.deep_argv(jobid), env, timeout)
+def check_deep(jobid: str, env: Mapping[str, str], timeout: float) -> List[Check]:
+    """A two-rank all-reduce through `jobenv launch`: the whole path, for real; and the
+    selftest's fabric verdict (its `fabric STATUS: ...` and `  fix: ...` lines)."""
+    rc, tail, lines = probes.run_deep(probes.deep_argv(jobid), env, timeout)
+    fabric = [fabric_check(ln, lines[i + 1] if i + 1 < len(lines) else "") for i, ln in enumerate(lines)
+              if ln.startswith("fabric ")][:1]
     if rc == 0:
-        return Check("selftest", "ok", "two-rank all-reduce through `jobenv launch` passed")
-    return Check("selftest", "fail", f"two-rank selftest {'timed out' if rc is None else f'exited {rc}'}: {tail}",
-                 "run `jobenv launch -- python3 -m jobenv.selftest` and read the first error")
+        return [Check("selftest", "ok", "two-rank all-reduce through `jobenv launch` passed"), *fabric]
+    return [Check("selftest", "fail", f"two-rank selftest {'timed out' if rc is None else f'exited {rc}'}: {tail}",
+                  "run `jobenv launch -- python3 -m jobenv.selftest` and read the first error"), *fabric]
+
+
+def fabric_check(line: str, after: str) -> Check:
+    """`fabric FAIL: says` (and `  fix: ...` after it) as a Check."""
+    status, _, says = line[len("fabric "):].partition(": ")
+    fix = after.strip()[len("fix: "):] if after.strip().startswith("fix: ") else ""
+    return Check("fabric", {"OK": "ok", "FAIL": "fail"}.get(status, "warn"), says, fix)
 
 
 def check_launcher_fit(rec: JobRecord, env: Mapping[str, str], exe: str, row: Any) -> Optional[Check]:
@@ -217,7 +227,7 @@ def collect(env: Mapping[str, str], job: Optional[str], deep: bool, timeout: flo
             from .output import progress
 
             with progress(f"--deep: a two-rank all-reduce through `jobenv launch` (up to {timeout * 4:g} s)"):
-                checks.append(check_deep(rec.jobid, env, timeout * 4))
+                checks += check_deep(rec.jobid, env, timeout * 4)
     else:
         checks += judge_imports(probes.finish_imports(started), None, 0)
     checks += check_pythonpath(env)

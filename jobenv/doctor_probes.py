@@ -165,18 +165,19 @@ def port_busy(addr: str, port: int) -> bool:
 
 
 def deep_argv(jobid: str) -> List[str]:
-    """`jobenv launch -n 2` of a two-rank selftest."""
+    """`jobenv launch -n 2` of a two-rank selftest, with its fabric check (--bandwidth) and
+    only its verdict and summary lines (-q)."""
     return [*module_argv(sys.executable, "jobenv"), "launch", "--job", jobid, "-n", "2", "--",
-            *module_argv(sys.executable, "jobenv.selftest"), "--steps", "2", "--timeout", "60"]
+            *module_argv(sys.executable, "jobenv.selftest"), "--steps", "2", "--timeout", "60", "--bandwidth", "-q"]
 
 
-def run_deep(argv: List[str], env: Mapping[str, str], timeout: float) -> Tuple[Optional[int], str]:
-    """(exit code or None on timeout, last lines of output)."""
+def run_deep(argv: List[str], env: Mapping[str, str], timeout: float) -> Tuple[Optional[int], str, List[str]]:
+    """(exit code or None on timeout, last lines of output, every non-blank line)."""
     try:
         p = subprocess.run(argv, env=dict(env), stdin=subprocess.DEVNULL, capture_output=True, text=True,
                            errors="replace", timeout=timeout, start_new_session=True)
     except subprocess.TimeoutExpired as exc:
         out = exc.stdout.decode(errors="replace") if isinstance(exc.stdout, bytes) else (exc.stdout or "")
-        return None, out[-300:]
+        return None, out[-300:], out.splitlines()
     lines = [ln for ln in (p.stdout + "\n" + p.stderr).splitlines() if ln.strip()]
-    return p.returncode, " | ".join(lines[-2:])
+    return p.returncode, " | ".join(lines[-2:]), lines

@@ -22,7 +22,7 @@ from .errors import BadInput, visible
 
 MAX_BYTES = 1 << 20  # a profile is a few hundred bytes; a larger file is not one
 KEYS = ("name", "description", "scheduler", "match", "gpus_per_host", "vars", "launchers", "env", "gpu_bind",
-        "submit")
+        "submit", "fabric")
 _PLACEHOLDER = re.compile(r"\{(\w+)\}")
 
 Fail = Callable[[str, str], "ProfileError"]
@@ -243,3 +243,39 @@ def submit(spec: Any, variables: Dict[str, Any], fail: Fail) -> Dict[str, Any]:
                                                  for k, v in defaults.items()):
         raise fail("submit", f"defaults map {', '.join(SUBMIT_KEYS)} to plain words ({SUBMIT_WORD.pattern})")
     return {"directives": directives, "defaults": {k: str(v) for k, v in defaults.items()}}
+
+
+# `fabric`: per backend, what `selftest --bandwidth` expects; NCCL's networks as the selftest names them
+FABRIC_EXPECT = {"nccl": ("network", ("ofi", "ib", "socket")), "ccl": ("transport", ("mpi", "ofi")), "gloo": ("", ())}
+
+
+def fabric(spec: Any, fail: Fail) -> Dict[str, Any]:
+    """`fabric`: {nccl|ccl|gloo: {network|transport, load, env, min_busbw, source}}: the
+    network expected (NCCL: ofi, ib or socket; oneCCL's ATL transport: mpi or ofi), what to
+    load when it is missing (one line of text), the settings the site documents, the least
+    inter-host all-reduce bus bandwidth per GPU in GB/s, and the page that says so."""
+    if spec is None:
+        return {}
+    if not isinstance(spec, dict) or first_unknown(spec, FABRIC_EXPECT):
+        raise fail("fabric", f"must map {', '.join(FABRIC_EXPECT)} to expectations")
+    out: Dict[str, Any] = {}
+    for backend, entry in spec.items():
+        key, allowed = FABRIC_EXPECT[backend]
+        if not isinstance(entry, dict) or first_unknown(entry, (key, "load", "env", "min_busbw", "source")):
+            raise fail("fabric", f"{backend} takes {key + ', ' if key else ''}load, env, min_busbw and source")
+        if key in entry and entry[key] not in allowed:
+            raise fail("fabric", f"{backend}: {key} must be one of {', '.join(allowed)}")
+        for text in ("load", "source"):
+            val = entry.get(text, "")
+            if not isinstance(val, str) or len(val) > 300 or not val.isprintable():
+                raise fail("fabric", f"{backend}: {text} must be one line of at most 300 characters")
+        env = entry.get("env") or {}
+        if not isinstance(env, dict) or not all(is_word(k, r"[A-Za-z_]\w*") and isinstance(v, (str, int))
+                                                and not isinstance(v, bool) and str(v).isprintable()
+                                                for k, v in env.items()):
+            raise fail("fabric", f"{backend}: env must map variable names to printable strings or numbers")
+        floor = entry.get("min_busbw")
+        if floor is not None and (isinstance(floor, bool) or not isinstance(floor, (int, float)) or not floor > 0):
+            raise fail("fabric", f"{backend}: min_busbw must be a positive number (GB/s per GPU)")
+        out[backend] = {**entry, "env": {k: str(v) for k, v in env.items()}}
+    return out

@@ -18,6 +18,7 @@ A profile::
     env: {MPICH_GPU_SUPPORT_ENABLED: '1'}   # exported with the job's variables
     gpu_bind: {var: CUDA_VISIBLE_DEVICES, map: reverse}   # opt-in: `jobenv launch --gpu-bind`
     submit: {directives: ['-l select={nodes}:system=polaris'], defaults: {queue: debug}}   # `jobenv submit`
+    fabric: {nccl: {network: ofi, load: '...', env: {NCCL_NET: AWS Libfabric}, min_busbw: 5, source: URL}}
 
 `gpu_bind` gives each local rank one device through the per-rank wrapper: `var` is one of
 jobenv.rankwrap.GPU_VARS; `map` is identity (device = local rank % devices), reverse
@@ -58,6 +59,7 @@ class Profile:
     source: str = ""
     gpu_bind: Dict[str, Any] = field(default_factory=dict)
     submit: Dict[str, Any] = field(default_factory=dict)  # batch-script directives (profile_check.submit)
+    fabric: Dict[str, Any] = field(default_factory=dict)  # per backend: what the selftest expects (profile_check.fabric)
 
     @property
     def generic(self) -> bool:
@@ -124,11 +126,12 @@ def parse(text: str, source: str) -> Profile:
     launchers = check.launchers(data.get("launchers"), set(CONTEXT_KEYS) | set(variables), fail)
     bind = check.gpu_bind(data.get("gpu_bind"), gpus, fail)
     batch = check.submit(data.get("submit"), variables, fail)
+    fabric = check.fabric(data.get("fabric"), fail)
     return Profile(
         name=str(name), scheduler=data["scheduler"], launchers=launchers,
         description=data.get("description") or "", match=match, gpus_per_host=gpus,
         vars={k: str(v) for k, v in variables.items()}, env={k: str(v) for k, v in envs.items()},
-        source=source, gpu_bind=bind, submit=batch,
+        source=source, gpu_bind=bind, submit=batch, fabric=fabric,
     )
 
 

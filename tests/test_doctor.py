@@ -135,6 +135,16 @@ def test_busy_master_port_fails(local_env):
 def test_deep_runs_a_two_rank_allreduce(local_env):
     rc, c = doctor({**local_env, "OMP_NUM_THREADS": "1"}, "--deep")
     assert rc == 0 and c["selftest"]["status"] == "ok", c.get("selftest")
+    # the selftest's --bandwidth verdict: gloo on this host, and the local profile expects nothing of it
+    assert c["fabric"]["status"] == "ok" and c["fabric"]["detail"].startswith("gloo uses tcp"), c.get("fabric")
+
+
+def test_fabric_line_becomes_a_check():
+    from jobenv.doctor import fabric_check
+
+    c = fabric_check("fabric FAIL: NCCL is using sockets (TCP fallback)", "  fix: module load x; export NCCL_NET=y")
+    assert c == Check("fabric", "fail", "NCCL is using sockets (TCP fallback)", "module load x; export NCCL_NET=y")
+    assert fabric_check("fabric UNKNOWN: no log", "jobenv selftest PASSED").status == "warn"
 
 
 def test_doctor_never_imports_from_the_working_directory(local_env, other_user, shared_tmp):

@@ -3,19 +3,34 @@ from __future__ import annotations
 
 import argparse
 import os
+import sys
 import time
 from typing import Any, Dict, Optional
 
 from ..runtime import DistInfo
 from . import T_INTERP
 from .adapters import default_framework, make_comm
+from . import fabric
+from .bandwidth import measure
 from .barrier import Link, Watchdog
 
 
 def run_rank(args: argparse.Namespace, info: DistInfo, host: str, t_start: Optional[float], deadline: float, link: Link,
              t_checkin: float) -> Dict[str, Any]:
-    wd = Watchdog(info, host, link, deadline)
     framework = args.framework or default_framework()
+    nccl_log = fabric.nccl_log_to_file(os.environ) if args.bandwidth and framework == "torch" else None
+    try:
+        return _run(args, info, host, t_start, deadline, link, t_checkin, framework, nccl_log)
+    except BaseException:
+        if nccl_log:  # NCCL's warnings went to its file with the rest of its log: show them with the failure
+            for line in fabric.parse_nccl(fabric.take_log(nccl_log))["warnings"]:
+                sys.stderr.write(f"jobenv.selftest: rank {info.rank} ({host}): {line}\n")
+        raise
+
+
+def _run(args: argparse.Namespace, info: DistInfo, host: str, t_start: Optional[float], deadline: float, link: Link,
+         t_checkin: float, framework: str, nccl_log: Optional[str]) -> Dict[str, Any]:
+    wd = Watchdog(info, host, link, deadline)
     with wd.phase("backend_init"):
         comm = make_comm(framework, args.backend, info, max(1.0, deadline - time.time()) + 30)
     phases: Dict[str, Optional[float]] = {}
@@ -42,6 +57,11 @@ def run_rank(args: argparse.Namespace, info: DistInfo, host: str, t_start: Optio
     with wd.phase("barrier"):
         comm.barrier()
     checks["barrier"] = True
+    bandwidth, backend = None, framework
+    if args.bandwidth and hasattr(comm, "dist") and comm.dist.is_initialized():
+        backend = str(comm.dist.get_backend())
+        with wd.phase("bandwidth"):
+            bandwidth = measure(comm, hosts)
     losses, first_step, digest = comm.train(args.steps, wd)
     phases["first_step"] = first_step
     with wd.phase("digests"):
@@ -51,7 +71,11 @@ def run_rank(args: argparse.Namespace, info: DistInfo, host: str, t_start: Optio
     t = time.time()
     comm.close()
     phases["teardown"] = time.time() - t
-    return {"rank": r, "host": host, "local_rank": info.local_rank, "node_rank": info.node_rank,
+    seen = None
+    if args.bandwidth:  # after teardown: NCCL has written every channel's line by now
+        seen = fabric.rank_transport(backend, host, nccl_log, os.environ)
+    return {"bandwidth": bandwidth, "fabric": seen, "rank": r, "host": host, "local_rank": info.local_rank,
+            "node_rank": info.node_rank,
             "device": comm.device, "framework": framework, "launcher": info.launcher,
             "phases": phases, "checks": checks, "losses": losses, "rank_host_map": hosts,
             "start_to_first_allreduce": (t_first_allreduce - t_start) if t_start else None}

@@ -15,7 +15,7 @@ from ..runtime.checkin import CheckinError
 from . import EXIT_FAILED, EXIT_OK, EXIT_SETUP, EXIT_TIMEOUT, T_INTERP
 from .barrier import Link, process_start_time
 from .checks import run_rank
-from .report import print_report, summarize
+from .report import add_fabric, print_report, summarize
 
 T = TypeVar("T")
 
@@ -42,10 +42,13 @@ def parse_args(argv: Optional[List[str]] = None) -> argparse.Namespace:
                    help="seconds from process start until the run is ended as hung (default 300)")
     p.add_argument("--json", action="store_true", help="print the report as JSON instead of tables (rank 0)")
     p.add_argument("--json-file", metavar="FILE", help="also write the report as JSON to FILE (rank 0)")
+    p.add_argument("--bandwidth", action="store_true",
+                   help="also measure all-reduce bus bandwidth within and between hosts, name the transport each "
+                        "backend chose, and judge it against the machine profile's fabric: section")
+    p.add_argument("--profile", metavar="NAME", help="the machine profile to judge the fabric by (default: the "
+                                                      "job record's machine)")
     p.add_argument("-q", "--quiet", action="store_true", help="print only failures and the summary line")
     return p.parse_args(argv)
-
-
 
 
 def _doc() -> str:
@@ -97,6 +100,8 @@ def main(argv: Optional[List[str]] = None) -> int:
         results = link.server.wait_results(min(deadline, time.time() + 30))
         link.server.close()
     rep = summarize(results, info)
+    if args.bandwidth:
+        add_fabric(rep, args.profile)
     write_phases(rep["ranks"])  # under `jobenv launch`: every rank's phases for `jobenv runs`/`report`
     if args.json_file:
         with open(args.json_file, "w") as f:
