@@ -1,6 +1,6 @@
 """The docs' console examples that a local job can run, run as written: they must print what the page shows.
 
-An example opts in by naming this file in the prose just before it.  Each `$ ` line (with its `> `
+An example opts in by naming this file in the paragraph just before it.  Each `$ ` line (with its `> `
 continuation lines) runs in a fresh bash that restored a local job saved with 2 slots (the
 MPICH wheel's mpiexec), stdout and stderr together, and must print exactly the lines under it,
 this host's name read as `vm`.  An example whose output drifted (a reworded error, a new
@@ -15,7 +15,8 @@ from typing import List, Tuple
 
 import pytest
 
-from conftest import REPO
+import machines
+from conftest import BASE_PATH, REPO, base_env, jobenv
 from launchkit import RESTORE, local_job, shell
 from test_docs import blocks
 
@@ -23,13 +24,14 @@ HERE = "tests/test_docs_examples.py"
 
 
 def examples() -> List[Tuple[str, str]]:
-    """(page, console block) for every block whose preceding prose names this file."""
+    """(page, console block) for every block whose preceding paragraph names this file."""
     found = []
     for page in sorted((REPO / "docs").glob("*.md")) + [REPO / "README.md"]:
         before = ""
         for kind, lang, body in blocks(page.read_text()):
             if kind == "prose":
-                before = body
+                paras = [p for p in re.split(r"\n\s*\n", body) if p.strip()]
+                before = paras[-1] if paras else ""
             elif lang == "console" and HERE in before:
                 found.append((page.name, body))
     return found
@@ -67,3 +69,36 @@ def test_example_prints_what_the_page_shows(tmp_path: Path, page: str, block: st
         p = shell(env, f"{RESTORE} && {{ {command}\n}} 2>&1", cwd=tmp_path)
         got = re.sub(rf"\b{host}\b", "vm", p.stdout).rstrip("\n").split("\n") if p.stdout else []
         assert got == expected, f"{page}: `{command}` printed:\n{p.stdout}{p.stderr}"
+
+
+def save_examples() -> List[Tuple[str, List[str]]]:
+    """(machine profile, the lines `jobenv save` prints) for each `host$ jobenv save` of schedulers.md."""
+    found = []
+    for kind, _, body in blocks((REPO / "docs" / "schedulers.md").read_text()):
+        lines = body.split("\n")
+        for i, line in enumerate(lines):
+            if kind == "code" and re.fullmatch(r"[\w.-]+\$ jobenv save", line):
+                out = []
+                for after in lines[i + 1:]:
+                    if not after or after.startswith(("#", "$")):
+                        break
+                    out.append(after)
+                profile = re.search(r"^scheduler +\S+, profile (\S+)$", "\n".join(out), re.M)
+                assert profile, out
+                found.append((profile.group(1), out))
+    return found
+
+
+def test_every_scheduler_has_a_save_example():
+    assert sorted(p for p, _ in save_examples()) == ["elcapitan", "lassen", "perlmutter", "polaris", "thetagpu"]
+
+
+@pytest.mark.parametrize("profile,shown", save_examples(), ids=lambda v: v if isinstance(v, str) else "")
+def test_save_on_a_machine_prints_what_the_page_shows(tmp_path: Path, profile: str, shown: List[str]):
+    home = tmp_path / "home"
+    home.mkdir()
+    env = base_env(home, getattr(machines, profile)(tmp_path), path=f"{tmp_path / 'bin'}:{BASE_PATH}")
+    p = jobenv(["save"], env)
+    assert p.returncode == 0, p.stderr
+    got = [line for line in p.stdout.replace(str(home), "~").rstrip("\n").split("\n") if not line.startswith("saved ")]
+    assert got == shown, p.stdout
