@@ -2,8 +2,8 @@
 
 An example opts in by naming this file in the paragraph just before it.  Each `$ ` line (with its `> `
 continuation lines) runs in a fresh bash that restored a local job saved with 2 slots (the
-MPICH wheel's mpiexec), stdout and stderr together, and must print exactly the lines under it,
-this host's name read as `vm`.  An example whose output drifted (a reworded error, a new
+MPICH wheel's mpiexec), in ~/project, stdout and stderr together, and must print exactly the
+lines under it, this host's name read as `vm` and the paths as user alice's (`as_shown`).  An example whose output drifted (a reworded error, a new
 line) fails here instead of misleading a reader.
 """
 from __future__ import annotations
@@ -64,11 +64,22 @@ def test_some_examples_opt_in():
 @pytest.mark.parametrize("page,block", examples(), ids=lambda v: v if v.endswith(".md") else "")
 def test_example_prints_what_the_page_shows(tmp_path: Path, page: str, block: str):
     env = local_job(tmp_path, 2)
-    host = re.escape(socket.gethostname().split(".")[0])
+    project = tmp_path / "home" / "project"
+    project.mkdir()
     for command, expected in transcript(block):
-        p = shell(env, f"{RESTORE} && {{ {command}\n}} 2>&1", cwd=tmp_path)
-        got = re.sub(rf"\b{host}\b", "vm", p.stdout).rstrip("\n").split("\n") if p.stdout else []
+        p = shell(env, f"{RESTORE} && {{ {command}\n}} 2>&1", cwd=project)
+        got = as_shown(p.stdout, tmp_path).rstrip("\n").split("\n") if p.stdout else []
         assert got == expected, f"{page}: `{command}` printed:\n{p.stdout}{p.stderr}"
+
+
+def as_shown(text: str, tmp_path: Path) -> str:
+    """This run's host and paths as the pages show them: host vm, user alice's home, venv and clone."""
+    text = re.sub(rf"\b{re.escape(socket.gethostname().split('.')[0])}\b", "vm", text)
+    # the interpreter a batch script names: this venv's, by whichever of its names ran jobenv
+    text = re.sub(r"'/[^']*/bin/python[0-9.]*'", "'/home/alice/venvs/train/bin/python'", text)
+    for path, shown in [(str(REPO), "/home/alice/jobenv"), (str(tmp_path / "home"), "/home/alice")]:
+        text = text.replace(path, shown)
+    return text
 
 
 def save_examples() -> List[Tuple[str, List[str]]]:
