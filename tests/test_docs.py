@@ -189,3 +189,29 @@ def test_click_blocks_keep_help_lines_as_written():
     assert mod.fence(help_lines) == ["Run it.", "", "```text", "exit 0:   done", "exit 124: timed out", "```", "",
                                      "More prose."]
     assert mod.fence(["\b", "last"]) == ["```text", "last", "```"]
+
+
+def missing_paths(text: str, root: Path) -> List[str]:
+    """Repository paths the text names (jobenv/..., tests/..., benchmarks/..., shell/..., .ci/...)
+    that do not exist: a moved or renamed file the docs still send readers to.  A name followed
+    by `<`, `*` or `{`, or ending in `_`/`-`, is a pattern (`tests/test_<module>.py`), not a path."""
+    bad = []
+    for m in re.finditer(r"(?<![\w/.])((?:jobenv|tests|benchmarks|shell|\.ci)/[\w./-]*)(.?)", text):
+        path, after = m.group(1).rstrip("."), m.group(2)
+        if after in ("<", "*", "{") or path.endswith(("_", "-")):
+            continue
+        if not (root / path).exists():
+            bad.append(path)
+    return bad
+
+
+def test_the_files_the_docs_name_exist():
+    bad = [f"{p.name}: {path}" for p in pages() for path in missing_paths(p.read_text(), REPO)]
+    assert not bad, "\n".join(bad)
+
+
+def test_missing_paths_finds_a_moved_file(tmp_path):
+    (tmp_path / "jobenv").mkdir()
+    (tmp_path / "jobenv" / "store.py").write_text("")
+    text = "see `jobenv/store.py`, `jobenv/fastget.py`, `tests/test_<module>.py`, `benchmarks/results/bench-<day>.txt`"
+    assert missing_paths(text, tmp_path) == ["jobenv/fastget.py"]
