@@ -117,6 +117,6 @@ def attach(group: click.Group) -> None:
 @click.argument("shell_name", metavar="SHELL", type=click.Choice(SHELLS))
 @click.pass_context
 def completion_cmd(ctx: click.Context, shell_name: str) -> None:
-    """Print the completion script for SHELL (bash, zsh, fish); see the README for where it goes."""
+    """Print the completion script for SHELL (bash, zsh, fish); see the docs (Shells) for where it goes."""
     root = ctx.find_root().command
     click.echo(source(shell_name, root), nl=False)
