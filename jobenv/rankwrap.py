@@ -17,77 +17,25 @@ What it does, per rank, in this order:
    exports nothing: torchrun has set all of them.
 3. With JOBENV_GPU_BIND set, exports one device per local rank (`gpu_bind_value`).
 4. Without JOBENV_RUN_DIR and JOBENV_LOG_DIR: `exec "$@"` (the wrapper is gone).
-   Otherwise it starts the program as its child, forwards TERM and HUP to it (INT as TERM:
-   a background child of sh ignores INT), waits, writes the records below and exits
-   with the program's status (re-raising the program's signal on itself when it died of
-   one; an exit code of 128+N is an exit code, never a signal raised).
+   Otherwise: `exec $JOBENV_PYTHON -I -S jobenv/rank/keeper.py LAUNCHER SIGIGN "$@"`: the rank
+   keeper becomes the program's parent, so that how it ended is known, not inferred (a shell's
+   `$?` says 128+N for exit 128+N and for signal N alike).  SIGIGN is this shell's SigIgn, read
+   before the exec: the signals the launcher left ignored, which the program gets back.
 
-Exit status: the program's; 5 when the environment is refused (step 1, a bad
-JOBENV_GPU_BIND or MASTER_PORT, an unwritable RUN_DIR or LOG_DIR, a log name that already
-exists, a ledger name that is not a regular file); 2 without a program.
+Exit status: the program's (the keeper's, which dies of the program's signal); 5 when the
+environment is refused (step 1, a bad JOBENV_GPU_BIND or MASTER_PORT, a JOBENV_PYTHON that is not
+an absolute path; the keeper: an unwritable RUN_DIR or LOG_DIR, a log name that already exists, a
+ledger name that is not a regular file of ours); 2 without a program.
 
 Environment protocol (set by `jobenv launch` on the launcher's environment):
 - JOBENV_GPU_BIND   `VAR:MAP:DEVICES[:TILES]`, for map order `VAR:order:D0,D1,...` (see
                     `gpu_bind_value`; from the profile's `gpu_bind`,
                     `jobenv.profiles.gpu_bind_mode`), or empty for none.
-- JOBENV_RUN_DIR    a directory shared by the hosts; no file per rank in it (at 1,000 hosts x
-                    8 ranks that is what a shared file system cannot take), one ledger per host:
-                    host-<H>.ledger (<H>: the host's name, anything outside [A-Za-z0-9._-] as _),
-                    lines appended with `>>`, each by one `printf` (< 512 bytes: appends of
-                    several ranks never interleave), complete once it ends in a newline:
-                      start <rank> <wrapper-pid> <program-pid> <epoch>   (program started)
-                      end <rank> exit:<code>|signal:<number>|either:<number>|unknown:<number> <epoch>
-                                                  (program ended; either, unknown: below)
-                      lost <rank> <epoch>        (agent: the wrapper vanished without `end`)
-                      ack <seq> <verb> <epoch>   (agent: request <seq> carried out here)
-                    and, from the rank's Python hook, `hook <rank> <pid> <start> <epoch>`
-                    (<start>: the Python's start time, clock ticks after boot, field 22 of
-                    /proc/<pid>/stat) and `clean <rank> <epoch>`.  <epoch> is seconds since 1970
-                    (bash: $EPOCHREALTIME, trusted only when two reads differ: elsewhere it,
-                    $RANDOM and BASH_VERSION may be plain inherited variables; else
-                    `date +%s.%N`, one fork, only on this supervised path).  The ledger is
-                    refused (exit 5) when its name is a link or not a regular file.  The
-                    program gets JOBENV_LEDGER (that path) and JOBENV_HOOK_RANK (its rank).
-                    The host agent: the wrapper whose O_EXCL create of `agent-<H>` succeeds
-                    (tried before it starts its program, which so stays the shell's last
-                    background job, and again after its `start` line; the loop waits up to
-                    two beats for that wrapper's `start`) starts one background loop for the host and writes
-                    its `<pid> <start>` into agent-<H> (a wrapper wakes it with WINCH at its
-                    rank's end, only while that pid started then); the loop, every
-                    BEAT_S (1 s) rewrites host-<H>.beat (`<epoch>`; its mtime is the
-                    heartbeat), writes `lost` for a wrapper gone two scans without an `end`,
-                    carries out the `request` file (`<seq> <verb>`, replaced by rename,
-                    jobenv.launch.requests): `stacks` (JOBENV_DUMP_SIGNAL to every hooked
-                    running rank's Python, `stacks:cont` also SIGCONT: only to the pid of the
-                    rank's newest `hook` line without a `clean` after it, and only when
-                    /proc/<pid>/stat, read by `read` at the request, gives the line's <start>:
-                    never a Python that exited, nor a process that got its pid since; a hook
-                    line without <start>, an older hook's, is never signalled), `kill` (TERM to every running
-                    wrapper, which forwards it; KILL at least 5 s on to the programs and
-                    wrappers each scan finds still running), `signal:USR1|USR2|TERM|INT|HUP` (to
-                    every running program), each once, with an `ack` line; and ends, removing
-                    agent-<H>, when no rank of the host runs (a `start` written before that
-                    removal keeps it going; one after it makes its wrapper the next agent).
-                    `wait` gives 128+N for exit 128+N, for signal N and for a trapped signal N
-                    that cut it short (a forwarded one; bash's CHLD trap in POSIX mode, i.e.
-                    bash as /bin/sh): above 128 with the program gone a second `wait` gives its
-                    status while the shell holds it, and the job table (`jobs -l`: dash and ash
-                    keep it after `wait`, and read after the second one, which frees it; bash's
-                    CHLD trap saves it before, in $(jobs -l) with CHLD ignored from then on)
-                    says exit N or signal; bash as sh can cut that second `wait` short with a
-                    stale SIGCHLD after dropping the status (145): recorded as unknown:N, N of
-                    the first; dash and ash empty the table in a subshell, so theirs goes to a
-                    new file of an unguessable name (/proc's uuid) in ${TMPDIR:-/tmp},
-                    node-local, removed at once (only for a status above 128).  128+N with no
-                    table line for the program (bash when it ends as `wait` begins: the CHLD
-                    trap runs after `wait` dropped its job; a table that could not be saved) is
-                    either:N, signal N or exit 128+N, never a guess; the wrapper exits 128+N.
-                    bash can lose the status of a program that ends as a trapped signal N
-                    reaches the wrapper too (its job stays running in `jobs -pr`): recorded as
-                    unknown:N, the wrapper exits 128+N. USR1 and USR2 (a pre-emption warning to
-                    the whole step) are ignored by the wrapper once its program runs, and by the
-                    agent.  No `end`: the rank never finished (its wrapper killed with SIGKILL:
-                    the agent's `lost`; the host lost: a stale beat).
+- JOBENV_RUN_DIR    a directory shared by the hosts; no file per rank in it, one ledger per host,
+                    host-<H>.ledger (<H>: the kernel's node name), written by the rank keepers, the
+                    host agent and the ranks' Python hook; formats in jobenv/launch/ledger.py,
+                    the agent in jobenv/rank/agent.py.
+- JOBENV_PYTHON     the interpreter that runs the keeper (the job's: `jobenv launch`'s own).
 - JOBENV_LOG_DIR    a directory; the program's stdout and stderr go to rank-<RANK>.log
                     there (and not to the launcher's output); `jobenv launch` checks it is
                     the user's own and removes the previous attempt's logs first.
@@ -112,7 +60,7 @@ SCRIPT = "rankwrap.sh"
 # The signal the host agent sends a rank for its Python stacks (`stacks` requests): SIGRTMIN+4
 # on Linux, free in CPython, torch and MPI; the launch exports it as JOBENV_DUMP_SIGNAL.
 DUMP_SIGNAL = 38
-# How often the host agent rewrites host-<H>.beat (seconds; the agent's `sleep 1`).
+# How often the host agent rewrites host-<H>.beat (seconds; jobenv/rank/agent.py's BEAT_S).
 BEAT_S = 1.0
 # Device-selection variables a profile may bind (anything else could load code: LD_PRELOAD).
 GPU_VARS = ("CUDA_VISIBLE_DEVICES", "HIP_VISIBLE_DEVICES", "ROCR_VISIBLE_DEVICES", "ZE_AFFINITY_MASK")

@@ -68,3 +68,23 @@ def test_a_huge_log_shows_its_end_only(tmp_path, monkeypatch):
     f.write_text("".join(f"{i:09d}\n" for i in range(10000)))
     text = collect([str(f)])
     assert "000009999" in text and "000000001" not in text and len(text) < 1200
+
+
+def test_follow_copies_a_long_unterminated_line_once(tmp_path):
+    """`jobenv logs -f` on a log that grows by a line with no newline: the unfinished part was
+    re-read and re-joined at every poll (404 MiB for a 96 MiB line); now it stays below CHUNK."""
+    from jobenv.batch.logs import CHUNK, Follower
+
+    path = tmp_path / "job.out"
+    path.write_bytes(b"")
+    got = []
+    f = Follower(got.append)
+    with open(path, "ab") as log:
+        for _ in range(24):
+            log.write(b"\r" + b"x" * (CHUNK // 2 - 1))
+            log.flush()
+            f.poll([str(path)])
+            assert all(len(p) < CHUNK for p in f.partial.values())
+    f.poll([str(path)], final=True)
+    text = "".join(got)
+    assert text.count("\\x0d") == 24 and text.count("x") == 24 * (CHUNK // 2 - 1) + 24  # \r shown escaped

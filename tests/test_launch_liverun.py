@@ -80,9 +80,22 @@ def test_a_run_directory_not_the_users_own_is_refused(tmp_path, other_user, shar
     theirs = shared_tmp / "20261124-100000-12-a0"
     other_user.sh(f"mkdir {theirs} && echo '{HERE} {sleeper} 9999999999.0' > {theirs}/supervisor")
     for run in (str(theirs), str(tmp_path / "link")):
-        with pytest.raises(BadRecord, match="owned by uid|symbolic link"):
+        with pytest.raises(JobenvError, match="owned by uid|symbolic link|not a launch attempt of this job"):
             liverun.find(str(runs), run, {}, "job 7")
     mine.chmod(0o777)
     for run in (str(mine), None):
         with pytest.raises(BadRecord, match="writable by others"):
             liverun.find(str(runs), run, {"JOBENV_HOSTNAME": HERE}, "job 7")
+
+
+def test_only_an_attempt_jobenv_made_is_accepted(tmp_path, sleeper):
+    """`stacks --run DIR` and `kill --run DIR` write a `request` (and stacks/) into the directory:
+    one of the user's own that is no attempt of the job (its notes, a checkout) is refused."""
+    runs = tmp_path / "runs"
+    attempt(runs, "20261124-100000-11-a0", HERE, sleeper, 100.0)
+    for d in (tmp_path / "notes", runs / "notes", tmp_path / "20261124-100000-11-a0"):
+        d.mkdir()
+        (d / "supervisor").write_text(f"{HERE} {sleeper} 100.0\n")
+        with pytest.raises(JobenvError, match="not a launch attempt of this job"):
+            liverun.find(str(runs), str(d), {}, "job 7")
+        assert sorted(p.name for p in d.iterdir()) == ["supervisor"]

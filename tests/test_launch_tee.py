@@ -81,3 +81,31 @@ def test_parse_ranks(text, ranks):
 def test_parse_ranks_refuses(text):
     with pytest.raises(BadInput):
         parse_ranks(text)
+
+
+@pytest.mark.parametrize("label", [False, True])
+def test_a_long_line_without_newline_is_copied_once_in_bounded_memory(tmp_path, label):
+    """A 48 MiB write with no newline (a `\\r` progress bar): the follower re-copied the whole
+    unfinished line at every read (37 s, 162 MiB); now one rank's bytes pass straight through and
+    several ranks' lines are held below CHUNK, a longer one going out in pieces."""
+    import io
+    import time
+
+    from jobenv.launch.tee import CHUNK, Follower
+
+    size = 48 << 20
+    (tmp_path / "rank-0.log").write_bytes(b"")
+    out = io.BytesIO()
+    f = Follower(str(tmp_path), [0, 1] if label else [0], out)
+    t0 = time.monotonic()
+    with open(tmp_path / "rank-0.log", "ab") as log:
+        for _ in range(size // CHUNK):
+            log.write(b"\r" + b"x" * (CHUNK - 1))
+            log.flush()
+            f.sweep()
+            assert all(len(p) < CHUNK for p in f.partial.values())
+    f.sweep(final=True)
+    assert time.monotonic() - t0 < 10
+    text = out.getvalue()
+    body = text.replace(b"[0] ", b"").replace(b"\n", b"")
+    assert len(body) == size and text.endswith(b"\n")

@@ -114,8 +114,10 @@ class Follower:
                 continue
             while True:
                 data, self.offsets[path] = _read(path, self.offsets[path], CHUNK)
-                buf = self.partial.pop(path, b"") + data
+                buf = self.partial.pop(path, b"") + data  # the partial is under CHUNK: bounded
                 cut = len(buf) if final else buf.rfind(b"\n") + 1
+                if len(buf) - cut >= CHUNK:  # a line longer than CHUNK goes out in pieces, copied once
+                    cut = len(buf)
                 self._emit(path, buf[:cut])
                 if buf[cut:]:
                     self.partial[path] = buf[cut:]

@@ -112,7 +112,8 @@ class Watch:
                 if self.stacks and self.expired != "preempted":  # where each one is, stopped ones resumed to tell
                     self.stacks(True)
                 self._terminate(now)
-            elif self.live is not None and self.live.poll(now):
+            elif self.live is not None and "sig" not in forwarded and self.live.poll(now):
+                # (after a user's signal the ranks' ends are its doing, not failures to name)
                 self.ended = True
                 self._terminate(now)
         if self.kill_at is not None and now >= self.kill_at:

@@ -7,6 +7,7 @@ the attempts' loop, their supervision, and failing over to a spare host between 
 from __future__ import annotations
 
 import os
+import signal
 import sys
 import time
 from functools import partial
@@ -105,7 +106,7 @@ def run(rec: JobRecord, command: List[str], opts: Options, base_env: Mapping[str
         out = _supervised(plan, argv, opts, env, log_dir, partial(_snapshot, snapshot, run_dir),
                           partial(_stacks, run_dir, plan.size.nranks, log_dir, plan.family))
         tee.stop(follower)
-        rc = out.returncode
+        rc = out.returncode = exit_code(out, run_dir)
         runs_history.record(run_dir, rec, command, plan, attempt, out, started, base_env)
         ended = _ended(rec, out, plan, opts, run_dir, log_dir, snapshot, base_env)
         if ended is not None:
@@ -151,8 +152,10 @@ def _ended(rec: JobRecord, out: supervise.Outcome, plan: Attempt, opts: Options,
         return rc
     if rc == 0 and not out.expired:
         return 0
-    if out.signalled is not None:
-        return rc  # the user (or timeout(1)) stopped it: no summary, no retry
+    if out.signalled is not None:  # the user (or timeout(1)) stopped it: one line, no summary, no retry
+        if out.signalled != signal.SIGPIPE:
+            _say(report.interrupted(ranks.read(run_dir), out.signalled))
+        return rc
     late = None if out.expired else teardown.excused(ranks.read(run_dir), plan.size.nranks)
     if late is not None:  # every program finished; some died in interpreter teardown after
         for line in late:
@@ -163,6 +166,17 @@ def _ended(rec: JobRecord, out: supervise.Outcome, plan: Attempt, opts: Options,
     for line in lines:
         _say(line)
     return None
+
+
+def exit_code(out: supervise.Outcome, run_dir: str) -> int:
+    """The launch's exit code after a failed attempt: the first failed rank's own (N, or 128+S for
+    signal S: what torchrun reports as the root cause), the launcher's only when no rank recorded
+    one (or a limit, a pre-emption or a user's signal ended it: theirs)."""
+    if out.expired or out.preempted is not None or out.signalled is not None or out.returncode == 0:
+        return out.returncode
+    first = ranks.first_failure(ranks.read(run_dir))
+    code = ranks.exit_code(first.exit) if first is not None and first.exit else None
+    return out.returncode if code is None else code
 
 
 def _first_hosts(rec: JobRecord, opts: Options, runs: str, dry_run: bool) -> failover.Hosts:

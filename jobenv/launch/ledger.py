@@ -1,13 +1,21 @@
 """Reading the hosts' ledgers: what every rank did, from one file per host.
 
-The wrapper and its host agent (jobenv.rankwrap, whose docstring has the formats) append
-lines to one ledger per host in JOBENV_RUN_DIR, `host-<H>.ledger` (start, end, lost, ack;
-hook and clean from the rank's Python hook), and the agent rewrites `host-<H>.beat` every
-second.  Reading is tolerant: a line can be half-written, the directory is shared with
-user code (a FIFO or a huge file under a ledger's name), so only regular files are read
-(jobenv.readfile), at most LEDGER_BYTES of each per read, and a line that does not parse
-is skipped.  `Ledgers` reads incrementally: the supervisor polls every second and only
-what was appended since is read.
+One ledger per host in JOBENV_RUN_DIR, `host-<H>.ledger` (<H>: the kernel's node name,
+jobenv/rank/keeper.py's host_key), lines appended by one write each (< LINE_BYTES: appends of
+several processes never interleave), complete once they end in a newline:
+  start R KPID KSTART PID PSTART EPOCH   the rank keeper started the program (KPID: the keeper,
+                                         PID: the program; *START: start times in clock ticks
+                                         after boot, so a pid is never taken for a reused one)
+  end R exit:N|signal:S EPOCH            the keeper saw the program end (waitpid: exact)
+  lost R EPOCH                           the host agent saw the keeper vanish without an `end`
+  ack SEQ VERB EPOCH                     the host agent carried out request SEQ
+  hook R PID START EPOCH                 the rank's Python hook armed in process PID
+  clean R EPOCH                          that Python's main ended and its atexit callbacks ran
+and the host agent (jobenv/rank/agent.py) rewrites `host-<H>.beat` every BEAT_S.  Reading is
+tolerant: a line can be half-written, the directory is shared with user code (a FIFO or a huge
+file under a ledger's name), so only regular files are read (jobenv.readfile), at most
+LEDGER_BYTES of each per read, and a line that does not parse is skipped.  `Ledgers` reads
+incrementally: the supervisor polls every second and only what was appended since is read.
 """
 from __future__ import annotations
 
@@ -201,12 +209,10 @@ def _float(text: str) -> Optional[float]:
 
 
 def normalize(text: str) -> str:
-    """The wrapper's `exit:3` / `signal:9` / `either:15` / `unknown:15` as "3" / "signal 9" /
-    "either 15" / "unknown 15" (other spellings kept).  either: signal N or exit 128+N, the
-    shell could not tell; unknown: bash lost the status as signal N came."""
+    """The keeper's `exit:3` / `signal:9` as "3" / "signal 9" (other spellings kept)."""
     kind, _, value = text.partition(":")
     if kind == "exit" and value.isdigit():
         return value
-    if kind in ("signal", "either", "unknown") and value.isdigit():
+    if kind == "signal" and value.isdigit():
         return f"{kind} {value}"
     return text

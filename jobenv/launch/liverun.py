@@ -96,12 +96,18 @@ def find(runs: str, run: Optional[str], env: Mapping[str, str], what: str) -> st
 
 
 def _named(runs: str, run: str) -> str:
-    path = run if "/" in run else os.path.join(runs, run)
-    if run in (".", "..") or not (os.path.isdir(path) or os.path.islink(path)):  # a link: own_dir says why not
-        from ..errors import BadInput, visible
+    """`run` as an attempt jobenv made: a directory named as make_run_dir names them, right under
+    the job's runs directory.  Any other directory of the user's (kill and stacks write a
+    `request` and `stacks/` into it) is refused."""
+    from ..errors import BadInput, visible
 
+    path = os.path.abspath(run if "/" in run else os.path.join(runs, run))
+    if run in (".", "..") or not (os.path.isdir(path) or os.path.islink(path)):  # a link: own_dir says why not
         raise BadInput(f"--run {visible(run)!r}: no such run directory (attempts are under {runs})")
-    return os.path.abspath(path)
+    if not _ATTEMPT.match(os.path.basename(path)) or \
+            os.path.realpath(os.path.dirname(path)) != os.path.realpath(runs):
+        raise BadInput(f"--run {visible(run)!r}: not a launch attempt of this job (attempts are under {runs})")
+    return path
 
 
 def _newest_live(runs: str, env: Mapping[str, str], what: str) -> str:

@@ -154,25 +154,17 @@ def exit_parts(text: str) -> Tuple[Optional[int], Optional[int]]:
     return (None, int(num)) if num.isdigit() and len(num) < 4 else (None, None)
 
 
-def hedged(text: str) -> Tuple[str, Optional[int]]:
-    """("either", N) for "either N" (signal N or exit 128+N: the shell could not tell),
-    ("unknown", N) for "unknown N" (the rank ended as signal N came, and bash lost its
-    status), else ("", None)."""
-    kind, _, num = text.partition(" ")
-    ok = kind in ("either", "unknown") and num.isascii() and num.isdigit() and len(num) < 4
-    return (kind, int(num)) if ok else ("", None)
+def exit_code(text: str) -> Optional[int]:
+    """The exit code a rank's end stands for, as a shell or torchrun reports it: N for an exit, 128+S
+    for signal S; None for an end that has none ("lost", "vanished")."""
+    code, sig = exit_parts(text)
+    return code % 256 if code is not None else 128 + sig if sig is not None and 0 < sig < 128 else None
 
 
 def describe_exit(text: str) -> str:
     """'exit code 3', 'signal 11 (SIGSEGV)', 'exit code 137 (128+9: SIGKILL?)'."""
     if text in _GONE:
         return _GONE[text]
-    kind, came = hedged(text)
-    if came is not None:
-        name = f" ({_SIGNALS[came]})" if came in _SIGNALS else ""
-        if kind == "either":
-            return f"exit code {128 + came} or signal {came}{name}: the shell could not tell which"
-        return f"ended as signal {came}{name} came; bash lost its exit status"
     code, sig = exit_parts(text)
     if code is not None:
         if code > 128 and code - 128 in _SIGNALS:
@@ -258,8 +250,7 @@ def stopped_after(state: RunState, first: RankState) -> List[int]:
             lost_with = first.exit == "vanished" and r.host == first.host  # the host died: theirs too
             late = not lost_with and (r.host in alive or ended >= when - BEAT_S)
         else:
-            late = ended >= when and (text == "lost" or sig in _STOPS or hedged(text)[1] in _STOPS or
-                                      code is not None and code - 128 in _STOPS)
+            late = ended >= when and (text == "lost" or sig in _STOPS or code is not None and code - 128 in _STOPS)
         if late:
             out.append(r.rank)
     return sorted(out)

@@ -59,6 +59,15 @@ def summarize(out: supervise.Outcome, run_dir: str, log_dir: Optional[str], size
     return lines, first.host if first is not None else None
 
 
+def interrupted(state: ranks.RunState, signum: int) -> str:
+    """The one line after a user's signal ended the launch: ^C is "interrupted", as torchrun says."""
+    import signal
+
+    ended = sum(1 for r in state.ranks.values() if r.exit is not None)
+    what = "interrupted" if signum == signal.SIGINT else f"stopped by {signal.Signals(signum).name}"
+    return f"{what}: {ended} rank{'' if ended == 1 else 's'} ended"
+
+
 def rank_lines(out: supervise.Outcome, log_dir: Optional[str], family: str, rank: int) -> Tuple[str, List[str]]:
     """(where, last lines) of `rank`: its log (where: the log's path), else its lines of labelled
     output (where: "label"), else ("", the last lines of all output, which do not tell ranks apart)."""

@@ -203,7 +203,7 @@ def _wind_up(watch: Watch, watchdog: Optional[reaper.Watchdog], pgid: int, mark:
              sinks: Dict[int, output.Sink], forwarded: Dict[str, int], old: Dict[signal.Signals, Any]) -> None:
     """After the launcher's end: name a failure the polls had not seen, end stragglers where we
     ended the launch, stop the watchdog, flush our output, give back the signal handlers."""
-    if watch.live is not None and not watch.expired:
+    if watch.live is not None and not watch.expired and "sig" not in forwarded:
         watch.live.final(time.monotonic())
     if watch.expired or watch.ended or forwarded:  # stragglers that closed their output or left the group
         reaper.end_launch(pgid, mark, grace=0.0 if watch.expired else GRACE_S)
@@ -221,8 +221,11 @@ def _outcome(rc: int, watch: Watch, forwarded: Dict[str, int], last_lines: List[
     gone, a pre-emption), else the launcher's own (a signal's as 128+N)."""
     preempted = forwarded.get("preempt") if watch.preempt_at is not None else None
     expired = None if watch.expired == "preempted" else watch.expired
-    code = TIMEOUT_EXIT if expired else 128 + signal.SIGPIPE if forwarded.get("sig") == signal.SIGPIPE \
-        else 128 + preempted if preempted else (128 - rc if rc < 0 else rc)
+    sig = forwarded.get("sig")
+    # a user's signal (^C, timeout(1), a closing terminal, our reader gone) ends the launch with 128+N, as
+    # torchrun and mpiexec exit after it, whatever the ranks it ended said
+    code = TIMEOUT_EXIT if expired else 128 + preempted if preempted else 128 + sig if sig \
+        else (128 - rc if rc < 0 else rc)
     return Outcome(returncode=code, expired=expired, signalled=forwarded.get("sig"), preempted=preempted,
                    last_lines=last_lines, seconds=time.monotonic() - watch.start,
                    dropped=sum(s.dropped for s in sinks.values()))

@@ -21,11 +21,11 @@ if TYPE_CHECKING:
 
 
 def _after_clean(r: ranks.RankState) -> bool:
-    """Ended after its program finished cleanly: by a signal (or 128+N the shell could not tell
-    from one, ranks.hedged), or with no end recorded (the launcher ended its wrapper after
+    """Ended after its program finished cleanly: the Python that wrote `clean` is the process the
+    keeper saw end, by a signal, or with no end recorded (the launcher ended its keeper after
     another rank's abort)."""
-    return r.clean and r.clean_pid is not None and r.clean_pid == r.pid and (r.exit is None or r.exit.startswith("signal") or r.exit in ("lost", "vanished")
-                        or ranks.hedged(r.exit)[1] is not None)
+    return r.clean and r.clean_pid is not None and r.clean_pid == r.pid and \
+        (r.exit is None or r.exit.startswith("signal") or r.exit in ("lost", "vanished"))
 
 
 def excused(state: ranks.RunState, nranks: int) -> Optional[List[str]]:

@@ -163,7 +163,7 @@ def _agent(run_dir: str, key: str) -> None:
             if os.fork() != 0:
                 os._exit(0)
             sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-            import agent  # noqa: E402  (jobenv/rank/agent.py, beside this file)
+            import agent  # type: ignore[import-not-found]  # jobenv/rank/agent.py, beside this file
 
             agent.detach(fd)
             agent.Agent(run_dir, key, lock).run()

@@ -118,7 +118,11 @@ def _arm_stacks(run_dir: str, rank: str, pid: int) -> None:
     faulthandler.register(int(sig), file=fd, all_threads=True, chain=False)
     if not faulthandler.is_enabled():
         faulthandler.enable(file=sys.stderr)
-    os.register_at_fork(after_in_child=lambda: (faulthandler.unregister(int(sig)), os.close(fd)))
+    def in_child() -> None:  # a forked child is not the rank: no handler, no descriptor of ours
+        faulthandler.unregister(int(sig))
+        os.close(fd)
+
+    os.register_at_fork(after_in_child=in_child)
 
 
 def _arm(ledger: str, rank: str) -> None:
