@@ -125,7 +125,8 @@ def attempt_env(plan: Attempt, base_env: Mapping[str, str], run_dir: str, log_di
     hostfile = os.path.join(run_dir, "hostfile")
     from ..rankwrap import DUMP_SIGNAL, LAUNCH_SETS
 
-    env = {k: v for k, v in base_env.items() if k not in LAUNCH_SETS}
+    # JOBENV_HOSTNAME names one host: exported, the launcher would carry it to every host of the launch
+    env = {k: v for k, v in base_env.items() if k not in LAUNCH_SETS and k != "JOBENV_HOSTNAME"}
     env.update(JOBENV_RUN_DIR=run_dir, JOBENV_LAUNCH_TIME=f"{time.time():.6f}", JOBENV_GPU_BIND=gpu_bind)
     env["JOBENV_DUMP_SIGNAL"] = str(DUMP_SIGNAL)
     env["JOBENV_PYTHON"] = sys.executable  # runs each rank's keeper (jobenv/rank/keeper.py)

@@ -22,6 +22,8 @@ from __future__ import annotations
 import os
 import stat
 
+from ..rank.lines import parse
+
 TYPE_CHECKING = False  # `import typing`/`dataclasses` cost ~50 ms: `launch` starts on every run
 if TYPE_CHECKING:
     from typing import Dict, List, Optional, Tuple
@@ -76,28 +78,14 @@ class RunState:
         self.hosts: Dict[str, HostState] = {}
 
 
-def _num(text: str) -> Optional[int]:
-    """ASCII digits only (int() takes '²' and '٣'), at most 9 of them."""
-    return int(text) if 0 < len(text) <= 9 and text.isascii() and text.isdigit() else None
-
-
-def _ticks(text: str) -> Optional[int]:
-    """A start time in clock ticks: ASCII digits only, at most 20 (the agent's bound too)."""
-    return int(text) if 0 < len(text) <= 20 and text.isascii() and text.isdigit() else None
-
-
 def _apply(state: RunState, host: HostState, line: str) -> None:
-    """One ledger line into `state`; a line that does not parse changes nothing."""
-    words = line.split()
-    if len(words) < 3 or len(words) > 7:
+    """One ledger line into `state`; a line that does not parse (jobenv.rank.lines) changes nothing."""
+    parsed = parse(line)
+    if parsed is None:
         return
-    kind, num, when = words[0], _num(words[1]), _float(words[-1])
-    if num is None or when is None:
-        return
+    kind, num, mid, when = parsed
     if kind == "ack":
         host.acks[num] = when
-        return
-    if kind not in ("start", "end", "hook", "clean", "lost"):
         return
     r = state.ranks.get(num)
     if r is None:
@@ -105,17 +93,15 @@ def _apply(state: RunState, host: HostState, line: str) -> None:
     if r.host != host.name:
         r.host = host.name
         host.ranks.append(num)
-    if kind == "start" and len(words) == 7:  # start R KPID KSTART PID PSTART EPOCH (jobenv/rank/keeper.py)
-        r.wrapper_pid, r.pid, r.started = _num(words[2]), _num(words[4]), when
-    elif kind == "end" and len(words) == 4:
-        r.exit, r.ended = normalize(words[2]), when
-    elif kind == "hook" and len(words) in (4, 5):  # the rank's next Python (`prep.py; train.py`) supersedes the last
-        pid, start = _num(words[2]), _ticks(words[3]) if len(words) == 5 else None
-        r.hook_pid, r.hook_start = (pid, start) if pid is not None and start is not None else (None, None)
-        r.clean = False
-    elif kind == "clean" and len(words) == 3:
+    if kind == "start":  # start R KPID KSTART PID PSTART EPOCH
+        r.wrapper_pid, r.pid, r.started = int(mid[0]), int(mid[2]), when
+    elif kind == "end":
+        r.exit, r.ended = normalize(mid[0]), when
+    elif kind == "hook":  # the rank's next Python (`prep.py; train.py`) supersedes the last
+        r.hook_pid, r.hook_start, r.clean = int(mid[0]), int(mid[1]), False
+    elif kind == "clean":
         r.clean, r.clean_pid, r.hook_pid, r.hook_start = True, r.hook_pid, None, None
-    elif kind == "lost" and len(words) == 3:
+    elif kind == "lost":
         r.lost = True
         if r.exit is None:
             r.exit, r.ended = "lost", when
@@ -199,13 +185,6 @@ class Ledgers:
 def read(run_dir: str) -> RunState:
     """Every rank of every host ledger, with the hosts' last beats."""
     return Ledgers(run_dir).poll()
-
-
-def _float(text: str) -> Optional[float]:
-    try:
-        return float(text)
-    except ValueError:
-        return None
 
 
 def normalize(text: str) -> str:

@@ -20,6 +20,11 @@ import os
 import signal
 import time
 
+if __package__:  # jobenv.rank.agent (tests, mypy)
+    from .lines import number, parse
+else:  # `agent`, beside it, in the keeper's isolated Python (sys.path[0]: this directory alone)
+    from lines import number, parse  # type: ignore[import-not-found, no-redef]
+
 BEAT_S = 1.0
 KILL_AFTER_S = 5.0
 READ_BYTES = 4 << 20
@@ -79,7 +84,7 @@ class Rank:
 
 
 def _num(word: str) -> int:
-    return int(word) if word.isascii() and word.isdigit() and len(word) < 10 else -1
+    return -1 if number(word) is None else int(word)
 
 
 class Agent:
@@ -146,7 +151,9 @@ class Agent:
         lines = (self.partial + data).split(b"\n")
         self.partial = lines.pop()[-512:]
         for raw in lines:
-            self.apply(raw.decode("ascii", "replace").split())
+            parsed = parse(raw.decode("ascii", "replace"))
+            if parsed is not None:
+                self.apply(*parsed[:3])
         for rank, r in self.ranks.items():
             if r.ended:
                 continue
@@ -158,20 +165,17 @@ class Agent:
                 self.note(f"lost {rank}")
                 r.ended = True
 
-    def apply(self, w: "list[str]") -> None:
-        if not w:
-            return
-        kind, rank = w[0], _num(w[1]) if len(w) > 1 else -1
-        if kind == "start" and len(w) == 7 and rank >= 0 and _num(w[2]) > 0 and _num(w[4]) > 0:
-            self.ranks[rank] = Rank(_num(w[2]), w[3], _num(w[4]), w[5])
+    def apply(self, kind: str, rank: int, mid: "list[str]") -> None:
+        """One parsed ledger line (jobenv/rank/lines.py, the one reader of the format)."""
+        if kind == "start":
+            self.ranks[rank] = Rank(int(mid[0]), mid[1], int(mid[2]), mid[3])
         elif kind in ("end", "lost") and rank in self.ranks:
             self.ranks[rank].ended = True
-        elif kind == "hook" and rank in self.ranks:  # `hook R PID START EPOCH`: the rank's newest Python
-            pid = _num(w[2]) if len(w) == 5 else -1
-            self.ranks[rank].hook = (pid, w[3]) if pid > 0 else None
+        elif kind == "hook" and rank in self.ranks:  # the rank's newest Python
+            self.ranks[rank].hook = (int(mid[0]), mid[1])
         elif kind == "clean" and rank in self.ranks:
             self.ranks[rank].hook = None  # exiting: the dump signal could kill it
-        elif kind == "ack" and rank >= 0:
+        elif kind == "ack":
             self.done.add(rank)
 
     def note(self, line: str) -> None:
