@@ -11,7 +11,7 @@ import sys
 import time
 from functools import partial
 
-from .. import runs as runs_history
+from .. import runs_record as runs_history
 from .. import store
 from ..errors import JobenvError, one_line
 from . import badhosts, failover, families, preempt, ranks, report, sizing, supervise, tee, teardown
@@ -66,6 +66,10 @@ def _say(msg: str) -> None:
     sys.stderr.flush()
 
 
+def _warn(msg: str) -> None:
+    _say(f"warning: {msg}")
+
+
 def run(rec: JobRecord, command: List[str], opts: Options, base_env: Mapping[str, str], dry_run: bool = False,
         rank_prefix: Sequence[str] = ()) -> int:
     """Launch `command` (with retries) in `base_env`, the restore plan's environment; the exit
@@ -102,7 +106,7 @@ def run(rec: JobRecord, command: List[str], opts: Options, base_env: Mapping[str
                           partial(_stacks, run_dir, plan.size.nranks, log_dir, plan.family))
         tee.stop(follower)
         rc = out.returncode
-        runs_history.record(run_dir, rec, command, plan, attempt, out, started, base_env)
+        runs_history.record(run_dir, rec, command, plan, attempt, out, started, base_env, _warn)
         ended = _ended(rec, out, plan, opts, run_dir, log_dir, snapshot, base_env)
         if ended is not None:
             return ended

@@ -9,7 +9,7 @@ from typing import Any, Callable, List, Optional, TypeVar
 
 from ..errors import BadInput
 from ..numparse import parse_seconds, parse_uint
-from ..runs import write_phases
+from ..runs_record import write_phases
 from ..runtime import DetectError, detect
 from ..runtime.checkin import CheckinError
 from . import EXIT_FAILED, EXIT_OK, EXIT_SETUP, EXIT_TIMEOUT, T_INTERP
