@@ -124,7 +124,12 @@ def report_cmd(run: Tuple[str, ...], html_file: str) -> None:
     if html_file == "-":
         write_out(html)
         return
-    from .atomic import write_atomic
+    from .atomic import write_output
+    from .storepath import write_error
 
-    write_atomic(os.path.abspath(html_file), html.encode("utf-8"), mode=0o644)
-    click.echo(f"wrote {html_file} ({len(chosen)} run(s))")
+    try:
+        to_stdout = write_output(os.path.abspath(html_file), html.encode("utf-8"))
+    except OSError as exc:
+        raise write_error(exc, f"the report {html_file}", "name a file in a directory of yours") from None
+    if not to_stdout:  # the page is standard output: nothing may follow it there
+        click.echo(f"wrote {html_file} ({len(chosen)} run(s))")

@@ -245,7 +245,7 @@ def submit_cmd(profile: Optional[str], nodes: int, walltime: str, queue: Optiona
                      _launch_args(launch_opts, logs_at), list(command), paths, __version__)
     mode = 0o700 if batch.executable else 0o600
     if script_out:
-        _write(os.path.abspath(script_out), text, mode | (0o055 if batch.executable else 0))
+        _write_out(os.path.abspath(script_out), text, batch.executable)
     if dry_run:
         click.echo(text, nl=False)
         return
@@ -269,6 +269,17 @@ def _write(path: str, text: str, mode: int) -> None:
 
     try:
         write_atomic(path, text.encode(), mode=mode)
+    except OSError as exc:
+        raise write_error(exc, f"the batch script {path}") from None
+
+
+def _write_out(path: str, text: str, executable: bool) -> None:
+    """--script-out: the user's file (its mode as the umask says; a FIFO or /dev/stdout written in place)."""
+    from .atomic import write_output
+    from .storepath import write_error
+
+    try:
+        write_output(path, text.encode(), executable)
     except OSError as exc:
         raise write_error(exc, f"the batch script {path}") from None
 

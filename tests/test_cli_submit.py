@@ -75,3 +75,28 @@ def test_ended_job_from_its_exit_file_when_no_scheduler_answers(home, tmp_path):
     assert "ended (finished)" in p.stdout and "exit       7" in p.stdout
     p = jobenv(["logs", "-f"], env)  # the job has ended: prints and returns
     assert p.returncode == 0 and "batch says hi" in p.stdout
+
+
+def test_script_out_honours_the_umask_and_writes_a_fifo_in_place(home, shared_tmp, other_user):
+    """Issue 24: a Cobalt --script-out was made 0755 whatever the umask, and another user read
+    the token the command line carried; a FIFO (or /dev/null) was renamed over."""
+    import os
+    import stat
+    import threading
+
+    env = base_env(home)
+    out = shared_tmp / "job.sh"
+    args = ["submit", "--dry-run", "--profile", "cobalt", "--nodes", "2", "--script-out"]
+    p = jobenv([*args, str(out), "--", "train", "--token=s3cret"], env, umask=0o077)
+    assert p.returncode == 0 and "s3cret" in out.read_text(), p.stderr
+    assert stat.S_IMODE(out.stat().st_mode) == 0o700  # runnable by its owner, nobody else's
+    seen = other_user.sh(f"cat {out}", check=False)
+    assert seen.returncode != 0 and "s3cret" not in seen.stdout
+    fifo = shared_tmp / "fifo"
+    os.mkfifo(fifo)
+    got = []
+    reader = threading.Thread(target=lambda: got.append(fifo.read_text()))
+    reader.start()
+    p = jobenv([*args, str(fifo), "--", "train"], env)
+    reader.join(60)
+    assert p.returncode == 0 and got and got[0] == p.stdout and stat.S_ISFIFO(fifo.lstat().st_mode), p.stderr

@@ -227,3 +227,29 @@ def test_no_entry_under_runs_changes_a_launch_or_breaks_the_history(tmp_path):
                 (args, p.stderr)
     assert all((jobdir / name).exists() or (jobdir / name).is_symlink() for name in odd)  # prune leaves them
     assert len(json.loads(jobenv(env, "runs", "list", "--json").stdout)) == 1
+
+
+def test_report_honours_the_umask_and_writes_what_is_no_file_in_place(tmp_path, other_user, shared_tmp):
+    """Issue 24: the report was made 0644 whatever the umask, and `--html /dev/null` (as root)
+    renamed a regular file over /dev/null; `/dev/stdout` is standard output, nothing after it."""
+    env = launched_job(tmp_path)
+    assert jobenv(env, "launch", "--", "echo", "--token=s3cret").returncode == 0
+    out = shared_tmp / "report.html"
+    p = subprocess.run([sys.executable, "-m", "jobenv", "report", "--html", str(out)], env=env, capture_output=True,
+                       text=True, timeout=120, umask=0o077)
+    assert p.returncode == 0 and "s3cret" in out.read_text() and oct(out.stat().st_mode & 0o777) == "0o600", p.stderr
+    seen = other_user.sh(f"cat {out}", check=False)
+    assert seen.returncode != 0 and "s3cret" not in seen.stdout
+    p = jobenv(env, "report", "--html", "/dev/stdout")
+    assert p.returncode == 0 and p.stdout.startswith("<!DOCTYPE html>") and p.stdout.endswith("</html>\n"), p.stderr
+    assert "s3cret" in p.stdout and not p.stderr
+    fifo = tmp_path / "page"
+    os.mkfifo(fifo)
+    reader = subprocess.Popen(["cat", str(fifo)], stdout=subprocess.PIPE, text=True)
+    p = jobenv(env, "report", "--html", str(fifo))
+    assert p.returncode == 0 and p.stdout == f"wrote {fifo} (1 run(s))\n", p.stderr
+    assert reader.communicate(timeout=60)[0].startswith("<!DOCTYPE html>") and fifo.is_fifo()
+    link = tmp_path / "link.html"
+    link.symlink_to(out)
+    p = jobenv(env, "report", "--html", str(link))
+    assert p.returncode == 5 and p.stderr.count("\n") == 1 and "name that file itself" in p.stderr, p.stderr

@@ -98,9 +98,10 @@ def main(argv: Optional[List[str]] = None) -> int:
         link.server.close()
     rep = summarize(results, info)
     write_phases(rep["ranks"])  # under `jobenv launch`: every rank's phases for `jobenv runs`/`report`
-    if args.json_file:
-        with open(args.json_file, "w") as f:
-            json.dump(rep, f, indent=2)
+    if args.json_file:  # the user's file: replaced whole, or a FIFO or device written in place
+        from ..atomic import write_output
+
+        write_output(args.json_file, (json.dumps(rep, indent=2) + "\n").encode())
     if args.json:
         print(json.dumps(rep, indent=2), flush=True)
     else:
