@@ -288,12 +288,18 @@ def _submit(batch: Batch, script: str, text: str, env: Mapping[str, str]) -> str
     """Run the scheduler's submit command; the job id it printed (checked for its shape)."""
     import subprocess
 
+    from .schedulers.base import command_path
+
     argv = [a.format(script=script) for a in batch.submit]
+    exe = command_path(argv[0], env.get("PATH", ""))  # never the working directory's
+    missing = JobenvError(f"{argv[0]} is not on PATH: submit from a login node of the cluster")
+    if exe is None:
+        raise missing
     try:
-        p = subprocess.run(argv, input=text if batch.stdin else None, capture_output=True, text=True, timeout=120,
-                           stdin=None if batch.stdin else subprocess.DEVNULL)
+        p = subprocess.run([exe, *argv[1:]], input=text if batch.stdin else None, capture_output=True, text=True,
+                           timeout=120, stdin=None if batch.stdin else subprocess.DEVNULL)
     except FileNotFoundError:
-        raise JobenvError(f"{argv[0]} is not on PATH: submit from a login node of the cluster") from None
+        raise missing from None
     except subprocess.TimeoutExpired:
         raise JobenvError(f"{argv[0]} did not answer within 120 s") from None
     said = (p.stdout or "") + (p.stderr or "")
