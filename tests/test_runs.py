@@ -253,3 +253,14 @@ def test_report_honours_the_umask_and_writes_what_is_no_file_in_place(tmp_path, 
     link.symlink_to(out)
     p = jobenv(env, "report", "--html", str(link))
     assert p.returncode == 5 and p.stderr.count("\n") == 1 and "name that file itself" in p.stderr, p.stderr
+
+
+def test_a_ledger_no_one_can_write_does_not_stop_a_failover(tmp_path):
+    """The bad-host ledger is history too: a rank that leaves a directory where its lock
+    goes makes the failover warn, and the retry runs all the same."""
+    env = launched_job(tmp_path)
+    body = ('if [ "$JOBENV_RESTART_COUNT" = 0 ] && [ "$PMI_RANK" = 1 ]; then '
+            'mkdir "$(dirname "$JOBENV_RUN_DIR")/bad-hosts.json.lock"; kill -9 $$; fi')
+    p = jobenv(env, "launch", "--retries", "1", "--exclude-failed", "--", "sh", "-c", body)
+    assert p.returncode == 0 and "Traceback" not in p.stderr, p.stderr
+    assert "warning: bad-host ledger " in p.stderr and "not updated" in p.stderr and "retrying (2 of 2)" in p.stderr

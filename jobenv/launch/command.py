@@ -171,7 +171,7 @@ def _first_hosts(rec: JobRecord, opts: Options, runs: str, dry_run: bool) -> fai
         from ..storepath import own_dir
 
         own_dir(runs, "run directory")  # the ledger is read from there: a directory of our own
-    entries = badhosts.load(runs, lambda m: _say(f"warning: {m}"))
+    entries = badhosts.load(runs, _warn)
     hosts = failover.first_hosts(rec.hosts, rec.ranks_per_host, opts.request, opts.spares if opts.failover else 0,
                                  badhosts.retired(entries), opts.failover, rec.jobid)
     latest = {e["host"]: e for e in entries}
@@ -210,7 +210,10 @@ def _fail_over(rec: JobRecord, hosts: failover.Hosts, plan: Attempt, failure: fa
     evidence = "named" if v.named else "guessed"
     entry = {"host": v.host, "rank": v.rank, "how": v.how, "evidence": evidence,
              "run": os.path.basename(run_dir), "why": v.why}
-    badhosts.add(runs, entry, dict(base_env), lambda m: _say(f"warning: {m}"))
+    try:
+        badhosts.add(runs, entry, dict(base_env), _warn)
+    except (OSError, JobenvError) as exc:  # the ledger is history: this launch fails over all the same
+        _warn(f"bad-host ledger {badhosts.path(runs)} not updated: {one_line(str(exc))}")
     nxt = failover.replace(rec.hosts, rec.ranks_per_host, hosts, v.host, rec.jobid)
     if nxt is None:
         _say(f"retired {v.host} ({v.how}, {evidence}) but no spare host is left: retrying on the same hosts")
