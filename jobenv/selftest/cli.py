@@ -98,14 +98,21 @@ def main(argv: Optional[List[str]] = None) -> int:
         link.server.close()
     rep = summarize(results, info)
     write_phases(rep["ranks"])  # under `jobenv launch`: every rank's phases for `jobenv runs`/`report`
+    unwritten = ""
     if args.json_file:  # the user's file: replaced whole, or a FIFO or device written in place
         from ..atomic import write_output
 
-        write_output(args.json_file, (json.dumps(rep, indent=2) + "\n").encode())
+        try:
+            write_output(args.json_file, (json.dumps(rep, indent=2) + "\n").encode())
+        except (OSError, BadInput) as exc:
+            unwritten = f"jobenv.selftest: error: cannot write --json-file {args.json_file}: {exc}\n"
     if args.json:
         print(json.dumps(rep, indent=2), flush=True)
     else:
         print_report(rep, args.quiet)
+    if unwritten:
+        sys.stderr.write(unwritten)
+        return EXIT_SETUP
     return EXIT_OK if rep["ok"] else EXIT_FAILED
 
 
