@@ -107,7 +107,8 @@ def write_atomic(path: str, data: bytes, mtime: Optional[float] = None, mode: in
 
 def write_output(path: str, data: bytes, executable: bool = False) -> bool:
     """Write a file the user named (`report --html FILE`, `submit --script-out FILE`); True
-    when that was this process's standard output (`/dev/stdout`), which then holds `data`.
+    when that was this process's standard output (`/dev/stdout`), which then holds `data`
+    (standard error likewise gets it for `/dev/stderr`, written where the stream is).
 
     A regular file (or none yet) is replaced whole (write_atomic: mode 0666, 0777 for
     `executable`, less the umask).  What is not a regular file is written in place, never
@@ -130,12 +131,13 @@ def write_output(path: str, data: bytes, executable: bool = False) -> bool:
         target = os.stat(path)
     except OSError:
         raise BadInput(f"{path}: a symbolic link to nothing: name the file itself") from None
-    if _is_stdout(target):
-        import sys
+    for std in (1, 2):  # /dev/stdout, /dev/stderr, /dev/fd/N: whatever the stream is, a regular file too
+        if _is_open_as(target, std):
+            import sys
 
-        sys.stdout.flush()
-        _write_all(1, data)
-        return True
+            (sys.stdout if std == 1 else sys.stderr).flush()
+            _write_all(std, data)
+            return std == 1
     if stat.S_ISREG(target.st_mode):
         raise BadInput(f"{path} is a symbolic link to the regular file {os.path.realpath(path)}: name that "
                        "file itself (jobenv replaces a file whole, never through a link)")
@@ -154,10 +156,10 @@ def write_output(path: str, data: bytes, executable: bool = False) -> bool:
     return False
 
 
-def _is_stdout(st: os.stat_result) -> bool:
+def _is_open_as(st: os.stat_result, fd: int) -> bool:
     try:
-        return os.path.samestat(st, os.fstat(1))
-    except OSError:  # started with standard output closed
+        return os.path.samestat(st, os.fstat(fd))
+    except OSError:  # started with that stream closed
         return False
 
 

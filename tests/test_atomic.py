@@ -106,6 +106,14 @@ def test_dev_stdout_is_standard_output(tmp_path, where):
     assert out == b"before\n" + PAGE + b"True\n"
 
 
+def test_dev_stderr_is_standard_error_even_a_regular_file(tmp_path):
+    code = f"from jobenv.atomic import write_output; print(write_output('/dev/stderr', {PAGE!r}))"
+    with open(tmp_path / "err", "wb") as err:
+        p = subprocess.run([sys.executable, "-c", code], env={"PYTHONPATH": str(REPO)}, stdout=subprocess.PIPE,
+                           stderr=err, timeout=60)
+    assert p.stdout == b"False\n" and (tmp_path / "err").read_bytes() == PAGE
+
+
 def test_links_to_files_and_to_nothing_are_refused(tmp_path):
     """A link is never followed to a file that would be replaced (one planted in /tmp would
     aim the write at the victim's file): name the file itself."""
