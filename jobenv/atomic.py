@@ -74,18 +74,26 @@ def clean_temps(d: str, max_age: float = 600.0) -> int:
     return removed
 
 
-def write_atomic(path: str, data: bytes, mtime: Optional[float] = None, mode: int = 0o600) -> None:
+def write_atomic(path: str, data: bytes, mtime: Optional[float] = None, mode: int = 0o600,
+                 exact_mode: bool = False) -> None:
     """Replace `path` with `data`: temp file, fsync, optional mtime, rename.  On any failure
-    (ENOSPC half way, a signal) the temp file is removed and `path` is untouched."""
+    (ENOSPC half way, a signal) the temp file is removed and `path` is untouched.
+
+    The file gets `mode` less the umask, as open(2) gives it: group and other bits are never
+    set past the umask (a report, a batch script may hold a token).  Owner bits the umask took
+    from `mode` are put back (a program jobenv runs must stay runnable).  `exact_mode`: `mode`
+    exactly, for a file that had it before (the rc file `jobenv init --install` edits)."""
     tmp = tmp_name(path)
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, mode)
     try:
         with os.fdopen(fd, "wb") as f:
+            have = os.fstat(f.fileno()).st_mode & 0o7777
+            want = mode & 0o7777 if exact_mode else have | (mode & 0o700)
+            if want != have:
+                os.fchmod(f.fileno(), want)
             f.write(data)
             f.flush()
             os.fsync(f.fileno())
-        if mode != 0o600:
-            os.chmod(tmp, mode)  # the umask may have cut it
         if mtime is not None:
             os.utime(tmp, (mtime, mtime))
         os.replace(tmp, path)
@@ -95,6 +103,70 @@ def write_atomic(path: str, data: bytes, mtime: Optional[float] = None, mode: in
         except OSError:
             pass
         raise
+
+
+def write_output(path: str, data: bytes, executable: bool = False) -> bool:
+    """Write a file the user named (`report --html FILE`, `submit --script-out FILE`); True
+    when that was this process's standard output (`/dev/stdout`), which then holds `data`
+    (standard error likewise gets it for `/dev/stderr`, written where the stream is).
+
+    A regular file (or none yet) is replaced whole (write_atomic: mode 0666, 0777 for
+    `executable`, less the umask).  What is not a regular file is written in place, never
+    renamed over (as root, a rename put a regular file at /dev/null): standard output, a
+    FIFO, a character device such as /dev/null or a terminal, directly or through links,
+    when it is the user's own or root's (a FIFO another user planted in /tmp would read
+    the data).  A link to a regular file, a link to nothing, a directory, a block device
+    or a socket is refused with one line (BadInput): a link is not followed to a file
+    that would be replaced."""
+    import stat
+
+    try:
+        st = os.lstat(path)
+    except FileNotFoundError:
+        st = None
+    if st is None or stat.S_ISREG(st.st_mode):
+        write_atomic(path, data, mode=0o777 if executable else 0o666)
+        return False
+    try:
+        target = os.stat(path)
+    except OSError:
+        raise BadInput(f"{path}: a symbolic link to nothing: name the file itself") from None
+    for std in (1, 2):  # /dev/stdout, /dev/stderr, /dev/fd/N: whatever the stream is, a regular file too
+        if _is_open_as(target, std):
+            import sys
+
+            (sys.stdout if std == 1 else sys.stderr).flush()
+            _write_all(std, data)
+            return std == 1
+    if stat.S_ISREG(target.st_mode):
+        raise BadInput(f"{path} is a symbolic link to the regular file {os.path.realpath(path)}: name that "
+                       "file itself (jobenv replaces a file whole, never through a link)")
+    if not (stat.S_ISFIFO(target.st_mode) or stat.S_ISCHR(target.st_mode)):
+        raise BadInput(f"{path} is neither a regular file, a FIFO nor a character device: refusing to write it")
+    if target.st_uid not in (os.geteuid(), 0):
+        raise BadInput(f"{path} belongs to uid {target.st_uid}, not to you: refusing to write into it")
+    nofollow = 0 if stat.S_ISLNK(st.st_mode) else os.O_NOFOLLOW
+    fd = os.open(path, os.O_WRONLY | os.O_NOCTTY | os.O_CLOEXEC | nofollow)
+    try:
+        if not os.path.samestat(os.fstat(fd), target):  # replaced since: judge it again
+            raise BadInput(f"{path} changed while jobenv opened it: refusing to write it")
+        _write_all(fd, data)
+    finally:
+        os.close(fd)
+    return False
+
+
+def _is_open_as(st: os.stat_result, fd: int) -> bool:
+    try:
+        return os.path.samestat(st, os.fstat(fd))
+    except OSError:  # started with that stream closed
+        return False
+
+
+def _write_all(fd: int, data: bytes) -> None:
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view):]
 
 
 def fsync_dir(d: str) -> None:

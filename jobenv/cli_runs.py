@@ -9,7 +9,7 @@ from typing import Any, Dict, List, Optional, Tuple
 
 import click
 
-from .cli_common import Count, write_out
+from .cli_common import Count, warn, write_out
 from .runs import Run
 
 
@@ -49,7 +49,7 @@ def list_runs(job: Optional[str], as_json: bool) -> None:
     from .output import print_table
     from .runs import scan
 
-    runs = scan(os.environ, job)
+    runs = scan(os.environ, job, warn=warn)
     if as_json:
         write_out(json.dumps([as_dict(r) for r in runs], indent=2) + "\n")
         return
@@ -72,7 +72,7 @@ def show_run(run: str, as_json: bool) -> None:
     from .runs_timeline import print_chart, timeline
     from .shell import join
 
-    r = find(run, os.environ)
+    r = find(run, os.environ, warn)
     tl = timeline(r)
     if as_json:
         rows = [{"rank": x.rank, "host": x.host, "phases": dict(x.phases)} for x in tl.rows]
@@ -99,7 +99,7 @@ def prune_runs(keep: Optional[int], days: Optional[int], dry_run: bool) -> None:
     """Remove old runs now (launch does it after every attempt)."""
     from .runs import prune
 
-    gone = prune(os.environ, keep, None if days is None else float(days), dry_run)
+    gone = prune(os.environ, keep, None if days is None else float(days), dry_run, warn)
     for r in gone:
         click.echo(f"{'would remove' if dry_run else 'removed'} {r.ident}")
     click.echo(f"{len(gone)} run(s) {'to remove' if dry_run else 'removed'}")
@@ -113,17 +113,23 @@ def report_cmd(run: Tuple[str, ...], html_file: str) -> None:
     """One self-contained HTML page: each RUN's per-rank start-up timeline and, over
     several runs, start-up time against world size.  RUN: a name from `jobenv runs`,
     `last` (the default), or `all`."""
-    from .runs import find, scan
+    from .runs import pick, scan
     from .runs_html import page
 
     chosen: List[Run] = []
+    everything = scan(os.environ, warn=warn)  # one listing (and one warning per skipped entry) for every RUN
     for ident in run or ("last",):
-        chosen += scan(os.environ) if ident == "all" else [find(ident, os.environ)]
+        chosen += everything if ident == "all" else [pick(everything, ident, os.environ)]
     html = page(chosen)
     if html_file == "-":
         write_out(html)
         return
-    from .atomic import write_atomic
+    from .atomic import write_output
+    from .storepath import write_error
 
-    write_atomic(os.path.abspath(html_file), html.encode("utf-8"), mode=0o644)
-    click.echo(f"wrote {html_file} ({len(chosen)} run(s))")
+    try:
+        to_stdout = write_output(os.path.abspath(html_file), html.encode("utf-8"))
+    except OSError as exc:
+        raise write_error(exc, f"the report {html_file}", "name a file in a directory of yours") from None
+    if not to_stdout:  # the page is standard output: nothing may follow it there
+        click.echo(f"wrote {html_file} ({len(chosen)} run(s))")

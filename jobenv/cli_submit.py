@@ -245,7 +245,7 @@ def submit_cmd(profile: Optional[str], nodes: int, walltime: str, queue: Optiona
                      _launch_args(launch_opts, logs_at), list(command), paths, __version__)
     mode = 0o700 if batch.executable else 0o600
     if script_out:
-        _write(os.path.abspath(script_out), text, mode | (0o055 if batch.executable else 0))
+        _write_out(os.path.abspath(script_out), text, batch.executable)
     if dry_run:
         click.echo(text, nl=False)
         return
@@ -273,16 +273,33 @@ def _write(path: str, text: str, mode: int) -> None:
         raise write_error(exc, f"the batch script {path}") from None
 
 
+def _write_out(path: str, text: str, executable: bool) -> None:
+    """--script-out: the user's file (its mode as the umask says; a FIFO or /dev/stdout written in place)."""
+    from .atomic import write_output
+    from .storepath import write_error
+
+    try:
+        write_output(path, text.encode(), executable)
+    except OSError as exc:
+        raise write_error(exc, f"the batch script {path}") from None
+
+
 def _submit(batch: Batch, script: str, text: str, env: Mapping[str, str]) -> str:
     """Run the scheduler's submit command; the job id it printed (checked for its shape)."""
     import subprocess
 
+    from .schedulers.base import command_path
+
     argv = [a.format(script=script) for a in batch.submit]
+    exe = command_path(argv[0], env.get("PATH", ""))  # never the working directory's
+    missing = JobenvError(f"{argv[0]} is not on PATH: submit from a login node of the cluster")
+    if exe is None:
+        raise missing
     try:
-        p = subprocess.run(argv, input=text if batch.stdin else None, capture_output=True, text=True, timeout=120,
-                           stdin=None if batch.stdin else subprocess.DEVNULL)
+        p = subprocess.run([exe, *argv[1:]], input=text if batch.stdin else None, capture_output=True, text=True,
+                           timeout=120, stdin=None if batch.stdin else subprocess.DEVNULL)
     except FileNotFoundError:
-        raise JobenvError(f"{argv[0]} is not on PATH: submit from a login node of the cluster") from None
+        raise missing from None
     except subprocess.TimeoutExpired:
         raise JobenvError(f"{argv[0]} did not answer within 120 s") from None
     said = (p.stdout or "") + (p.stderr or "")

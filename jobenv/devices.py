@@ -9,11 +9,11 @@ even from a login node); then probing tools on this host.  Zero is a valid answe
 from __future__ import annotations
 
 import json
-import shutil
 import subprocess
 from typing import Callable, List, Mapping, Optional, Tuple
 
 from .numparse import MAX_PER_HOST, parse_uint
+from .schedulers.base import command_path
 
 MASKS = ("CUDA_VISIBLE_DEVICES", "ZE_AFFINITY_MASK", "ROCR_VISIBLE_DEVICES", "HIP_VISIBLE_DEVICES")
 
@@ -62,10 +62,11 @@ PROBES: List[Tuple[List[str], Callable[[str], int]]] = [
 def probe(timeout: float = 15.0) -> Optional[Tuple[int, str]]:
     """Ask the vendor tools on this host; a missing or failing tool is not an error."""
     for argv, count in PROBES:
-        if shutil.which(argv[0]) is None:
+        exe = command_path(argv[0])  # never one planted in the working directory
+        if exe is None:
             continue
         try:
-            p = subprocess.run(argv, capture_output=True, text=True, timeout=timeout,
+            p = subprocess.run([exe, *argv[1:]], capture_output=True, text=True, timeout=timeout,
                                stdin=subprocess.DEVNULL)
         except (OSError, subprocess.TimeoutExpired):
             continue

@@ -74,15 +74,15 @@ def _target(path: str) -> str:
     return os.path.realpath(path)
 
 
-def _read(path: str, real: str) -> Tuple[str, int]:
-    """The rc file's text and mode ('' and 0o644 when it does not exist yet): a regular file
+def _read(path: str, real: str) -> Tuple[str, Optional[int]]:
+    """The rc file's text and mode ('' and None when it does not exist yet): a regular file
     of this user's only (`real`: `path` with its links followed, see _target)."""
     from .readfile import read_bytes
 
     try:
         st = os.stat(real)
     except FileNotFoundError:
-        return "", 0o644
+        return "", None
     if not os.path.isfile(real) or st.st_uid != os.geteuid():
         raise BadInput(f"{path}: not a regular file of yours; add the line by hand")
     return read_bytes(real, 16 << 20).decode("utf-8", "surrogateescape"), st.st_mode & 0o777
@@ -104,5 +104,7 @@ def install(shell: str, exe: str, auto: bool, environ: Mapping[str, str]) -> Tup
         return path, line, False
     os.makedirs(os.path.dirname(real), mode=0o755, exist_ok=True)
     _target(path)  # the directories just made (or found made by someone else meanwhile) too
-    write_atomic(real, new.encode("utf-8", "surrogateescape"), mode=mode)
+    # an rc file keeps its mode; a new one gets the umask's, as the shell would give it
+    write_atomic(real, new.encode("utf-8", "surrogateescape"), mode=0o666 if mode is None else mode,
+                 exact_mode=mode is not None)
     return path, line, True

@@ -2,7 +2,7 @@
 
 Each attempt has its run directory `<JOBENV_HOME>/runs/<job key>/<stamp>-<pid>-a<N>/`
 (jobenv.launch.ranks.make_run_dir).  At the attempt's end launch writes `summary.json`
-there (atomically: jobenv.atomic): command, job, hosts, ranks, attempt, exit, duration,
+there (jobenv.runs_record, atomically: jobenv.atomic): command, job, hosts, ranks, attempt, exit, duration,
 first failure.  An attempt given --log-dir notes that directory there as it starts, in
 `logdir.json` (note_log_dir: `jobenv logs` finds a launch's rank logs by it, a running one's
 too).  A program whose rank 0 knows every rank's start-up phases (the selftest)
@@ -11,6 +11,8 @@ writes `phases.json` beside it, once per run, not a file per rank.
 Run directories are hostile input: the ranks (user code) write in them.  So every name is
 lstat'ed and links are never followed, every file is read through jobenv.readfile with a
 bound, and every field is checked for its type before use (a wrong one reads as absent).
+An entry shaped like a run that is no directory, or whose name holds no date, is skipped
+with one warning: history is advisory, it never fails a launch or a listing.
 
 Retention: the newest JOBENV_RUNS_KEEP runs (default 200) of all jobs, none older than
 JOBENV_RUNS_DAYS days (default 30) since last written (the directory's mtime); launch prunes after writing each summary (one listing
@@ -23,7 +25,7 @@ import os
 import stat
 import time
 
-from .errors import BadInput, JobenvError, NoRecord
+from .errors import BadInput, NoRecord
 
 TYPE_CHECKING = False  # `import typing` costs ~5 ms; launch imports this module on every run
 if TYPE_CHECKING:
@@ -44,12 +46,22 @@ def _digits(s: str, least: int, most: int) -> bool:
 
 
 def run_name(name: str) -> Optional[Tuple[str, int]]:
-    """(stamp, attempt) of a run directory's name `<YYYYmmdd-HHMMSS>-<pid>-a<N>`, else None
-    (no `re` here: launch imports this module)."""
+    """(stamp, attempt) of a name shaped like a run directory's, `<YYYYmmdd-HHMMSS>-<pid>-a<N>`,
+    else None (no `re` here: launch imports this module).  The shape only: stamp_time says
+    whether the stamp is a time at all."""
     p = name.split("-")
     ok = len(p) == 4 and _digits(p[0], 8, 8) and _digits(p[1], 6, 6) and _digits(p[2], 1, 10) and \
         p[3][:1] == "a" and _digits(p[3][1:], 1, 6)
     return (f"{p[0]}-{p[1]}", int(p[3][1:])) if ok else None
+
+
+def stamp_time(stamp: str) -> Optional[float]:
+    """The local time a run name's stamp says, None for one no clock gives (`20261399-250000`:
+    a rank can make such a directory beside its own)."""
+    try:
+        return time.mktime(time.strptime(stamp, "%Y%m%d-%H%M%S"))
+    except (ValueError, OverflowError):
+        return None
 
 
 def is_key(name: str) -> bool:
@@ -62,7 +74,7 @@ def root(env: Optional[Mapping[str, str]] = None) -> str:
     return os.path.join(home(env), "runs")
 
 
-def _is_dir(path: str) -> bool:
+def is_real_dir(path: str) -> bool:
     """A real directory (lstat: a link to one is not)."""
     try:
         return stat.S_ISDIR(os.lstat(path).st_mode)
@@ -111,7 +123,7 @@ class Run:
         s = summary or {}
         self.has_summary = summary is not None
         m = run_name(name)
-        stamp = time.mktime(time.strptime(m[0], "%Y%m%d-%H%M%S")) if m else mtime
+        stamp = (stamp_time(m[0]) if m else None) or num(mtime) or 0.0
         self.started = num(s.get("started")) or stamp
         self.attempt = int(num(s.get("attempt"), 0, 1e6) or (m[1] if m else 0))
         self.duration = num(s.get("duration"))
@@ -142,46 +154,6 @@ class Run:
         return "ok" if self.exit == 0 else f"exit {self.exit}"
 
 
-def record(run_dir: str, rec: Any, command: Sequence[str], plan: Any, attempt: int, out: Any, started: float,
-           env: Mapping[str, str]) -> None:
-    """launch, at an attempt's end: write its summary, then prune the history.  Never fails
-    the launch: a full disk or a removed directory only loses the summary."""
-    import json
-
-    from .atomic import write_atomic
-    from .hostlist import compress
-    from .launch import ranks
-
-    first = ranks.first_failure(ranks.read(run_dir)) if out.returncode != 0 else None
-    size = plan.size
-    summary = {"version": 1, "command": list(command), "job": rec.jobid, "scheduler": rec.scheduler,
-               "hosts": compress(list(size.hosts)), "nhosts": len(size.hosts), "nranks": size.nranks,
-               "ppn": size.ppn, "launcher": os.path.basename(plan.launcher[0]) if plan.launcher else "",
-               "attempt": attempt, "exit": out.returncode, "expired": out.expired, "started": started,
-               "duration": round(time.time() - started, 3),
-               "first_failure": None if first is None else {"rank": first.rank, "host": first.host,
-                                                           "exit": ranks.describe_exit(first.exit or "")}}
-    try:
-        write_atomic(os.path.join(run_dir, SUMMARY), json.dumps(summary).encode())
-        prune(env)
-    except (OSError, JobenvError):  # a bad JOBENV_RUNS_KEEP or an unsafe runs directory: no pruning
-        pass
-
-
-def note_log_dir(run_dir: str, log_dir: Optional[str]) -> None:
-    """launch, as an attempt starts: the --log-dir (absolute) its ranks write `rank-<R>.log`
-    in, for `jobenv logs`; None (no --log-dir): nothing.  A full disk only loses the note."""
-    import json
-
-    from .atomic import write_atomic
-
-    if log_dir:
-        try:
-            write_atomic(os.path.join(run_dir, LOG_DIR), json.dumps({"log_dir": log_dir}).encode())
-        except OSError:
-            pass
-
-
 def noted_log_dir(run_dir: str) -> Optional[str]:
     """The log directory an attempt noted (absolute, printable), else None."""
     got = read_json(os.path.join(run_dir, LOG_DIR), 65536)
@@ -189,45 +161,45 @@ def noted_log_dir(run_dir: str) -> Optional[str]:
     return path if isinstance(path, str) and os.path.isabs(path) and path.isprintable() else None
 
 
-def write_phases(rows: Sequence[Mapping[str, Any]], env: Optional[Mapping[str, str]] = None) -> bool:
-    """Rank 0 of a program that timed every rank's start-up (the selftest) leaves them in
-    its run directory: rows of {"rank", "host", "phases": {name: seconds}}.  False when the
-    program runs outside `jobenv launch` (no JOBENV_RUN_DIR) or cannot write there."""
-    import json
-
-    from .atomic import write_atomic
-
-    run_dir = (os.environ if env is None else env).get("JOBENV_RUN_DIR", "")
-    if not run_dir or not _is_dir(run_dir):
-        return False
-    keep = [{"rank": r.get("rank"), "host": r.get("host"), "phases": r.get("phases")} for r in rows]
-    try:
-        write_atomic(os.path.join(run_dir, PHASES), json.dumps({"version": 1, "ranks": keep}).encode())
-    except OSError:
-        return False
-    return True
-
-
-def _entries(d: str, pattern: Callable[[str], Any]) -> List[str]:
+def _entries(d: str, pattern: Callable[[str], Any], warn: Optional[Callable[[str], None]]) -> List[str]:
+    """The names in `d` that `pattern` takes and that are real directories; another entry of
+    such a name (a link, a FIFO, a file: the ranks write beside their run) gets one line."""
     try:
         names = os.listdir(d)
     except OSError:
         return []
-    return [n for n in names if pattern(n) and _is_dir(os.path.join(d, n))]
+    out = []
+    for n in names:
+        if not pattern(n):
+            continue
+        if is_real_dir(os.path.join(d, n)):
+            out.append(n)
+        elif warn is not None:
+            warn(f"skipping {text(os.path.join(d, n))}: not a directory (a link or a file)")
+    return out
 
 
-def scan(env: Optional[Mapping[str, str]] = None, job: Optional[str] = None, summaries: bool = True) -> List[Run]:
+def scan(env: Optional[Mapping[str, str]] = None, job: Optional[str] = None, summaries: bool = True,
+         warn: Optional[Callable[[str], None]] = None) -> List[Run]:
     """Every run of every job (or of the jobs whose key or id is `job`), newest first.
-    The runs directory must be the user's own, as the store is (BadRecord otherwise)."""
+    The runs directory must be the user's own, as the store is (BadRecord otherwise).  An
+    entry shaped like a run that is not a directory, or whose name no clock gives, is no
+    run: skipped, with one line through `warn` (neither listed nor pruned).  What a run's
+    files hold is read as hostile: a field that does not check out reads as absent."""
     from .storepath import check_ancestors, check_safe
 
     base = root(env)
     check_ancestors(base, "the runs directory")
     check_safe(base, True, "runs directory")
     runs = []
-    for key in _entries(base, is_key):
-        for name in _entries(os.path.join(base, key), run_name):
+    for key in _entries(base, is_key, warn):
+        for name in _entries(os.path.join(base, key), run_name, warn):
             path = os.path.join(base, key, name)
+            m = run_name(name)
+            if m is None or stamp_time(m[0]) is None:
+                if warn is not None:
+                    warn(f"skipping {text(path)}: not a run directory (its name holds no date)")
+                continue
             try:
                 mtime = os.lstat(path).st_mtime
             except OSError:
@@ -240,9 +212,13 @@ def scan(env: Optional[Mapping[str, str]] = None, job: Optional[str] = None, sum
     return sorted(runs, key=lambda r: (r.started, r.name), reverse=True)
 
 
-def find(ident: str, env: Optional[Mapping[str, str]] = None) -> Run:
+def find(ident: str, env: Optional[Mapping[str, str]] = None, warn: Optional[Callable[[str], None]] = None) -> Run:
     """A run by its name (`<stamp>-<pid>-a<N>`), `<key>/<name>`, or `last`."""
-    runs = scan(env)
+    return pick(scan(env, warn=warn), ident, env)
+
+
+def pick(runs: Sequence[Run], ident: str, env: Optional[Mapping[str, str]] = None) -> Run:
+    """The run `ident` names among `runs` (newest first), as find says."""
     if ident == "last" and runs:
         return runs[0]
     hits = [r for r in runs if ident in (r.name, r.ident)]
@@ -277,14 +253,14 @@ def doomed(runs: Sequence[Run], keep: int, days: float, now: float) -> List[Run]
 
 
 def prune(env: Mapping[str, str], keep: Optional[int] = None, days: Optional[float] = None,
-          dry_run: bool = False) -> List[Run]:
+          dry_run: bool = False, warn: Optional[Callable[[str], None]] = None) -> List[Run]:
     """Apply the retention (or the one given); the runs removed."""
     import shutil
 
     k, d = retention(env)
-    gone = doomed(scan(env, summaries=False), k if keep is None else keep, d if days is None else days, time.time())
+    gone = doomed(scan(env, summaries=False, warn=warn), k if keep is None else keep, d if days is None else days, time.time())
     for r in gone if not dry_run else []:
-        if _is_dir(r.path):  # rmtree works through directory descriptors: it never follows a link
+        if is_real_dir(r.path):  # rmtree works through directory descriptors: it never follows a link
             shutil.rmtree(r.path, ignore_errors=True)
         try:
             os.rmdir(os.path.dirname(r.path))  # the job's directory, once empty

@@ -15,7 +15,7 @@ import time
 from typing import List, Optional, Sequence, Tuple
 
 from .runs import STARTUP, Run
-from .runs_timeline import COLOURS, Timeline, timeline
+from .runs_timeline import COLOURS, RESOLUTION, Timeline, per_second, timeline
 
 HEAT_AT = 1000
 TIPS_UP_TO = 20_000
@@ -31,15 +31,15 @@ def esc(s: object) -> str:
 
 
 def _axis(x0: float, y: float, seconds: float, scale: float) -> List[str]:
-    """Tick marks and labels in seconds along a time axis."""
-    step = 10 ** math.floor(math.log10(seconds)) if seconds > 0 else 1.0
+    """Tick marks and labels in seconds along a time axis (`seconds`: 0, or RESOLUTION and up)."""
+    step = 10.0 ** math.floor(math.log10(seconds)) if seconds >= RESOLUTION else 1.0
     step *= 2 if seconds / step > 6 else 1
-    out, t = [f'<line x1="{x0}" y1="{y}" x2="{x0 + seconds * scale:.1f}" y2="{y}" stroke="#999"/>'], 0.0
-    while t <= seconds * 1.0001:
+    out = [f'<line x1="{x0}" y1="{y}" x2="{x0 + seconds * scale:.1f}" y2="{y}" stroke="#999"/>']
+    for i in range(int(seconds / step * 1.0001) + 1):  # at most 7 ticks
+        t = i * step
         x = x0 + t * scale
         out.append(f'<line x1="{x:.1f}" y1="{y}" x2="{x:.1f}" y2="{y + 4}" stroke="#999"/>'
                    f'<text x="{x:.1f}" y="{y + 15}" text-anchor="middle">{t:g} s</text>')
-        t += step
     return out
 
 
@@ -55,8 +55,8 @@ def legend(names: Sequence[str], y: float) -> List[str]:
 def bars(tl: Timeline) -> str:
     """One row per rank, stacked phases; a host's name heads its ranks."""
     slow = tl.slowest
-    longest = max((r.total for r in tl.rows), default=0.0) or 1.0
-    scale = PLOT_W / longest
+    longest = max((r.total for r in tl.rows), default=0.0)
+    scale = per_second(PLOT_W, longest)
     body, y = legend(tl.names, 0), 24
     for host, rows in tl.hosts().items():
         body.append(f'<g class="host"><title>{esc(host)}</title>'
@@ -105,7 +105,7 @@ def heatmap(tl: Timeline) -> str:
         if rh >= 10:
             body.append(f'<text x="0" y="{y + rh - 3}">{esc(host)}</text>')
         for i, r in enumerate(rows):
-            frac = (r.startup - lo) / (hi - lo) if hi > lo else 0.0
+            frac = (r.startup - lo) / (hi - lo) if hi - lo >= RESOLUTION else 0.0
             tip = f"<title>rank {r.rank}: {r.startup:.3f} s</title>" if tips else ""
             body.append(f'<rect x="{LABEL_W + i * cell}" y="{y}" width="{cell}" height="{rh}" '
                         f'fill="{_heat(frac)}">{tip}</rect>')
@@ -125,7 +125,7 @@ def _svg(w: float, h: float, body: List[str], label: str) -> str:
 def scaling(points: List[Tuple[int, float, str]]) -> str:
     """Start-up time (slowest rank) against world size, log-scaled ranks; one dot per run."""
     W, H, X0, Y0 = 640, 300, 60, 260
-    top = max(s for _, s, _ in points) or 1.0
+    top = max(max(s for _, s, _ in points), RESOLUTION)
     big = max(n for n, _, _ in points)
     xmax = math.log2(max(2, big)) + 0.5
 

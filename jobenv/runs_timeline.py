@@ -3,12 +3,15 @@
 The phases come from `phases.json` when the program reported them (the selftest: launch,
 interpreter, imports, rendezvous, first collective, first step), else from the rank
 records that jobenv.launch.ranks.read gives (launch -> the rank's wrapper started -> it
-ended).  Both are hostile input: only numbers in range and short strings are kept.
+ended).  Both are hostile input: only numbers in range and short strings are kept, and a
+Row keeps a phase only as `seconds` makes it (0 to 1e7 s in whole microseconds), so that
+every length the charts divide by is 0 or at least RESOLUTION: no NaN, infinity, negative
+or subnormal duration (5e-324 s) reaches a scale or an axis.
 """
 from __future__ import annotations
 
 import statistics
-from typing import Dict, List, Optional, Sequence, Tuple
+from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 from .runs import MAX_PHASES_BYTES, PHASES, STARTUP, Run, num, read_json, text
 
@@ -17,6 +20,20 @@ RECORD_PHASES = ("launch", "running")  # from rank records: start-up of the wrap
 COLOURS = {"launch": "#8da0cb", "interpreter": "#66c2a5", "imports": "#fc8d62", "rendezvous": "#e78ac3",
            "first_collective": "#a6d854", "first_step": "#ffd92f", "running": "#b3b3b3"}
 TEXT_ROWS = 24  # ranks drawn in the terminal chart (the slowest, when there are more)
+RESOLUTION = 1e-6  # seconds: a phase is kept in whole microseconds
+MAX_PHASE = 1e7  # seconds (115 days): longer is no start-up phase
+
+
+def seconds(value: Any) -> Optional[float]:
+    """A phase's duration as the charts draw it: a number from 0 to MAX_PHASE rounded to the
+    microsecond, else None (NaN, infinity, negative, not a number)."""
+    s = num(value, 0.0, MAX_PHASE)
+    return None if s is None else round(s, 6)
+
+
+def per_second(width: float, longest: float) -> float:
+    """Chart units per second for bars whose longest is `longest` seconds (0: nothing to scale)."""
+    return width / longest if longest >= RESOLUTION else 0.0
 
 
 class Row:
@@ -24,8 +41,10 @@ class Row:
 
     __slots__ = ("rank", "host", "phases")
 
-    def __init__(self, rank: int, host: str, phases: List[Tuple[str, float]]) -> None:
-        self.rank, self.host, self.phases = rank, host, phases
+    def __init__(self, rank: int, host: str, phases: Sequence[Tuple[str, Any]]) -> None:
+        self.rank, self.host = rank, host
+        kept = [(n, seconds(v)) for n, v in phases]
+        self.phases: List[Tuple[str, float]] = [(n, v) for n, v in kept if v is not None]
 
     @property
     def total(self) -> float:
@@ -76,8 +95,7 @@ def from_phases(data: Dict[str, object]) -> List[Row]:
         rank = num(e.get("rank"), 0, 1e8)
         if rank is None or rank != int(rank):
             continue
-        got = [(n, num(e["phases"].get(n), 0, 1e7)) for n in STARTUP]
-        rows[int(rank)] = Row(int(rank), text(e.get("host"), 255) or "?", [(n, s) for n, s in got if s is not None])
+        rows[int(rank)] = Row(int(rank), text(e.get("host"), 255) or "?", [(n, e["phases"].get(n)) for n in STARTUP])
     return list(rows.values())
 
 
@@ -88,9 +106,9 @@ def from_records(run: Run) -> List[Row]:
     for r in ranks.read(run.path).ranks.values():
         if r.started is None:
             continue
-        phases = [("launch", max(0.0, r.started - run.started))]
+        phases = [("launch", r.started - run.started)]  # Row drops what is no duration
         if r.ended is not None:
-            phases.append(("running", max(0.0, r.ended - r.started)))
+            phases.append(("running", r.ended - r.started))
         rows.append(Row(r.rank, text(r.host, 255) or "?", phases))
     return rows
 
@@ -119,7 +137,7 @@ def print_chart(tl: Timeline, width: int = 48) -> None:
 
     rows = shown_rows(tl, TEXT_ROWS)
     slow = tl.slowest
-    scale = width / max((r.total for r in rows), default=1.0) if rows else 1.0
+    scale = per_second(width, max((r.total for r in rows), default=0.0))
     con = Console(highlight=False, markup=False, emoji=False, soft_wrap=True)
     legend = Text("timeline  ")
     for name in tl.names:

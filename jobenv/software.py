@@ -19,7 +19,10 @@ if TYPE_CHECKING:
 
 
 def _which(name: str, path: str) -> Optional[str]:
-    """shutil.which without importing shutil (it is on the `get`/`launch` path)."""
+    """The user's own command as exec will find it, relative PATH entries included (`launch
+    CMD` checks CMD is there).  Not for what jobenv records or runs on its own behalf (the
+    launcher, python3): schedulers.base.command_path finds those, never in the working
+    directory.  shutil.which without importing shutil (it is on the `get`/`launch` path)."""
     if "/" in name:
         return os.path.abspath(name) if os.access(name, os.X_OK) else None
     for d in path.split(os.pathsep):
@@ -32,25 +35,29 @@ def _which(name: str, path: str) -> Optional[str]:
 def python_env(env: Mapping[str, str], prefix: str = sys.prefix, base_prefix: str = sys.base_prefix,
                executable: str = sys.executable) -> Optional[Dict[str, str]]:
     """The active Python environment: an activated venv, else a conda env, else ours."""
+    from .schedulers.base import command_path  # `save` only: not on the `get` path
+
     path = env.get("PATH", "")
     venv, conda = env.get("VIRTUAL_ENV"), env.get("CONDA_PREFIX")
     if venv and os.path.isabs(venv):
-        exe = _which("python3", os.path.join(venv, "bin")) or _which("python", os.path.join(venv, "bin"))
+        exe = command_path("python3", os.path.join(venv, "bin")) or command_path("python", os.path.join(venv, "bin"))
         return {"kind": "venv", "prefix": venv, "executable": exe or os.path.join(venv, "bin", "python3")}
     if conda and os.path.isabs(conda):
-        exe = _which("python3", os.path.join(conda, "bin")) or os.path.join(conda, "bin", "python3")
+        exe = command_path("python3", os.path.join(conda, "bin")) or os.path.join(conda, "bin", "python3")
         return {"kind": "conda", "prefix": conda, "executable": exe}
     if prefix != base_prefix:  # jobenv runs from a venv that is not activated
         return {"kind": "venv", "prefix": prefix, "executable": executable}
-    exe = _which("python3", path)
+    exe = command_path("python3", path)
     return {"kind": "system", "prefix": base_prefix, "executable": exe or executable}
 
 
 def capture(env: Mapping[str, str], launcher: Optional[str] = None) -> Dict[str, Any]:
     """The record's `software` field for a job whose launch argv starts with `launcher`."""
+    from .schedulers.base import command_path
+
     return {
         "python": python_env(env),
-        "launcher": _which(launcher, env.get("PATH", "")) if launcher else None,
+        "launcher": command_path(launcher, env.get("PATH", "")) if launcher else None,
         "modules": env.get("LOADEDMODULES") or None,
     }
 

@@ -195,3 +195,18 @@ def test_the_users_own_stow_link_still_installs(tmp_path):
     text = (home / "dotfiles" / "bash" / ".bashrc").read_text()
     assert text.startswith("export KEEP=me\n") and text.count(init_install.MARK) == 1
     assert init_install.MARK in (home / "dotfiles" / "config" / "fish" / "conf.d" / "jobenv.fish").read_text()
+
+
+def test_a_new_rc_file_gets_the_umask_and_an_old_one_keeps_its_mode(tmp_path):
+    """Issue 24: a new rc file was made 0644 whatever the umask; one that exists keeps its mode."""
+    home = tmp_path / "home"
+    home.mkdir()
+    old = os.umask(0o077)
+    try:
+        init_install.install("bash", "/opt/venv/bin/jobenv", False, {"HOME": str(home)})
+        assert (home / ".bashrc").stat().st_mode & 0o777 == 0o600
+        (home / ".bashrc").chmod(0o640)
+        init_install.install("bash", "/opt/other/bin/jobenv", False, {"HOME": str(home)})  # the line moves
+        assert (home / ".bashrc").stat().st_mode & 0o777 == 0o640 and "/opt/other" in (home / ".bashrc").read_text()
+    finally:
+        os.umask(old)

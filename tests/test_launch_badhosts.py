@@ -35,3 +35,16 @@ def test_a_file_that_is_no_ledger_is_one_warning_and_bad_entries_are_skipped(tmp
     os.unlink(p)
     os.mkfifo(p)  # a FIFO named like the ledger never blocks a launch
     assert badhosts.load(str(tmp_path), warned.append) == [] and len(warned) == 2
+
+
+def test_a_ledger_no_launch_can_describe_is_skipped(tmp_path):
+    """The ranks can write beside their run: a time localtime cannot take (huge, NaN,
+    negative) or JSON nested past the parser's recursion never reaches `describe`."""
+    warned = []
+    p = tmp_path / badhosts.NAME
+    p.write_text('{"retired": [' + ", ".join(json.dumps(dict(ENTRY, at=at)) for at in (1e300, -5, 2.0)) +
+                 ', {"host": "node2", "at": NaN}]}')
+    got = badhosts.load(str(tmp_path), warned.append)
+    assert [e["at"] for e in got] == [2.0] and [badhosts.describe(e)[:5] for e in got] == ["node2"] and not warned
+    p.write_text("[" * 100000)
+    assert badhosts.load(str(tmp_path), warned.append) == [] and len(warned) == 1 and "cannot be read" in warned[0]

@@ -36,6 +36,21 @@ def test_capture_records_launcher_path_and_modules(tmp_path):
     assert software.capture({"PATH": "/nonexistent"}, "srun")["launcher"] is None
 
 
+def test_save_never_records_a_program_of_the_working_directory(tmp_path, monkeypatch):
+    """Issue 24: with `.` or an empty entry in PATH, `jobenv save` recorded a `./srun` or
+    `./python3` another user left in the working directory as the job's launcher and Python,
+    which every later launch then ran by its absolute path."""
+    for name in ("srun", "python3"):
+        (tmp_path / name).write_text("#!/bin/sh\n")
+        (tmp_path / name).chmod(0o755)
+    monkeypatch.chdir(tmp_path)
+    for path in (".", "", "::", "./"):
+        got = software.capture({"PATH": path}, "srun")
+        assert got["launcher"] is None, path
+        assert software.python_env({"PATH": path}, prefix="/usr", base_prefix="/usr", executable="/usr/bin/py")[
+            "executable"] == "/usr/bin/py", path
+
+
 @pytest.mark.parametrize("bad", [
     "x", {"python": {"kind": "pip", "prefix": "/a", "executable": "/a/p"}},
     {"python": {"kind": "venv", "prefix": "rel", "executable": "/a/p"}}, {"launcher": "mpiexec"},

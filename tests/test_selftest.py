@@ -33,7 +33,7 @@ def need_module(name: str) -> None:
 def run(argv, tmp_path, extra=None, timeout=240):
     stale = ("SLURM_", "PBS_", "COBALT_", "PMI_", "OMPI_COMM", "RANK", "JOBENV_")
     env = {k: v for k, v in os.environ.items() if not k.startswith(stale)}
-    env.update({**LOOPBACK, "JOBENV_HOME": str(tmp_path / "store"), **(extra or {})})
+    env.update({**LOOPBACK, "JOBENV_HOME": str(tmp_path / "store"), "PYTHONPATH": str(REPO), **(extra or {})})
     t = time.time()
     p = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=timeout, cwd=tmp_path)
     p.seconds = time.time() - t
@@ -148,3 +148,19 @@ def test_json_flag_prints_the_report_and_tables_stay_unwrapped(tmp_path):
     assert "\x1b[" not in p.stdout and all(ln == ln.rstrip() for ln in lines)
     assert any(ln.startswith("start_to_first_allreduce") for ln in lines), p.stdout
     assert lines[-1].startswith("jobenv selftest PASSED: 2 ranks")
+
+
+def test_json_file_honours_the_umask_and_a_link_to_a_file_is_one_error(tmp_path):
+    """`--json-file` is a file the user names: jobenv.atomic.write_output's rules (issue 24)."""
+    (tmp_path / "elsewhere.json").write_text("keep\n")
+    (tmp_path / "link.json").symlink_to("elsewhere.json")
+    old = os.umask(0o077)
+    try:
+        p = run([mpich(), "-n", "1", *SELFTEST, "--json-file", "report.json"], tmp_path)
+    finally:
+        os.umask(old)
+    assert p.returncode == 0 and (tmp_path / "report.json").stat().st_mode & 0o777 == 0o600, p.stderr
+    p = run([mpich(), "-n", "1", *SELFTEST, "--json-file", "link.json"], tmp_path)
+    assert p.returncode == 4 and p.stdout.rstrip().splitlines()[-1].startswith("jobenv selftest PASSED"), p.stderr
+    assert p.stderr.count("\n") == 1 and "cannot write --json-file link.json: " in p.stderr and \
+        "name that file itself" in p.stderr and (tmp_path / "elsewhere.json").read_text() == "keep\n"

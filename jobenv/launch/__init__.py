@@ -28,11 +28,12 @@ def _fill(template: Any, ctx: Mapping[str, str]) -> str:
 
 
 def pick_launcher(profile: Profile, which: Optional[Callable[[str], Optional[str]]] = None) -> Dict[str, Any]:
-    """The first candidate whose required program is on PATH, else the last one."""
+    """The first candidate whose required program is on PATH (absolute directories only:
+    schedulers.base.command_path), else the last one."""
     if which is None:
-        import shutil
+        from ..schedulers.base import command_path
 
-        which = shutil.which
+        which = command_path
     for cand in profile.launchers:
         req = cand.get("requires")
         if req is None or which(str(req)):

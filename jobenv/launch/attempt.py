@@ -111,10 +111,11 @@ def per_host_plan(rec: JobRecord, environ: Mapping[str, str], hosts: List[str], 
 
 
 def find_program(prog: str, environ: Mapping[str, str]) -> Optional[str]:
-    """`prog`'s path on the PATH of `environ` (the launch's, not ours), None when absent."""
-    from ..software import _which
+    """`prog`'s path on the PATH of `environ` (the launch's, not ours; absolute directories
+    only, schedulers.base.command_path), None when absent."""
+    from ..schedulers.base import command_path
 
-    return _which(prog, environ.get("PATH", ""))
+    return command_path(prog, environ.get("PATH", ""))
 
 
 def attempt_env(plan: Attempt, base_env: Mapping[str, str], run_dir: str, log_dir: Optional[str],

@@ -23,6 +23,7 @@ if TYPE_CHECKING:
 NAME = "bad-hosts.json"
 MAX_BYTES = 1 << 20
 MAX_ENTRIES = 1000  # the newest kept: a ledger grows by one entry per failover
+MAX_AT = 1e10  # a time localtime can name (year 2286)
 _TEXT = {"host": 253, "how": 200, "evidence": 10, "run": 200, "why": 300}
 
 
@@ -41,7 +42,8 @@ def _entry(item: Any) -> Optional[Dict[str, Any]]:
             return None
         out[key] = value
     at, rank = item.get("at"), item.get("rank")
-    if not is_valid_host(out["host"]) or not isinstance(at, (int, float)) or isinstance(at, bool):
+    if not is_valid_host(out["host"]) or not isinstance(at, (int, float)) or isinstance(at, bool) or \
+            not 0 <= at <= MAX_AT:  # NaN fails too: `describe` gives it to localtime
         return None
     out["at"] = float(at)
     out["rank"] = rank if isinstance(rank, int) and not isinstance(rank, bool) and rank >= 0 else None
@@ -58,7 +60,7 @@ def load(runs: str, warn: Callable[[str], None]) -> List[Dict[str, Any]]:
         data = json.loads(read_bytes(where, MAX_BYTES).decode("utf-8"))
     except FileNotFoundError:
         return []
-    except (OSError, ValueError) as exc:
+    except (OSError, ValueError, RecursionError) as exc:
         warn(f"bad-host ledger {where} cannot be read ({visible(str(exc))[:200]}): ignoring it; remove it")
         return []
     items = data.get("retired") if isinstance(data, dict) else None

@@ -12,7 +12,7 @@ import sys
 import time
 from functools import partial
 
-from .. import runs as runs_history
+from .. import runs_record as runs_history
 from .. import store
 from ..errors import JobenvError, one_line
 from . import badhosts, failover, families, preempt, ranks, report, sizing, supervise, tee, teardown
@@ -69,6 +69,10 @@ def _say(msg: str) -> None:
     sys.stderr.flush()
 
 
+def _warn(msg: str) -> None:
+    _say(f"warning: {msg}")
+
+
 def run(rec: JobRecord, command: List[str], opts: Options, base_env: Mapping[str, str], dry_run: bool = False,
         rank_prefix: Sequence[str] = ()) -> int:
     """Launch `command` (with retries) in `base_env`, the restore plan's environment; the exit
@@ -107,7 +111,7 @@ def run(rec: JobRecord, command: List[str], opts: Options, base_env: Mapping[str
                           partial(_stacks, run_dir, plan.size.nranks, log_dir, plan.family))
         tee.stop(follower)
         rc = out.returncode = exit_code(out, run_dir)
-        runs_history.record(run_dir, rec, command, plan, attempt, out, started, base_env)
+        runs_history.record(run_dir, rec, command, plan, attempt, out, started, base_env, _warn)
         ended = _ended(rec, out, plan, opts, run_dir, log_dir, snapshot, base_env)
         if ended is not None:
             return ended
@@ -185,7 +189,7 @@ def _first_hosts(rec: JobRecord, opts: Options, runs: str, dry_run: bool) -> fai
         from ..storepath import own_dir
 
         own_dir(runs, "run directory")  # the ledger is read from there: a directory of our own
-    entries = badhosts.load(runs, lambda m: _say(f"warning: {m}"))
+    entries = badhosts.load(runs, _warn)
     hosts = failover.first_hosts(rec.hosts, rec.ranks_per_host, opts.request, opts.spares if opts.failover else 0,
                                  badhosts.retired(entries), opts.failover, rec.jobid)
     latest = {e["host"]: e for e in entries}
@@ -224,7 +228,10 @@ def _fail_over(rec: JobRecord, hosts: failover.Hosts, plan: Attempt, failure: fa
     evidence = "named" if v.named else "guessed"
     entry = {"host": v.host, "rank": v.rank, "how": v.how, "evidence": evidence,
              "run": os.path.basename(run_dir), "why": v.why}
-    badhosts.add(runs, entry, dict(base_env), lambda m: _say(f"warning: {m}"))
+    try:
+        badhosts.add(runs, entry, dict(base_env), _warn)
+    except (OSError, JobenvError) as exc:  # the ledger is history: this launch fails over all the same
+        _warn(f"bad-host ledger {badhosts.path(runs)} not updated: {one_line(str(exc))}")
     nxt = failover.replace(rec.hosts, rec.ranks_per_host, hosts, v.host, rec.jobid)
     if nxt is None:
         _say(f"retired {v.host} ({v.how}, {evidence}) but no spare host is left: retrying on the same hosts")

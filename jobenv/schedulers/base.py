@@ -276,13 +276,38 @@ def table_rows(out: str, rule: str, min_cols: int) -> List[List[str]]:
     return rows
 
 
-def on_path(program: str, path: Optional[str] = None) -> bool:
-    """Is `program` an executable on PATH?  (shutil.which without importing shutil, which
-    with subprocess would cost `jobenv get` ~5 ms on every node that has no qstat.)"""
+def command_path(program: str, path: Optional[str] = None) -> Optional[str]:
+    """The absolute path of the executable `program` (sbatch, qstat, scancel, ...) on PATH
+    (os.environ's when None), found through absolute directories only: `.`, an empty entry
+    or a relative one names the working directory, where another user may have put an
+    `sbatch` of their own (the restore plan writes only absolute PATH entries, too).  The
+    one lookup of the commands jobenv runs on its own behalf: run what it returns, never the
+    bare name (exec would search PATH again, relative entries and all).  shutil.which
+    without importing shutil, which with subprocess would cost `jobenv get` ~5 ms."""
     import os
 
+    if "/" in program:  # a path already: only an absolute one
+        return program if os.path.isabs(program) and _executable(program) else None
     path = os.environ.get("PATH", "") if path is None else path
-    return any(os.access(os.path.join(d, program), os.X_OK) for d in path.split(os.pathsep) if d)
+    for d in path.split(os.pathsep):
+        if d.startswith("/") and _executable(os.path.join(d, program)):
+            return os.path.join(d, program)
+    return None
+
+
+def _executable(p: str) -> bool:
+    import os
+    import stat
+
+    try:
+        return stat.S_ISREG(os.stat(p).st_mode) and os.access(p, os.X_OK)
+    except OSError:
+        return False
+
+
+def on_path(program: str, path: Optional[str] = None) -> bool:
+    """Is `program` an executable on PATH (command_path's rule)?"""
+    return command_path(program, path) is not None
 
 
 def run_output(argv: List[str], env: Mapping[str, str], timeout: float, limit: int) -> Tuple[int, bytes, str]:
@@ -303,11 +328,12 @@ def run_output(argv: List[str], env: Mapping[str, str], timeout: float, limit: i
 def run_query(argv: List[str], env: Optional[Mapping[str, str]] = None, timeout: float = 5.0) -> Optional[Tuple[int, str]]:
     """Run a scheduler CLI; None when it is not installed or does not answer within
     `timeout` seconds (it is killed then).  Returns (exit code, stdout + stderr)."""
-    if not on_path(argv[0], env.get("PATH") if env else None):
+    exe = command_path(argv[0], env.get("PATH") if env else None)
+    if exe is None:
         return None
     import subprocess
     try:
-        p = subprocess.run(argv, capture_output=True, text=True, errors="replace", timeout=timeout,
+        p = subprocess.run([exe, *argv[1:]], capture_output=True, text=True, errors="replace", timeout=timeout,
                            env=dict(env) if env is not None else None, stdin=subprocess.DEVNULL)
     except (OSError, subprocess.TimeoutExpired):
         return None

@@ -9,7 +9,7 @@ from typing import Any, Callable, List, Optional, TypeVar
 
 from ..errors import BadInput
 from ..numparse import parse_seconds, parse_uint
-from ..runs import write_phases
+from ..runs_record import write_phases
 from ..runtime import DetectError, detect
 from ..runtime.checkin import CheckinError
 from . import EXIT_FAILED, EXIT_OK, EXIT_SETUP, EXIT_TIMEOUT, T_INTERP
@@ -103,13 +103,21 @@ def main(argv: Optional[List[str]] = None) -> int:
     if args.bandwidth:
         add_fabric(rep, args.profile)
     write_phases(rep["ranks"])  # under `jobenv launch`: every rank's phases for `jobenv runs`/`report`
-    if args.json_file:
-        with open(args.json_file, "w") as f:
-            json.dump(rep, f, indent=2)
+    unwritten = ""
+    if args.json_file:  # the user's file: replaced whole, or a FIFO or device written in place
+        from ..atomic import write_output
+
+        try:
+            write_output(args.json_file, (json.dumps(rep, indent=2) + "\n").encode())
+        except (OSError, BadInput) as exc:
+            unwritten = f"jobenv.selftest: error: cannot write --json-file {args.json_file}: {exc}\n"
     if args.json:
         print(json.dumps(rep, indent=2), flush=True)
     else:
         print_report(rep, args.quiet)
+    if unwritten:
+        sys.stderr.write(unwritten)
+        return EXIT_SETUP
     return EXIT_OK if rep["ok"] else EXIT_FAILED
 
 

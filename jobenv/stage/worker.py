@@ -213,7 +213,7 @@ def stage(spec: Dict[str, Any], host: str, meta: Dict[str, Any]) -> Dict[str, An
                 "relocated": counts}
         with open(os.path.join(tmp, STAMP), "w") as f:
             json.dump(info, f)
-        os.chmod(tmp, 0o755)
+        # the copy's top stays 0700 as made: the user's ranks alone run it (no chmod past the umask)
         old = None
         if os.path.lexists(copy):
             old = os.path.join(root, f".{spec['name']}.old.{host}.{os.getpid()}")
