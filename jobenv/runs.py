@@ -137,6 +137,7 @@ class Run:
         ex = num(s.get("exit"), -1e3, 1e3)
         self.exit: Optional[int] = None if ex is None else int(ex)
         self.expired = text(s.get("expired"), 32)
+        self.interrupted = s.get("interrupted") is True
         ff = s.get("first_failure")
         self.first_failure = (f"rank {int(num(ff.get('rank'), 0, 1e8) or 0)} on {text(ff.get('host'), 256)}: "
                               f"{text(ff.get('exit'), 64)}") if isinstance(ff, dict) else ""
@@ -151,6 +152,8 @@ class Run:
             return "no summary"
         if self.expired:
             return self.expired
+        if self.interrupted:
+            return "interrupted"
         return "ok" if self.exit == 0 else f"exit {self.exit}"
 
 

@@ -40,12 +40,14 @@ def _record(run_dir: str, rec: Any, command: Sequence[str], plan: Any, attempt: 
     from .hostlist import compress
     from .launch import ranks
 
-    first = ranks.first_failure(ranks.read(run_dir)) if out.returncode != 0 else None
+    first = ranks.first_failure(ranks.read(run_dir)) if out.returncode != 0 and out.signalled is None else None
     size = plan.size
     summary = {"version": 1, "command": list(command), "job": rec.jobid, "scheduler": rec.scheduler,
                "hosts": compress(list(size.hosts)), "nhosts": len(size.hosts), "nranks": size.nranks,
                "ppn": size.ppn, "launcher": os.path.basename(plan.launcher[0]) if plan.launcher else "",
                "attempt": attempt, "exit": out.returncode, "expired": out.expired, "started": started,
+               # ^C (SIGINT forwarded to the ranks): the user's doing, not a failure
+               "interrupted": out.signalled == 2,
                "duration": round(time.time() - started, 3),
                "first_failure": None if first is None else {"rank": first.rank, "host": first.host,
                                                            "exit": ranks.describe_exit(first.exit or "")}}

@@ -1,6 +1,6 @@
-"""Requests to the host agents (jobenv.launch.requests) carried out by real wrappers and
-their agent under each POSIX shell /bin/sh is on HPC nodes: signals, stacks, kill, acks,
-and the agent's end when no rank of the host runs."""
+"""Requests to the host agents (jobenv.launch.requests) carried out by real rank keepers and
+their host agent (jobenv/rank/), the wrapper run by each POSIX shell /bin/sh is on HPC nodes:
+signals, stacks, kill, acks, and the agent's end when no rank of the host runs."""
 from __future__ import annotations
 
 import os
@@ -13,7 +13,7 @@ import pytest
 
 from jobenv.launch import ranks, requests
 from test_launch_supervise import _until
-from test_rankwrap import POSIX_SHELLS, RUNS, WRAPPER
+from test_rankwrap import HOST, POSIX_SHELLS, RUNS, WRAPPER
 
 PY = sys.executable
 # a rank that arms like the Python hook (a `hook` line), writes what it receives, and waits;
@@ -46,12 +46,12 @@ def _start(tmp_path, shell, nranks=2, args=None, program=None):
     exe, argv0 = RUNS[shell]
     procs = []
     for r in range(nranks):
-        env = {"PATH": "/usr/bin:/bin", "JOBENV_RUN_DIR": str(run), "JOBENV_HOSTNAME": "n1", "PMI_RANK": str(r),
+        env = {"PATH": "/usr/bin:/bin", "JOBENV_RUN_DIR": str(run), "PMI_RANK": str(r), "JOBENV_PYTHON": PY,
                "PMI_SIZE": str(nranks), "JOBENV_DUMP_SIGNAL": "38"}
         argv = [argv0, WRAPPER, PY, "-c", program or RANK, str(tmp_path / f"got{r}"), *(args or {}).get(r, [])]
         procs.append(subprocess.Popen(argv, executable=exe, env=env, stdin=subprocess.DEVNULL))
     assert _until(lambda: all((tmp_path / f"got{r}.armed").exists() for r in range(nranks))
-                  and len(ranks.read(str(run)).ranks) == nranks and (run / "agent-n1").exists(), 20), \
+                  and len(ranks.read(str(run)).ranks) == nranks and (run / f"agent-{HOST}").exists(), 20), \
         "the ranks never armed"
     return run, procs
 
@@ -81,7 +81,7 @@ def test_signal_and_stacks_requests_are_carried_out_once_and_acked(tmp_path, she
     try:
         seq = requests.send(str(run), "signal:USR1")
         assert _until(lambda: requests.acks(str(run), seq), 20), "never acked"
-        assert list(requests.acks(str(run), seq)) == ["n1"]
+        assert list(requests.acks(str(run), seq)) == [HOST]
         assert _until(lambda: all(_got(tmp_path, r) == [str(int(signal.SIGUSR1))] for r in range(2)), 20)
         seq2 = requests.send(str(run), "stacks:cont")
         assert seq2 == seq + 1 and _until(lambda: requests.acks(str(run), seq2), 20)
@@ -104,10 +104,10 @@ def test_kill_request_ends_every_rank_and_the_agent_then_ends(tmp_path, shell):
     assert rcs == [-signal.SIGTERM] * 2, rcs
     state = ranks.read(str(run))
     assert [state.ranks[r].exit for r in range(2)] == ["signal 15"] * 2
-    assert _until(lambda: not (run / "agent-n1").exists(), 10), "the agent never ended"
-    beat = os.stat(run / "host-n1.beat").st_mtime
+    assert _until(lambda: not (run / f"agent-{HOST}").exists(), 10), "the agent never ended"
+    beat = os.stat(run / f"host-{HOST}.beat").st_mtime
     time.sleep(2)
-    assert os.stat(run / "host-n1.beat").st_mtime == beat  # no agent beats for a host with no rank
+    assert os.stat(run / f"host-{HOST}.beat").st_mtime == beat  # no agent beats for a host with no rank
 
 
 @pytest.mark.parametrize("shell", POSIX_SHELLS)
@@ -119,7 +119,7 @@ def test_a_wrapper_killed_with_sigkill_is_recorded_lost_by_the_agent(tmp_path, s
         assert _until(lambda: ranks.read(str(run)).ranks[1].lost, 10)
         state = ranks.read(str(run))
         assert state.ranks[1].exit == "lost" and state.ranks[0].exit is None
-        assert state.hosts["n1"].beat and time.time() - state.hosts["n1"].beat < 5
+        assert state.hosts[HOST].beat and time.time() - state.hosts[HOST].beat < 5
     finally:
         _end(run, procs)
 
@@ -178,6 +178,7 @@ time.sleep(120)
 
 
 def _signal_all(run, sig):
+    """`sig` to every rank's program and keeper at once, as a step-wide signal (scancel) reaches them."""
     state = ranks.read(str(run))
     for pid in [pid for r in range(2) for pid in (state.ranks[r].pid, state.ranks[r].wrapper_pid)]:
         os.kill(pid, sig)
@@ -201,13 +202,12 @@ def _each_round(tmp_path, shell, sig, rounds, check, program=None, timeout=10):
 
 @pytest.mark.parametrize("shell", POSIX_SHELLS)
 def test_a_program_that_exits_on_the_step_wide_signal_is_never_recorded_as_killed(tmp_path, shell):
-    """SIGTERM to every process of the step, the program exiting 3 from its own handler: bash
-    may lose that status as the wrapper's TERM trap cuts `wait` short.  Then the record says so
-    (`unknown 15`) and the wrapper exits 143; it never claims the program died of the signal,
-    nor dies of it itself.  A pre-emption warning (USR1 to all), which the program answers with
-    exit 0, is never lost: the wrapper ignores USR1 once its program runs."""
+    """SIGTERM to every process of the step, the program exiting 3 from its own handler: the old sh
+    wrapper could lose that status (`unknown 15`); the keeper, its parent, records exit 3 every
+    round and exits 3.  A pre-emption warning (USR1 to all), which the program answers with exit 0,
+    is exit 0 too."""
     def on_term(round_, rcs, got):
-        assert all((rc, how) in ((3, "3"), (143, "unknown 15")) for rc, how in zip(rcs, got)), (round_, rcs, got)
+        assert rcs == [3, 3] and got == ["3", "3"], (round_, rcs, got)
 
     def on_usr1(round_, rcs, got):
         assert rcs == [0, 0] and got == ["0", "0"], round_
@@ -222,11 +222,11 @@ def test_the_host_agent_outlives_a_pre_emption_warning(tmp_path, shell):
     (a dead agent's lock would keep every later wrapper from starting another)."""
     run, procs = _start(tmp_path, shell)
     try:
-        pid = int((run / "agent-n1").read_text().split()[0])
+        pid = int((run / f"agent-{HOST}").read_text().split()[0])
         os.kill(pid, signal.SIGUSR1)
         os.kill(pid, signal.SIGUSR2)
-        beat = os.stat(run / "host-n1.beat").st_mtime
-        assert _until(lambda: os.stat(run / "host-n1.beat").st_mtime > beat, 5), "the agent stopped beating"
+        beat = os.stat(run / f"host-{HOST}.beat").st_mtime
+        assert _until(lambda: os.stat(run / f"host-{HOST}.beat").st_mtime > beat, 5), "the agent stopped beating"
         os.kill(pid, 0)
     finally:
         _end(run, procs)
@@ -234,13 +234,10 @@ def test_the_host_agent_outlives_a_pre_emption_warning(tmp_path, shell):
 
 @pytest.mark.parametrize("shell", POSIX_SHELLS)
 def test_a_signal_to_every_process_of_the_step_is_recorded_as_that_signal(tmp_path, shell):
-    """scancel and srun signal every process of the step: a program and its wrapper get SIGTERM
-    at once.  bash then loses the program's status (its trap handler jumps out of `wait` past
-    the reaped child) and waited on for a child that was gone (the host agent, when it was the
-    wrapper's child) or said -1; each round, each rank must end soon, as signal 15 (the program
-    died of it) or `unknown 15` (bash lost how), its wrapper dying of TERM or exiting 143."""
+    """scancel and srun signal every process of the step: a program and its keeper get SIGTERM at
+    once.  Each round, each rank ends at once as signal 15, exact (the old sh wrapper said
+    `unknown 15` when bash lost the status), and its keeper dies of TERM too."""
     def check(round_, rcs, got):
-        assert all((rc, how) in ((-15, "signal 15"), (143, "unknown 15")) for rc, how in zip(rcs, got)), \
-            (round_, rcs, got)
+        assert rcs == [-15, -15] and got == ["signal 15", "signal 15"], (round_, rcs, got)
 
     _each_round(tmp_path, shell, signal.SIGTERM, 6, check, timeout=4)
