@@ -15,24 +15,25 @@ def write(d, name, text):
 
 
 def test_read_and_first_failure(tmp_path):
-    write(tmp_path, "host-node1.ledger", "start 0 90 100 10.0\nstart 1 91 101 10.1\nend 1 exit:3 12.5\n"
-                                         "end 0 exit:0 19.0\nhook 0 100 10.5\nclean 0 18.0\n")
-    write(tmp_path, "host-node2.ledger", "start 2 92 102 10.2\nend 2 SIGSEGV 12.0\n"
-                                         "start 3 93 103 10.3\n"  # still running
-                                         "start 4 94 104 1\xff\nstart x 1 2 3\nend 5\n\xfe garbage\n"
+    write(tmp_path, "host-node1.ledger", "start 0 90 1 100 2 10.0\nstart 1 91 1 101 2 10.1\nend 1 exit:3 12.5\n"
+                                         "end 0 exit:0 19.0\nhook 0 100 7 10.5\nclean 0 18.0\n")
+    write(tmp_path, "host-node2.ledger", "start 2 92 1 102 2 10.2\nend 2 signal:11 12.0\n"
+                                         "start 3 93 1 103 2 10.3\n"  # still running
+                                         "start 4 94 1 104 2 1\xff\nstart x 1 2 3 4 5 6\nend 5\n\xfe garbage\n"
+                                         "start 5 95 104 1.0\nend 5 SIGSEGV 12.0\n"  # the old wrapper's: not read
                                          "ack 7 stacks 11.0\nend 6 exit:0")  # torn: written half-way
     write(tmp_path, "host-node2.beat", "11.0\n")
     for junk in ("host-.ledger", "host-node3.ledger.tmp", "rank-4.exit", "notes.txt"):
-        write(tmp_path, junk, b"start 9 1 2 3.0\n")
+        write(tmp_path, junk, b"start 9 1 1 2 2 3.0\n")
     state = ranks.read(str(tmp_path))
     assert sorted(state.ranks) == [0, 1, 2, 3]
     r0 = state.ranks[0]
-    assert (r0.pid, r0.wrapper_pid, r0.hook_pid, r0.clean, r0.lost) == (100, 90, None, True, False)
+    assert (r0.pid, r0.wrapper_pid, r0.hook_pid, r0.clean, r0.clean_pid, r0.lost) == (100, 90, None, True, 100, False)
     assert sorted(state.hosts) == ["node1", "node2"] and state.hosts["node2"].ranks == [2, 3]
     assert state.hosts["node2"].beat and state.hosts["node1"].beat is None
     assert state.hosts["node2"].acks == {7: 11.0}
     first = ranks.first_failure(state)
-    assert (first.rank, first.host, first.exit) == (2, "node2", "SIGSEGV")
+    assert (first.rank, first.host, first.exit) == (2, "node2", "signal 11")
     size = choose(["node1", "node2", "node3"], 2, Request(), "j")
     assert ranks.unfinished(state, size.nranks, size.host_of) == [
         "rank 3 on node2 still running", "rank 4 never started (placed on node3)",
@@ -42,8 +43,8 @@ def test_read_and_first_failure(tmp_path):
 
 def test_the_hook_to_signal_is_the_newest_running_one_with_its_start_time(tmp_path):
     """hook_pid/hook_start: what the host agent signals for a stack, the rank's newest hooked
-    Python until it writes `clean`; a hook line without a start time (an older hook's) is read,
-    never signalled; hostile numbers are ASCII digits of bounded length or nothing."""
+    Python until it writes `clean`; a hook line without a start time is not a line of the format
+    (nothing is read of it); hostile numbers are ASCII digits of bounded length or nothing."""
     write(tmp_path, "host-n1.ledger",
           "hook 0 100 5000 1.0\nclean 0 2.0\nhook 0 101 5100 3.0\n"  # prep.py exited, train.py runs
           "hook 1 200 6000 1.0\nclean 1 2.0\n"  # its only Python is exiting
@@ -53,23 +54,26 @@ def test_the_hook_to_signal_is_the_newest_running_one_with_its_start_time(tmp_pa
           "hook 7 700 8000 1.0\n")
     state = ranks.read(str(tmp_path))
     got = {r: (s.hook_pid, s.hook_start, s.clean) for r, s in state.ranks.items()}
-    assert got == {0: (101, 5100, False), 1: (None, None, True), 2: (None, None, False), 3: (None, None, False),
-                   4: (None, None, False), 5: (None, None, False), 6: (None, None, False), 7: (700, 8000, False)}
+    assert got == {0: (101, 5100, False), 1: (None, None, True), 6: (600, 7000, False), 7: (700, 8000, False)}
 
 
-def test_wrapper_exit_records_are_normalized(tmp_path):
+def test_keeper_exit_records_are_normalized(tmp_path):
+    """exit:N and signal:S, nothing else: the old wrapper's hedges (either:15, unknown:15) are no
+    end of this format."""
     write(tmp_path, "host-node1.ledger", "end 0 exit:0 5.0\n")
     write(tmp_path, "host-node2.ledger", "end 1 signal:9 4.0\nend 2 exit:3 3.0\nend 3 either:15 6.0\n"
                                          "end 4 unknown:15 6.0\n")
     state = ranks.read(str(tmp_path))
-    assert [state.ranks[r].exit for r in range(5)] == ["0", "signal 9", "3", "either 15", "unknown 15"]
+    assert sorted(state.ranks) == [0, 1, 2] and [state.ranks[r].exit for r in range(3)] == ["0", "signal 9", "3"]
+    assert [ranks.exit_code(t) for t in ("0", "3", "signal 9", "signal 15", "lost", "vanished")] == \
+        [0, 3, 137, 143, None, None]
     assert not state.ranks[0].failed and ranks.first_failure(state).rank == 2
     assert ranks.describe_exit(state.ranks[1].exit) == "signal 9 (SIGKILL)"
 
 
 def test_ledgers_are_read_incrementally_and_a_torn_line_waits_for_its_end(tmp_path):
     led = tmp_path / "host-n1.ledger"
-    led.write_bytes(b"start 0 10 11 1.0\nend 0 sig")
+    led.write_bytes(b"start 0 10 1 11 2 1.0\nend 0 sig")
     reader = ranks.Ledgers(str(tmp_path))
     assert reader.poll().ranks[0].exit is None
     with open(led, "ab") as f:
@@ -83,7 +87,7 @@ def test_a_huge_ledger_is_read_in_bounded_pieces(tmp_path):
     """A ledger flooded by user code (the run directory is the user's) costs at most
     LEDGER_BYTES per read; the newest lines (the ends) are the ones kept."""
     with open(tmp_path / "host-n1.ledger", "wb") as f:
-        f.write(b"start 0 10 11 1.0\n")
+        f.write(b"start 0 10 1 11 2 1.0\n")
         f.write(b"x" * (ledger.LEDGER_BYTES * 3) + b"\n")  # one endless line
         f.write(b"end 0 exit:4 9.0\n")
     state = ranks.read(str(tmp_path))
@@ -94,8 +98,8 @@ def test_vanished_ranks_name_their_host_unless_a_failure_was_recorded_first(tmp_
     """After the launch: a rank with no end and no `lost` vanished with its agent; all of a
     host's ranks so: the host was lost, at its last beat.  A failure recorded before that
     beat (+ BEAT_S) stays first: the others may have died of it."""
-    write(tmp_path, "host-n1.ledger", "start 0 10 11 1.0\nstart 1 12 13 1.0\nend 1 signal:15 30.0\n")
-    write(tmp_path, "host-n2.ledger", "start 2 20 21 1.0\nstart 3 22 23 1.0\n")
+    write(tmp_path, "host-n1.ledger", "start 0 10 1 11 2 1.0\nstart 1 12 1 13 2 1.0\nend 1 signal:15 30.0\n")
+    write(tmp_path, "host-n2.ledger", "start 2 20 1 21 2 1.0\nstart 3 22 1 23 2 1.0\n")
     for host, beat in (("n1", 30.0), ("n2", 20.0)):
         write(tmp_path, f"host-{host}.beat", "")
         os.utime(tmp_path / f"host-{host}.beat", (beat, beat))
@@ -125,9 +129,7 @@ def test_describe_exit():
     assert ranks.describe_exit("SIGSEGV") == "signal SIGSEGV"
     assert ranks.describe_exit("signal 11") == "signal 11 (SIGSEGV)"
     assert ranks.describe_exit("SIG9") == "signal 9 (SIGKILL)"
-    assert ranks.describe_exit("unknown 15") == "ended as signal 15 (SIGTERM) came; bash lost its exit status"
-    assert ranks.describe_exit("either 15") == "exit code 143 or signal 15 (SIGTERM): the shell could not tell which"
-    assert ranks.describe_exit("either 99999") == "signal either 99999"  # not the wrapper's: shown as it is
+    assert ranks.describe_exit("either 99999") == "signal either 99999"  # not the keeper's: shown as it is
     # one parser for both the summary's wording and stopped_after's count
     assert [ranks.exit_parts(t) for t in ("143", "-1", "signal 15", "signal:9", "lost", "signal 99999", "9" * 40)] \
         == [(143, None), (-1, None), (None, 15), (None, 9), (None, None), (None, None), (None, None)]
@@ -196,7 +198,7 @@ def test_names_int_cannot_read_and_fifos_are_skipped_never_fatal(tmp_path):
     """The run directory is shared with user code: a rank `²` ('²' is isdigit(), int()
     refuses it) raised ValueError, and a FIFO named like a ledger (or a rank's log) blocked
     open() for ever, in the snapshot taken at --timeout and in the summary."""
-    write(tmp_path, "host-node1.ledger", "start 0 1 100 10.0\nstart \u00b2 1 2 3\nend \u0663 exit:0 2\n")
+    write(tmp_path, "host-node1.ledger", "start 0 1 1 100 2 10.0\nstart \u00b2 1 2 3\nend \u0663 exit:0 2\n")
     os.mkfifo(tmp_path / "host-node9.ledger")
     os.mkfifo(tmp_path / "host-node9.beat")
     os.mkfifo(tmp_path / "rank-1.log")
@@ -248,7 +250,7 @@ def test_a_rank_vanished_beside_a_recorded_failure_is_collateral(tmp_path):
     """One host: rank 1 recorded SIGKILL; rank 0 left no end because the launcher then killed
     it with its wrapper.  Its host was alive to record rank 1's end, so rank 1 is first, even
     when the agent's last beat (late on a loaded node) came well before that end."""
-    write(tmp_path, "host-n1.ledger", "start 0 10 11 1.0\nstart 1 12 13 1.0\nend 1 signal:9 12.0\n")
+    write(tmp_path, "host-n1.ledger", "start 0 10 1 11 2 1.0\nstart 1 12 1 13 2 1.0\nend 1 signal:9 12.0\n")
     write(tmp_path, "host-n1.beat", "")
     os.utime(tmp_path / "host-n1.beat", (9.0, 9.0))
     state = ranks.read(str(tmp_path))
@@ -262,15 +264,15 @@ def test_ranks_stopped_after_the_first_failure_are_counted_apart(tmp_path):
     (one by its signal, one as a shell's 143) after it, rank 3 vanishes on the same live
     host, rank 4 was SIGKILLed *before* rank 1 (a failure of its own), rank 5 segfaults after.
     On n2 the launcher killed wrappers and agent alike: rank 6 lost (its agent saw it),
-    rank 7 vanished, its host's last beat just before the first failure.  Rank 8 ended as 143
-    that the shell could not tell from SIGTERM (either:15), after: stopped too."""
-    write(tmp_path, "host-n1.ledger", "start 0 1 2 1.0\nstart 1 3 4 1.0\nstart 2 5 6 1.0\nstart 3 7 8 1.0\n"
-                                      "start 4 9 10 1.0\nstart 5 11 12 1.0\n"
+    rank 7 vanished, its host's last beat just before the first failure.  Rank 8 died of SIGINT
+    after it: stopped too."""
+    write(tmp_path, "host-n1.ledger", "start 0 1 1 2 2 1.0\nstart 1 3 1 4 2 1.0\nstart 2 5 1 6 2 1.0\nstart 3 7 1 8 2 1.0\n"
+                                      "start 4 9 1 10 2 1.0\nstart 5 11 1 12 2 1.0\n"
                                       "end 4 signal:9 4.0\nend 1 exit:3 5.0\nend 0 signal:15 5.5\n"
                                       "end 2 exit:143 5.6\nend 5 signal:11 5.7\n"
-                                      "start 8 13 14 1.0\nend 8 either:15 5.8\n")
+                                      "start 8 13 1 14 2 1.0\nend 8 signal:2 5.8\n")
     write(tmp_path, "host-n1.beat", "")
-    write(tmp_path, "host-n2.ledger", "start 6 1 2 1.0\nstart 7 3 4 1.0\nlost 6 4.5\n")
+    write(tmp_path, "host-n2.ledger", "start 6 1 1 2 2 1.0\nstart 7 3 1 4 2 1.0\nlost 6 4.5\n")
     write(tmp_path, "host-n2.beat", "")
     os.utime(tmp_path / "host-n2.beat", (3.5, 3.5))
     state = ranks.read(str(tmp_path))

@@ -17,7 +17,8 @@ one process down:
 - the launcher's blocked mask (this process blocks the signals it waits for, not the child);
 - stdin and every descriptor the launcher passed (PMI_FD, sockets); ours are close-on-exec;
 - the same place in process groups and sessions: where the launcher made this process a group
-  or session leader, the program leads a group or session of its own, as it would have.
+  or session leader, the program leads a group or session of its own, as it would have (on a
+  terminal, it stays in our foreground group: it keeps the terminal).
 Signals for the rank reach this process; `forwards` (one table) says which it passes on: none
 that the kernel sent to a whole process group (a terminal's ^C: the program, in the same group,
 got it too), and none under a launcher that signals every process of its step itself
@@ -112,14 +113,26 @@ def _log_fd(log_dir: str, rank: str) -> int:
     return -1
 
 
+def _has_tty() -> bool:
+    """This process has a controlling terminal (tty_nr, field 7 of /proc/self/stat, is not 0)."""
+    try:
+        with open("/proc/self/stat", "rb") as f:
+            data = f.read()
+        return data[data.rindex(b")") + 2:].split()[4] != b"0"
+    except (OSError, ValueError, IndexError):
+        return False
+
+
 def _spawn(argv: "list[str]", env: "dict[str, str]", log: int, mask: "set[int]", ign: "set[int]") -> int:
     """fork and exec (not posix_spawn: glibc's leaves its own signals 32 and 33 ignored in the
     program); the child's pid.  An exec that fails ends the child as a shell would: 127 for a
     program not found, 126 for one that cannot be run, with one line on its stderr."""
     me = os.getpid()
     # the program leads a group, or a session, where the launcher made this process one (Hydra and
-    # Open MPI make each rank a session leader): a signal to the group is then the launcher's to us
-    lead = "session" if os.getsid(0) == me else "group" if os.getpgid(0) == me else ""
+    # Open MPI make each rank a session leader): a signal to the group is then the launcher's to us.
+    # Not on a terminal: there the program stays in our (foreground) group, so that it keeps the
+    # terminal and its ^C, which the kernel sends the group and we do not pass on
+    lead = "" if _has_tty() else "session" if os.getsid(0) == me else "group" if os.getpgid(0) == me else ""
     pid = os.fork()
     if pid:
         return pid

@@ -1,0 +1,121 @@
+"""The rank keeper (jobenv/rank/keeper.py), the program's parent on the supervised path: the
+program starts as the launcher left things (no signal ignored that was not), every end is exact,
+and only the process that ended can excuse a teardown abort."""
+from __future__ import annotations
+
+import os
+import pty
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+
+from conftest import REPO
+from jobenv.launch import ranks, teardown
+from jobenv.rank import keeper
+from test_rankwrap import WRAPPER, ledger
+
+PY = sys.executable
+HOOK = str(REPO / "jobenv" / "rankhook")
+SIGIGN = 'grep SigIgn /proc/self/status'
+
+
+def env(run, **extra):
+    return {"PATH": os.environ["PATH"], "JOBENV_RUN_DIR": str(run), "JOBENV_PYTHON": PY, **extra}
+
+
+def ignored(line: str) -> set:
+    return keeper.ignored_at_start(line.split()[1])
+
+
+def test_the_forwarding_table():
+    """A signal the kernel sent a whole group (a terminal's ^C) reached the program already; srun's
+    slurmstepd and Flux's shell signal every process of the step themselves."""
+    assert keeper.forwards(signal.SIGTERM, 0, "mpich") and keeper.forwards(signal.SIGUSR1, 0, "torchrun")
+    assert not keeper.forwards(signal.SIGINT, keeper.SI_KERNEL, "mpich")
+    assert not keeper.forwards(signal.SIGTERM, 0, "srun") and not keeper.forwards(signal.SIGUSR1, 0, "flux")
+    assert keeper.ignored_at_start("0000000000001002") == {2, 13}
+    assert keeper.ignored_at_start("zz") == set() == keeper.ignored_at_start("")
+
+
+def test_the_program_starts_with_the_launchers_dispositions(tmp_path):
+    """The old sh wrapper started every rank with SIGINT and SIGQUIT ignored (a background job's);
+    Python ignores SIGPIPE and SIGXFSZ at its start.  The program's SigIgn is the launcher's, both
+    when the launcher left SIGPIPE at its default and when it ignored it."""
+    run = tmp_path / "run"
+    run.mkdir()
+    bare = subprocess.run(["sh", "-c", SIGIGN], capture_output=True, text=True).stdout
+    got = subprocess.run(["sh", WRAPPER, "sh", "-c", SIGIGN], env=env(run), capture_output=True, text=True)
+    assert got.returncode == 0 and ignored(got.stdout) == ignored(bare), (bare, got.stdout)
+    assert not ignored(got.stdout) & {signal.SIGINT, signal.SIGQUIT, signal.SIGPIPE}
+    # a launcher that ignores SIGPIPE (Python's subprocess without restore_signals passes it on)
+    got = subprocess.run(["sh", WRAPPER, "sh", "-c", SIGIGN], env=env(run), capture_output=True, text=True,
+                         restore_signals=False)
+    assert signal.SIGPIPE in ignored(got.stdout)
+
+
+def test_every_end_is_exact(tmp_path):
+    """exit 143 and death by SIGTERM, exit 139 and SIGSEGV, 40 rounds: `$?` says 128+N for both,
+    the keeper's waitpid never mixes them up, and it ends as its program did."""
+    cases = [("exit 143", 143, "exit:143"), ("kill -TERM $$", -15, "signal:15"), ("exit 139", 139, "exit:139"),
+             ("kill -SEGV $$", -11, "signal:11"), ("kill -KILL $$", -9, "signal:9"), ("exit 0", 0, "exit:0")]
+    for i in range(40):
+        script, rc, want = cases[i % len(cases)]
+        run = tmp_path / f"r{i}"
+        run.mkdir()
+        p = subprocess.run(["sh", WRAPPER, "sh", "-c", script], env=env(run), capture_output=True)
+        assert (p.returncode, ledger(run)[0][2]) == (rc, want), (i, script, p.stderr)
+
+
+def test_a_terminals_interrupt_reaches_the_program_once(tmp_path):
+    """^C on a terminal signals the whole foreground group, program and keeper: the keeper does not
+    pass on what the kernel sent the group, so the program sees one SIGINT, as without jobenv."""
+    run = tmp_path / "run"
+    run.mkdir()
+    prog = ("import signal, sys, time\n"
+            "n = []\n"
+            "signal.signal(signal.SIGINT, lambda *a: n.append(1))\n"
+            "open(sys.argv[1], 'w').close()\n"
+            "t = time.monotonic()\n"
+            "while time.monotonic() - t < 3 and len(n) < 2: time.sleep(0.05)\n"
+            "sys.exit(10 + len(n))\n")
+    ready = tmp_path / "ready"
+    pid, fd = pty.fork()
+    if pid == 0:
+        os.execve("/bin/sh", ["sh", WRAPPER, PY, "-c", prog, str(ready)], env(run))
+    try:
+        deadline = time.monotonic() + 20
+        while not ready.exists() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        os.write(fd, b"\x03")
+        status = os.waitpid(pid, 0)[1]
+    finally:
+        os.close(fd)
+    assert os.waitstatus_to_exitcode(status) == 11, ledger(run)
+    assert ledger(run)[0][2] == "exit:11"
+
+
+@pytest.mark.parametrize("then,excused", [
+    # a clean Python step, then a solver that dies: another process ended (finding 2 of issue 23)
+    ("python3 -c pass && exec sh -c 'kill -SEGV $$'", False),
+    # the hooked Python itself aborts after its main ended and atexit ran (libc's exit handler)
+    ("exec python3 -c 'import ctypes; c = ctypes.CDLL(None); c.__cxa_atexit(ctypes.cast(c.abort, ctypes.c_void_p), None, None)'",
+     True),
+    # an unhooked (-I) Python after a hooked one, killed
+    ("python3 -c pass && exec python3 -I -c 'import os; os.kill(os.getpid(), 9)'", False),
+])
+def test_only_the_process_that_ended_can_excuse_a_teardown_abort(tmp_path, then, excused):
+    run = tmp_path / "run"
+    run.mkdir()
+    bindir = tmp_path / "bin"
+    bindir.mkdir()
+    (bindir / "python3").symlink_to(PY)
+    e = env(run, PYTHONPATH=f"{HOOK}:{REPO}")
+    e["PATH"] = f"{bindir}:{e['PATH']}"
+    p = subprocess.run(["sh", WRAPPER, "sh", "-c", then], env=e, capture_output=True, text=True, timeout=60)
+    assert p.returncode < 0, p.stderr
+    state = ranks.read(str(run))
+    assert state.ranks[0].clean, ledger(run, "clean")
+    assert (teardown.excused(state, 1) is not None) == excused
