@@ -4,7 +4,9 @@
 
 Prints `name: value (ratio)` lines:
 - one process: `/bin/true` alone, under the wrapper (dash, bash), under the supervised
-  wrapper (JOBENV_RUN_DIR + JOBENV_LOG_DIR), and `python -c pass` for scale;
+  wrapper (JOBENV_RUN_DIR + JOBENV_LOG_DIR: the rank keeper, jobenv/rank/keeper.py, in
+  `python -I -S`), `python -I -S -c pass` and `python -c pass` for scale, and the supervised
+  path's cost as a share of a rank that runs `python3 -c 'import torch'` (the budget: 1%);
 - N ranks of `true` under the MPICH wheel's mpiexec with and without the wrapper;
 - the worst node-rank path: a launcher without a node variable in a 10,000-host job
   (one awk over the host file finds this host, listed last; sh's own loop below 65 hosts);
@@ -88,7 +90,9 @@ def main() -> int:
         "dash wrapper + true": (["dash", WRAP, "/bin/true"], HYDRA),
         "bash wrapper + true": (["bash", WRAP, "/bin/true"], HYDRA),
         "supervised dash wrapper + true (RUN_DIR, LOG_DIR)": (
-            ["dash", WRAP, "/bin/true"], {**HYDRA, "JOBENV_RUN_DIR": str(tmp), "JOBENV_LOG_DIR": str(tmp)}),
+            ["dash", WRAP, "/bin/true"], {**HYDRA, "JOBENV_RUN_DIR": str(tmp), "JOBENV_LOG_DIR": str(tmp),
+                                          "JOBENV_PYTHON": PY}),
+        "python -I -S -c pass": ([PY, "-I", "-S", "-c", "pass"], HYDRA),
         "python -c pass": ([PY, "-c", "pass"], HYDRA),
     }
     times = {k: [] for k in variants}
@@ -101,6 +105,13 @@ def main() -> int:
         line(f"one process: {name}", t[name], t["true"])
     print(f"wrapper cost per rank (dash): {(t['dash wrapper + true'] - t['true']) * 1000:.2f} ms; "
           f"Python start for comparison: {(t['python -c pass'] - t['true']) * 1000:.2f} ms", flush=True)
+    supervised = t["supervised dash wrapper + true (RUN_DIR, LOG_DIR)"] - t["true"]
+    try:
+        torch_t = median_time([PY, "-c", "import torch"], {**os.environ, **HYDRA}, 5)
+        print(f"supervised path per rank: {supervised * 1000:.2f} ms = {supervised / torch_t * 100:.2f}% of a rank "
+              f"running python3 -c 'import torch' ({torch_t * 1000:.0f} ms)", flush=True)
+    except subprocess.CalledProcessError:
+        print("import torch: skipped (torch not installed)")
 
     hosts = tmp / "hosts"
     hosts.write_text("".join(f"x{i:05d}.hsn.example\n" for i in range(10_000)))
@@ -131,9 +142,11 @@ def main() -> int:
     if base_ops >= 0:
         wrap_ops = fs_ops(["dash", WRAP, "/bin/true"], HYDRA)
         _fresh({"JOBENV_RUN_DIR": str(tmp)})
-        sup_ops = fs_ops(["dash", WRAP, "/bin/true"], {**HYDRA, "JOBENV_RUN_DIR": str(tmp)})
+        # the host's agent already runs (7 ranks in 8): its lock is there, the keeper forks none
+        (tmp / f"agent-{os.uname().nodename}").write_text("1 1\n")
+        sup_ops = fs_ops(["dash", WRAP, "/bin/true"], {**HYDRA, "JOBENV_RUN_DIR": str(tmp), "JOBENV_PYTHON": PY})
         print(f"file-system operations per rank (path lookups, strace): true {base_ops}, wrapper + true "
-              f"{wrap_ops} (+{wrap_ops - base_ops}), supervised {sup_ops} (+{sup_ops - base_ops}); "
+              f"{wrap_ops} (+{wrap_ops - base_ops}), supervised (agent running) {sup_ops} (+{sup_ops - base_ops}); "
               f"python -c pass {fs_ops([PY, '-c', 'pass'], HYDRA)}", flush=True)
     shutil.rmtree(tmp, ignore_errors=True)
     return 0

@@ -17,8 +17,13 @@ a process that got the pid since, never another host's (a ledger is this host's 
 the kernel's node name, jobenv.rank.keeper.host_key).  Standard library only, like the keeper.
 """
 import os
-import signal
 import time
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:  # typeshed has no _signal; the same names and calls, with ints for enums
+    import signal
+else:  # as the keeper (no enum import)
+    import _signal as signal
 
 if __package__:  # jobenv.rank.agent (tests, mypy)
     from .lines import number, parse

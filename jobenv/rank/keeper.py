@@ -36,9 +36,14 @@ unwritable ledger or log, a log name that exists), 127 for a program not found, 
 that cannot be run, as a shell says.
 """
 import os
-import signal
 import sys
 import time
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:  # typeshed has no _signal; the same names and calls, with ints for enums
+    import signal
+else:  # not `signal`: its enum import costs more than the rest of the keeper
+    import _signal as signal
 
 # Signals this process catches (blocked, then taken with sigwaitinfo) and may pass to the program.
 FORWARD = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGQUIT, signal.SIGUSR1, signal.SIGUSR2)
