@@ -10,7 +10,7 @@ sys.modules and os.environ as it found them.  It arms only in a process the rank
   time in clock ticks after boot, /proc/<pid>/stat field 22: with the pid it names this process);
 - registers one atexit callback (the first registered, so it runs last) that waits until torch's
   gloo worker threads are idle (see `_quiesce`), then appends `clean <R> <epoch>`: this process's
-  main ended and every atexit callback ran.  The supervisor excuses a teardown abort only when
+  main ended without an unhandled exception and every atexit callback ran.  The supervisor excuses a teardown abort only when
   the pid that wrote `clean` is the program the keeper saw end (jobenv/launch/teardown.py).
 With JOBENV_STACKS=1 (`jobenv launch --stacks`, a documented difference) it also registers
 faulthandler for JOBENV_DUMP_SIGNAL, writing every thread's stack into
@@ -142,7 +142,11 @@ def _arm(ledger: str, rank: str) -> None:
             return
         try:
             _quiesce(sleep)
-            _note(ledger, f"clean {rank}", clock())
+            # an unhandled exception leaves sys.last_value (last_exc, 3.12+); a non-zero sys.exit() leaves
+            # nothing an atexit callback can see, and wrapping sys.exit would change the program: a clean
+            # ending exit N is still exit N, and only a death by signal after it is ever excused
+            if not (hasattr(sys, "last_value") or hasattr(sys, "last_exc")):
+                _note(ledger, f"clean {rank}", clock())
         except Exception:
             pass
 
