@@ -239,3 +239,11 @@ def test_job_id_read_from_submit_output(scheduler, printed, jobid):
     from jobenv.schedulers import descriptor
 
     assert descriptor(scheduler).batch.read_jobid(printed) == jobid
+
+
+@pytest.mark.parametrize("profile", ["pbs", "polaris", "aurora", "sunspot"])
+def test_pbs_scripts_place_each_chunk_on_its_own_host(home, profile):
+    """`select=N` alone lets PBS pack every chunk onto one host (OpenPBS's default place is
+    `free`: seen on a real 3-host OpenPBS, both chunks of `--nodes 2` on one host)."""
+    args = ["--nodes", "2", "--time", "10", "-q", "debug", "-A", "proj"]
+    assert "-l place=scatter" in directives(dry_run(home, "--profile", profile, *args), "#PBS")
