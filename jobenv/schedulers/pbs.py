@@ -118,7 +118,7 @@ def query(jobids: Sequence[str], env: Optional[Mapping[str, str]] = None,
 
 # The attributes a capture from outside reads; values PBS may write without JSON escaping
 # (Variable_List) are never among them.
-_JOB_KEYS = ("Job_Name", "job_state", "euser", "exec_host", "exec_vnode", "queue", "Account_Name",
+_JOB_KEYS = ("Job_Name", "job_state", "euser", "Job_Owner", "exec_host", "exec_vnode", "queue", "Account_Name",
              "ngpus", "nodect", "select")
 
 
@@ -167,6 +167,14 @@ def _text(attrs: Dict[str, Any], key: str) -> str:
     return val if isinstance(val, str) else str(val) if isinstance(val, int) and not isinstance(val, bool) else ""
 
 
+def _owner(attrs: Dict[str, Any]) -> Tuple[str, str]:
+    """(the job's user, where it was read): `euser` where qstat shows it (to PBS managers
+    only), else the user of `Job_Owner` (`alice@login1`), which every user sees."""
+    if _text(attrs, "euser"):
+        return _text(attrs, "euser"), "qstat euser"
+    return _text(attrs, "Job_Owner").partition("@")[0], "qstat Job_Owner"
+
+
 def _exec_hosts(exec_host: str) -> List[str]:
     """Hosts of `exec_host` (`x3006c0s13b0n0/0*64+x3006c0s19b0n0/0*64`), first-seen order."""
     from ..hostlist import check_host
@@ -192,14 +200,15 @@ def _vnode_gpus(exec_vnode: str, hosts: List[str]) -> Optional[int]:
 def parse_job(text: str, jobid: str) -> Capture:
     """The job `jobid` as `qstat -f -F json ID` describes it (PBS Pro >= 18): hosts from
     exec_host, GPUs per host from exec_vnode's ngpus (else Resource_List ngpus / nodect),
-    MPI slots from a select with mpiprocs, job_state and euser."""
+    MPI slots from a select with mpiprocs, job_state and the owner (`_owner`)."""
     qid, attrs = next(((q, a) for q, a in _jobs(text).items() if _match([jobid], q)), ("", None))
     if attrs is None:
         raise BadInput(f"qstat's answer does not describe job {jobid}")
     if AMBIGUOUS in attrs:
         raise BadInput(f"qstat's answer for job {jobid} is ambiguous: it names {attrs[AMBIGUOUS]} twice "
                        "(its JSON does not parse: a value PBS printed unescaped?)")
-    sources = {"state": "qstat job_state", "owner": "qstat euser"}
+    owner, owner_source = _owner(attrs)
+    sources = {"state": "qstat job_state", "owner": owner_source}
     exec_host = _text(attrs, "exec_host")
     hosts = _exec_hosts(exec_host) if exec_host else []
     if hosts:
@@ -222,7 +231,7 @@ def parse_job(text: str, jobid: str) -> Capture:
         if _text(attrs, key):
             env[var] = _text(attrs, key)
     return Capture(scheduler=NAME, jobid=qid, jobname=env.get("PBS_JOBNAME"), hosts=hosts, env=env, slots=slots,
-                   gpus_hint=gpus, state=_text(attrs, "job_state"), owner=_text(attrs, "euser"), sources=sources)
+                   gpus_hint=gpus, state=_text(attrs, "job_state"), owner=owner, sources=sources)
 
 
 def parse_found(text: str, host: str, user: str) -> List[str]:
@@ -232,7 +241,7 @@ def parse_found(text: str, host: str, user: str) -> List[str]:
 
     out = []
     for qid, attrs in _jobs(text).items():
-        if _text(attrs, "euser") != user or _text(attrs, "job_state") != "R":
+        if _owner(attrs)[0] != user or _text(attrs, "job_state") != "R":
             continue
         try:
             if host_index(_exec_hosts(_text(attrs, "exec_host")), host) is not None:
