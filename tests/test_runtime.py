@@ -329,10 +329,12 @@ def test_jobenv_hostfile_is_read_whole_or_refused(tmp_path):
 
 # A task of `flux run -N2 -n4` launched by `jobenv launch` in a restored shell of a Flux job:
 # the job's id is F58 (`ƒ...`), which the ranks' wrapper cannot hash (issue 25: every
-# multi-rank Flux launch failed "cannot derive MASTER_PORT from 'ƒXUCEv3@...'").
+# multi-rank Flux launch failed "cannot derive MASTER_PORT from 'ƒXUCEv3@...'").  The task's
+# launcher variables are those a real flux-core 0.88 task has (tests/cluster/flux.py: PMI_RANK,
+# PMI_SIZE, PMI_FD, FLUX_TASK_RANK, FLUX_TASK_LOCAL_ID, FLUX_JOB_ID, FLUX_JOB_NNODES, FLUX_JOB_SIZE).
 FLUX_LAUNCH = {"JOBENV_JOBID": "\u0192XUCEv3", "JOBENV_LAUNCH_TIME": "1700000000.123456"}
 FLUX_TASK = {"PMI_RANK": "3", "PMI_SIZE": "4", "PMI_FD": "9", "FLUX_TASK_RANK": "3", "FLUX_TASK_LOCAL_ID": "1",
-             "FLUX_JOB_ID": "\u0192bQ2x9a", "FLUX_JOB_NNODES": "2", "FLUX_JOB_SIZE": "4", "JOBENV_HOSTNAME": "flux2"}
+             "FLUX_JOB_ID": "\u01923RdxsWF", "FLUX_JOB_NNODES": "2", "FLUX_JOB_SIZE": "4", "JOBENV_HOSTNAME": "flux2"}
 
 
 def test_flux_ids_seed_ports_as_flux_job_id_to_dec_prints_them():
