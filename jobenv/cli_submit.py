@@ -242,7 +242,7 @@ def submit_cmd(profile: Optional[str], nodes: int, walltime: str, queue: Optiona
     save_args = ["--profile", prof.name] + (["--ranks-per-host", str(ranks_per_host)] if ranks_per_host else [])
     text = sc.render(sc.directives(prof, batch, vals, paths), sc.jobenv_argv(sys.executable, _package_parent()),
                      home(env), os.getcwd(), save_args,
-                     _launch_args(launch_opts, logs_at), list(command), paths, __version__)
+                     _launch_args(launch_opts, logs_at), list(command), paths, __version__, env.get("PATH"))
     mode = 0o700 if batch.executable else 0o600
     if script_out:
         _write_out(os.path.abspath(script_out), text, batch.executable)

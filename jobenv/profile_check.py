@@ -124,8 +124,10 @@ def launchers(cands: Any, known: Set[str], fail: Fail) -> List[Dict[str, Any]]:
         if "family" in cand:
             from .launch.families import BY_NAME
 
-            if cand["family"] not in BY_NAME:
-                raise fail("launchers", f"family {shown(cand['family'])} is not one of {', '.join(BY_NAME)}")
+            fams = cand["family"] if isinstance(cand["family"], list) and cand["family"] else [cand["family"]]
+            for fam in fams:
+                if not isinstance(fam, str) or fam not in BY_NAME:
+                    raise fail("launchers", f"family {shown(fam)} is not one of {', '.join(BY_NAME)} (or a list of them)")
         for item in cand["argv"]:
             parts = item.get("args") if isinstance(item, dict) else [item]
             if isinstance(item, dict) and (set(item) != {"when", "args"} or not isinstance(parts, list)

@@ -28,7 +28,9 @@ def pbs_common(jobid: str, nodefile: str, interactive: bool = True) -> Dict[str,
         "PBS_O_SYSTEM": "Linux", "PBS_O_LANG": "en_US.UTF-8", "PBS_O_MAIL": "/var/spool/mail/alice",
         "PBS_JOBDIR": "/home/alice", "PBS_ACCOUNT": "datascience", "PBS_JOBCOOKIE": "4F1B2C8D9E0A7B6C",
         "PBS_MOMPORT": "15003", "PBS_NODENUM": "0", "PBS_TASKNUM": "1", "NCPUS": "64",
-        "OMP_NUM_THREADS": "64", "TMPDIR": f"/var/tmp/pbs.{jobid}", "ENVIRONMENT": "BATCH",
+        "OMP_NUM_THREADS": "64", "TMPDIR": f"/var/tmp/pbs.{jobid}",
+        # a real OpenPBS 23.06 batch job has ENVIRONMENT=BATCH, an interactive one none at all
+        **({} if interactive else {"ENVIRONMENT": "BATCH"}),
     }
 
 

@@ -239,3 +239,29 @@ def test_job_id_read_from_submit_output(scheduler, printed, jobid):
     from jobenv.schedulers import descriptor
 
     assert descriptor(scheduler).batch.read_jobid(printed) == jobid
+
+
+@pytest.mark.parametrize("profile", ["pbs", "polaris", "aurora", "sunspot"])
+def test_pbs_scripts_place_each_chunk_on_its_own_host(home, profile):
+    """`select=N` alone lets PBS pack every chunk onto one host (OpenPBS's default place is
+    `free`: seen on a real 3-host OpenPBS, both chunks of `--nodes 2` on one host)."""
+    args = ["--nodes", "2", "--time", "10", "-q", "debug", "-A", "proj"]
+    assert "-l place=scatter" in directives(dry_run(home, "--profile", profile, *args), "#PBS")
+
+
+def test_script_carries_the_submitting_shells_path(home, tmp_path):
+    """PBS starts the job with its own PATH (qsub passes no environment): the script sets the
+    submitting shell's, so save and launch find the venv's mpiexec there, not Debian's Open
+    MPI one (issue 25).  The line is run by a real sh whose PATH finds another mpiexec."""
+    import subprocess
+    import sys
+
+    venv_bin = os.path.dirname(sys.executable)
+    odd = tmp_path / "it's a dir"
+    odd.mkdir()
+    path = f"{odd}:{venv_bin}:/usr/bin:/bin"
+    script = dry_run(home, "--profile", "pbs", "--nodes", "2", "--time", "10", extra={"PATH": path})
+    line = next(ln for ln in script.splitlines() if ln.startswith("PATH="))
+    p = subprocess.run(["/bin/sh", "-c", f"{line}\ncommand -v mpiexec; printf %s \"$PATH\""],
+                       env={"PATH": "/usr/bin:/bin"}, capture_output=True, text=True, check=True)
+    assert p.stdout == f"{venv_bin}/mpiexec\n{path}"

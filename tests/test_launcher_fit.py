@@ -71,3 +71,27 @@ def test_a_save_that_records_another_launcher_says_so(tmp_path, home):
     other = jobenv(["save", "--quiet"], {**env, "PATH": f"/usr/bin:{VENV_BIN}:/bin"})
     assert other.returncode == 0
     assert "/usr/bin/mpiexec" in other.stderr and os.path.join(VENV_BIN, "mpiexec") in other.stderr, other.stderr
+
+
+def test_pbs_job_whose_batch_path_finds_open_mpi_is_warned(tmp_path, home):
+    """issue 25: a `jobenv submit` job on PBS (qsub passes no environment) found Debian's Open
+    MPI mpiexec on the batch PATH and ran it with the generic profile's Hydra flags (`-ppn`):
+    0 ranks, no warning.  Now save warns and doctor fails; the venv's MPICH first is quiet."""
+    env = base_env(home, machines.pbs_mpiprocs4(tmp_path), path=f"/usr/bin:{VENV_BIN}:/bin")
+    p = jobenv(["save", "--quiet", "--profile", "pbs"], env)
+    assert p.returncode == 0, p.stderr
+    assert "/usr/bin/mpiexec is Open MPI" in p.stderr and "MPICH Hydra" in p.stderr and "Cray PALS" in p.stderr, p.stderr
+    d = jobenv(["doctor", "--json"], env)
+    checks = {c["name"]: c for c in json.loads(d.stdout)["checks"]}
+    assert d.returncode == 1 and checks["launcher"]["status"] == "fail", checks["launcher"]
+    quiet = jobenv(["save", "--quiet", "--profile", "pbs"], {**env, "PATH": f"{VENV_BIN}:/usr/bin:/bin"})
+    assert quiet.returncode == 0 and "does not take those flags" not in quiet.stderr, quiet.stderr
+
+
+def test_a_family_list_accepts_each_of_its_families():
+    want = launcher_fit.declared([{"argv": ["mpiexec"], "family": ["mpich", "pals"]}], "mpiexec")
+    assert want == ("mpich", "pals")
+    for ok in ("mpich", "pals"):
+        assert launcher_fit.mismatch("pbs", want, families.get(ok), "/x/bin/mpiexec") is None
+    problem, fix = launcher_fit.mismatch("pbs", want, families.get("openmpi"), "/usr/bin/mpiexec") or ("", "")
+    assert "MPICH Hydra mpiexec or Cray PALS" in problem and "first on PATH" in fix

@@ -140,3 +140,13 @@ def test_list_order_is_saved_time_not_mtime(tmp_path, home):
     rows = json.loads(jobenv(["list", "--json"], env, check=True).stdout)
     assert [r["jobid"] for r in rows] == ["102", "101"]
     assert json.loads(jobenv(["show", "--json"], {**env, "JOBENV_HOSTNAME": "nowhere"}, check=True).stdout)["jobid"] == "102"
+
+
+@pytest.mark.parametrize("name,verdict", [("openpbs-qstat-f-json-running-user-view.txt", ("live", "qstat says job_state R")),
+                                          ("openpbs-qstat-x-f-json-finished-qdel.txt", ("ended", "qstat says job_state F"))])
+def test_openpbs_recorded_outputs(name, verdict):
+    """`qstat -x -f -F json 0` on the real OpenPBS 23.06.06 of tests/cluster/pbs.py: the job
+    running (as an ordinary user sees it), and after `qdel` (job_state F, substate 91)."""
+    v = pbs.parse_json(out(name), 0, ["0.pbs1", "0", "7.pbs1"])
+    assert v["0.pbs1"][0] == verdict[0] and verdict[1] in v["0.pbs1"][1], v
+    assert "7.pbs1" not in v

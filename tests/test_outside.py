@@ -15,6 +15,10 @@ Recorded outputs (tests/data):
   GroupId=root(0)`: Slurm prints the name as it is, before the real UserId line.
 - pbs-qstat-fx-json*.txt: `qstat -x -f -F json` on Polaris (PBS Pro 2022.1), also its
   unescaped form (PBS writes Variable_List values without JSON escaping).
+- openpbs-qstat-f-json-running-{user,manager}-view.txt: `qstat -f -F json ID` of one running
+  job (root's, `qsub -v 'A=1,B=two words,...' -l select=2:ncpus=2:mpiprocs=2 -l place=scatter`)
+  on the real 3-host OpenPBS 23.06.06 of tests/cluster/pbs.py, asked by an ordinary user and by
+  root (a manager): the ordinary user's view has no `euser`/`egroup`, only `Job_Owner`.
 - cobalt-qstat-lf.txt: `qstat -lf` in Cobalt's vertical format (Cobalt.Util.print_vertical,
   ido/cobalt src/lib/Util.py: `JobID: N`, then `    %-<w>s: value` per field), for the jobs of
   cobalt-qstat.txt.
@@ -88,6 +92,29 @@ def test_pbs_qstat_json_recorded_output(name):
     assert pbs.parse_found(text, "x3006c0s19b0n0", "bob") == []
     ended = pbs.parse_job(text, "2023999")
     assert ended.state == "F"
+
+
+def test_openpbs_job_as_an_ordinary_user_sees_it_is_owned_through_job_owner():
+    """issue 25: OpenPBS shows `euser` to managers only; `save --job` refused every ordinary
+    user's own job ("belongs to '', not to you").  `Job_Owner` (user@host) is in both views."""
+    user = pbs.parse_job(data("openpbs-qstat-f-json-running-user-view.txt"), "0")
+    manager = pbs.parse_job(data("openpbs-qstat-f-json-running-manager-view.txt"), "0")
+    assert (user.owner, user.sources["owner"]) == ("root", "qstat Job_Owner")
+    assert (manager.owner, manager.sources["owner"]) == ("root", "qstat euser")
+    for cap in (user, manager):
+        assert cap.jobid == "0.pbs1" and cap.hosts == ["pbs1", "pbs2"] and cap.slots == [2, 2]
+        assert cap.state == "R" and cap.jobname == "train.v2-x_y"
+    assert pbs.parse_found(data("openpbs-qstat-f-json-running-user-view.txt"), "pbs2", "root") == ["0.pbs1"]
+
+
+def test_openpbs_owner_may_save_its_job_from_outside(tmp_path, monkeypatch):
+    env = stub(tmp_path, "qstat", data("openpbs-qstat-f-json-running-user-view.txt"))
+    monkeypatch.setattr(outside, "_user", lambda: "root")
+    cap, asked = outside.describe("pbs", "0", env)
+    assert cap.hosts == ["pbs1", "pbs2"] and asked == "qstat -f -F json 0"
+    monkeypatch.setattr(outside, "_user", lambda: "bob")
+    with pytest.raises(BadInput, match="belongs to 'root', not to you"):
+        outside.describe("pbs", "0", env)
 
 
 def test_pbs_hostile_exec_host_is_one_error():

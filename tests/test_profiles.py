@@ -64,6 +64,8 @@ BAD = [
     ("name: mine\nscheduler: local\nmatch: {env: {X: [a]}}\nlaunchers: [{argv: [a]}]\n", "patterns must be strings"),
     ("name: mine\nscheduler: local\nenv: {1: x}\nlaunchers: [{argv: [a]}]\n", "shell identifiers"),
     ("name: mine\nscheduler: local\nlaunchers: [{argv: [a], requires: [b]}]\n", "requires: program name"),
+    ("name: mine\nscheduler: local\nlaunchers: [{argv: [a], family: [mpich, nope]}]\n", "family 'nope' is not one of"),
+    ("name: mine\nscheduler: local\nlaunchers: [{argv: [a], family: [mpich, [x]]}]\n", "is not one of"),
     ("name: mine\nscheduler: local\nlaunchers: [{argv: [{when: [x], args: [a]}]}]\n", "conditional argv"),
     ("name: mine\nscheduler: local\ndescription: [a]\nlaunchers: [{argv: [a]}]\n", "description: must be a string"),
     ("name: mine\nscheduler: local\ngpus_per_host: 99999999999999999999\nlaunchers: [{argv: [a]}]\n", "from 0 to"),

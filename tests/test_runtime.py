@@ -325,3 +325,43 @@ def test_jobenv_hostfile_is_read_whole_or_refused(tmp_path):
     assert path.stat().st_size > 16 << 20
     info = detect({**HYDRA, "JOBENV_HOSTFILE": str(path)}, hostname=hosts[-1])
     assert info.node_rank == len(hosts) - 1 and info.num_nodes == len(hosts)
+
+
+# A task of `flux run -N2 -n4` launched by `jobenv launch` in a restored shell of a Flux job:
+# the job's id is F58 (`ƒ...`), which the ranks' wrapper cannot hash (issue 25: every
+# multi-rank Flux launch failed "cannot derive MASTER_PORT from 'ƒXUCEv3@...'").  The task's
+# launcher variables are those a real flux-core 0.88 task has (tests/cluster/flux.py: PMI_RANK,
+# PMI_SIZE, PMI_FD, FLUX_TASK_RANK, FLUX_TASK_LOCAL_ID, FLUX_JOB_ID, FLUX_JOB_NNODES, FLUX_JOB_SIZE).
+FLUX_LAUNCH = {"JOBENV_JOBID": "\u0192XUCEv3", "JOBENV_LAUNCH_TIME": "1700000000.123456"}
+FLUX_TASK = {"PMI_RANK": "3", "PMI_SIZE": "4", "PMI_FD": "9", "FLUX_TASK_RANK": "3", "FLUX_TASK_LOCAL_ID": "1",
+             "FLUX_JOB_ID": "\u01923RdxsWF", "FLUX_JOB_NNODES": "2", "FLUX_JOB_SIZE": "4", "JOBENV_HOSTNAME": "flux2"}
+
+
+def test_flux_ids_seed_ports_as_flux_job_id_to_dec_prints_them():
+    from jobenv.schedulers import flux
+
+    assert discovery.seed_id("\u01922oLkTLb") == flux.decimal("\u01922oLkTLb") == "68484595712"  # `flux job id --to=dec ƒ2oLkTLb` (flux-core 0.88)
+    assert discovery.seed_id("f2oLkTLb") == "f2oLkTLb"  # ASCII already: hashed as written on both sides
+    assert discovery.seed_id("\u0192not-f58!") == "\u0192not-f58!"
+    dec = flux.decimal(FLUX_LAUNCH["JOBENV_JOBID"])
+    assert discovery.port_seed(FLUX_LAUNCH, FLUX_LAUNCH["JOBENV_JOBID"]) == f"{dec}@1700000000.123456"
+
+
+def test_launch_hands_a_flux_jobs_ranks_the_port_their_wrapper_cannot_derive():
+    from jobenv import rankwrap
+    from jobenv.schedulers import flux
+
+    port = discovery.launch_port(FLUX_LAUNCH)
+    assert port == discovery.derived_port(f"{flux.decimal(FLUX_LAUNCH['JOBENV_JOBID'])}@1700000000.123456")
+    show = ["/bin/sh", "-c", 'printf %s "$MASTER_PORT"']
+    env = {"PATH": "/usr/bin:/bin", **FLUX_TASK, **FLUX_LAUNCH}
+    bare = subprocess.run(["/bin/sh", rankwrap.script_path(), *show], env=env, capture_output=True, text=True)
+    assert bare.returncode == 5 and "not printable ASCII" in bare.stderr  # what launch's port spares the ranks
+    ok = subprocess.run(["/bin/sh", rankwrap.script_path(), *show], env={**env, "MASTER_PORT": str(port)},
+                        capture_output=True, text=True)
+    assert ok.returncode == 0 and ok.stdout == str(port), ok.stderr
+    assert detect({**FLUX_TASK, **FLUX_LAUNCH, "MASTER_PORT": str(port)}).master_port == port
+    # everywhere else the wrapper derives its own: launch leaves MASTER_PORT alone
+    assert discovery.launch_port({**FLUX_LAUNCH, "MASTER_PORT": "1234"}) is None
+    assert discovery.launch_port({**FLUX_LAUNCH, "JOBENV_JOBID": "2024084.polaris-pbs-01"}) is None
+    assert discovery.launch_port({**FLUX_LAUNCH, "PMIX_NAMESPACE": "flux-pmix.77"}) is None

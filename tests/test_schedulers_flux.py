@@ -99,3 +99,15 @@ def test_a_restore_clears_another_flux_job_s_variables():
     rec = type("R", (), {"scheduler": "pbs", "jobid": "1.srv"})()
     env = {"FLUX_JOB_ID": "ƒ3", "FLUX_URI": "u", "FLUX_TASK_RANK": "0"}
     assert "FLUX_" in plan.other_job_prefixes(rec, env)  # type: ignore[arg-type]
+
+
+def test_flux_jobs_verdicts_from_a_real_instance():
+    """Recorded on flux-core 0.88 (tests/data/flux-0.88-jobs.txt): F58 ids as `flux batch`
+    printed them; `flux job id --to=dec` gave the decimals; an exit 3 is FAILED."""
+    ids = ["\u01923b6WHmq", "98515812352", "f3b6WHmq", "307979354112", "123456789"]
+    v = flux.parse_jobs((DATA / "flux-0.88-jobs.txt").read_text(), 1, ids)
+    assert flux.decimal("\u01923b6WHmq") == flux.decimal("f3b6WHmq") == "98515812352"
+    for j in ids[:3]:
+        assert v[j] == ("ended", "flux jobs says INACTIVE (CANCELED)")
+    assert v["307979354112"] == ("ended", "flux jobs says INACTIVE (FAILED)")
+    assert "123456789" not in v

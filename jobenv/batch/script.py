@@ -5,8 +5,9 @@ lines: `-l select={nodes}:system=polaris`, `-C gpu`; profile_check.submit valida
 and the scheduler descriptor's `Batch` (its prefix, where output goes, the job's name).
 The body runs `jobenv save` and then `jobenv launch -- CMD`, each word quoted by
 jobenv.quoting, through the interpreter and jobenv that wrote it by absolute path (the
-batch shell may have no venv on PATH, PBS passes no environment), with the store exported
-so `status` and the records agree, and writes the launch's exit code to a file beside the
+batch shell may have no venv on PATH, PBS passes no environment), with the store and the
+submitting shell's PATH exported (so `status` and the records agree, and the job finds the
+mpiexec the user's shell finds), and writes the launch's exit code to a file beside the
 script: Slurm forgets a job MinJobAge seconds after it ends, Cobalt at once, so that file is
 how `jobenv status` still tells the exit state later.
 """
@@ -113,9 +114,13 @@ def jobenv_argv(python: str, package_parent: str) -> List[str]:
 
 
 def render(lines: Sequence[str], jobenv: Sequence[str], home: str, cwd: str, save_args: Sequence[str],
-           launch_args: Sequence[str], command: Sequence[str], paths: Paths, version: str) -> str:
+           launch_args: Sequence[str], command: Sequence[str], paths: Paths, version: str,
+           path: Optional[str] = None) -> str:
     """The whole script: POSIX sh, directives first (schedulers stop reading them at the
-    first command), every value single-quoted."""
+    first command), every value single-quoted.  `path` is the submitting shell's PATH: PBS
+    starts a batch job with a PATH of its own (qsub passes no environment), where save and
+    launch would find another mpiexec than the one the user's shell finds (Debian's Open MPI
+    instead of the venv's MPICH: issue 25)."""
     q = " ".join
     body = [
         "#!/bin/sh",
@@ -123,6 +128,7 @@ def render(lines: Sequence[str], jobenv: Sequence[str], home: str, cwd: str, sav
         f"# Written by `jobenv submit` (jobenv {version}): save the job, then launch the command on every rank.",
         f"jobenv() {{ {q(quote(a) for a in jobenv)} \"$@\"; }}",
         f"JOBENV_HOME={quote(home)}; export JOBENV_HOME",
+        *([f"PATH={quote(path)}; export PATH"] if path else []),
         f"cd {quote(cwd)} || exit 1",
         # cancelled (scancel, qdel: SIGTERM, then SIGKILL): the exit file still says how it ended
         # (Paths holds plain characters only, so the path needs no quoting inside the trap)

@@ -12,6 +12,7 @@ import sys
 import time
 
 from ..errors import BadInput, JobenvError
+from ..runtime.discovery import launch_port
 from . import families, flags, ranks, sizing
 
 TYPE_CHECKING = False  # `import typing`/`dataclasses` cost ~50 ms: `launch` starts on every run
@@ -133,6 +134,9 @@ def attempt_env(plan: Attempt, base_env: Mapping[str, str], run_dir: str, log_di
     env["JOBENV_PYTHON"] = sys.executable  # runs each rank's keeper (jobenv/rank/keeper.py)
     if log_dir:
         env["JOBENV_LOG_DIR"] = log_dir
+    port = launch_port(env)  # a Flux job's F58 id: the ranks' wrapper cannot seed a port from it
+    if port is not None:
+        env["MASTER_PORT"] = str(port)
     if hook:
         env["PYTHONPATH"] = os.pathsep.join(p for p in (HOOK_DIR, env.get("PYTHONPATH")) if p)
     if hook and stacks:

@@ -15,7 +15,9 @@ rejection below.  The rules, in order:
    0 <= rank < size, 1 <= local size <= size, local rank < local size.
 4. MASTER_ADDR: as set; else loopback for one rank, for one host and for the local
    scheduler; else srun's first step host; else the first host of the launch.
-5. MASTER_PORT: as set; else 29500 for one rank; else `derived_port` of a per-launch seed.
+5. MASTER_PORT: as set; else 29500 for one rank; else `derived_port` of a per-launch seed
+   (a Flux F58 job id in it as its decimal: `seed_id`; `launch` sets MASTER_PORT itself
+   where the wrapper cannot hash the seed: `launch_port`).
 """
 from __future__ import annotations
 
@@ -232,8 +234,18 @@ def derived_port(seed: str) -> int:
     return PORT_LOW + h % PORT_SPAN
 
 
-def port_seed(env: Mapping[str, str], jobid: Optional[str]) -> str:
-    """Prefer a per-launch id, so back-to-back launches in one job use different ports."""
+def seed_id(jobid: str) -> str:
+    """A job id as a port seed holds it: a Flux F58 id (`ƒ2oLkTLb`: `ƒ` is not ASCII, and the
+    wrapper hashes printable ASCII only) as the decimal `flux job id --to=dec` prints; every
+    other id as it is (an ASCII F58 id, `f2oLkTLb`, too: both sides hash it as written)."""
+    if not jobid.startswith("\u0192"):
+        return jobid
+    from ..schedulers.flux import decimal
+
+    return decimal(jobid) or jobid
+
+
+def _seed(env: Mapping[str, str], jobid: Optional[str]) -> str:
     for k in PORT_SEED_VARS:
         if env.get(k):
             return env[k]
@@ -241,6 +253,25 @@ def port_seed(env: Mapping[str, str], jobid: Optional[str]) -> str:
         return f"{env['SLURM_JOB_ID']}.{env['SLURM_STEP_ID']}"
     # stamped by `launch` and forwarded by every launcher to every rank
     return f"{jobid or 'jobenv'}@{env.get('JOBENV_LAUNCH_TIME', '')}"
+
+
+def port_seed(env: Mapping[str, str], jobid: Optional[str]) -> str:
+    """Prefer a per-launch id, so back-to-back launches in one job use different ports."""
+    return _seed(env, seed_id(jobid) if jobid else jobid)
+
+
+def launch_port(env: Mapping[str, str]) -> Optional[int]:
+    """The MASTER_PORT `launch` hands its ranks when their wrapper could not derive one:
+    the seed it would use (`env` is the launch's, JOBENV_JOBID the job's) is not printable
+    ASCII (a Flux job's F58 id); derived as `port_seed` does, from the decimal id.  None
+    when MASTER_PORT is set or the wrapper derives the same port itself."""
+    if env.get("MASTER_PORT"):
+        return None
+    jobid = env.get("JOBENV_JOBID") or None
+    raw = _seed(env, jobid)
+    if raw.isascii() and raw.isprintable():
+        return None
+    return derived_port(port_seed(env, jobid))
 
 
 def master_port(env: Mapping[str, str], size: int, jobid: Optional[str]) -> int:

@@ -15,7 +15,7 @@ from .base import Batch, Capture, Outside, Requeue, Scheduler, parse_nodefile, p
 
 TYPE_CHECKING = False  # `import typing` costs ~5 ms per shell; type checkers still read the block below
 if TYPE_CHECKING:
-    from typing import Dict, List, Mapping, Optional, Sequence, Set, Tuple
+    from typing import Any, Dict, List, Mapping, Optional, Sequence, Set, Tuple
 
     from .base import Reader
 
@@ -112,6 +112,14 @@ def query(jobids: Sequence[str], env: Optional[Mapping[str, str]] = None,
     return run_parsed(["qstat", "-x", "-f", "-F", "json", *jobids], jobids, parse_qstat, env, timeout)
 
 
+def _owner(attrs: Dict[str, Any]) -> Tuple[str, str]:
+    """(the job's user, where it was read): `euser` where qstat shows it (to PBS managers
+    only), else the user of `Job_Owner` (`alice@login1`), which every user sees."""
+    if pbs_qstat.text(attrs, "euser"):
+        return pbs_qstat.text(attrs, "euser"), "qstat euser"
+    return pbs_qstat.text(attrs, "Job_Owner").partition("@")[0], "qstat Job_Owner"
+
+
 def _exec_hosts(exec_host: str) -> List[str]:
     """Hosts of `exec_host` (`x3006c0s13b0n0/0*64+x3006c0s19b0n0/0*64`), first-seen order."""
     from ..hostlist import check_host
@@ -137,14 +145,15 @@ def _vnode_gpus(exec_vnode: str, hosts: List[str]) -> Optional[int]:
 def parse_job(text: str, jobid: str) -> Capture:
     """The job `jobid` as `qstat -f -F json ID` describes it (PBS Pro >= 18): hosts from
     exec_host, GPUs per host from exec_vnode's ngpus (else Resource_List ngpus / nodect),
-    MPI slots from a select with mpiprocs, job_state and euser."""
+    MPI slots from a select with mpiprocs, job_state and the owner (`_owner`)."""
     qid, attrs = pbs_qstat.job(text, jobid)
     if attrs is None:
         raise BadInput(f"qstat's answer does not describe job {jobid}")
     if pbs_qstat.AMBIGUOUS in attrs:
         raise BadInput(f"qstat's answer for job {jobid} is ambiguous: it names {attrs[pbs_qstat.AMBIGUOUS]} twice "
                        "(a value PBS printed unescaped?); jobenv trusts none of it")
-    sources = {"state": "qstat job_state", "owner": "qstat euser"}
+    owner, owner_source = _owner(attrs)
+    sources = {"state": "qstat job_state", "owner": owner_source}
     exec_host = pbs_qstat.text(attrs, "exec_host")
     hosts = _exec_hosts(exec_host) if exec_host else []
     if hosts:
@@ -167,7 +176,7 @@ def parse_job(text: str, jobid: str) -> Capture:
         if pbs_qstat.text(attrs, key):
             env[var] = pbs_qstat.text(attrs, key)
     return Capture(scheduler=NAME, jobid=qid, jobname=env.get("PBS_JOBNAME"), hosts=hosts, env=env, slots=slots,
-                   gpus_hint=gpus, state=pbs_qstat.text(attrs, "job_state"), owner=pbs_qstat.text(attrs, "euser"), sources=sources)
+                   gpus_hint=gpus, state=pbs_qstat.text(attrs, "job_state"), owner=owner, sources=sources)
 
 
 def parse_found(text: str, host: str, user: str) -> List[str]:
@@ -177,7 +186,7 @@ def parse_found(text: str, host: str, user: str) -> List[str]:
 
     out = []
     for qid, attrs in pbs_qstat.jobs(text).items():
-        if pbs_qstat.text(attrs, "euser") != user or pbs_qstat.text(attrs, "job_state") != "R":
+        if _owner(attrs)[0] != user or pbs_qstat.text(attrs, "job_state") != "R":
             continue
         try:
             if host_index(_exec_hosts(pbs_qstat.text(attrs, "exec_host")), host) is not None:

@@ -25,8 +25,8 @@ if TYPE_CHECKING:
 
 # The attributes the line reader takes (values PBS may write unescaped, such as
 # Variable_List and Submit_arguments, are never among them).
-KEYS = ("Job_Name", "job_state", "euser", "exec_host", "exec_vnode", "queue", "Account_Name", "ngpus", "nodect",
-        "select", "Exit_status", "Output_Path", "Rerunable", "run_count")
+KEYS = ("Job_Name", "job_state", "euser", "Job_Owner", "exec_host", "exec_vnode", "queue", "Account_Name", "ngpus",
+        "nodect", "select", "Exit_status", "Output_Path", "Rerunable", "run_count")
 # Set on a job whose attributes cannot be told apart from a value's text: the key named twice.
 AMBIGUOUS = "_ambiguous"
 # Set on a job read line by line: its free-text attributes (Submit_arguments) were not read.

@@ -1,0 +1,158 @@
+"""jobenv on a real 3-host OpenPBS (tests/cluster/pbs.py): save in a batch job, restore in
+a fresh shell on another host of the job, submit/status/cancel.
+
+Each "fresh shell" is `env -i` inside a host's network and UTS namespaces, as after
+`ssh pbsN`: nothing is inherited but HOME, PATH, JOBENV_HOME and PBS_CONF_FILE (a site's
+login shell has pbs.conf at /etc; this cluster's is in its own directory).
+Run under `flock /tmp/jobenv-cluster.lock`.
+"""
+from __future__ import annotations
+
+import json
+import os
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from cluster.pbs import PBSCluster, available
+from conftest import REPO
+
+pytestmark = pytest.mark.e2e
+PYBIN = str(Path(sys.executable).parent)
+PY = sys.executable
+
+
+@pytest.fixture(scope="module")
+def cluster():
+    why = available()
+    if why:
+        pytest.skip(why)
+    c = PBSCluster().start()
+    print(f"\nOpenPBS cluster up in {c.startup_seconds:.2f} s")
+    yield c
+    c.stop()
+
+
+@pytest.fixture
+def store(tmp_path):
+    return str(tmp_path / "jobenv-home")
+
+
+@pytest.fixture
+def jobs(cluster):
+    ids = []
+    yield ids
+    for j in ids:
+        cluster.run(cluster.server, ["qdel", "-W", "force", j], check=False)
+    for j in ids:
+        try:
+            cluster.wait_state(j, {"F"}, timeout=60)
+        except (TimeoutError, RuntimeError, StopIteration):
+            pass
+
+
+def shell_env(cluster, host, store, **extra):
+    return {"HOME": os.environ.get("HOME", "/root"), "PATH": f"{PYBIN}:{cluster.exec}/bin:/usr/bin:/bin",
+            "JOBENV_HOME": store, "PYTHONPATH": str(REPO), "PBS_CONF_FILE": str(cluster.conf(host)),
+            "GLOO_SOCKET_IFNAME": "eth0", "OMP_NUM_THREADS": "1", **extra}
+
+
+def fresh(cluster, host, script, store, **extra):
+    """Run SCRIPT in a fresh bash on HOST."""
+    env = shell_env(cluster, host, store, **extra)
+    argv = ["env", "-i", *[f"{k}={v}" for k, v in env.items()], "/bin/bash", "--norc", "--noprofile", "-c", script]
+    return cluster.hosts.run(host, argv, check=False, timeout=240)
+
+
+def tm_shim(cluster, tmp_path) -> str:
+    """Hydra's `-launcher rsh` runs `RSH HOST '"proxy" args'` for a remote shell to parse (the
+    proxy's path in double quotes); pbs_tmrsh execs its arguments as they are, so Hydra
+    fails "Launch proxy failed".  This shim hands the line to sh on the other host through TM."""
+    shim = tmp_path / "tmrsh-sh"
+    shim.write_text(f'#!/bin/sh\nh=$1; shift\nexec {cluster.exec}/bin/pbs_tmrsh "$h" /bin/sh -c "$*"\n')
+    shim.chmod(0o755)
+    return str(shim)
+
+
+def batch_job(cluster, jobs, store, tmp_path, nodes=2, ppn=2, body="exec sleep 600") -> str:
+    """qsub a script that runs `jobenv save` and then `body`; returns once the save is done."""
+    marker = tmp_path / f"saved-{len(jobs)}"
+    script = tmp_path / f"job-{len(jobs)}.sh"
+    script.write_text(f"#!/bin/bash\nexport JOBENV_HOME={store} PYTHONPATH={REPO} PBS_CONF_FILE={cluster.conf('pbs1')}\n"
+                      f"export PATH={PYBIN}:{cluster.exec}/bin:$PATH\n"
+                      f"{PY} -m jobenv save --quiet 2> {marker}.err; touch {marker}\n{body}\n")
+    jobid = cluster.qsub("-l", f"select={nodes}:ncpus={ppn}:mpiprocs={ppn}", "-l", "place=scatter",
+                         "-o", str(tmp_path / "job.out"), "-j", "oe", str(script))
+    jobs.append(jobid)
+    cluster.wait_state(jobid, {"R"})
+    deadline = time.time() + 90
+    while not marker.exists():
+        assert time.time() < deadline, "jobenv save did not finish in the job"
+        time.sleep(0.2)
+    err = Path(f"{marker}.err").read_text()
+    assert "Traceback" not in err, err
+    return jobid
+
+
+def test_batch_job_saved_and_restored_in_a_fresh_shell_on_another_host(cluster, jobs, store, tmp_path):
+    jobid = batch_job(cluster, jobs, store, tmp_path)
+    exec_host = str(cluster.job(jobid)["exec_host"])
+    hosts = [part.split("/")[0] for part in exec_host.split("+")]
+    show = 'source <(jobenv get) && echo "$PBS_JOBID|$JOBENV_JOBID|$NHOSTS|$NRANKS" && cat "$HOSTFILE"'
+    p = fresh(cluster, "pbs2", show, store)
+    assert p.returncode == 0, p.stderr
+    lines = p.stdout.splitlines()
+    assert lines[0] == f"{jobid}|{jobid}|2|4", (lines, exec_host)
+    assert lines[1:] == hosts and len(set(hosts)) == 2, (lines, exec_host)  # one line per host, in exec_host order
+
+
+def test_save_job_from_outside_reads_the_running_job(cluster, jobs, store, tmp_path):
+    """`save --job` of a running job that never saved: hosts from exec_host, the owner from
+    euser (root is a manager here) or Job_Owner (what an ordinary user sees)."""
+    script = tmp_path / "plain.sh"
+    script.write_text("#!/bin/sh\nexec sleep 600\n")
+    jobid = cluster.qsub("-l", "select=2:ncpus=1", "-l", "place=scatter", "-o", str(tmp_path / "plain.out"),
+                         "-j", "oe", str(script))
+    jobs.append(jobid)
+    cluster.wait_state(jobid, {"R"})
+    p = fresh(cluster, "pbs1", f"jobenv save --scheduler pbs --job {jobid.split('.')[0]} --json", store)
+    assert p.returncode == 0, p.stderr
+    rec = json.loads(p.stdout)
+    assert rec["jobid"] == jobid and len(rec["hosts"]) == 2 and rec["provenance"]["how"] == "outside"
+
+
+def test_submit_places_each_chunk_on_its_own_host_then_status_and_cancel(cluster, store, tmp_path, jobs):
+    tm = f"--launcher-args='-launcher rsh -launcher-exec {tm_shim(cluster, tmp_path)}'"
+    p = fresh(cluster, "pbs1", f"cd {tmp_path} && jobenv submit --profile pbs --nodes 2 --time 10 {tm} -- sleep 600",
+              store)
+    assert p.returncode == 0, p.stderr
+    jobid = p.stdout.strip().splitlines()[-1]
+    jobs.append(jobid)
+    cluster.wait_state(jobid, {"R"})
+    exec_host = str(cluster.job(jobid)["exec_host"])
+    assert len({part.split("/")[0] for part in exec_host.split("+")}) == 2, exec_host  # place=scatter
+    st = fresh(cluster, "pbs1", f"jobenv status -j {jobid}", store)
+    assert st.returncode == 0 and jobid.split(".")[0] in st.stdout, st.stdout + st.stderr
+    c = fresh(cluster, "pbs1", f"jobenv cancel -j {jobid}", store)
+    assert c.returncode == 0, c.stderr
+    cluster.wait_state(jobid, {"F"}, timeout=60)
+
+
+def test_selftest_across_hosts_through_tm_inside_the_job(cluster, jobs, store, tmp_path):
+    """MPICH Hydra (the venv's mpiexec, the generic PBS profile's launcher) starts its proxies
+    on the other hosts through PBS's TM (`pbs_tmrsh`, through `tm_shim`): no ssh between hosts."""
+    report = tmp_path / "report.json"
+    body = (f"source <(jobenv get) && launch --launcher-args '-launcher rsh -launcher-exec {tm_shim(cluster, tmp_path)}' "
+            f"python3 -m jobenv.selftest --timeout 120 --json-file {report} > {tmp_path}/selftest.out 2>&1; "
+            f"echo $? > {tmp_path}/selftest.rc\nexec sleep 600")
+    batch_job(cluster, jobs, store, tmp_path, body=body)
+    deadline = time.time() + 200
+    while not (tmp_path / "selftest.rc").exists():
+        assert time.time() < deadline, "the selftest did not finish"
+        time.sleep(0.5)
+    out = (tmp_path / "selftest.out").read_text()
+    assert (tmp_path / "selftest.rc").read_text().strip() == "0", out
+    rep = json.loads(report.read_text())
+    assert rep["ok"] and rep["world_size"] == 4 and len(rep["ranks_per_host"]) == 2, rep["ranks_per_host"]
