@@ -35,14 +35,29 @@ def fds() -> dict:
     return {n: kind(int(n)) for n in sorted(names, key=int) if kind(int(n)) != "closed"}
 
 
+def rank_process() -> int:
+    """The process the launcher started for this rank: this one, or its parent when that is
+    jobenv's rank keeper (the program runs one process down, in the keeper's group and session)."""
+    ppid = os.getppid()
+    try:
+        with open(f"/proc/{ppid}/cmdline", "rb") as f:
+            keeper = b"jobenv/rank/keeper.py" in f.read()
+    except OSError:
+        keeper = False
+    return ppid if keeper else os.getpid()
+
+
 def main() -> None:
     out, rank = sys.argv[1], next(os.environ[v] for v in ("PMI_RANK", "OMPI_COMM_WORLD_RANK", "SLURM_PROCID",
                                                             "FLUX_TASK_RANK", "RANK") if v in os.environ)
-    pid, ppid = os.getpid(), os.getppid()
+    pid = rank_process()
+    ppid = int(open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()[1])  # the launcher's process
     report = {
         **status(), "fds": fds(), "stdin": kind(0),
-        "group_leader": os.getpgid(0) == pid, "session_leader": os.getsid(0) == pid,
-        "parent_group": os.getpgid(0) == os.getpgid(ppid), "parent_session": os.getsid(0) == os.getsid(ppid),
+        # the rank's place in groups and sessions, and that the program shares the rank's group and session
+        "group_leader": os.getpgid(pid) == pid, "session_leader": os.getsid(pid) == pid,
+        "in_rank_group": os.getpgid(0) == os.getpgid(pid), "in_rank_session": os.getsid(0) == os.getsid(pid),
+        "parent_group": os.getpgid(pid) == os.getpgid(ppid), "parent_session": os.getsid(pid) == os.getsid(ppid),
         "modules": MODULES, "path": PATH, "sitecustomize": SITE, "env": sorted(os.environ),
     }
     import multiprocessing as mp

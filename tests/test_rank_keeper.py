@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import pty
+import shutil
 import signal
 import subprocess
 import sys
@@ -12,7 +13,9 @@ import time
 
 import pytest
 
-from conftest import REPO
+from pathlib import Path
+
+from conftest import REPO, mpich
 from jobenv.launch import ranks, teardown
 from jobenv.rank import keeper
 from test_rankwrap import WRAPPER, ledger
@@ -31,11 +34,45 @@ def ignored(line: str) -> set:
 
 
 def test_the_forwarding_table():
-    """A signal the kernel sent a whole group (a terminal's ^C) reached the program already; srun's
-    slurmstepd and Flux's shell signal every process of the step themselves."""
-    assert keeper.forwards(signal.SIGTERM, 0, "mpich") and keeper.forwards(signal.SIGUSR1, 0, "torchrun")
-    assert not keeper.forwards(signal.SIGINT, keeper.SI_KERNEL, "mpich")
-    assert not keeper.forwards(signal.SIGTERM, 0, "srun") and not keeper.forwards(signal.SIGUSR1, 0, "flux")
+    """A signal the kernel sent a whole group (a terminal's ^C) reached the program already, and so
+    did one from a launcher that signals the rank's group (Hydra, Open MPI, torchrun) or step (srun,
+    Flux); a launcher that signals the rank's pid (or a user's kill of the keeper) needs it passed on."""
+    parent = os.getppid()
+    assert keeper.forwards(signal.SIGTERM, 0, parent, "pals") and keeper.forwards(signal.SIGUSR1, 0, parent, "none")
+    assert not keeper.forwards(signal.SIGINT, keeper.SI_KERNEL, 0, "none")
+    for launcher in ("mpich", "openmpi", "torchrun", "srun", "flux"):
+        assert not keeper.forwards(signal.SIGTERM, 0, parent, launcher)
+        assert keeper.forwards(signal.SIGTERM, 0, parent + 1, launcher)  # a user's kill of the keeper
+
+
+@pytest.mark.parametrize("launcher", ["mpich", "openmpi", "torchrun"])
+def test_a_group_signal_reaches_the_program_once(tmp_path, launcher):
+    """Hydra, Open MPI and torchrun signal the rank's process group: the program, in its keeper's
+    group, gets it once, as the bare rank did, with its own children (here a forked one)."""
+    if launcher == "openmpi" and not shutil.which("mpirun.openmpi"):
+        pytest.skip("Open MPI is not installed")
+    argvs = {"mpich": [mpich(), "-n", "1"], "openmpi": ["mpirun.openmpi", "--allow-run-as-root", "-n", "1"],
+             "torchrun": [PY, str(Path(PY).parent / "torchrun"), "--standalone", "--nproc-per-node=1", "--no-python"]}
+    out = tmp_path / "got"
+    prog = ("import os, signal, sys, time\n"
+            "who = 'child' if os.fork() == 0 else 'parent'\n"
+            "signal.signal(signal.SIGTERM, lambda *a: open(sys.argv[1], 'a').write(who + chr(10)))\n"
+            "open(sys.argv[1] + '.' + who, 'w').close()\n"
+            "t = time.time()\n"
+            "while time.time() - t < 4: time.sleep(0.05)\n")
+    run = tmp_path / "run"
+    run.mkdir()
+    p = subprocess.Popen([*argvs[launcher], "/bin/sh", WRAPPER, PY, "-c", prog, str(out)],
+                         env=env(run, OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1",
+                                 OMPI_MCA_btl="self", MASTER_PORT="29517"),
+                         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    deadline = time.monotonic() + 60
+    while not (Path(f"{out}.parent").exists() and Path(f"{out}.child").exists()) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    p.send_signal(signal.SIGTERM)
+    p.wait(timeout=60)
+    time.sleep(0.5)
+    assert sorted(out.read_text().split()) == ["child", "parent"]
     assert keeper.ignored_at_start("0000000000001002") == {2, 13}
     assert keeper.ignored_at_start("zz") == set() == keeper.ignored_at_start("")
 

@@ -2,9 +2,11 @@
 sees the same signal dispositions, blocked mask and handlers, thread count, process group and
 session, stdin and descriptors, sys.modules, sys.path and sitecustomize, the same multiprocessing
 spawn and fork behaviour.  The bare run uses the very argv `launch --dry-run` prints, less the
-wrapper.  Documented differences: the variables of the torchrun contract and JOBENV_*, and the
-parent (the rank keeper, jobenv/rank/keeper.py, on the supervised path); the hook's module stays
-as sys.modules['sitecustomize'] when the site has none of its own."""
+wrapper.  Documented differences: the variables of the torchrun contract and JOBENV_*; the program
+runs one process down on the supervised path, its parent the rank keeper (jobenv/rank/keeper.py),
+which holds the group and session the launcher gave the rank (the probe reports those of the rank
+process, and that the program shares them); the hook's module stays as
+sys.modules['sitecustomize'] when the site has none of its own."""
 from __future__ import annotations
 
 import json

@@ -16,13 +16,15 @@ one process down:
   background job's is: the old wrapper's);
 - the launcher's blocked mask (this process blocks the signals it waits for, not the child);
 - stdin and every descriptor the launcher passed (PMI_FD, sockets); ours are close-on-exec;
-- the same place in process groups and sessions: where the launcher made this process a group
-  or session leader, the program leads a group or session of its own, as it would have (on a
-  terminal, it stays in our foreground group: it keeps the terminal).
-Signals for the rank reach this process; `forwards` (one table) says which it passes on: none
-that the kernel sent to a whole process group (a terminal's ^C: the program, in the same group,
-got it too), and none under a launcher that signals every process of its step itself
-(STEP_WIDE: srun's slurmstepd, Flux's shell), where passing it on would deliver it twice.
+- one process down in the same process group and session (the group or session the launcher
+  gave the rank is led by this process).
+The program stays in this process's group and session, so a signal the launcher sends the rank's
+group (Hydra, Open MPI, torchrun) or step (srun, Flux) reaches it directly, as it reached the
+bare rank, and so does SIGKILL.  `forwards` (one rule) says which signals this process passes
+on itself, by the siginfo of each: none the kernel sent a whole group (a terminal's ^C), none
+from our parent when it is a launcher of GROUP_SIGNALLING (passing them on would deliver them
+twice); any other sender's (a launcher that signals the rank's pid, a user's `kill` of this pid,
+the host agent) TERM, INT, HUP, QUIT, USR1 and USR2 go on.
 
 Ledger lines (one write each, < 512 bytes, appended to the host's ledger; format in
 jobenv/launch/ledger.py): `start R KPID KSTART PID PSTART EPOCH` once the program runs, `end R
@@ -47,8 +49,10 @@ else:  # not `signal`: its enum import costs more than the rest of the keeper
 
 # Signals this process catches (blocked, then taken with sigwaitinfo) and may pass to the program.
 FORWARD = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGQUIT, signal.SIGUSR1, signal.SIGUSR2)
-# Launchers that signal every process of a step themselves (the detected row of the wrapper).
-STEP_WIDE = ("srun", "flux")
+# Launchers that signal the rank's whole process group (or every process of the step) themselves:
+# the program, in the keeper's group, gets the signal as the keeper does (the wrapper's detected row;
+# seen here: Hydra's proxy and Open MPI's orted kill(-pgid), torchrun killpg(), slurmstepd the step).
+GROUP_SIGNALLING = ("mpich", "openmpi", "torchrun", "srun", "flux")
 SI_KERNEL = 0x80  # si_code of a signal the kernel sent (a terminal's ^C, ^\ to the foreground group)
 # Python's own start-up changes these from the default (to ignored); the child gets them back.
 PYTHON_IGNORES = (signal.SIGPIPE, signal.SIGXFSZ)
@@ -69,9 +73,13 @@ def ignored_at_start(sigign: str) -> "set[int]":
     return {n for n in range(1, 65) if mask >> (n - 1) & 1}
 
 
-def forwards(sig: int, code: int, launcher: str) -> bool:
-    """Whether a signal this process got goes on to the program (see the module docstring)."""
-    return code != SI_KERNEL and launcher not in STEP_WIDE
+def forwards(sig: int, code: int, sender: int, launcher: str) -> bool:
+    """Whether a signal this process got goes on to the program (see the module docstring): not
+    one the kernel sent a whole group, nor one our parent sent when it is a launcher that signals
+    the rank's group; any other sender's (a user's `kill` of this pid, a launcher of another kind)."""
+    if code == SI_KERNEL:
+        return False
+    return not (launcher in GROUP_SIGNALLING and sender == os.getppid())
 
 
 def started(pid: int) -> str:
@@ -118,26 +126,10 @@ def _log_fd(log_dir: str, rank: str) -> int:
     return -1
 
 
-def _has_tty() -> bool:
-    """This process has a controlling terminal (tty_nr, field 7 of /proc/self/stat, is not 0)."""
-    try:
-        with open("/proc/self/stat", "rb") as f:
-            data = f.read()
-        return data[data.rindex(b")") + 2:].split()[4] != b"0"
-    except (OSError, ValueError, IndexError):
-        return False
-
-
 def _spawn(argv: "list[str]", env: "dict[str, str]", log: int, mask: "set[int]", ign: "set[int]") -> int:
     """fork and exec (not posix_spawn: glibc's leaves its own signals 32 and 33 ignored in the
     program); the child's pid.  An exec that fails ends the child as a shell would: 127 for a
     program not found, 126 for one that cannot be run, with one line on its stderr."""
-    me = os.getpid()
-    # the program leads a group, or a session, where the launcher made this process one (Hydra and
-    # Open MPI make each rank a session leader): a signal to the group is then the launcher's to us.
-    # Not on a terminal: there the program stays in our (foreground) group, so that it keeps the
-    # terminal and its ^C, which the kernel sends the group and we do not pass on
-    lead = "" if _has_tty() else "session" if os.getsid(0) == me else "group" if os.getpgid(0) == me else ""
     pid = os.fork()
     if pid:
         return pid
@@ -146,10 +138,6 @@ def _spawn(argv: "list[str]", env: "dict[str, str]", log: int, mask: "set[int]",
         for s in PYTHON_IGNORES:
             if s not in ign:
                 signal.signal(s, signal.SIG_DFL)
-        if lead == "session":
-            os.setsid()
-        elif lead == "group":
-            os.setpgid(0, 0)
         if log >= 0:
             os.dup2(log, 1)
             os.dup2(log, 2)
@@ -224,7 +212,7 @@ def _wait(pid: int, launcher: str) -> int:
         if done == pid:
             return status
         info = signal.sigwaitinfo(waitset)
-        if info.si_signo != signal.SIGCHLD and forwards(info.si_signo, info.si_code, launcher):
+        if info.si_signo != signal.SIGCHLD and forwards(info.si_signo, info.si_code, info.si_pid, launcher):
             try:
                 os.kill(pid, info.si_signo)
             except OSError:
