@@ -13,9 +13,11 @@ from typing import TYPE_CHECKING, Any, Dict, List, Mapping, Optional, Tuple
 import click
 
 from ..cli_common import Count, Seconds, job_id
-from ..errors import EXIT_ERROR, BadInput, JobenvError, JobEnded, one_line
+from ..errors import BadInput, JobenvError, JobEnded, one_line
 from ..numparse import MAX_HOSTS
 from ..record import JobRecord
+from . import outcome
+from .outcome import Fraction
 
 if TYPE_CHECKING:
     from .manifest import Entry, Env
@@ -150,29 +152,23 @@ def _run_hosts(rec: JobRecord, rec_path: str, spec: Dict[str, Any], python: str,
     return out
 
 
-def _finish(rec: JobRecord, results: Dict[str, Dict[str, Any]], min_hosts: Optional[int]) -> None:
-    bad = [h for h in rec.hosts if not results[h].get("ok")]
-    need = rec.nhosts if min_hosts is None else min(min_hosts, rec.nhosts)
-    fatal = rec.nhosts - len(bad) < need
-    for h in bad:
-        line = f"{h}: {results[h].get('error')}"
-        sys.stderr.write(f"jobenv: {'error' if fatal else 'warning'}: {one_line(line)}\n")
-    if fatal:
-        raise click.exceptions.Exit(EXIT_ERROR)
-
-
 @click.command("stage")
 @job_id()
 @click.option("--env", "env_path", metavar="PATH", help="Environment to stage (default: the job's recorded one, else the active venv / conda env).")
 @click.option("--to", "to", metavar="DIR", help="Directory for the copy on each host; %h is the host name (default: $JOBENV_STAGE_DIR, else $TMPDIR or /tmp, /jobenv-$USER).")
 @click.option("--dry-run", is_flag=True, help="Say what would be packed and where it would go; change nothing.")
-@click.option("--min-hosts", type=Count(1, MAX_HOSTS), metavar="N", help="Succeed when at least N hosts have a verified copy (default: all).")
+@click.option("--min-hosts", type=Count(1, MAX_HOSTS), metavar="N", help="Succeed when at least N hosts have a verified copy (default: all); the others are named and left out of later launches.")
+@click.option("--min-fraction", type=Fraction(), metavar="F", help="Succeed when at least this fraction of the hosts (0 < F <= 1) has a verified copy.")
+@click.option("--fan-out", type=Count(1, 64), default=2, show_default=True, metavar="K",
+              help="Hosts each host relays the archive to (the shared file system is read by one host).")
+@click.option("--peer-timeout", type=Seconds(1), default=60, show_default=True,
+              help="Seconds a host waits for its relay parent before it reads the shared file system itself.")
 @click.option("--clean", is_flag=True, help="Remove the copies on every host (and the archive).")
 @click.option("--base", type=click.Choice(["auto", "yes", "no"]), default="auto", show_default=True,
               help="Stage a venv's base interpreter too: auto = when it lives on a shared file system.")
 @click.option("--timeout", type=Seconds(1), default=3600, show_default=True, help="Seconds to wait for all hosts.")
 def stage(job: Optional[str], env_path: Optional[str], to: Optional[str], dry_run: bool, min_hosts: Optional[int],
-          clean: bool, base: str, timeout: float) -> None:
+          min_fraction: Optional[float], fan_out: int, peer_timeout: float, clean: bool, base: str, timeout: float) -> None:
     """Copy the job's Python environment to node-local disk on every host."""
     from .. import store
     from ..lookup import which_job
@@ -198,12 +194,12 @@ def stage(job: Optional[str], env_path: Optional[str], to: Optional[str], dry_ru
     sdir = pack.stage_dir(store.home(dict(os.environ)))
     if clean:
         _say(f"removing {name} from {where} on {rec.nhosts} host(s)")
-        spec = {"clean": True, "to": to, "name": name, "dry_run": dry_run}
+        spec: Dict[str, Any] = {"clean": True, "to": to, "name": name, "dry_run": dry_run}
         results = _run_hosts(rec, path, spec, hosts_mod.local_python(env.prefix), timeout, Progress(rec.nhosts, 0, False))
         if not dry_run:
             update_record(path, {h: None for h in rec.hosts if results[h].get("ok")})
             pack.prune(sdir, env.prefix, None)
-        _finish(rec, results, min_hosts)
+        outcome.finish(rec, results, outcome.needed(rec.nhosts, min_hosts, min_fraction), False)
         return
     if env.kind == "venv":
         _say_base(env)
@@ -220,8 +216,21 @@ def stage(job: Optional[str], env_path: Optional[str], to: Optional[str], dry_ru
     t = time.time()
     archive, side = _pack(env, items, key, sdir, nbytes)
     spec = {"archive": archive, "sidecar": side, "key": key, "to": to, "name": name}
-    results = _run_hosts(rec, path, spec, hosts_mod.local_python(env.prefix), timeout,
-                         Progress(rec.nhosts, nbytes, tty))
+    rdir = None
+    if rec.nhosts > 1:  # a broadcast: one host reads the archive, the others get it from a peer
+        from . import relay
+
+        rdir, secret = relay.make_dir(sdir)
+        spec["relay"] = {"dir": rdir, "secret": secret, "hosts": list(rec.hosts), "fanout": fan_out,
+                         "wait": peer_timeout}
+    try:
+        results = _run_hosts(rec, path, spec, hosts_mod.local_python(env.prefix), timeout,
+                             Progress(rec.nhosts, nbytes, tty))
+    finally:
+        if rdir is not None:
+            import shutil
+
+            shutil.rmtree(rdir, ignore_errors=True)
     now = time.time()
     update_record(path, {h: ({"prefix": r["prefix"], "manifest": key, "verified_at": now} if r.get("ok") else None)
                          for h, r in results.items()})
@@ -230,7 +239,11 @@ def stage(job: Optional[str], env_path: Optional[str], to: Optional[str], dry_ru
     _say(f"{sum(1 for r in results.values() if r.get('ok'))}/{rec.nhosts} hosts verified "
          f"({len(copied)} copied, {sum(1 for r in results.values() if r.get('unchanged'))} unchanged) "
          f"in {time.time() - t:.1f} s")
-    _finish(rec, results, min_hosts)
+    line = outcome.shared_read(results, _archive_bytes(side))
+    if line:
+        _say(line)
+    tolerant = min_hosts is not None or min_fraction is not None
+    outcome.finish(rec, results, outcome.needed(rec.nhosts, min_hosts, min_fraction), tolerant)
 
 
 def _say_base(env: Env) -> None:
@@ -278,3 +291,13 @@ def manifest_root_hint() -> str:
     from .worker import default_root
 
     return default_root(os.environ)
+
+
+def _archive_bytes(side: str) -> int:
+    import json
+
+    try:
+        with open(side) as f:
+            return int(json.load(f).get("archive_bytes") or 0)
+    except (OSError, ValueError, AttributeError):
+        return 0

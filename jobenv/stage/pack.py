@@ -118,6 +118,7 @@ def pack(env: Env, items: List[Entry], key: str, sdir: str,
     name = key[:16]
     archive, side = os.path.join(sdir, name + ".tar"), os.path.join(sdir, name + ".json")
     if os.path.exists(side) and os.path.exists(archive):
+        _add_hash(archive, side)
         return archive, side, False
     tmp = os.path.join(sdir, f".{name}.tmp.{os.getpid()}")
     try:
@@ -131,7 +132,7 @@ def pack(env: Env, items: List[Entry], key: str, sdir: str,
         meta = {"version": 1, "key": key, "source": env.prefix, "kind": env.kind, "base": env.base,
                 "base_fs": env.base_fs, "base_staged": env.base_shared, "pyver": env.pyver,
                 "roots": old_roots(env), "entries": nfiles, "core_entries": manifest.core_count(items), "bytes": nbytes,
-                "archive_bytes": os.path.getsize(tmp), "relocate": relocate,
+                "archive_bytes": os.path.getsize(tmp), "archive_sha256": file_sha256(tmp), "relocate": relocate,
                 "pack_seconds": round(time.time() - t, 3), "created_at": time.time()}
         os.replace(tmp, archive)
         with open(tmp, "w") as f:
@@ -167,3 +168,29 @@ def _unlink(path: str) -> None:
         os.unlink(path)
     except FileNotFoundError:
         pass
+
+
+def file_sha256(path: str) -> str:
+    import hashlib
+
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for data in iter(lambda: f.read(CHUNK), b""):
+            h.update(data)
+    return h.hexdigest()
+
+
+def _add_hash(archive: str, side: str) -> None:
+    """A sidecar written before archives were relayed gets the archive's SHA-256 (once)."""
+    try:
+        with open(side) as f:
+            meta = json.load(f)
+    except (OSError, ValueError):
+        return
+    if not isinstance(meta, dict) or "archive_sha256" in meta:
+        return
+    meta["archive_sha256"], meta["archive_bytes"] = file_sha256(archive), os.path.getsize(archive)
+    tmp = f"{side}.{os.getpid()}"
+    with open(tmp, "w") as f:
+        json.dump(meta, f)
+    os.replace(tmp, side)

@@ -1,0 +1,111 @@
+"""The stage's broadcast (jobenv.stage.relay): real TCP on this host between Nodes of one
+tree, each with its own spool; the shared archive read once, demand-driven, authenticated,
+falling back to the shared file system when a parent is missing or not genuine."""
+from __future__ import annotations
+
+import hashlib
+import os
+import threading
+from pathlib import Path
+
+import pytest
+
+from jobenv.stage import relay
+
+
+def setup(tmp_path: Path, size: int = 3 << 20):
+    archive = tmp_path / "a.tar"
+    archive.write_bytes(os.urandom(size))
+    sha = hashlib.sha256(archive.read_bytes()).hexdigest()
+    rdir, secret = relay.make_dir(str(tmp_path))
+    return archive, sha, rdir, secret
+
+
+def node(tmp_path, archive, sha, rdir, secret, i, n, k=2, wait=5.0, key=None):
+    spool = tmp_path / f"spool{i}"
+    return relay.Node(rdir, key or relay.read_secret(secret), ["127.0.0.1"] * n, i, k, str(archive),
+                      archive.stat().st_size, sha, str(spool), wait)
+
+
+def run_all(nodes, need):
+    out = {}
+
+    def go(i, nd):
+        got = None
+        if need(i):
+            try:
+                path = nd.fetched()
+                got = hashlib.sha256(Path(path).read_bytes()).hexdigest()
+            except relay.RelayError as exc:
+                got = f"error {exc}"
+        out[i] = (got, nd.finish())
+
+    threads = [threading.Thread(target=go, args=(i, nd)) for i, nd in nodes.items()]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(60)
+    return out
+
+
+def test_tree_shape():
+    assert [relay.parent(i, 2) for i in range(7)] == [None, 0, 0, 1, 1, 2, 2]
+    assert relay.children(1, 2, 7) == [3, 4] and relay.children(2, 3, 7) == [] and relay.children(0, 3, 3) == [1, 2]
+    assert relay.depth(1, 2) == 0 and relay.depth(7, 2) == 2 and relay.depth(4096, 8) == 4
+
+
+def test_every_host_gets_it_and_the_shared_archive_is_read_once(tmp_path):
+    archive, sha, rdir, secret = setup(tmp_path)
+    nodes = {i: node(tmp_path, archive, sha, rdir, secret, i, 7) for i in range(7)}
+    out = run_all(nodes, lambda i: True)
+    assert all(got == sha for got, _ in out.values()), out
+    assert out[0][1]["source"] == "shared" and out[0][1]["shared_bytes"] == archive.stat().st_size
+    assert all(out[i][1]["source"] == "parent" and out[i][1]["shared_bytes"] == 0 for i in range(1, 7)), out
+    assert out[0][1]["relayed_bytes"] == 2 * archive.stat().st_size
+    assert not any(p.name.startswith("spool") for p in tmp_path.iterdir())  # spools removed
+
+
+def test_nothing_needed_reads_nothing_and_a_leaf_pulls_through_its_unchanged_parent(tmp_path):
+    archive, sha, rdir, secret = setup(tmp_path)
+    out = run_all({i: node(tmp_path, archive, sha, rdir, secret, i, 5) for i in range(5)}, lambda i: False)
+    assert all(r["source"] == "none" and r["shared_bytes"] == 0 for _, r in out.values()), out
+    rdir2, secret2 = relay.make_dir(str(tmp_path))
+    out = run_all({i: node(tmp_path, archive, sha, rdir2, secret2, i, 5) for i in range(5)}, lambda i: i == 4)
+    assert out[4][0] == sha and out[4][1]["source"] == "parent"
+    assert out[1][1]["source"] == "parent" and out[1][1]["relayed_bytes"] == archive.stat().st_size  # unchanged, relays
+    assert out[2][1]["source"] == "none" and out[0][1]["shared_bytes"] == archive.stat().st_size
+
+
+def test_missing_parent_falls_back_and_is_named(tmp_path):
+    archive, sha, rdir, secret = setup(tmp_path)
+    nodes = {i: node(tmp_path, archive, sha, rdir, secret, i, 5, wait=1.5) for i in (0, 2, 3, 4)}  # host 1 never starts
+    out = run_all(nodes, lambda i: True)
+    assert all(got == sha for got, _ in out.values()), out
+    for i in (3, 4):
+        assert out[i][1]["source"] == "fallback" and "no relay started" in out[i][1]["fallback"]
+        assert out[i][1]["shared_bytes"] == archive.stat().st_size
+    assert out[0][1]["silent_children"] == ["127.0.0.1"]
+
+
+def test_a_peer_without_the_secret_gets_nothing_and_gives_nothing(tmp_path):
+    archive, sha, rdir, secret = setup(tmp_path)
+    nodes = {0: node(tmp_path, archive, sha, rdir, secret, 0, 2, wait=1.5),
+             1: node(tmp_path, archive, sha, rdir, secret, 1, 2, wait=1.5, key=b"0" * 64)}
+    out = run_all(nodes, lambda i: i == 1)
+    assert out[1][0] == sha and out[1][1]["source"] == "fallback", out  # refused by its parent: read the shared copy
+    assert out[0][1]["relayed_bytes"] == 0 and out[0][1]["shared_bytes"] == 0
+
+
+@pytest.mark.parametrize("mode", [0o644, 0o620])
+def test_secret_readable_or_writable_by_others_is_refused(tmp_path, mode):
+    _, _, _, secret = setup(tmp_path, 10)
+    os.chmod(secret, mode)
+    with pytest.raises(relay.RelayError, match="not a private file"):
+        relay.read_secret(secret)
+
+
+def test_secret_of_another_user_is_refused(tmp_path, other_user):
+    _, _, _, secret = setup(tmp_path, 10)
+    os.chown(secret, other_user.uid, other_user.gid)
+    with pytest.raises(relay.RelayError, match="not a private file"):
+        relay.read_secret(secret)
