@@ -159,8 +159,9 @@ def _run_hosts(rec: JobRecord, rec_path: str, spec: Dict[str, Any], python: str,
 @click.option("--dry-run", is_flag=True, help="Say what would be packed and where it would go; change nothing.")
 @click.option("--min-hosts", type=Count(1, MAX_HOSTS), metavar="N", help="Succeed when at least N hosts have a verified copy (default: all); the others are named and left out of later launches.")
 @click.option("--min-fraction", type=Fraction(), metavar="F", help="Succeed when at least this fraction of the hosts (0 < F <= 1) has a verified copy.")
-@click.option("--fan-out", type=Count(1, 64), default=2, show_default=True, metavar="K",
-              help="Hosts each host relays the archive to (the shared file system is read by one host).")
+@click.option("--fan-out", type=Count(0, 64), default=2, show_default=True, metavar="K",
+              help="Hosts each host relays the archive to (the shared file system is read by one host); "
+                   "0: every host reads the shared file system itself.")
 @click.option("--peer-timeout", type=Seconds(1), default=60, show_default=True,
               help="Seconds a host waits for its relay parent before it reads the shared file system itself.")
 @click.option("--clean", is_flag=True, help="Remove the copies on every host (and the archive).")
@@ -217,7 +218,7 @@ def stage(job: Optional[str], env_path: Optional[str], to: Optional[str], dry_ru
     archive, side = _pack(env, items, key, sdir, nbytes)
     spec = {"archive": archive, "sidecar": side, "key": key, "to": to, "name": name}
     rdir = None
-    if rec.nhosts > 1:  # a broadcast: one host reads the archive, the others get it from a peer
+    if rec.nhosts > 1 and fan_out > 0:  # a broadcast: one host reads the archive, the others get it from a peer
         from . import relay
 
         rdir, secret = relay.make_dir(sdir)
