@@ -33,12 +33,15 @@ sys.path[:0] = [str(REPO), str(REPO / "tests")]
 
 
 def archive_reads(trace: Path, archive: str) -> int:
+    """Bytes read from `archive` in strace -ff's per-process files `trace`.<pid> (one file per
+    process, so no call is split into `unfinished` and `resumed` halves)."""
     total = 0
-    pat = re.compile(r"\b(?:read|pread64)\(\d+<([^>]*)>.*\)\s+=\s+(\d+)")
-    for line in trace.read_text(errors="replace").splitlines():
-        m = pat.search(line)
-        if m and m.group(1) == archive:
-            total += int(m.group(2))
+    pat = re.compile(r"^(?:read|pread64)\(\d+<([^>]*)>.*\)\s+=\s+(\d+)")
+    for part in trace.parent.glob(trace.name + ".*"):
+        for line in part.read_text(errors="replace").splitlines():
+            m = pat.search(line)
+            if m and m.group(1) == archive:
+                total += int(m.group(2))
     return total
 
 
@@ -85,7 +88,7 @@ def main() -> int:
             fresh(cluster, "node1", "bash", stage + " --clean", store)
             trace = tmp / f"strace-{k}.txt"
             pids = [str(cluster.procs[n].pid) for n in cluster.nodes]
-            st = subprocess.Popen(["strace", "-f", "-qq", "-y", "-e", "trace=read,pread64", "-o", str(trace),
+            st = subprocess.Popen(["strace", "-ff", "-qq", "-y", "-e", "trace=read,pread64", "-o", str(trace),
                                    *[x for pid in pids for x in ("-p", pid)]], stderr=subprocess.DEVNULL)
             time.sleep(1.0)
             p = fresh(cluster, "node1", "bash", stage, store)

@@ -33,6 +33,8 @@ def stage_dir(jobenv_home: str) -> str:
 
 def old_roots(env: Env) -> Dict[str, List[str]]:
     """The spellings of each tree's root that files may contain (path as given and resolved)."""
+    if env.kind == "dir":
+        return {}  # data are copied byte for byte: no path inside is rewritten
     roots = {"env": [env.prefix]}
     if env.base_shared and env.base:
         roots["base"] = [env.base]
@@ -96,7 +98,7 @@ def write_archive(env: Env, items: List[Entry], path: str,
                 st = os.fstat(f.fileno())
                 if st.st_size != e.size or int(st.st_mtime) != e.mtime:
                     raise EnvError(f"environment changed while packing: {src}")
-                if e.rel.endswith(".pyc"):  # marshalled paths: never rewritten
+                if e.rel.endswith(".pyc") or not needles:  # marshalled paths, data: never rewritten
                     tar.addfile(ti, f)
                 else:
                     scan = _Scan(f, needles)
