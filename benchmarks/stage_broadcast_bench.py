@@ -11,7 +11,7 @@ each after a `--clean`.  Figures:
   that names the archive;
 - wall time of the whole stage, and per host (the worker's own `... in S s`), median of --runs
   (without strace).
-Then a model for 4,096 hosts (printed with its inputs).  All nodes are namespaces of one VM
+Then a model for 4,096 hosts (printed with its inputs; `--model-only` prints just that).  All nodes are namespaces of one VM
 (one disk, shared cores): the bytes are exact, the times only relative.
 """
 from __future__ import annotations
@@ -45,11 +45,39 @@ def archive_reads(trace: Path, archive: str) -> int:
     return total
 
 
+def model(hosts: int = 4096) -> None:
+    """Staging time for `hosts` hosts, broadcast vs today, from stated inputs (not measured here).
+
+    Broadcast (cut-through: a host forwards each 1 MiB chunk as it arrives, to its k children
+    at once, so its uplink is shared k ways): T = S*k/B_hop + depth(N, k)*(h + C/B_hop) + U.
+    Today: every host reads S from the shared file system; with an aggregate file-system
+    bandwidth F shared by all, T = max(S/B_host, N*S/F) + U."""
+    from jobenv.stage.relay import depth
+
+    b_hop, h, chunk, b_host, f_agg, unpack = 1.0e9, 0.2, 1 << 20, 62e6, 100e9, 1.0e9
+    print(f"# model, {hosts} hosts (inputs assumed, not measured here): per-hop TCP stream B_hop "
+          f"{b_hop / 1e9:g} GB/s, per-hop set-up h {h} s (port file, connect, HMAC), chunk {chunk >> 20} MiB, "
+          f"unpack to local disk {unpack / 1e9:g} GB/s; today: {b_host / 1e6:g} MB/s per host (issue 27's figure), "
+          f"shared file system aggregate F {f_agg / 1e9:g} GB/s; ezpz yeet: 750.6 s for 4,096 Aurora nodes")
+    for size in (1e9, 5e9, 20e9):
+        u = size / unpack
+        today = max(size / b_host, hosts * size / f_agg) + u
+        cells = []
+        for k in (2, 4, 8):
+            t = size * k / b_hop + depth(hosts, k) * (h + chunk / b_hop) + u
+            cells.append(f"k={k} (depth {depth(hosts, k)}): {t:6.1f} s")
+        print(f"  archive {size / 1e9:4.0f} GB: broadcast " + ", ".join(cells) + f"; every host reads: {today:7.1f} s")
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--mb", type=int, default=200)
     ap.add_argument("--runs", type=int, default=3)
+    ap.add_argument("--model-only", action="store_true", help="print the 4,096-host model only (no cluster)")
     a = ap.parse_args()
+    if a.model_only:
+        model()
+        return 0
     from cluster.slurm import SlurmCluster, available
     from test_e2e_slurm import batch_job, fresh
     from test_stage import make_venv
@@ -104,6 +132,7 @@ def main() -> int:
                 if line.startswith("shared file system read"):
                     print(f"{'':32}  jobenv says: {line}")
         fresh(cluster, "node1", "bash", f"jobenv stage --env {venv} --to {to}/%h --clean", store)
+        model()
     finally:
         for j in jobs:
             cluster.run(["scancel", j], check=False)

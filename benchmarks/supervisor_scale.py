@@ -1,6 +1,7 @@
 """What the supervisor's ledger polling costs at 10 to 10,000 simulated hosts (no cluster).
 
     python benchmarks/supervisor_scale.py [--hosts 10,100,1000,10000] [--ranks 8] [--polls 20]
+    flock /tmp/jobenv-cluster.lock python benchmarks/supervisor_scale.py --cluster   (also: a real launch)
 
 A run directory is filled as a launch of N hosts x R ranks leaves it while the ranks run:
 per host `host-<H>.ledger` (R `start` and R `hook` lines, as jobenv.rank.keeper and the rank
@@ -12,6 +13,10 @@ Per poll: wall time (median), and system calls counted by `strace -c` (on Linux,
 installed) over --polls polls.  The shared file system's load per second is then these calls
 (readdir pages, stats, opens) on the supervisor's side plus each agent's beat (open, write, close,
 rename) per second on the hosts' side; printed as a model for 1,000 and 10,000 hosts.
+With --cluster, a real `jobenv launch` of 4 hosts x 2 ranks on the Slurm test cluster (ranks that
+sleep 8 s) gives the files and bytes each host leaves in the run directory, and the system calls
+per second that `jobenv launch` (strace -f; its launcher srun included, which never touches
+the run directory) makes on the run directory.
 """
 from __future__ import annotations
 
@@ -85,6 +90,54 @@ def syscalls(run_dir: Path, polls: int) -> dict:
             for k in counts[polls] if counts[polls].get(k, 0) - counts[0].get(k, 0) > 0}
 
 
+def cluster_launch() -> None:
+    """Files and bytes per host in a real run directory; the supervisor's calls per second."""
+    from cluster.slurm import SlurmCluster, available
+    from launchkit import RESTORE
+    from test_e2e_slurm import batch_job, fresh
+
+    why = available()
+    if why:
+        raise SystemExit(why)
+    tmp = Path(tempfile.mkdtemp(prefix="supscale-cluster-"))
+    os.chmod(tmp, 0o755)
+    c = SlurmCluster(tmp / "slurm").start()
+    jobs: list = []
+    store = str(tmp / "home")
+    try:
+        batch_job(c, jobs, store, tmp, "-N", "4", "--ntasks-per-node", "2")
+        trace = tmp / "strace.txt"
+        secs = 8
+        t = time.perf_counter()
+        p = fresh(c, "node1", "bash", f"{RESTORE} && strace -f -qq -y -o {trace} jobenv launch -- python3 -c "
+                  f"'import time; time.sleep({secs})'", store)
+        wall = time.perf_counter() - t
+        if p.returncode:
+            raise SystemExit(p.stdout + p.stderr)
+        run = max((d for d in Path(store).glob("runs/*/*") if d.is_dir()), key=lambda d: d.stat().st_mtime)
+        files = [f for f in run.iterdir() if f.is_file()]
+        per = {}
+        for f in files:
+            kind = re.sub(r"node\d+", "<H>", f.name)
+            n, b = per.get(kind, (0, 0))
+            per[kind] = (n + 1, b + f.stat().st_size)
+        print(f"# real launch: 4 hosts x 2 ranks, ranks sleep {secs} s, {wall:.1f} s wall; run dir {run.name}")
+        for kind, (n, b) in sorted(per.items()):
+            print(f"  {kind:24} {n} file(s), {b} bytes")
+        calls: dict = {}
+        for line in trace.read_text(errors="replace").splitlines():
+            m = re.match(r"(?:\d+\s+)?(\w+)\(", line)
+            if m and str(run) in line:  # a path under the run directory, or a descriptor (-y) naming one
+                calls[m.group(1)] = calls.get(m.group(1), 0) + 1
+        print(f"  supervisor's calls on the run directory over the launch ({wall:.1f} s, all threads): "
+              + ", ".join(f"{k} {v} ({v / wall:.1f}/s)" for k, v in sorted(calls.items())))
+    finally:
+        for j in jobs:
+            c.run(["scancel", j], check=False)
+        c.stop()
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
 def main() -> None:
     from jobenv.launch.ledger import Ledgers
 
@@ -92,7 +145,11 @@ def main() -> None:
     ap.add_argument("--hosts", default="10,100,1000,10000")
     ap.add_argument("--ranks", type=int, default=8)
     ap.add_argument("--polls", type=int, default=20)
+    ap.add_argument("--cluster", action="store_true", help="a real launch on the Slurm test cluster instead")
     a = ap.parse_args()
+    if a.cluster:
+        sys.path.insert(0, str(REPO / "tests"))
+        return cluster_launch()
     print(f"# python benchmarks/supervisor_scale.py --hosts {a.hosts} --ranks {a.ranks} --polls {a.polls}, "
           f"{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}, {os.uname().nodename}, run dir on "
           f"{tempfile.gettempdir()} (local disk)")
