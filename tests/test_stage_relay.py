@@ -17,7 +17,7 @@ def setup(tmp_path: Path, size: int = 3 << 20):
     archive = tmp_path / "a.tar"
     archive.write_bytes(os.urandom(size))
     sha = hashlib.sha256(archive.read_bytes()).hexdigest()
-    rdir, secret = relay.make_dir(str(tmp_path))
+    rdir, secret = relay.make_dir(str(tmp_path), ["127.0.0.1"] * 7)
     return archive, sha, rdir, secret
 
 
@@ -69,7 +69,7 @@ def test_nothing_needed_reads_nothing_and_a_leaf_pulls_through_its_unchanged_par
     archive, sha, rdir, secret = setup(tmp_path)
     out = run_all({i: node(tmp_path, archive, sha, rdir, secret, i, 5) for i in range(5)}, lambda i: False)
     assert all(r["source"] == "none" and r["shared_bytes"] == 0 for _, r in out.values()), out
-    rdir2, secret2 = relay.make_dir(str(tmp_path))
+    rdir2, secret2 = relay.make_dir(str(tmp_path), ["127.0.0.1"] * 7)
     out = run_all({i: node(tmp_path, archive, sha, rdir2, secret2, i, 5) for i in range(5)}, lambda i: i == 4)
     assert out[4][0] == sha and out[4][1]["source"] == "parent"
     assert out[1][1]["source"] == "parent" and out[1][1]["relayed_bytes"] == archive.stat().st_size  # unchanged, relays
@@ -109,3 +109,19 @@ def test_secret_of_another_user_is_refused(tmp_path, other_user):
     os.chown(secret, other_user.uid, other_user.gid)
     with pytest.raises(relay.RelayError, match="not a private file"):
         relay.read_secret(secret)
+
+
+def test_join_finds_this_host_in_the_relay_directory(tmp_path):
+    archive, sha, _, _ = setup(tmp_path, 10)
+    rdir, secret = relay.make_dir(str(tmp_path), [f"n{i:05d}" for i in range(10000)])  # no argv limit
+    assert oct(os.stat(rdir).st_mode & 0o777) == "0o700"
+    assert all(oct(os.stat(os.path.join(rdir, f)).st_mode & 0o777) == "0o600" for f in ("hosts", "secret"))
+    spec = {"name": "env", "archive": str(archive), "relay": {"dir": rdir, "secret": secret, "fanout": 2, "wait": 1}}
+    meta = {"archive_bytes": 10, "archive_sha256": sha}
+    nd = relay.join(spec, meta, "n09999", str(tmp_path))
+    assert nd is not None and nd.index == 9999 and nd.parent == 4999 and nd.kids == []
+    assert os.path.exists(os.path.join(rdir, "9999.port"))
+    nd.closing = True
+    nd.sock.close()
+    assert relay.join(spec, meta, "elsewhere", str(tmp_path)) is None  # not a host of the tree: reads the archive
+    assert relay.join(dict(spec, relay=None), meta, "n00001", str(tmp_path)) is None

@@ -59,15 +59,16 @@ def depth(n: int, k: int) -> int:
     return d
 
 
-def make_dir(sdir: str) -> Tuple[str, str]:
-    """A fresh private relay directory in the store's stage directory, with its secret."""
+def make_dir(sdir: str, hosts: List[str]) -> Tuple[str, str]:
+    """A fresh private relay directory in the store's stage directory, with its secret and
+    the tree's hosts, one per line (a file: 10,000 names overflow one argument of a command)."""
     d = os.path.join(sdir, f"relay.{os.urandom(8).hex()}")
     os.mkdir(d, 0o700)
-    path = os.path.join(d, "secret")
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
-    with os.fdopen(fd, "w") as f:
-        f.write(os.urandom(32).hex() + "\n")
-    return d, path
+    for name, text in (("hosts", "".join(h + "\n" for h in hosts)), ("secret", os.urandom(32).hex() + "\n")):
+        fd = os.open(os.path.join(d, name), os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
+        with os.fdopen(fd, "w") as f:
+            f.write(text)
+    return d, os.path.join(d, "secret")
 
 
 def read_secret(path: str) -> bytes:
@@ -328,7 +329,8 @@ def join(spec: Dict[str, object], meta: Dict[str, object], host: str, root: str)
         return None
     from ..hostlist import host_index
 
-    hosts = [str(h) for h in relay["hosts"]]
+    with open(os.path.join(str(relay["dir"]), "hosts")) as f:
+        hosts = f.read().split()
     index = host_index(hosts, host)
     if index is None:
         return None
