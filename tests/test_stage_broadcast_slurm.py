@@ -36,6 +36,8 @@ def test_broadcast_reads_once_tolerates_a_failed_host(tmp_path, cluster, jobs, s
     assert p.returncode == 0, p.stdout + p.stderr
     assert "4/4 hosts verified (4 copied, 0 unchanged)" in p.stdout
     assert shared_read(p.stdout) == 1.0 and "(3 host(s) received it from a peer)" in p.stdout, p.stdout
+    assert p.stdout.count("verified, received from a peer") == 3, p.stdout  # each host's line says how
+    assert p.stdout.count("verified, read from the shared file system") == 1, p.stdout
     name = copy_name(str(venv))
     for h in cluster.nodes:
         assert (to / h / name / "blob.bin").read_bytes() == (venv / "blob.bin").read_bytes()

@@ -118,7 +118,11 @@ def describe(rep: Dict[str, Any]) -> str:
         return f"unchanged {rep.get('prefix')} ({rep.get('entries')} entries verified)"
     secs = float(rep.get("seconds") or 0)
     rate = f", {_mb(rep['bytes'] / secs)}/s" if secs else ""
-    return f"staged {rep.get('prefix')}: {_mb(rep.get('bytes', 0))} in {secs:.1f} s{rate}, verified"
+    got = rep.get("relay")
+    relay: Dict[str, Any] = got if isinstance(got, dict) else {}
+    how = {"shared": ", read from the shared file system", "parent": ", received from a peer",
+           "fallback": f", read from the shared file system (relay: {relay.get('fallback')})"}.get(str(relay.get("source")), "")
+    return f"staged {rep.get('prefix')}: {_mb(rep.get('bytes', 0))} in {secs:.1f} s{rate}, verified{how}"
 
 
 def _run_hosts(rec: JobRecord, rec_path: str, spec: Dict[str, Any], python: str, timeout: float,

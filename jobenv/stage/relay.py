@@ -183,7 +183,8 @@ class Node:
                     data = os.pread(f.fileno(), min(CHUNK, upto - off), off)
                     conn.sendall(data)
                     off += len(data)
-                    self.sent += len(data)
+                    with self.cond:
+                        self.sent += len(data)
 
     def _spool_ready(self) -> str:
         with self.cond:
