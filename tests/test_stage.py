@@ -276,3 +276,17 @@ def test_stage_any_directory_byte_for_byte_leaving_the_record_alone(tmp_path, jo
     assert p.returncode != 0 and "not a directory" in p.stderr
     p = stage(job, str(data), "--to", str(target), "--clean")
     assert p.returncode == 0 and not copy.exists(), p.stderr
+
+
+@pytest.mark.parametrize("bad", ["nan", "inf", "0", "1.5", "1e-3", "-0.5", "٠.5", " 0.5"])
+def test_min_fraction_takes_a_plain_fraction_only(job, bad):
+    p = stage(job, "--min-fraction", bad, "--dry-run")
+    assert p.returncode == 2 and "give a fraction above 0 and at most 1" in p.stderr, p.stderr
+
+
+def test_hosts_needed():
+    from jobenv.stage.outcome import needed
+
+    assert needed(10, None, None) == 10 and needed(10, 3, None) == 3 and needed(10, None, 0.75) == 8
+    assert needed(10, 9, 0.5) == 9 and needed(10, 20, None) == 10 and needed(4, None, 0.75) == 3
+    assert needed(3, None, 0.01) == 1
