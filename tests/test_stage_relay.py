@@ -125,3 +125,17 @@ def test_join_finds_this_host_in_the_relay_directory(tmp_path):
     nd.sock.close()
     assert relay.join(spec, meta, "elsewhere", str(tmp_path)) is None  # not a host of the tree: reads the archive
     assert relay.join(dict(spec, relay=None), meta, "n00001", str(tmp_path)) is None
+
+
+def test_a_parent_that_breaks_off_midway_leaves_only_the_rest_to_read(tmp_path):
+    archive, sha, rdir, secret = setup(tmp_path, 4 << 20)
+    half = tmp_path / "half.tar"  # what the root can read: the first half, then its fetch fails
+    half.write_bytes(archive.read_bytes()[: 2 << 20])
+    key = relay.read_secret(secret)
+    root = relay.Node(rdir, key, ["127.0.0.1"] * 2, 0, 2, str(half), 4 << 20, sha, str(tmp_path / "s0"), 5.0)
+    kid = node(tmp_path, archive, sha, rdir, secret, 1, 2)
+    out = run_all({0: root, 1: kid}, lambda i: True)
+    assert out[0][0].startswith("error") and "shorter than the sidecar says" in out[0][0]
+    assert out[1][0] == sha and out[1][1]["source"] == "fallback", out
+    assert "broke off" in out[1][1]["fallback"]
+    assert out[1][1]["shared_bytes"] == (4 << 20) - out[0][1]["relayed_bytes"] and out[0][1]["relayed_bytes"] > 0

@@ -151,15 +151,14 @@ class Node:
                 if not hmac.compare_digest(mac, _mac(self.secret, b"c", ns, nc + hello[:4] + want)) or who not in self.kids:
                     return  # not one of ours: say nothing more
                 conn.sendall(_mac(self.secret, b"s", nc, ns))
-                with self.cond:
+                with self.cond:  # counted as a stream before `finish` can see the answer
                     self.answered[who] = want
+                    self.streams += want == b"G"
                     self.cond.notify_all()
                 if want != b"G":
                     return
-                self.start_fetch()
-                with self.cond:
-                    self.streams += 1
                 try:
+                    self.start_fetch()
                     conn.sendall(struct.pack("!Q", self.total))
                     self._stream(conn)
                 finally:
