@@ -6,6 +6,7 @@ from __future__ import annotations
 import hashlib
 import os
 import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -17,7 +18,7 @@ def setup(tmp_path: Path, size: int = 3 << 20):
     archive = tmp_path / "a.tar"
     archive.write_bytes(os.urandom(size))
     sha = hashlib.sha256(archive.read_bytes()).hexdigest()
-    rdir, secret = relay.make_dir(str(tmp_path), ["127.0.0.1"] * 7)
+    rdir, secret = relay.make_dir(str(tmp_path), ["127.0.0.1"] * 7, time.time() + 60)
     return archive, sha, rdir, secret
 
 
@@ -69,7 +70,7 @@ def test_nothing_needed_reads_nothing_and_a_leaf_pulls_through_its_unchanged_par
     archive, sha, rdir, secret = setup(tmp_path)
     out = run_all({i: node(tmp_path, archive, sha, rdir, secret, i, 5) for i in range(5)}, lambda i: False)
     assert all(r["source"] == "none" and r["shared_bytes"] == 0 for _, r in out.values()), out
-    rdir2, secret2 = relay.make_dir(str(tmp_path), ["127.0.0.1"] * 7)
+    rdir2, secret2 = relay.make_dir(str(tmp_path), ["127.0.0.1"] * 7, time.time() + 60)
     out = run_all({i: node(tmp_path, archive, sha, rdir2, secret2, i, 5) for i in range(5)}, lambda i: i == 4)
     assert out[4][0] == sha and out[4][1]["source"] == "parent"
     assert out[1][1]["source"] == "parent" and out[1][1]["relayed_bytes"] == archive.stat().st_size  # unchanged, relays
@@ -113,7 +114,7 @@ def test_secret_of_another_user_is_refused(tmp_path, other_user):
 
 def test_join_finds_this_host_in_the_relay_directory(tmp_path):
     archive, sha, _, _ = setup(tmp_path, 10)
-    rdir, secret = relay.make_dir(str(tmp_path), [f"n{i:05d}" for i in range(10000)])  # no argv limit
+    rdir, secret = relay.make_dir(str(tmp_path), [f"n{i:05d}" for i in range(10000)], time.time() + 60)  # no argv limit
     assert oct(os.stat(rdir).st_mode & 0o777) == "0o700"
     assert all(oct(os.stat(os.path.join(rdir, f)).st_mode & 0o777) == "0o600" for f in ("hosts", "secret"))
     spec = {"name": "env", "archive": str(archive), "relay": {"dir": rdir, "secret": secret, "fanout": 2, "wait": 1}}
@@ -139,3 +140,11 @@ def test_a_parent_that_breaks_off_midway_leaves_only_the_rest_to_read(tmp_path):
     assert out[1][0] == sha and out[1][1]["source"] == "fallback", out
     assert "broke off" in out[1][1]["fallback"]
     assert out[1][1]["shared_bytes"] == (4 << 20) - out[0][1]["relayed_bytes"] and out[0][1]["relayed_bytes"] > 0
+
+
+def test_a_killed_stage_leaves_no_relay_directory_past_its_deadline(tmp_path):
+    old, _ = relay.make_dir(str(tmp_path), ["a"], time.time() - 120)
+    live, _ = relay.make_dir(str(tmp_path), ["a"], time.time() + 3600)  # sweeps the old one
+    (tmp_path / "relay.1.x").symlink_to(tmp_path / "elsewhere")  # not a directory of ours: left
+    assert not os.path.exists(old) and os.path.isdir(live) and (tmp_path / "relay.1.x").is_symlink()
+    assert relay.sweep(str(tmp_path), time.time()) == []

@@ -59,16 +59,34 @@ def depth(n: int, k: int) -> int:
     return d
 
 
-def make_dir(sdir: str, hosts: List[str]) -> Tuple[str, str]:
+def make_dir(sdir: str, hosts: List[str], until: float) -> Tuple[str, str]:
     """A fresh private relay directory in the store's stage directory, with its secret and
-    the tree's hosts, one per line (a file: 10,000 names overflow one argument of a command)."""
-    d = os.path.join(sdir, f"relay.{os.urandom(8).hex()}")
+    the tree's hosts, one per line (a file: 10,000 names overflow one argument of a command).
+    Its name carries the stage's deadline: `sweep` removes one a killed stage left."""
+    sweep(sdir, time.time())
+    d = os.path.join(sdir, f"relay.{int(until)}.{os.urandom(8).hex()}")
     os.mkdir(d, 0o700)
     for name, text in (("hosts", "".join(h + "\n" for h in hosts)), ("secret", os.urandom(32).hex() + "\n")):
         fd = os.open(os.path.join(d, name), os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
         with os.fdopen(fd, "w") as f:
             f.write(text)
     return d, os.path.join(d, "secret")
+
+
+def sweep(sdir: str, now: float) -> List[str]:
+    """Remove relay directories whose stage's deadline has passed (their `jobenv stage` was
+    killed before it could remove them); only entries named as make_dir names them."""
+    import shutil
+
+    gone = []
+    for name in os.listdir(sdir):
+        parts = name.split(".")
+        if len(parts) == 3 and parts[0] == "relay" and parts[1].isdigit() and int(parts[1]) + 60 < now:
+            path = os.path.join(sdir, name)
+            if os.path.isdir(path) and not os.path.islink(path):
+                shutil.rmtree(path, ignore_errors=True)
+                gone.append(path)
+    return gone
 
 
 def read_secret(path: str) -> bytes:
