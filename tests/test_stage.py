@@ -254,3 +254,39 @@ def test_recording_a_copy_keeps_the_saved_time(tmp_path, job, monkeypatch):
     update_record(path, {rec.hosts[0]: entry})
     assert os.stat(path).st_mtime == rec.created_at
     assert store.load(path).staged == {rec.hosts[0]: entry}
+
+
+def test_stage_any_directory_byte_for_byte_leaving_the_record_alone(tmp_path, job):
+    data = tmp_path / "shared" / "dataset"
+    (data / "shards").mkdir(parents=True)
+    (data / "shards" / "0.bin").write_bytes(b"\0" + str(data).encode() + os.urandom(1000))  # names its own path
+    (data / "latest").symlink_to("shards/0.bin")
+    target = tmp_path / "local"
+    p = stage(job, f"{data}/", "--to", str(target))
+    assert p.returncode == 0, p.stderr
+    copy = target / copy_name(str(data))
+    assert (copy / "shards" / "0.bin").read_bytes() == (data / "shards" / "0.bin").read_bytes()  # not relocated
+    assert os.readlink(copy / "latest") == "shards/0.bin"
+    assert "staged" not in json.loads(jobenv(["show", "--json"], job).stdout)  # not the environment `get` restores
+    p = stage(job, str(data), "--to", str(target))
+    assert p.returncode == 0 and "(0 copied, 1 unchanged)" in p.stdout, p.stdout + p.stderr
+    p = stage(job, str(data), "--env", str(data))
+    assert p.returncode == 2 and "not both" in p.stderr
+    p = stage(job, str(tmp_path / "nowhere/"), "--to", str(target))
+    assert p.returncode != 0 and "not a directory" in p.stderr
+    p = stage(job, str(data), "--to", str(target), "--clean")
+    assert p.returncode == 0 and not copy.exists(), p.stderr
+
+
+@pytest.mark.parametrize("bad", ["nan", "inf", "0", "1.5", "1e-3", "-0.5", "٠.5", " 0.5"])
+def test_min_fraction_takes_a_plain_fraction_only(job, bad):
+    p = stage(job, "--min-fraction", bad, "--dry-run")
+    assert p.returncode == 2 and "give a fraction above 0 and at most 1" in p.stderr, p.stderr
+
+
+def test_hosts_needed():
+    from jobenv.stage.outcome import needed
+
+    assert needed(10, None, None) == 10 and needed(10, 3, None) == 3 and needed(10, None, 0.75) == 8
+    assert needed(10, 9, 0.5) == 9 and needed(10, 20, None) == 10 and needed(4, None, 0.75) == 3
+    assert needed(3, None, 0.01) == 1

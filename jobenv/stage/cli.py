@@ -12,10 +12,12 @@ from typing import TYPE_CHECKING, Any, Dict, List, Mapping, Optional, Tuple
 
 import click
 
-from ..cli_common import Count, Seconds, job_id
-from ..errors import EXIT_ERROR, BadInput, JobenvError, JobEnded, one_line
+from ..cli_common import Count, Seconds
+from ..errors import BadInput, JobenvError, JobEnded, one_line
 from ..numparse import MAX_HOSTS
 from ..record import JobRecord
+from . import outcome
+from .outcome import Fraction
 
 if TYPE_CHECKING:
     from .manifest import Entry, Env
@@ -116,7 +118,11 @@ def describe(rep: Dict[str, Any]) -> str:
         return f"unchanged {rep.get('prefix')} ({rep.get('entries')} entries verified)"
     secs = float(rep.get("seconds") or 0)
     rate = f", {_mb(rep['bytes'] / secs)}/s" if secs else ""
-    return f"staged {rep.get('prefix')}: {_mb(rep.get('bytes', 0))} in {secs:.1f} s{rate}, verified"
+    got = rep.get("relay")
+    relay: Dict[str, Any] = got if isinstance(got, dict) else {}
+    how = {"shared": ", read from the shared file system", "parent": ", received from a peer",
+           "fallback": f", read from the shared file system (relay: {relay.get('fallback')})"}.get(str(relay.get("source")), "")
+    return f"staged {rep.get('prefix')}: {_mb(rep.get('bytes', 0))} in {secs:.1f} s{rate}, verified{how}"
 
 
 def _run_hosts(rec: JobRecord, rec_path: str, spec: Dict[str, Any], python: str, timeout: float,
@@ -150,30 +156,51 @@ def _run_hosts(rec: JobRecord, rec_path: str, spec: Dict[str, Any], python: str,
     return out
 
 
-def _finish(rec: JobRecord, results: Dict[str, Dict[str, Any]], min_hosts: Optional[int]) -> None:
-    bad = [h for h in rec.hosts if not results[h].get("ok")]
-    need = rec.nhosts if min_hosts is None else min(min_hosts, rec.nhosts)
-    fatal = rec.nhosts - len(bad) < need
-    for h in bad:
-        line = f"{h}: {results[h].get('error')}"
-        sys.stderr.write(f"jobenv: {'error' if fatal else 'warning'}: {one_line(line)}\n")
-    if fatal:
-        raise click.exceptions.Exit(EXIT_ERROR)
-
-
 @click.command("stage")
-@job_id()
+@click.option("--job", "-j", metavar="ID", help="Job id (default: as for `get`).")
+@click.argument("args", nargs=-1, metavar="[ID] [DIR]...")
 @click.option("--env", "env_path", metavar="PATH", help="Environment to stage (default: the job's recorded one, else the active venv / conda env).")
 @click.option("--to", "to", metavar="DIR", help="Directory for the copy on each host; %h is the host name (default: $JOBENV_STAGE_DIR, else $TMPDIR or /tmp, /jobenv-$USER).")
 @click.option("--dry-run", is_flag=True, help="Say what would be packed and where it would go; change nothing.")
-@click.option("--min-hosts", type=Count(1, MAX_HOSTS), metavar="N", help="Succeed when at least N hosts have a verified copy (default: all).")
+@click.option("--min-hosts", type=Count(1, MAX_HOSTS), metavar="N", help="Succeed when at least N hosts have a verified copy (default: all); the others are named and left out of later launches.")
+@click.option("--min-fraction", type=Fraction(), metavar="F", help="Succeed when at least this fraction of the hosts (0 < F <= 1) has a verified copy.")
+@click.option("--fan-out", type=Count(0, 64), default=2, show_default=True, metavar="K",
+              help="Hosts each host relays the archive to (the shared file system is read by one host); "
+                   "0: every host reads the shared file system itself.")
+@click.option("--peer-timeout", type=Seconds(1), default=60, show_default=True,
+              help="Seconds a host waits for its relay parent before it reads the shared file system itself.")
 @click.option("--clean", is_flag=True, help="Remove the copies on every host (and the archive).")
 @click.option("--base", type=click.Choice(["auto", "yes", "no"]), default="auto", show_default=True,
               help="Stage a venv's base interpreter too: auto = when it lives on a shared file system.")
 @click.option("--timeout", type=Seconds(1), default=3600, show_default=True, help="Seconds to wait for all hosts.")
-def stage(job: Optional[str], env_path: Optional[str], to: Optional[str], dry_run: bool, min_hosts: Optional[int],
-          clean: bool, base: str, timeout: float) -> None:
-    """Copy the job's Python environment to node-local disk on every host."""
+def stage(job: Optional[str], args: Tuple[str, ...], env_path: Optional[str], to: Optional[str], dry_run: bool,
+          min_hosts: Optional[int], min_fraction: Optional[float], fan_out: int, peer_timeout: float, clean: bool,
+          base: str, timeout: float) -> None:
+    """Copy the job's Python environment (or each DIR: data sets, checkpoints; an argument
+    with a `/` in it, like ./data) to node-local disk on every host."""
+    from . import manifest
+    from .manifest import EnvError
+
+    dirs = [a for a in args if "/" in a]
+    ids = list(dict.fromkeys([a for a in args if "/" not in a] + ([job] if job is not None else [])))
+    if len(ids) > 1:
+        raise click.UsageError(f"two different jobs given ({ids[0]!r} and {ids[1]!r})")
+    if dirs and env_path is not None:
+        raise click.UsageError("give --env or directories, not both")
+    try:
+        sources = [manifest.inspect_dir(d) for d in dirs]
+    except EnvError as exc:
+        raise BadInput(str(exc)) from None
+    opts = (to, dry_run, min_hosts, min_fraction, fan_out, peer_timeout, clean, base, timeout)
+    todo: List[Optional[Env]] = list(sources) or [None]
+    for src in todo:
+        _stage_one(ids[0] if ids else None, src, env_path, *opts)
+
+
+def _stage_one(job: Optional[str], src: Optional[Env], env_path: Optional[str], to: Optional[str], dry_run: bool,
+               min_hosts: Optional[int], min_fraction: Optional[float], fan_out: int, peer_timeout: float, clean: bool,
+               base: str, timeout: float) -> None:
+    """Stage one source: the job's environment (src None; its copies go into the record) or a directory."""
     from .. import store
     from ..lookup import which_job
     from ..liveness import job_state
@@ -187,23 +214,24 @@ def stage(job: Optional[str], env_path: Optional[str], to: Optional[str], dry_ru
         raise JobEnded(f"job {rec.jobid} has ended ({reason}); nothing to stage to")
     if to is not None and not os.path.isabs(to):
         raise BadInput(f"--to {to!r}: give an absolute directory (%h for the host name)")
-    prefix = os.path.abspath(env_path or source_prefix(rec, os.environ))
     try:
-        env = manifest.inspect(prefix, dict(os.environ), base)
+        env = src or manifest.inspect(os.path.abspath(env_path or source_prefix(rec, os.environ)), dict(os.environ), base)
     except EnvError as exc:
         raise BadInput(str(exc)) from None
+    python = hosts_mod.local_python(env.prefix) if src is None else sys.executable
     name = copy_name(env.prefix)
     where = to or manifest_root_hint()
     tty = sys.stderr.isatty()
     sdir = pack.stage_dir(store.home(dict(os.environ)))
     if clean:
         _say(f"removing {name} from {where} on {rec.nhosts} host(s)")
-        spec = {"clean": True, "to": to, "name": name, "dry_run": dry_run}
-        results = _run_hosts(rec, path, spec, hosts_mod.local_python(env.prefix), timeout, Progress(rec.nhosts, 0, False))
+        spec: Dict[str, Any] = {"clean": True, "to": to, "name": name, "dry_run": dry_run}
+        results = _run_hosts(rec, path, spec, python, timeout, Progress(rec.nhosts, 0, False))
         if not dry_run:
-            update_record(path, {h: None for h in rec.hosts if results[h].get("ok")})
+            if src is None:
+                update_record(path, {h: None for h in rec.hosts if results[h].get("ok")})
             pack.prune(sdir, env.prefix, None)
-        _finish(rec, results, min_hosts)
+        outcome.finish(rec, results, outcome.needed(rec.nhosts, min_hosts, min_fraction), False)
         return
     if env.kind == "venv":
         _say_base(env)
@@ -220,17 +248,33 @@ def stage(job: Optional[str], env_path: Optional[str], to: Optional[str], dry_ru
     t = time.time()
     archive, side = _pack(env, items, key, sdir, nbytes)
     spec = {"archive": archive, "sidecar": side, "key": key, "to": to, "name": name}
-    results = _run_hosts(rec, path, spec, hosts_mod.local_python(env.prefix), timeout,
-                         Progress(rec.nhosts, nbytes, tty))
+    rdir = None
+    if rec.nhosts > 1 and fan_out > 0:  # a broadcast: one host reads the archive, the others get it from a peer
+        from . import relay
+
+        rdir, secret = relay.make_dir(sdir, list(rec.hosts), time.time() + timeout)
+        spec["relay"] = {"dir": rdir, "secret": secret, "fanout": fan_out, "wait": peer_timeout}
+    try:
+        results = _run_hosts(rec, path, spec, python, timeout, Progress(rec.nhosts, nbytes, tty))
+    finally:
+        if rdir is not None:
+            import shutil
+
+            shutil.rmtree(rdir, ignore_errors=True)
     now = time.time()
-    update_record(path, {h: ({"prefix": r["prefix"], "manifest": key, "verified_at": now} if r.get("ok") else None)
-                         for h, r in results.items()})
+    if src is None:  # the environment's copies are what `get` restores; a directory's are the user's to use
+            update_record(path, {h: ({"prefix": r["prefix"], "manifest": key, "verified_at": now} if r.get("ok") else None)
+                             for h, r in results.items()})
     pack.prune(sdir, env.prefix, key)
     copied = [r for r in results.values() if r.get("ok") and not r.get("unchanged")]
     _say(f"{sum(1 for r in results.values() if r.get('ok'))}/{rec.nhosts} hosts verified "
          f"({len(copied)} copied, {sum(1 for r in results.values() if r.get('unchanged'))} unchanged) "
          f"in {time.time() - t:.1f} s")
-    _finish(rec, results, min_hosts)
+    line = outcome.shared_read(results, _archive_bytes(side))
+    if line:
+        _say(line)
+    tolerant = min_hosts is not None or min_fraction is not None
+    outcome.finish(rec, results, outcome.needed(rec.nhosts, min_hosts, min_fraction), tolerant)
 
 
 def _say_base(env: Env) -> None:
@@ -278,3 +322,13 @@ def manifest_root_hint() -> str:
     from .worker import default_root
 
     return default_root(os.environ)
+
+
+def _archive_bytes(side: str) -> int:
+    import json
+
+    try:
+        with open(side) as f:
+            return int(json.load(f).get("archive_bytes") or 0)
+    except (OSError, ValueError, AttributeError):
+        return 0

@@ -113,6 +113,14 @@ def inspect(prefix: str, environ: Dict[str, str], base: str = "auto") -> Env:
     return Env(prefix, "venv", bprefix, kind, shared, ver)
 
 
+def inspect_dir(path: str) -> Env:
+    """Any directory (a data set, a checkpoint): copied as it is, nothing relocated."""
+    prefix = os.path.abspath(path)
+    if not os.path.isdir(prefix):
+        raise EnvError(f"{prefix}: not a directory")
+    return Env(prefix, "dir", None, "", False, "")
+
+
 def _base_filter(env: Env) -> Callable[[str], bool]:
     """Which parts of a base prefix a venv needs: the interpreter, libpython, the stdlib
     (without its test suite), and site-packages only for --system-site-packages venvs."""

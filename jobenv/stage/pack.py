@@ -33,6 +33,8 @@ def stage_dir(jobenv_home: str) -> str:
 
 def old_roots(env: Env) -> Dict[str, List[str]]:
     """The spellings of each tree's root that files may contain (path as given and resolved)."""
+    if env.kind == "dir":
+        return {}  # data are copied byte for byte: no path inside is rewritten
     roots = {"env": [env.prefix]}
     if env.base_shared and env.base:
         roots["base"] = [env.base]
@@ -96,7 +98,7 @@ def write_archive(env: Env, items: List[Entry], path: str,
                 st = os.fstat(f.fileno())
                 if st.st_size != e.size or int(st.st_mtime) != e.mtime:
                     raise EnvError(f"environment changed while packing: {src}")
-                if e.rel.endswith(".pyc"):  # marshalled paths: never rewritten
+                if e.rel.endswith(".pyc") or not needles:  # marshalled paths, data: never rewritten
                     tar.addfile(ti, f)
                 else:
                     scan = _Scan(f, needles)
@@ -118,6 +120,7 @@ def pack(env: Env, items: List[Entry], key: str, sdir: str,
     name = key[:16]
     archive, side = os.path.join(sdir, name + ".tar"), os.path.join(sdir, name + ".json")
     if os.path.exists(side) and os.path.exists(archive):
+        _add_hash(archive, side)
         return archive, side, False
     tmp = os.path.join(sdir, f".{name}.tmp.{os.getpid()}")
     try:
@@ -131,7 +134,7 @@ def pack(env: Env, items: List[Entry], key: str, sdir: str,
         meta = {"version": 1, "key": key, "source": env.prefix, "kind": env.kind, "base": env.base,
                 "base_fs": env.base_fs, "base_staged": env.base_shared, "pyver": env.pyver,
                 "roots": old_roots(env), "entries": nfiles, "core_entries": manifest.core_count(items), "bytes": nbytes,
-                "archive_bytes": os.path.getsize(tmp), "relocate": relocate,
+                "archive_bytes": os.path.getsize(tmp), "archive_sha256": file_sha256(tmp), "relocate": relocate,
                 "pack_seconds": round(time.time() - t, 3), "created_at": time.time()}
         os.replace(tmp, archive)
         with open(tmp, "w") as f:
@@ -167,3 +170,29 @@ def _unlink(path: str) -> None:
         os.unlink(path)
     except FileNotFoundError:
         pass
+
+
+def file_sha256(path: str) -> str:
+    import hashlib
+
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for data in iter(lambda: f.read(CHUNK), b""):
+            h.update(data)
+    return h.hexdigest()
+
+
+def _add_hash(archive: str, side: str) -> None:
+    """A sidecar written before archives were relayed gets the archive's SHA-256 (once)."""
+    try:
+        with open(side) as f:
+            meta = json.load(f)
+    except (OSError, ValueError):
+        return
+    if not isinstance(meta, dict) or "archive_sha256" in meta:
+        return
+    meta["archive_sha256"], meta["archive_bytes"] = file_sha256(archive), os.path.getsize(archive)
+    tmp = f"{side}.{os.getpid()}"
+    with open(tmp, "w") as f:
+        json.dump(meta, f)
+    os.replace(tmp, side)

@@ -25,11 +25,11 @@ import stat
 import sys
 import tarfile
 import time
-from typing import Any, Dict, List, Mapping
+from typing import Any, Dict, List, Mapping, Optional
 
 from ..errors import BadInput, JobenvError
 from ..storepath import own_dir
-from . import manifest, relocate
+from . import manifest, relay, relocate
 from .manifest import BASE_DIR
 from .restore import HINT, STAMP, check_copy, check_root
 
@@ -179,10 +179,29 @@ def _private_root(root: str) -> None:
 
 
 def stage(spec: Dict[str, Any], host: str, meta: Dict[str, Any]) -> Dict[str, Any]:
+    """Stage this host's copy; in a broadcast (jobenv.stage.relay) also relay the archive on
+    to this host's children, whether or not this host needed a copy itself."""
     root = stage_root(spec, host)
     copy = os.path.join(root, spec["name"])
-    key = meta["key"]
     _private_root(root)
+    node = None
+    if not spec.get("dry_run"):
+        try:
+            node = relay.join(spec, meta, host, root)
+        except (relay.RelayError, OSError) as exc:
+            raise Failure(f"relay: {exc}") from None
+    try:
+        out = _stage(spec, host, meta, root, copy, node)
+    finally:
+        done = node.finish() if node is not None else None
+    if done is not None:
+        out["relay"] = done
+    return out
+
+
+def _stage(spec: Dict[str, Any], host: str, meta: Dict[str, Any], root: str, copy: str,
+           node: Optional[relay.Node]) -> Dict[str, Any]:
+    key = meta["key"]
     if check_copy(copy, key)[0] == "ok":
         try:
             count = manifest.core_count(copy_walk(copy))
@@ -193,7 +212,8 @@ def stage(spec: Dict[str, Any], host: str, meta: Dict[str, Any]) -> Dict[str, An
     if spec.get("dry_run"):
         return {"prefix": copy, "unchanged": False, "would_copy": True, "bytes": 0}
     vfs = os.statvfs(root)
-    free, need = vfs.f_bavail * vfs.f_frsize, int(meta["bytes"] * 1.05) + (16 << 20)
+    spool = int(meta["archive_bytes"]) if node is not None else 0  # the received archive, beside the copy
+    free, need = vfs.f_bavail * vfs.f_frsize, int(meta["bytes"] * 1.05) + spool + (16 << 20)
     if free < need:
         raise Failure(f"no space in {root}: the copy needs {need >> 20} MiB, {free >> 20} MiB free")
     _leftovers(root, spec["name"], host)
@@ -201,7 +221,7 @@ def stage(spec: Dict[str, Any], host: str, meta: Dict[str, Any]) -> Dict[str, An
     t = time.time()
     try:
         os.mkdir(tmp, 0o700)
-        nbytes = unpack(spec["archive"], tmp, host)
+        nbytes = unpack(node.fetched() if node is not None else spec["archive"], tmp, host)
         got = copy_walk(tmp)
         if len(got) != meta["entries"] or manifest.digest(got) != key:
             raise Failure(f"verification failed: {len(got)} of {meta['entries']} entries, "
@@ -224,7 +244,7 @@ def stage(spec: Dict[str, Any], host: str, meta: Dict[str, Any]) -> Dict[str, An
     except OSError as exc:
         _rmtree(tmp) if os.path.isdir(tmp) else None
         raise Failure(_cause(exc, root)) from None
-    except (Failure, relocate.RelocError, tarfile.TarError, manifest.EnvError) as exc:
+    except (Failure, relocate.RelocError, relay.RelayError, tarfile.TarError, manifest.EnvError) as exc:
         _rmtree(tmp) if os.path.isdir(tmp) else None
         raise Failure(str(exc)) from None
     return {"prefix": copy, "unchanged": False, "entries": len(got), "bytes": nbytes,
@@ -234,7 +254,7 @@ def stage(spec: Dict[str, Any], host: str, meta: Dict[str, Any]) -> Dict[str, An
 def _leftovers(root: str, name: str, host: str, all_of_them: bool = False) -> None:
     """Remove temporary and old copies left by killed stages of this env on this host."""
     for entry in os.listdir(root):
-        for kind in ("tmp", "old"):
+        for kind in ("tmp", "old", "spool"):
             head = f".{name}.{kind}.{host}."
             pid = entry[len(head):]
             if entry.startswith(head) and pid.isdigit() and (all_of_them or not _alive(int(pid))):
