@@ -17,6 +17,9 @@ $PY -m pip install -q "tensorflow-cpu>=2.15"
 DS_BUILD_OPS=0 $PY -m pip install -q --no-build-isolation "deepspeed>=0.14"
 
 if ! $PY -c "import horovod.torch, horovod.tensorflow" 2>/dev/null; then
+    # the wheel is built against this torch: one per torch build (2.13.0+cpu, or PyPI's CUDA 2.13.0)
+    CACHE=$CACHE/horovod-torch-$($PY -c 'import torch; print(torch.__version__)')
+    mkdir -p "$CACHE"
     whl=$(ls "$CACHE"/horovod-*.whl 2>/dev/null | head -1 || true)
     if [ -z "$whl" ]; then
         work=$(mktemp -d)
@@ -25,6 +28,10 @@ if ! $PY -c "import horovod.torch, horovod.tensorflow" 2>/dev/null; then
         src="$work/horovod-0.28.1"
         sed -i 's/CMAKE_CXX_STANDARD 14/CMAKE_CXX_STANDARD 17/' "$src/CMakeLists.txt" "$src/horovod/torch/CMakeLists.txt"
         sed -i '/xla_mpi_ops.cc/d' "$src/horovod/tensorflow/CMakeLists.txt"
+        # CPU operations only (gloo): a CUDA build of torch (what PyPI serves) on a machine with a CUDA
+        # toolkit would make horovod's torch part a CUDA extension, which then needs CMake's CUDAToolkit
+        sed -i 's/print(True if ((torch.version.cuda is not None) and (CUDA_HOME is not None)) else False)/print(False)/' \
+            "$src/cmake/Modules/FindPytorch.cmake"
         # Debian's Open MPI wrappers ahead of the mpich wheel's (which sit beside python3),
         # and this interpreter ahead of any other python3 (CMake picks `python` from PATH)
         ompi="$work/ompi-bin"
