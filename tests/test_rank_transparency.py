@@ -18,6 +18,7 @@ import pytest
 
 from conftest import REPO
 from launchkit import BIN, RESTORE, fresh_env, save, shell, tools
+from test_e2e_slurm import cluster, jobs, store  # noqa: F401 (fixtures)
 from test_launch_e2e import HOST, OMPI_ENV, profile
 
 pytestmark = pytest.mark.e2e
@@ -40,25 +41,30 @@ def comparable(report: dict) -> dict:
     return out
 
 
-def compare(tmp_path: Path, env: dict, nranks: int, extra_env: dict = None) -> None:
-    """Bare (the dry-run's argv without the wrapper) vs `launch` vs `launch --no-hook`, rank by rank."""
-    p = shell(env, f"{RESTORE} && launch --dry-run python3 {PROBE} OUT", cwd=tmp_path)
+def compare(tmp_path: Path, env: dict, nranks: int, extra_env: dict = None, run=None) -> None:
+    """Bare (the dry-run's argv without the wrapper) vs the wrapper's plain path (that argv, no run
+    directory) vs `launch` vs `launch --no-hook`, rank by rank;
+    `run(script)` runs a restored shell's script (default: a fresh `env -i` bash here)."""
+    if run is None:
+        def run(script):
+            return shell({**env, **(extra_env or {})}, script, cwd=tmp_path, timeout=240)
+    p = run(f"{RESTORE} && launch --dry-run python3 {PROBE} OUT")
     assert p.returncode == 0, p.stderr
     argv = shlex.split(p.stdout.strip().splitlines()[-1])
     i = argv.index(str(REPO / "jobenv" / "rankwrap.sh"))
     bare = argv[:i - 1] + argv[i + 1:]
-    runs = {"bare": shlex.join(bare), "launch": f"launch python3 {PROBE} OUT",
+    # plain: the wrapper without a run or log directory maps the variables and execs the program
+    runs = {"bare": shlex.join(bare), "plain": shlex.join(argv), "launch": f"launch python3 {PROBE} OUT",
             "no-hook": f"launch --no-hook python3 {PROBE} OUT"}
     got = {}
     for name, cmd in runs.items():
         out = tmp_path / name
         out.mkdir()
-        p = shell({**env, **(extra_env or {})}, f"{RESTORE} && {cmd.replace('OUT', str(out))} </dev/null",
-                  cwd=tmp_path, timeout=240)
+        p = run(f"cd {tmp_path} && {RESTORE} && {cmd.replace('OUT', str(out))} </dev/null")
         assert p.returncode == 0, (name, p.stdout[-2000:], p.stderr[-2000:])
         got[name] = probes(out)
         assert sorted(got[name]) == list(range(nranks)), (name, p.stderr)
-    for name in ("launch", "no-hook"):
+    for name in ("plain", "launch", "no-hook"):
         for rank in range(nranks):
             want, have = comparable(got["bare"][rank]), comparable(got[name][rank])
             diff = {k: (want[k], have.get(k)) for k in want if want[k] != have.get(k)}
@@ -104,3 +110,11 @@ def test_under_torchrun(tmp_path):
     env = fresh_env(home, f"{bindir}:{sysdir}")
     save(env, "--ranks-per-host", "2")
     compare(tmp_path, env, 2)
+
+
+def test_under_srun_on_the_slurm_cluster(cluster, jobs, store, tmp_path):  # noqa: F811
+    """srun's tasks across two nodes of the test cluster, from a fresh shell on node1."""
+    from test_e2e_slurm import batch_job, fresh
+
+    batch_job(cluster, jobs, store, tmp_path, "-N", "2", "--ntasks-per-node", "1")
+    compare(tmp_path, {}, 2, run=lambda script: fresh(cluster, "node1", "bash", script, store))
