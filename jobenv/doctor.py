@@ -109,8 +109,19 @@ def check_shell(env: Mapping[str, str]) -> Check:
                              timeout=20, stdin=subprocess.DEVNULL, cwd=home if os.path.isdir(home) else "/").stdout
     except (OSError, subprocess.SubprocessError) as exc:
         return Check("shell", "warn", f"a new {sh} could not be started: {exc}")
-    rc = rc_file(sh, {**env, "HOME": home}).replace(home, "~", 1)
-    return judge_shell(sh, out, rc, exe_path(sys.argv[0], sys.executable))
+    path = rc_file(sh, {**env, "HOME": home})
+    return judge_shell(sh, out, path.replace(home, "~", 1), exe_path(sys.argv[0], sys.executable), _has_line(path))
+
+
+def _has_line(path: str) -> bool:
+    """Whether the rc file holds `jobenv init --install`'s marked line (unreadable: no)."""
+    from .init_install import MARK
+    from .readfile import read_bytes
+
+    try:
+        return MARK.encode() in read_bytes(path, 16 << 20)
+    except (OSError, ValueError):
+        return False
 
 
 def check_pythonpath(env: Mapping[str, str]) -> List[Check]:
@@ -177,6 +188,14 @@ def _recorded_launcher(rec: JobRecord, env: Mapping[str, str]) -> Optional[str]:
     return prog if os.path.isabs(prog) and os.access(prog, os.X_OK) else probes.which(rec.launch[0], env.get("PATH", ""))
 
 
+def _torch_backends(rec: JobRecord, env: Mapping[str, str]) -> Tuple[str, ...]:
+    """The torch backends the job's profile configures (its `fabric:`): doctor asks for torch there only."""
+    from . import profiles
+
+    prof = profiles.load_all(env).get(rec.machine)
+    return tuple(sorted(prof.fabric)) if prof is not None else ()
+
+
 def collect(env: Mapping[str, str], job: Optional[str], deep: bool, timeout: float) -> List[Check]:
     """Every check, in a fixed order; slow probes run concurrently."""
     from . import schedulers
@@ -219,7 +238,8 @@ def collect(env: Mapping[str, str], job: Optional[str], deep: bool, timeout: flo
             row = launcher_family(exe, banner)
             checks.append(check_launcher_fit(rec, env, exe, row) or judge_launcher(exe, banner))
             flavor = row.flavor if row is not None else None
-        checks += judge_imports(probes.finish_imports(started), flavor, rec.gpus_per_host, own_launcher(env))
+        checks += judge_imports(probes.finish_imports(started), flavor, rec.gpus_per_host, own_launcher(env),
+                                _torch_backends(rec, env))
         seen, where = probes.gpus_here(env)
         checks.append(judge_gpus(rec.gpus_per_host, seen, where))
         checks += check_rendezvous(rec, env, host, probes.resolve)

@@ -119,14 +119,19 @@ def judge_launcher(exe: str, banner: str) -> Check:
 
 
 def judge_imports(results: Dict[str, Tuple[Optional[Dict[str, Any]], str]], flavor: Optional[str], gpus: int,
-                  own: Optional[Tuple[str, str]] = None) -> List[Check]:
-    """One line per framework: torch and mpi4py always, the others when installed."""
+                  own: Optional[Tuple[str, str]] = None, backends: Tuple[str, ...] = ()) -> List[Check]:
+    """One line per framework: torch and mpi4py always, the others when installed.  A missing
+    torch is a warning only where the job's profile configures a torch backend (`backends`:
+    its fabric's, e.g. nccl); the selftest and plain MPI programs run without torch."""
     out = []
     for name, (info, err) in results.items():
         if info is None and not err:
-            if name in ("torch", "mpi4py"):
-                out.append(Check(name, "warn" if name == "torch" else "ok", "not installed",
-                                 "pip install torch (the selftest and setup_torch need it)" if name == "torch" else ""))
+            if name == "torch" and backends:
+                out.append(Check(name, "warn", f"not installed, but this job's profile configures torch's "
+                                 f"{', '.join(backends)}", "pip install torch (setup_torch needs it)"))
+            elif name in ("torch", "mpi4py"):
+                out.append(Check(name, "ok", "not installed" + (" (no framework configured for this job)"
+                                                                if name == "torch" else "")))
             continue
         if info is None:
             out.append(Check(name, "fail", f"installed but `import {name}` fails: {err}",
@@ -143,8 +148,10 @@ def judge_imports(results: Dict[str, Tuple[Optional[Dict[str, Any]], str]], flav
     return out
 
 
-def judge_shell(sh: str, probe_output: str, rc: str, exe: str) -> Check:
-    """A new interactive `sh` printed `J:<jobenv it found>` when getjobenv exists there."""
+def judge_shell(sh: str, probe_output: str, rc: str, exe: str, installed: bool = False) -> Check:
+    """A new interactive `sh` printed `J:<jobenv it found>` when getjobenv exists there.
+    No rc line is a warning (a user may activate the venv by hand); `installed` (the rc file
+    holds `init --install`'s line) or a getjobenv without a runnable jobenv is broken: a failure."""
     import os
 
     found = [line[2:] for line in probe_output.splitlines() if line.startswith("J:")]
@@ -153,4 +160,7 @@ def judge_shell(sh: str, probe_output: str, rc: str, exe: str) -> Check:
     what = "has getjobenv but no runnable jobenv" if found else "finds no jobenv (getjobenv, launch: command not found)"
     fix = (f"run `{exe} init {sh} --install` (adds one line naming {exe} to {rc})" if exe else
            f"run `/path/to/your/venv/bin/jobenv init {sh} --install`")
-    return Check("shell", "fail", f"a new {sh} (no venv active, as after ssh or in tmux) {what}", fix)
+    if installed and not found:
+        what = f"finds no jobenv although {rc} has the line of `jobenv init --install` (the jobenv it names is gone?)"
+    return Check("shell", "fail" if found or installed else "warn", f"a new {sh} (no venv active, as after ssh or in tmux) {what}",
+                 fix)
