@@ -20,6 +20,7 @@ import click
 
 from . import doctor_probes as probes
 from .cli_common import Seconds, job_id
+from .numparse import plural
 from .doctor_judges import Check, judge_gpus, judge_imports, judge_launcher, launcher_family
 from .record import JobRecord
 
@@ -219,7 +220,7 @@ def collect(env: Mapping[str, str], job: Optional[str], deep: bool, timeout: flo
     if rec is not None:
         state, why = job_state(rec, env)
         checks.append(Check("record", {"live": "ok", "unknown": "warn"}.get(state, "fail"),
-                            f"job {rec.jobid} ({rec.scheduler}, {rec.nhosts} host(s)) is {state}: {why}",
+                            f"job {rec.jobid} ({rec.scheduler}, {plural(rec.nhosts, 'host')}) is {state}: {why}",
                             "" if state == "live" else "`jobenv save` in a live allocation, or `jobenv watch` there "
                             "so that liveness is known"))
         host = this_host(env)

@@ -11,6 +11,7 @@ import sys
 from typing import Any, Dict, List, NamedTuple, Optional, Tuple
 
 from .launch import families
+from .numparse import plural
 
 
 class Check(NamedTuple):
@@ -74,11 +75,11 @@ def judge_torch(info: Dict[str, Any], gpus: int) -> Check:
     have = [b for b in ("nccl", "xccl", "gloo", "mpi") if info.get(b)]
     detail = f"torch {info.get('version')}, backends: {', '.join(have) or 'none'}"
     if info.get("cuda") or info.get("xpu"):
-        detail += f"; {info.get('devices')} {'CUDA' if info.get('cuda') else 'XPU'} device(s)"
+        detail += f"; {plural(int(info.get('devices') or 0), ('CUDA' if info.get('cuda') else 'XPU') + ' device')}"
     if not info.get("distributed"):
         return Check("torch", "fail", detail + "; torch.distributed is not available", "install a torch build with distributed support")
     if gpus and not (info.get("cuda") or info.get("xpu")):
-        return Check("torch", "fail", detail + f"; the job has {gpus} GPU(s) per host but this torch sees none",
+        return Check("torch", "fail", detail + f"; the job has {plural(gpus, 'GPU')} per host but this torch sees none",
                      "install the CUDA or XPU build of torch (pip index of your site), or run on a compute node")
     if info.get("cuda") and not info.get("nccl"):
         return Check("torch", "warn", detail + "; CUDA without nccl: collectives fall back to gloo", "install a torch with nccl")

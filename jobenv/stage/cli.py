@@ -14,7 +14,7 @@ import click
 
 from ..cli_common import Count, Seconds, job_id
 from ..errors import EXIT_ERROR, BadInput, JobenvError, JobEnded, one_line
-from ..numparse import MAX_HOSTS
+from ..numparse import MAX_HOSTS, plural
 from ..record import JobRecord
 
 if TYPE_CHECKING:
@@ -197,7 +197,7 @@ def stage(job: Optional[str], env_path: Optional[str], to: Optional[str], dry_ru
     tty = sys.stderr.isatty()
     sdir = pack.stage_dir(store.home(dict(os.environ)))
     if clean:
-        _say(f"removing {name} from {where} on {rec.nhosts} host(s)")
+        _say(f"removing {name} from {where} on {plural(rec.nhosts, 'host')}")
         spec = {"clean": True, "to": to, "name": name, "dry_run": dry_run}
         results = _run_hosts(rec, path, spec, hosts_mod.local_python(env.prefix), timeout, Progress(rec.nhosts, 0, False))
         if not dry_run:
