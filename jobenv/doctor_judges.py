@@ -2,7 +2,8 @@
 version string, an import's report, a GPU count) to a Check(name, status, detail, fix).
 
 Which launcher a banner names and which MPI it speaks come from the launcher-family table
-(jobenv.launch.families); the MPI libraries that are no launcher's are named here.
+(jobenv.launch.families); which MPI a library string names, from jobenv.launcher_fit (the
+rule `save` and `launch` warn by).
 """
 from __future__ import annotations
 
@@ -11,6 +12,8 @@ import sys
 from typing import Any, Dict, List, NamedTuple, Optional, Tuple
 
 from .launch import families
+from .launcher_fit import mpi_abi as _abi
+from .launcher_fit import mpi_flavor
 from .numparse import plural
 
 
@@ -19,31 +22,6 @@ class Check(NamedTuple):
     status: str  # ok | warn | fail
     detail: str
     fix: str = ""
-
-
-# MPI libraries that are no launcher's: Cray MPICH (launched by PALS or srun), and MPICH's own
-# version string (its launcher's banner says HYDRA).  Name, what the text holds, the ABI.
-_LIBRARIES = (("Cray MPICH", "cray mpich", "mpich"), ("MPICH", "mpich", "mpich"))
-
-
-def mpi_flavor(text: str) -> Optional[str]:
-    """Which MPI a `--version` banner or MPI_Get_library_version string names: a launcher
-    family's (jobenv.launch.families) or an MPI library's."""
-    t = text.lower()
-    if _LIBRARIES[0][1] in t:
-        return _LIBRARIES[0][0]
-    row = families.from_banner(text)
-    if row is not None:
-        return row.flavor
-    return next((name for name, needle, _ in _LIBRARIES if needle in t), None)
-
-
-def _abi(flavor: Optional[str]) -> Optional[str]:
-    """The MPI ABI a launcher or library of this flavor speaks: mpich, openmpi, any or none."""
-    row = next((r for r in families.FAMILIES if r.flavor == flavor), None)
-    if row is not None:
-        return row.mpi
-    return next((abi for name, _, abi in _LIBRARIES if name == flavor), None)
 
 
 def judge_mpi4py(launcher: Optional[str], library: Optional[str], lib_text: str,
