@@ -74,7 +74,8 @@ def mpi_builds(python: str, env: Mapping[str, str], timeout: float = 30.0) -> Di
     except (OSError, subprocess.SubprocessError, ValueError):
         return {}
     out: Dict[str, str] = {}
-    lib = mpi_flavor(data.get("mpi4py")) if isinstance(data, dict) and isinstance(data.get("mpi4py"), str) else None
+    text = data.get("mpi4py") if isinstance(data, dict) else None
+    lib = mpi_flavor(text) if isinstance(text, str) else None
     if lib:
         out["mpi4py"] = lib
     paths = data.get("horovod") if isinstance(data, dict) else None

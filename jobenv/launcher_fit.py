@@ -78,7 +78,7 @@ def world_misfit(launcher: Optional[str], built: Mapping[str, str]) -> List[str]
 def srun_mpi(built: Mapping[str, str], available: str) -> Optional[str]:
     """The srun --mpi type that starts the job's MPI packages (`built`) as one world, among those
     `srun --mpi=list` printed (`available`); None when they need none, disagree, or none is there."""
-    abis = {mpi_abi(f) for f in built.values()} & set(SRUN_MPI)
+    abis = {a for a in (mpi_abi(f) for f in built.values()) if a in SRUN_MPI}
     if len(abis) != 1:
         return None
     offered = set(re.findall(r"[a-z0-9_]+", available.lower()))
