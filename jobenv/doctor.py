@@ -266,7 +266,7 @@ def render_text(checks: List[Check]) -> str:
              + (f" -> fix: {one_line(c.fix)}" if c.fix and c.status != "ok" else "") for c in checks]
     fails = sum(c.status == "fail" for c in checks)
     warns = sum(c.status == "warn" for c in checks)
-    lines.append(f"{len(checks)} checks: {fails} failed, {warns} warnings")
+    lines.append(f"{plural(len(checks), 'check')}: {fails} failed, {plural(warns, 'warning')}")
     return "\n".join(lines) + "\n"
 
 

@@ -23,6 +23,10 @@ from jobenv.doctor_judges import Check, judge_launcher, judge_mpi4py
 VENV_BIN = os.path.dirname(sys.executable)
 
 
+def test_render_counts_agree_with_their_nouns():
+    assert render_text([Check("a", "warn", "hm")]).endswith("1 check: 0 failed, 1 warning\n")
+
+
 def test_render():
     checks = [Check("a", "ok", "fine", "never shown"), Check("bb", "fail", "broken", "do this")]
     assert render_text(checks) == ("ok    a   fine\nfail  bb  broken -> fix: do this\n"
