@@ -75,16 +75,14 @@ def world_misfit(launcher: Optional[str], built: Mapping[str, str]) -> List[str]
             if mpi_abi(flavor) in ("mpich", "openmpi") and mpi_abi(flavor) != have]
 
 
-def srun_mpi(built: Mapping[str, str], available: str, package: str = "") -> Optional[str]:
-    """The srun --mpi type that starts `package` (else mpi4py, else horovod: what the selftest and
-    MPI programs use) of the job's MPI packages (`built`) as one world, among the types
-    `srun --mpi=list` printed (`available`); None when it needs none or none is there."""
-    name = package or next((p for p in ("mpi4py", "horovod") if p in built), "")
-    abi = mpi_abi(built.get(name))
-    if abi not in SRUN_MPI:
+def srun_mpi(built: Mapping[str, str], available: str) -> Optional[str]:
+    """The srun --mpi type that starts the job's MPI packages (`built`) as one world, among those
+    `srun --mpi=list` printed (`available`); None when they need none, disagree, or none is there."""
+    abis = {a for a in (mpi_abi(f) for f in built.values()) if a in SRUN_MPI}
+    if len(abis) != 1:
         return None
     offered = set(re.findall(r"[a-z0-9_]+", available.lower()))
-    return next((t for t in SRUN_MPI[abi] if t in offered), None)
+    return next((t for t in SRUN_MPI[abis.pop()] if t in offered), None)
 
 
 def declared(profile_launchers: List[Dict[str, Any]], argv0: str) -> Optional[str]:

@@ -117,9 +117,6 @@ def build(env: Mapping[str, str], opts: Options,
 
         sw["mpi"] = mpi_builds(sw["python"]["executable"], env)
         fit += launcher_fit.world_misfit(found.flavor, sw["mpi"])
-        if found.name == "srun" and sw["mpi"] and not env.get("SLURM_MPI_TYPE"):
-            sw["srun_mpi"] = _srun_mpi(sw["launcher"] or argv[0], sw["mpi"], env)
-            fit += _srun_mpi_split(sw["srun_mpi"], sw["launcher"] or argv[0], sw["mpi"], env)
     rec = JobRecord(
         scheduler=cap.scheduler, jobid=cap.jobid, jobname=cap.jobname, machine=prof.name,
         hosts=cap.hosts, gpus_per_host=gpus, ranks_per_host=ppn, hostfile=hostfile,
@@ -129,30 +126,6 @@ def build(env: Mapping[str, str], opts: Options,
         software=sw, provenance=prov,
     )
     return rec, {"key": key}
-
-
-def _srun_mpi(srun: str, built: Mapping[str, str], env: Mapping[str, str]) -> Optional[str]:
-    """The srun --mpi type that starts the job's MPI packages as one world, among the plugins
-    this Slurm has (`srun --mpi=list`, bounded): recorded for launch, which passes it while
-    SLURM_MPI_TYPE is unset.  None when none is needed or none fits."""
-    import subprocess
-
-    try:
-        p = subprocess.run([srun, "--mpi=list"], env=dict(env), stdin=subprocess.DEVNULL, capture_output=True,
-                           text=True, errors="replace", timeout=20)
-    except (OSError, subprocess.SubprocessError):
-        return None
-    return launcher_fit.srun_mpi(built, p.stdout + p.stderr)
-
-
-def _srun_mpi_split(kind: Optional[str], srun: str, built: Mapping[str, str], env: Mapping[str, str]) -> List[str]:
-    """A warning when horovod needs another srun --mpi type than the one recorded (mpi4py's)."""
-    if "mpi4py" not in built or "horovod" not in built or launcher_fit.mpi_abi(built["mpi4py"]) == \
-            launcher_fit.mpi_abi(built["horovod"]):
-        return []
-    other = _srun_mpi(srun, {"horovod": built["horovod"]}, env)
-    return [f"mpi4py is built with {built['mpi4py']}, horovod with {built['horovod']}: launch passes srun "
-            f"--mpi={kind or 'none'} (mpi4py's); for horovod programs set SLURM_MPI_TYPE={other or 'pmix'}"]
 
 
 def save(env: Mapping[str, str], opts: Options, warn: Optional[Callable[[str], None]] = None

@@ -19,7 +19,6 @@ if TYPE_CHECKING:
 
 
 MPI_PACKAGES = ("mpi4py", "horovod")
-SRUN_MPI_TYPES = ("pmi2", "pmix")  # launcher_fit.SRUN_MPI's types
 
 
 def _which(name: str, path: str) -> Optional[str]:
@@ -79,9 +78,6 @@ def validate(data: Any) -> Optional[Dict[str, Any]]:
     out: Dict[str, Any] = {"python": py, "launcher": launcher, "modules": modules}
     if mpi:
         out["mpi"] = mpi
-    kind = data.get("srun_mpi")  # srun's --mpi type for those packages (save: launcher_fit.srun_mpi)
-    if isinstance(kind, str) and kind in SRUN_MPI_TYPES:
-        out["srun_mpi"] = kind
     return out
 
 

@@ -122,12 +122,7 @@ def test_srun_mpi_selftest(cluster, jobs, store, tmp_path, mpi, extra):
     if mpi == "pmix" and mpi not in cluster.run(["srun", "--mpi=list"], check=False).stdout + \
             cluster.run(["srun", "--mpi=list"], check=False).stderr:
         pytest.skip("this Slurm has no pmix plugin")
-    jobid = batch_job(cluster, jobs, store, tmp_path, "-N", "2", "--ntasks-per-node", "2")
-    # save recorded the --mpi type the venv's mpi4py (the MPICH wheel) needs, for launch (SLURM_MPI_TYPE unset)
-    rec = json.loads((Path(store) / "jobs" / f"slurm-{jobid}.json").read_text())
-    assert rec["software"]["mpi"]["mpi4py"] == "MPICH" and rec["software"]["srun_mpi"] == "pmi2", rec["software"]
-    if rec["software"]["mpi"].get("horovod") == "Open MPI":  # this venv's horovod: Debian's Open MPI
-        assert any("for horovod programs set SLURM_MPI_TYPE=" in w for w in rec["warnings"]), rec["warnings"]
+    batch_job(cluster, jobs, store, tmp_path, "-N", "2", "--ntasks-per-node", "2")
     report = tmp_path / "report.json"
     p = fresh(cluster, "node2", "bash", f"source <(jobenv get) && SLURM_MPI_TYPE={mpi} launch python3 -m "
               f"jobenv.selftest --framework mpi --timeout 120 --json-file {report}", store, **extra)

@@ -136,12 +136,3 @@ def test_launch_runs_the_staged_copy(tmp_path):
     assert p.returncode == 0, p.stdout + p.stderr
     exes = p.stdout.split()
     assert len(exes) == 2 and all(e.startswith(f"{target}/") for e in exes), p.stdout
-
-
-def test_recorded_mpi_builds_and_srun_type_are_checked():
-    """save's `mpi` (package -> MPI flavor) and `srun_mpi` survive validation; anything else is dropped."""
-    good = software.validate({"launcher": "/usr/bin/srun", "mpi": {"mpi4py": "MPICH", "horovod": "Open MPI"},
-                              "srun_mpi": "pmi2"})
-    assert good is not None and good["mpi"] == {"mpi4py": "MPICH", "horovod": "Open MPI"} and good["srun_mpi"] == "pmi2"
-    bad = software.validate({"mpi": {"evil": "x", "mpi4py": "a\nb", "horovod": 3}, "srun_mpi": "--help"})
-    assert bad is not None and "mpi" not in bad and "srun_mpi" not in bad
