@@ -10,6 +10,7 @@ from typing import Any, Dict, List, Optional, Tuple
 import click
 
 from .cli_common import Count, warn, write_out
+from .numparse import plural
 from .runs import Run
 
 
@@ -102,16 +103,18 @@ def prune_runs(keep: Optional[int], days: Optional[int], dry_run: bool) -> None:
     gone = prune(os.environ, keep, None if days is None else float(days), dry_run, warn)
     for r in gone:
         click.echo(f"{'would remove' if dry_run else 'removed'} {r.ident}")
-    click.echo(f"{len(gone)} run(s) {'to remove' if dry_run else 'removed'}")
+    click.echo(f"{plural(len(gone), 'run')} {'to remove' if dry_run else 'removed'}")
 
 
 @click.command("report")
 @click.argument("run", nargs=-1)
 @click.option("--html", "html_file", metavar="FILE", required=True, type=click.Path(dir_okay=False),
               help="Write the page to FILE ('-': standard output).")
-def report_cmd(run: Tuple[str, ...], html_file: str) -> None:
-    """One self-contained HTML page: each RUN's per-rank start-up timeline and, over
-    several runs, start-up time against world size.  RUN: a name from `jobenv runs`,
+@click.option("--same-scale", is_flag=True, help="Draw every run's timeline on one time scale, to compare them.")
+def report_cmd(run: Tuple[str, ...], html_file: str, same_scale: bool) -> None:
+    """One self-contained HTML page: each RUN's per-rank start-up timeline (failed and
+    interrupted runs marked) and, over several runs, start-up time against world size.
+    RUN: a name from `jobenv runs`,
     `last` (the default), or `all`."""
     from .runs import pick, scan
     from .runs_html import page
@@ -120,7 +123,7 @@ def report_cmd(run: Tuple[str, ...], html_file: str) -> None:
     everything = scan(os.environ, warn=warn)  # one listing (and one warning per skipped entry) for every RUN
     for ident in run or ("last",):
         chosen += everything if ident == "all" else [pick(everything, ident, os.environ)]
-    html = page(chosen)
+    html = page(chosen, same_scale=same_scale)
     if html_file == "-":
         write_out(html)
         return
@@ -132,4 +135,4 @@ def report_cmd(run: Tuple[str, ...], html_file: str) -> None:
     except OSError as exc:
         raise write_error(exc, f"the report {html_file}", "name a file in a directory of yours") from None
     if not to_stdout:  # the page is standard output: nothing may follow it there
-        click.echo(f"wrote {html_file} ({len(chosen)} run(s))")
+        click.echo(f"wrote {html_file} ({plural(len(chosen), 'run')})")

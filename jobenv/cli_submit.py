@@ -225,8 +225,8 @@ def submit_cmd(profile: Optional[str], nodes: int, walltime: str, queue: Optiona
     --retries, --exclude-failed, --gpu-bind, --label and --launcher-args go to `jobenv launch`.
     """
     from . import __version__
+    from .batch import queues, submissions
     from .batch import script as sc
-    from .batch import submissions
     from .schedulers import descriptor
     from .storepath import home
 
@@ -235,7 +235,12 @@ def submit_cmd(profile: Optional[str], nodes: int, walltime: str, queue: Optiona
     batch = descriptor(prof.scheduler).batch
     if batch is None:
         raise BadInput(f"profile {prof.name}: scheduler {prof.scheduler} takes no batch script")
-    vals = sc.values(prof, nodes, sc.parse_walltime(walltime), queue, account, ranks_per_host)
+    seconds = sc.parse_walltime(walltime)
+    queue, note = queues.choose(prof.name, prof.submit.get("queues", {}), prof.submit.get("defaults", {}).get("queue"),
+                                queue, nodes, seconds)
+    if note:
+        _say(note)
+    vals = sc.values(prof, nodes, seconds, queue, account, ranks_per_host, sc.job_name(command))
     paths = sc.Paths(os.path.join(submissions.batch_dir(env), "DRY-RUN") if dry_run else submissions.new_dir(env))
     log_dir = launch_opts.get("log_dir")
     logs_at = os.path.abspath(log_dir) if log_dir else paths.ranks
@@ -257,6 +262,15 @@ def submit_cmd(profile: Optional[str], nodes: int, walltime: str, queue: Optiona
                            "output": paths.output, "error": paths.error, "log_dir": logs_at, "exit_file": paths.exit,
                            "submitted_at": time.time(), "command": list(command), "cwd": os.getcwd()})
     click.echo(jobid)
+    _say(f"submitted {vals['jobname']} as {prof.scheduler} job {jobid}{' to queue ' + queue if queue else ''}; "
+        f"its output goes to {paths.output}, rank logs to {logs_at} (`jobenv logs -j {jobid}`)")
+
+
+def _say(msg: str) -> None:
+    """A line on stderr (stdout holds only the job id, for scripts)."""
+    from .errors import one_line
+
+    sys.stderr.write(f"jobenv: {one_line(msg)}\n")
 
 
 def _package_parent() -> str:

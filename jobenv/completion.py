@@ -67,6 +67,7 @@ def complete_job_ids(ctx: click.Context, param: click.Parameter, incomplete: str
     """Saved job ids; a broken store completes nothing rather than failing the TAB."""
     from . import store
     from .errors import BadRecord, JobenvError
+    from .numparse import plural
 
     out, seen = [], set()
     try:
@@ -74,7 +75,7 @@ def complete_job_ids(ctx: click.Context, param: click.Parameter, incomplete: str
             if isinstance(rec, BadRecord) or rec.jobid in seen or not rec.jobid.startswith(incomplete):
                 continue
             seen.add(rec.jobid)
-            out += _item(rec.jobid, f"{rec.scheduler}, {rec.nhosts} host(s), {rec.machine}")
+            out += _item(rec.jobid, f"{rec.scheduler}, {plural(rec.nhosts, 'host')}, {rec.machine}")
     except (JobenvError, OSError, ValueError):
         return []
     return out

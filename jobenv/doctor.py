@@ -20,6 +20,7 @@ import click
 
 from . import doctor_probes as probes
 from .cli_common import Seconds, job_id
+from .numparse import plural
 from .doctor_judges import Check, judge_gpus, judge_imports, judge_launcher, launcher_family
 from .record import JobRecord
 
@@ -109,8 +110,19 @@ def check_shell(env: Mapping[str, str]) -> Check:
                              timeout=20, stdin=subprocess.DEVNULL, cwd=home if os.path.isdir(home) else "/").stdout
     except (OSError, subprocess.SubprocessError) as exc:
         return Check("shell", "warn", f"a new {sh} could not be started: {exc}")
-    rc = rc_file(sh, {**env, "HOME": home}).replace(home, "~", 1)
-    return judge_shell(sh, out, rc, exe_path(sys.argv[0], sys.executable))
+    path = rc_file(sh, {**env, "HOME": home})
+    return judge_shell(sh, out, path.replace(home, "~", 1), exe_path(sys.argv[0], sys.executable), _has_line(path))
+
+
+def _has_line(path: str) -> bool:
+    """Whether the rc file holds `jobenv init --install`'s marked line (unreadable: no)."""
+    from .init_install import MARK
+    from .readfile import read_bytes
+
+    try:
+        return MARK.encode() in read_bytes(path, 16 << 20)
+    except (OSError, ValueError):
+        return False
 
 
 def check_pythonpath(env: Mapping[str, str]) -> List[Check]:
@@ -177,6 +189,14 @@ def _recorded_launcher(rec: JobRecord, env: Mapping[str, str]) -> Optional[str]:
     return prog if os.path.isabs(prog) and os.access(prog, os.X_OK) else probes.which(rec.launch[0], env.get("PATH", ""))
 
 
+def _torch_backends(rec: JobRecord, env: Mapping[str, str]) -> Tuple[str, ...]:
+    """The torch backends the job's profile configures (its `fabric:`): doctor asks for torch there only."""
+    from . import profiles
+
+    prof = profiles.load_all(env).get(rec.machine)
+    return tuple(sorted(prof.fabric)) if prof is not None else ()
+
+
 def collect(env: Mapping[str, str], job: Optional[str], deep: bool, timeout: float) -> List[Check]:
     """Every check, in a fixed order; slow probes run concurrently."""
     from . import schedulers
@@ -200,7 +220,7 @@ def collect(env: Mapping[str, str], job: Optional[str], deep: bool, timeout: flo
     if rec is not None:
         state, why = job_state(rec, env)
         checks.append(Check("record", {"live": "ok", "unknown": "warn"}.get(state, "fail"),
-                            f"job {rec.jobid} ({rec.scheduler}, {rec.nhosts} host(s)) is {state}: {why}",
+                            f"job {rec.jobid} ({rec.scheduler}, {plural(rec.nhosts, 'host')}) is {state}: {why}",
                             "" if state == "live" else "`jobenv save` in a live allocation, or `jobenv watch` there "
                             "so that liveness is known"))
         host = this_host(env)
@@ -219,7 +239,8 @@ def collect(env: Mapping[str, str], job: Optional[str], deep: bool, timeout: flo
             row = launcher_family(exe, banner)
             checks.append(check_launcher_fit(rec, env, exe, row) or judge_launcher(exe, banner))
             flavor = row.flavor if row is not None else None
-        checks += judge_imports(probes.finish_imports(started), flavor, rec.gpus_per_host, own_launcher(env))
+        checks += judge_imports(probes.finish_imports(started), flavor, rec.gpus_per_host, own_launcher(env),
+                                _torch_backends(rec, env))
         seen, where = probes.gpus_here(env)
         checks.append(judge_gpus(rec.gpus_per_host, seen, where))
         checks += check_rendezvous(rec, env, host, probes.resolve)
@@ -245,7 +266,7 @@ def render_text(checks: List[Check]) -> str:
              + (f" -> fix: {one_line(c.fix)}" if c.fix and c.status != "ok" else "") for c in checks]
     fails = sum(c.status == "fail" for c in checks)
     warns = sum(c.status == "warn" for c in checks)
-    lines.append(f"{len(checks)} checks: {fails} failed, {warns} warnings")
+    lines.append(f"{plural(len(checks), 'check')}: {fails} failed, {plural(warns, 'warning')}")
     return "\n".join(lines) + "\n"
 
 

@@ -2,7 +2,8 @@
 version string, an import's report, a GPU count) to a Check(name, status, detail, fix).
 
 Which launcher a banner names and which MPI it speaks come from the launcher-family table
-(jobenv.launch.families); the MPI libraries that are no launcher's are named here.
+(jobenv.launch.families); which MPI a library string names, from jobenv.launcher_fit (the
+rule `save` and `launch` warn by).
 """
 from __future__ import annotations
 
@@ -11,6 +12,9 @@ import sys
 from typing import Any, Dict, List, NamedTuple, Optional, Tuple
 
 from .launch import families
+from .launcher_fit import mpi_abi as _abi
+from .launcher_fit import mpi_flavor
+from .numparse import plural
 
 
 class Check(NamedTuple):
@@ -18,31 +22,6 @@ class Check(NamedTuple):
     status: str  # ok | warn | fail
     detail: str
     fix: str = ""
-
-
-# MPI libraries that are no launcher's: Cray MPICH (launched by PALS or srun), and MPICH's own
-# version string (its launcher's banner says HYDRA).  Name, what the text holds, the ABI.
-_LIBRARIES = (("Cray MPICH", "cray mpich", "mpich"), ("MPICH", "mpich", "mpich"))
-
-
-def mpi_flavor(text: str) -> Optional[str]:
-    """Which MPI a `--version` banner or MPI_Get_library_version string names: a launcher
-    family's (jobenv.launch.families) or an MPI library's."""
-    t = text.lower()
-    if _LIBRARIES[0][1] in t:
-        return _LIBRARIES[0][0]
-    row = families.from_banner(text)
-    if row is not None:
-        return row.flavor
-    return next((name for name, needle, _ in _LIBRARIES if needle in t), None)
-
-
-def _abi(flavor: Optional[str]) -> Optional[str]:
-    """The MPI ABI a launcher or library of this flavor speaks: mpich, openmpi, any or none."""
-    row = next((r for r in families.FAMILIES if r.flavor == flavor), None)
-    if row is not None:
-        return row.mpi
-    return next((abi for name, _, abi in _LIBRARIES if name == flavor), None)
 
 
 def judge_mpi4py(launcher: Optional[str], library: Optional[str], lib_text: str,
@@ -74,11 +53,11 @@ def judge_torch(info: Dict[str, Any], gpus: int) -> Check:
     have = [b for b in ("nccl", "xccl", "gloo", "mpi") if info.get(b)]
     detail = f"torch {info.get('version')}, backends: {', '.join(have) or 'none'}"
     if info.get("cuda") or info.get("xpu"):
-        detail += f"; {info.get('devices')} {'CUDA' if info.get('cuda') else 'XPU'} device(s)"
+        detail += f"; {plural(int(info.get('devices') or 0), ('CUDA' if info.get('cuda') else 'XPU') + ' device')}"
     if not info.get("distributed"):
         return Check("torch", "fail", detail + "; torch.distributed is not available", "install a torch build with distributed support")
     if gpus and not (info.get("cuda") or info.get("xpu")):
-        return Check("torch", "fail", detail + f"; the job has {gpus} GPU(s) per host but this torch sees none",
+        return Check("torch", "fail", detail + f"; the job has {plural(gpus, 'GPU')} per host but this torch sees none",
                      "install the CUDA or XPU build of torch (pip index of your site), or run on a compute node")
     if info.get("cuda") and not info.get("nccl"):
         return Check("torch", "warn", detail + "; CUDA without nccl: collectives fall back to gloo", "install a torch with nccl")
@@ -119,14 +98,19 @@ def judge_launcher(exe: str, banner: str) -> Check:
 
 
 def judge_imports(results: Dict[str, Tuple[Optional[Dict[str, Any]], str]], flavor: Optional[str], gpus: int,
-                  own: Optional[Tuple[str, str]] = None) -> List[Check]:
-    """One line per framework: torch and mpi4py always, the others when installed."""
+                  own: Optional[Tuple[str, str]] = None, backends: Tuple[str, ...] = ()) -> List[Check]:
+    """One line per framework: torch and mpi4py always, the others when installed.  A missing
+    torch is a warning only where the job's profile configures a torch backend (`backends`:
+    its fabric's, e.g. nccl); the selftest and plain MPI programs run without torch."""
     out = []
     for name, (info, err) in results.items():
         if info is None and not err:
-            if name in ("torch", "mpi4py"):
-                out.append(Check(name, "warn" if name == "torch" else "ok", "not installed",
-                                 "pip install torch (the selftest and setup_torch need it)" if name == "torch" else ""))
+            if name == "torch" and backends:
+                out.append(Check(name, "warn", f"not installed, but this job's profile configures torch's "
+                                 f"{', '.join(backends)}", "pip install torch (setup_torch needs it)"))
+            elif name in ("torch", "mpi4py"):
+                out.append(Check(name, "ok", "not installed" + (" (no framework configured for this job)"
+                                                                if name == "torch" else "")))
             continue
         if info is None:
             out.append(Check(name, "fail", f"installed but `import {name}` fails: {err}",
@@ -143,8 +127,10 @@ def judge_imports(results: Dict[str, Tuple[Optional[Dict[str, Any]], str]], flav
     return out
 
 
-def judge_shell(sh: str, probe_output: str, rc: str, exe: str) -> Check:
-    """A new interactive `sh` printed `J:<jobenv it found>` when getjobenv exists there."""
+def judge_shell(sh: str, probe_output: str, rc: str, exe: str, installed: bool = False) -> Check:
+    """A new interactive `sh` printed `J:<jobenv it found>` when getjobenv exists there.
+    No rc line is a warning (a user may activate the venv by hand); `installed` (the rc file
+    holds `init --install`'s line) or a getjobenv without a runnable jobenv is broken: a failure."""
     import os
 
     found = [line[2:] for line in probe_output.splitlines() if line.startswith("J:")]
@@ -153,4 +139,7 @@ def judge_shell(sh: str, probe_output: str, rc: str, exe: str) -> Check:
     what = "has getjobenv but no runnable jobenv" if found else "finds no jobenv (getjobenv, launch: command not found)"
     fix = (f"run `{exe} init {sh} --install` (adds one line naming {exe} to {rc})" if exe else
            f"run `/path/to/your/venv/bin/jobenv init {sh} --install`")
-    return Check("shell", "fail", f"a new {sh} (no venv active, as after ssh or in tmux) {what}", fix)
+    if installed and not found:
+        what = f"finds no jobenv although {rc} has the line of `jobenv init --install` (the jobenv it names is gone?)"
+    return Check("shell", "fail" if found or installed else "warn", f"a new {sh} (no venv active, as after ssh or in tmux) {what}",
+                 fix)

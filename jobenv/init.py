@@ -3,7 +3,7 @@
     eval "$(jobenv init bash)"          # ~/.bashrc   (zsh, sh likewise)
     jobenv init fish | source           # ~/.config/fish/config.fish
 
-It defines `savejobenv` and `getjobenv` (for bash, zsh and sh: the text of shell/jobenv.sh,
+It defines `savejobenv`, `getjobenv` and, where no jobenv is on PATH, `jobenv` (for bash, zsh and sh: the text of shell/jobenv.sh,
 the one definition of them), completions that load click's script on the first TAB, and,
 opt-in (`--auto` or JOBENV_AUTO=1), `_jobenv_auto`: in an interactive shell of an
 allocation not yet saved, save it; in any other interactive shell on a host of a saved
@@ -46,6 +46,25 @@ if [ -z "${{JOBENV_EXE-}}" ] && [ -x {exe} ]; then JOBENV_EXE={exe}; fi
 # (shell/jobenv.sh clears its own names likewise).
 unalias _jobenv_lazy_complete _jobenv_compdef_hook _jobenv_auto >/dev/null 2>&1 || true
 """
+
+# `jobenv` itself in a new shell with no venv active (ssh, tmux): when no `jobenv` command,
+# alias or function answers at rc time, a function runs the pinned one; a jobenv that PATH
+# gains later (a venv activated) still wins.  Defined through `eval`, so that the check runs
+# before the definition is parsed: a user's own alias or function of jobenv is left alone.
+_SH_JOBENV = {
+    "bash": """if [ -n "${JOBENV_EXE-}" ] && ! command -v jobenv >/dev/null 2>&1; then
+    eval 'jobenv() { if type -P jobenv >/dev/null 2>&1; then command jobenv "$@"; else command "$JOBENV_EXE" "$@"; fi; }'
+fi
+""",
+    "zsh": """if [ -n "${JOBENV_EXE-}" ] && ! command -v jobenv >/dev/null 2>&1; then
+    eval 'jobenv() { if whence -p jobenv >/dev/null 2>&1; then command jobenv "$@"; else command "$JOBENV_EXE" "$@"; fi; }'
+fi
+""",
+    "sh": """if [ -n "${JOBENV_EXE-}" ] && ! command -v jobenv >/dev/null 2>&1; then
+    eval 'jobenv() { command "$JOBENV_EXE" "$@"; }'
+fi
+""",
+}
 
 _BASH_COMPLETION = """\
 # Completion: click writes the real script; loading it costs a Python start, so on first TAB.
@@ -175,7 +194,7 @@ def render(shell: str, functions_text: str, exe: str, auto: bool, version: str) 
         return render_fish(exe, auto, version, CLICK_FUNC)
     flag = "1" if auto else "0"
     rc = {"bash": "~/.bashrc", "zsh": "~/.zshrc", "sh": "~/.profile or $ENV"}[shell]
-    parts = [_SH_HEAD.format(shell=shell, version=version, rc=rc, exe=quote(exe)),
+    parts = [_SH_HEAD.format(shell=shell, version=version, rc=rc, exe=quote(exe)), _SH_JOBENV[shell],
              functions_text.rstrip("\n") + "\n"]
     if shell == "bash":
         parts.append(_BASH_COMPLETION)

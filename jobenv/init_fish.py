@@ -18,6 +18,12 @@ _FISH = """\
 if not set -q JOBENV_EXE
     if test -x {exe}; set -g JOBENV_EXE {exe}; else; set -g JOBENV_EXE jobenv; end
 end
+# `jobenv` itself where no venv is active (see jobenv.init._SH_JOBENV); PATH's, once it has one, wins
+if not command -q jobenv; and not functions -q jobenv; and command -q $JOBENV_EXE
+    function jobenv --description 'the jobenv that `jobenv init` pinned (JOBENV_EXE)'
+        if command -q jobenv; command jobenv $argv; else; command $JOBENV_EXE $argv; end
+    end
+end
 function savejobenv --description 'capture this allocation: jobenv save'
     command $JOBENV_EXE save $argv
 end

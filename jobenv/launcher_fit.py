@@ -11,7 +11,8 @@ was found.  Pure functions of (profile candidate, family found, path).
 """
 from __future__ import annotations
 
-from typing import Any, Dict, List, Optional, Sequence, Tuple, Union
+import re
+from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple, Union
 
 from .launch import families
 
@@ -23,6 +24,66 @@ _HOW = {
     "openmpi": "load the Open MPI module",
     "mpich": "load the MPICH module",
 }
+
+
+# MPI libraries that are no launcher's: Cray MPICH (launched by PALS or srun), and MPICH's own
+# version string (its launcher's banner says HYDRA).  Name, what the text holds, the ABI.
+_LIBRARIES = (("Cray MPICH", "cray mpich", "mpich"), ("MPICH", "mpich", "mpich"))
+# The sonames a compiled extension links (horovod's mpi_lib): which MPI library it was built with.
+SONAMES = ((b"libmpi.so.40", "Open MPI"), (b"libmpi.so.12", "MPICH"), (b"libmpich.so", "MPICH"))
+# srun's --mpi plugin each ABI's library starts under, in order of preference (MPICH's simple
+# PMI client speaks pmi2; Open MPI 4 and 5 need pmix); without one every rank is rank 0 of 1
+_ABI_NAMES = {"mpich": "MPICH or a derivative", "openmpi": "Open MPI"}
+SRUN_MPI = {"mpich": ("pmi2", "pmix"), "openmpi": ("pmix",)}
+
+
+def mpi_flavor(text: str) -> Optional[str]:
+    """Which MPI a `--version` banner or MPI_Get_library_version string names: a launcher
+    family's (jobenv.launch.families) or an MPI library's."""
+    t = text.lower()
+    if _LIBRARIES[0][1] in t:
+        return _LIBRARIES[0][0]
+    row = families.from_banner(text)
+    if row is not None:
+        return row.flavor
+    return next((name for name, needle, _ in _LIBRARIES if needle in t), None)
+
+
+def mpi_abi(flavor: Optional[str]) -> Optional[str]:
+    """The MPI ABI a launcher or library of this flavor speaks: mpich, openmpi, any or none."""
+    row = next((r for r in families.FAMILIES if r.flavor == flavor), None)
+    if row is not None:
+        return row.mpi
+    return next((abi for name, _, abi in _LIBRARIES if name == flavor), None)
+
+
+def soname_flavor(data: bytes) -> Optional[str]:
+    """The MPI a shared object links, from the sonames in its bytes (its DT_NEEDED strings)."""
+    return next((flavor for name, flavor in SONAMES if name + b"\0" in data), None)
+
+
+def world_misfit(launcher: Optional[str], built: Mapping[str, str]) -> List[str]:
+    """One line per package of the job's Python (`built`: mpi4py, horovod -> the MPI flavor it
+    was built with) that the launcher of flavor `launcher` cannot start as one world: an MPICH
+    library under Open MPI's mpirun (or the reverse) starts every rank as rank 0 of 1, exits 0
+    and says nothing.  srun and flux serve either ABI; an unknown side says nothing."""
+    have = mpi_abi(launcher)
+    if have not in ("mpich", "openmpi"):
+        return []
+    return [f"{package} is built with {flavor}, but the launcher is {launcher}: every rank would start as "
+            f"rank 0 of a world of 1 (and exit 0); launch with {flavor}'s mpiexec, or rebuild {package} against "
+            f"the launcher's MPI ({_ABI_NAMES[have]})" for package, flavor in sorted(built.items())
+            if mpi_abi(flavor) in ("mpich", "openmpi") and mpi_abi(flavor) != have]
+
+
+def srun_mpi(built: Mapping[str, str], available: str) -> Optional[str]:
+    """The srun --mpi type that starts the job's MPI packages (`built`) as one world, among those
+    `srun --mpi=list` printed (`available`); None when they need none, disagree, or none is there."""
+    abis = {a for a in (mpi_abi(f) for f in built.values()) if a in SRUN_MPI}
+    if len(abis) != 1:
+        return None
+    offered = set(re.findall(r"[a-z0-9_]+", available.lower()))
+    return next((t for t in SRUN_MPI[abis.pop()] if t in offered), None)
 
 
 def declared(profile_launchers: List[Dict[str, Any]], argv0: str) -> Optional[Tuple[str, ...]]:

@@ -22,6 +22,12 @@ MAX_SECONDS = 366 * 86400  # a duration: longer than any allocation, far below p
 _DIGITS = frozenset("0123456789")
 
 
+def plural(n: int, noun: str, nouns: str = "") -> str:
+    """`1 rank`, `2 ranks`: a count and its noun in agreement (`nouns` where it is not noun + 's');
+    the counts jobenv prints go through here: no `1 ranks`, no `host(s)`."""
+    return f"{n} {noun if n == 1 else nouns or noun + 's'}"
+
+
 def is_uint(text: str) -> bool:
     """True for a non-empty string of ASCII digits (no sign, space, '_' or Unicode digit)."""
     return bool(text) and _DIGITS.issuperset(text)

@@ -18,6 +18,7 @@ or in every program started from it).
 from __future__ import annotations
 
 from .errors import JobEnded
+from .numparse import plural
 from .quoting import join_argv
 from .schedulers import JOB_MARKERS, JOBID_VARS, PREFIXES, SHELL_ONLY, SITE_VARS, all_prefixes, is_secret
 
@@ -203,9 +204,9 @@ def build(record: JobRecord, record_path: str, environ: Mapping[str, str], *,
     other = other_job_prefixes(record, environ)
     unset = sorted(k for k in environ if k.startswith(other) and job_scoped(k) and k not in sets and k not in keep)
     if unset:
-        warn.append(f"clearing {len(unset)} variable(s) of another job from this shell")
+        warn.append(f"clearing {plural(len(unset), 'variable')} of another job from this shell")
     if refused:
-        warn.append(f"not restoring {len(refused)} variable(s) a record may not set: "
+        warn.append(f"not restoring {plural(len(refused), 'variable')} a record may not set: "
                     + ", ".join(repr(k) for k in refused[:5]))
     return Plan(
         scheduler=record.scheduler, jobid=record.jobid, record_path=record_path, machine=record.machine,

@@ -224,8 +224,8 @@ def submit(spec: Any, variables: Dict[str, Any], fail: Fail) -> Dict[str, Any]:
     set.  Defaults are plain words (they land in those lines too).  {} when absent."""
     if spec is None:
         return {}
-    if not isinstance(spec, dict) or first_unknown(spec, ("directives", "defaults")):
-        raise fail("submit", "must be a mapping with directives (a list) and defaults (a mapping)")
+    if not isinstance(spec, dict) or first_unknown(spec, ("directives", "defaults", "queues")):
+        raise fail("submit", "must be a mapping with directives (a list), defaults and queues (mappings)")
     known = set(SUBMIT_KEYS) | set(variables)
     directives = spec.get("directives") or []
     if not isinstance(directives, list) or len(directives) > MAX_DIRECTIVES:
@@ -244,7 +244,33 @@ def submit(spec: Any, variables: Dict[str, Any], fail: Fail) -> Dict[str, Any]:
                                                  not isinstance(v, bool) and SUBMIT_WORD.fullmatch(str(v))
                                                  for k, v in defaults.items()):
         raise fail("submit", f"defaults map {', '.join(SUBMIT_KEYS)} to plain words ({SUBMIT_WORD.pattern})")
-    return {"directives": directives, "defaults": {k: str(v) for k, v in defaults.items()}}
+    return {"directives": directives, "defaults": {k: str(v) for k, v in defaults.items()},
+            "queues": queues(spec.get("queues"), fail)}
+
+
+QUEUE_LIMITS = ("min_nodes", "max_nodes", "max_minutes")
+MAX_QUEUES = 64
+
+
+def queues(spec: Any, fail: Fail) -> Dict[str, Dict[str, int]]:
+    """`submit: queues: {NAME: {min_nodes: N, max_nodes: N, max_minutes: M}}`: each queue's
+    limits as the site documents them (jobenv.batch.queues chooses by them), in the order
+    `submit` may choose them.  {} when absent."""
+    if spec is None:
+        return {}
+    if not isinstance(spec, dict) or len(spec) > MAX_QUEUES:
+        raise fail("submit", f"queues must map at most {MAX_QUEUES} queue names to their limits")
+    out: Dict[str, Dict[str, int]] = {}
+    for name, limits in spec.items():
+        if not isinstance(name, str) or not SUBMIT_WORD.fullmatch(name):
+            raise fail("submit", f"a queue name is one plain word ({SUBMIT_WORD.pattern}), not {shown(name)}")
+        if not isinstance(limits, dict) or first_unknown(limits, QUEUE_LIMITS) or not all(
+                isinstance(v, int) and not isinstance(v, bool) and 1 <= v <= 10_000_000 for v in limits.values()):
+            raise fail("submit", f"queue {name}: limits map {', '.join(QUEUE_LIMITS)} to whole numbers from 1")
+        if limits.get("min_nodes", 1) > limits.get("max_nodes", 10_000_000):
+            raise fail("submit", f"queue {name}: min_nodes is more than max_nodes")
+        out[name] = dict(limits)
+    return out
 
 
 # `fabric`: per backend, what `selftest --bandwidth` expects; NCCL's networks as the selftest names them

@@ -115,6 +115,11 @@ def text(value: Any, most: int = 4096) -> str:
     return one_line(value)[:most] if isinstance(value, str) else ""
 
 
+# launch's exit codes for a signal from outside (docs/record.md): HUP, INT (Ctrl-C), USR1 and USR2
+# (pre-emption, --requeue), PIPE (its reader went away), TERM (scancel, qdel)
+INTERRUPTED_EXITS = frozenset((129, 130, 138, 140, 141, 143))
+
+
 class Run:
     """One attempt's directory and what its summary says (checked fields only)."""
 
@@ -155,6 +160,15 @@ class Run:
         if self.interrupted:
             return "interrupted"
         return "ok" if self.exit == 0 else f"exit {self.exit}"
+
+    @property
+    def outcome(self) -> str:
+        """ok, failed (the program or a rank did), or interrupted (stopped from outside: a
+        --timeout, --idle-timeout or pre-emption, a signal to the launch, or no summary:
+        the launch itself was killed before it could write one)."""
+        if not self.has_summary or self.expired or self.exit in INTERRUPTED_EXITS:
+            return "interrupted"
+        return "ok" if self.exit == 0 else "failed"
 
 
 def noted_log_dir(run_dir: str) -> Optional[str]:

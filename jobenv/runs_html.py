@@ -14,6 +14,7 @@ import math
 import time
 from typing import List, Optional, Sequence, Tuple
 
+from .numparse import plural
 from .runs import STARTUP, Run
 from .runs_timeline import COLOURS, RESOLUTION, Timeline, per_second, timeline
 
@@ -23,7 +24,12 @@ ROW_H, LABEL_W, PLOT_W = 14, 220, 640
 
 CSS = """body{font:14px/1.4 system-ui,sans-serif;margin:2em;color:#222}table{border-collapse:collapse}
 td,th{padding:2px 10px;text-align:left;border-bottom:1px solid #eee}svg{display:block;margin:.5em 0 2em}
-svg text{font:11px monospace}.slow{fill:none;stroke:#d00;stroke-width:2}code{white-space:pre-wrap}"""
+svg text{font:11px monospace}.slow{fill:none;stroke:#d00;stroke-width:2}code{white-space:pre-wrap}
+section.failed,section.interrupted{border-left:6px solid;padding-left:1em}section.failed{border-color:#d00}
+section.interrupted{border-color:#e69500}.badge{font-size:70%;padding:1px 8px;border-radius:4px;color:#fff;
+margin-left:.5em}.badge.failed{background:#d00}.badge.interrupted{background:#e69500}"""
+# a run's outcome (runs.Run.outcome) as a colour: the badge, the section's edge, its dot in the scaling plot
+OUTCOME_COLOURS = {"ok": "#3366cc", "failed": "#d00", "interrupted": "#e69500"}
 
 
 def esc(s: object) -> str:
@@ -52,10 +58,11 @@ def legend(names: Sequence[str], y: float) -> List[str]:
     return out
 
 
-def bars(tl: Timeline) -> str:
-    """One row per rank, stacked phases; a host's name heads its ranks."""
+def bars(tl: Timeline, longest: Optional[float] = None) -> str:
+    """One row per rank, stacked phases; a host's name heads its ranks.  `longest`: the
+    seconds the axis spans (one scale shared by several runs), else this run's longest row."""
     slow = tl.slowest
-    longest = max((r.total for r in tl.rows), default=0.0)
+    longest = longest or max((r.total for r in tl.rows), default=0.0)
     scale = per_second(PLOT_W, longest)
     body, y = legend(tl.names, 0), 24
     for host, rows in tl.hosts().items():
@@ -86,12 +93,12 @@ def _heat(frac: float) -> str:
     return f"rgb({255 - int(80 * f)},{int(240 - 200 * f)},{int(160 - 140 * f)})"
 
 
-def heatmap(tl: Timeline) -> str:
-    """A row per host, a cell per rank on it, coloured by the rank's start-up time."""
+def heatmap(tl: Timeline, span: Optional[Tuple[float, float]] = None) -> str:
+    """A row per host, a cell per rank on it, coloured by the rank's start-up time (from
+    `span`'s low to high seconds when given: one colour scale shared by several runs)."""
     hosts = tl.hosts()
     slow = tl.slowest
-    lo = min((r.startup for r in tl.rows), default=0.0)
-    hi = max((r.startup for r in tl.rows), default=0.0)
+    lo, hi = span or (min((r.startup for r in tl.rows), default=0.0), max((r.startup for r in tl.rows), default=0.0))
     per = max(len(rows) for rows in hosts.values())
     cell = max(2, min(14, PLOT_W // per))
     rh = max(3, min(14, 6000 // max(1, len(hosts))))
@@ -122,11 +129,12 @@ def _svg(w: float, h: float, body: List[str], label: str) -> str:
             f'aria-label="{esc(label)}">' + "".join(body) + "</svg>")
 
 
-def scaling(points: List[Tuple[int, float, str]]) -> str:
-    """Start-up time (slowest rank) against world size, log-scaled ranks; one dot per run."""
+def scaling(points: List[Tuple[int, float, str, str]]) -> str:
+    """Start-up time (slowest rank) against world size, log-scaled ranks; one dot per run,
+    coloured by its outcome."""
     W, H, X0, Y0 = 640, 300, 60, 260
-    top = max(max(s for _, s, _ in points), RESOLUTION)
-    big = max(n for n, _, _ in points)
+    top = max(max(p[1] for p in points), RESOLUTION)
+    big = max(p[0] for p in points)
     xmax = math.log2(max(2, big)) + 0.5
 
     def px(n: int) -> float:
@@ -144,13 +152,24 @@ def scaling(points: List[Tuple[int, float, str]]) -> str:
     while n <= big:
         body.append(f'<text x="{px(n):.1f}" y="{Y0 + 16}" text-anchor="middle">{n}</text>')
         n *= 2 if big <= 64 else 8
-    for world, secs, ident in points:
-        body.append(f'<circle cx="{px(world):.1f}" cy="{Y0 - secs / top * (Y0 - 30):.1f}" r="5" fill="#3366cc">'
-                    f'<title>{esc(ident)}: {world} ranks, {secs:.3f} s</title></circle>')
+    for world, secs, ident, outcome in points:
+        body.append(f'<circle cx="{px(world):.1f}" cy="{Y0 - secs / top * (Y0 - 30):.1f}" r="5" '
+                    f'fill="{OUTCOME_COLOURS[outcome]}"><title>{esc(ident)}: {plural(world, "rank")}, {secs:.3f} s'
+                    f'{"" if outcome == "ok" else ", " + outcome}</title></circle>')
     return _svg(W, H, body, "start-up time against world size")
 
 
-def section(run: Run, tl: Timeline) -> str:
+class Scale:
+    """One time scale for every run on the page (`report --same-scale`): the longest row's
+    seconds (bars) and the start-up span (heat maps) over all their timelines."""
+
+    def __init__(self, tls: Sequence[Timeline]) -> None:
+        rows = [r for t in tls for r in t.rows]
+        self.longest = max((r.total for r in rows), default=0.0) or 1.0
+        self.span = (min((r.startup for r in rows), default=0.0), max((r.startup for r in rows), default=0.0))
+
+
+def section(run: Run, tl: Timeline, scale: Optional[Scale] = None) -> str:
     from .shell import join
 
     rows = [("job", run.job), ("command", join(run.command)), ("started", time.strftime("%Y-%m-%d %H:%M:%S",
@@ -164,19 +183,26 @@ def section(run: Run, tl: Timeline) -> str:
         chart = "<p>No rank left a record.</p>"
     else:
         chart = (f"<p>Slowest start-up: rank {slow.rank} on {esc(slow.host)}, {slow.startup:.3f} s.</p>"
-                 + (heatmap(tl) if len(tl.rows) >= HEAT_AT else bars(tl)))
-    return f'<section><h2>{esc(run.ident)}</h2><table>{table}</table>{chart}</section>'
+                 + (heatmap(tl, scale.span if scale else None) if len(tl.rows) >= HEAT_AT
+                    else bars(tl, scale.longest if scale else None)))
+    out = run.outcome
+    badge = "" if out == "ok" else f'<span class="badge {out}">{out}: {esc(run.state)}</span>'
+    return (f'<section class="{out}"><h2>{esc(run.ident)}{badge}</h2><table>{table}</table>{chart}</section>')
 
 
-def page(runs: Sequence[Run], tls: Optional[Sequence[Timeline]] = None) -> str:
-    """The whole page for `runs` (their timelines are read unless given)."""
+def page(runs: Sequence[Run], tls: Optional[Sequence[Timeline]] = None, same_scale: bool = False) -> str:
+    """The whole page for `runs` (their timelines are read unless given); `same_scale`: one
+    time scale for every run's chart, so that runs compare by eye."""
     tls = list(tls) if tls is not None else [timeline(r) for r in runs]
     reported = any(t.names == STARTUP and t.rows for t in tls)  # then runs with only rank records would mislead
-    points = [(max(r.nranks, len(t.rows)), t.slowest.startup, r.ident) for r, t in zip(runs, tls)
+    points = [(max(r.nranks, len(t.rows)), t.slowest.startup, r.ident, r.outcome) for r, t in zip(runs, tls)
               if t.slowest is not None and (t.names == STARTUP or not reported)]
-    scale = ("<section><h2>Start-up time against world size</h2>" + scaling(points) + "</section>"
-             if len(points) >= 2 else "")
-    body = "".join(section(r, t) for r, t in zip(runs, tls))
+    plot = ("<section><h2>Start-up time against world size</h2>" + scaling(points) + "</section>"
+            if len(points) >= 2 else "")
+    shared = Scale(tls) if same_scale else None
+    body = "".join(section(r, t, shared) for r, t in zip(runs, tls))
+    bad = [f"{n} {o}" for o in ("failed", "interrupted") if (n := sum(r.outcome == o for r in runs))]
+    title = plural(len(runs), "run") + (f" ({', '.join(bad)})" if bad else "") + (", one time scale" if shared else "")
     return (f'<!DOCTYPE html><html lang="en"><head><meta charset="utf-8"><title>jobenv report</title>'
             f'<meta http-equiv="Content-Security-Policy" content="default-src \'none\'; style-src \'unsafe-inline\'">'
-            f"<style>{CSS}</style></head><body><h1>jobenv report: {len(runs)} run(s)</h1>{scale}{body}</body></html>\n")
+            f"<style>{CSS}</style></head><body><h1>jobenv report: {esc(title)}</h1>{plot}{body}</body></html>\n")

@@ -13,6 +13,7 @@ from __future__ import annotations
 import statistics
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
+from .numparse import plural
 from .runs import MAX_PHASES_BYTES, PHASES, STARTUP, Run, num, read_json, text
 
 MAX_ROWS = 1_000_000
@@ -153,4 +154,4 @@ def print_chart(tl: Timeline, width: int = 48) -> None:
                     style="bold red" if r is slow else "")
         con.print(line)
     if len(rows) < len(tl.rows):
-        con.print(f"({len(rows)} slowest of {len(tl.rows)} ranks)")
+        con.print(f"({len(rows)} slowest of {plural(len(tl.rows), 'rank')})")

@@ -112,6 +112,11 @@ def build(env: Mapping[str, str], opts: Options,
     bad = launcher_fit.mismatch(prof.name, launcher_fit.declared(prof.launchers, str(cand["argv"][0])), found,
                                 sw["launcher"] or argv[0])
     fit = [f"{bad[0]}: the first launch will fail; {bad[1]}"] if bad else []
+    if found is not None and (found.mpi in ("mpich", "openmpi") or found.name == "srun") and sw["python"]:
+        from .doctor_probes import mpi_builds
+
+        sw["mpi"] = mpi_builds(sw["python"]["executable"], env)
+        fit += launcher_fit.world_misfit(found.flavor, sw["mpi"])
     rec = JobRecord(
         scheduler=cap.scheduler, jobid=cap.jobid, jobname=cap.jobname, machine=prof.name,
         hosts=cap.hosts, gpus_per_host=gpus, ranks_per_host=ppn, hostfile=hostfile,

@@ -15,6 +15,7 @@ output runs nothing but the plan and every shell reads every byte back exactly:
 from __future__ import annotations
 
 from .errors import one_line
+from .numparse import plural
 from .plan import Plan
 from .quoting import fish_quote, join_argv, quote
 
@@ -54,7 +55,7 @@ def join(argv: Sequence[str]) -> str:
 
 
 def _header(plan: Plan) -> str:
-    return one_line(f"# jobenv: {plan.scheduler} job {plan.jobid} on {plan.nhosts} host(s), profile "
+    return one_line(f"# jobenv: {plan.scheduler} job {plan.jobid} on {plural(plan.nhosts, 'host')}, profile "
                     f"{plan.machine}; {plan.why}; {plan.state} ({plan.state_reason})")
 
 

@@ -18,6 +18,9 @@ if TYPE_CHECKING:
     from typing import Any, Callable, Dict, List, Mapping, Optional, Tuple
 
 
+MPI_PACKAGES = ("mpi4py", "horovod")
+
+
 def _which(name: str, path: str) -> Optional[str]:
     """The user's own command as exec will find it, relative PATH entries included (`launch
     CMD` checks CMD is there).  Not for what jobenv records or runs on its own behalf (the
@@ -71,12 +74,18 @@ def validate(data: Any) -> Optional[Dict[str, Any]]:
                                and all(isinstance(py.get(k), str) and os.path.isabs(py[k])
                                        for k in ("prefix", "executable"))):
         py = None
-    launcher, modules = data.get("launcher"), data.get("modules")
+    launcher, modules, mpi = data.get("launcher"), data.get("modules"), data.get("mpi")
     if not (isinstance(launcher, str) and os.path.isabs(launcher)):
         launcher = None
     if not isinstance(modules, str):
         modules = None
-    return {"python": py, "launcher": launcher, "modules": modules}
+    # package -> the MPI flavor it is built with (save's probe, doctor_probes.mpi_builds)
+    mpi = {k: v for k, v in mpi.items() if k in MPI_PACKAGES and isinstance(v, str) and len(v) < 64
+           and v.isprintable()} if isinstance(mpi, dict) else {}
+    out: Dict[str, Any] = {"python": py, "launcher": launcher, "modules": modules}
+    if mpi:
+        out["mpi"] = mpi
+    return out
 
 
 def _field(record: Any) -> Optional[Dict[str, Any]]:
@@ -123,6 +132,19 @@ def launcher_path(record: Any, argv0: str, exists: Callable[[str], bool] = lambd
     rec = sw["launcher"] if sw else None
     if rec and os.path.basename(rec) == os.path.basename(argv0):
         if exists(rec):
-            return rec, None
+            return rec, world_warning(argv0, rec, sw.get("mpi", {}) if sw else {})
         return argv0, f"the job's launcher {rec} is not here; using {argv0!r} from PATH"
     return argv0, None
+
+
+def world_warning(argv0: str, launcher: str, built: Mapping[str, str]) -> Optional[str]:
+    """launch's word, before any rank starts, when `launcher` cannot start the job's MPI
+    packages (`built`, recorded by save) as one world (the rule: launcher_fit.world_misfit)."""
+    if not built:
+        return None
+    from .launch.families import known
+    from .launcher_fit import world_misfit
+
+    row = known(argv0, launcher)
+    lines = world_misfit(row.flavor if row is not None else None, built)
+    return "; ".join(lines) or None

@@ -265,3 +265,55 @@ def test_script_carries_the_submitting_shells_path(home, tmp_path):
     p = subprocess.run(["/bin/sh", "-c", f"{line}\ncommand -v mpiexec; printf %s \"$PATH\""],
                        env={"PATH": "/usr/bin:/bin"}, capture_output=True, text=True, check=True)
     assert p.stdout == f"{venv_bin}/mpiexec\n{path}"
+
+
+def submit_dry(home, *args, cmd=("python3", "train.py")):
+    return jobenv(["submit", "--dry-run", *args, "--", *cmd], base_env(home))
+
+
+def test_queue_is_picked_from_the_profiles_limits_or_refused_in_one_line(home):
+    """Polaris's debug queue takes 2 nodes (docs.alcf.anl.gov/polaris/running-jobs/): -N 8 without
+    -q asks for debug-scaling and says so; -q debug with -N 8, or 8 nodes for 2 hours, is refused."""
+    p = submit_dry(home, "--profile", "polaris", "-N", "8")
+    assert p.returncode == 0 and "#PBS -q debug-scaling" in p.stdout.splitlines(), p.stdout + p.stderr
+    assert p.stderr.count("\n") == 1 and "queue debug takes 1-2 nodes" in p.stderr and "debug-scaling" in p.stderr
+    p = submit_dry(home, "--profile", "polaris", "-N", "2")
+    assert "#PBS -q debug" in p.stdout.splitlines() and p.stderr == "", p.stderr  # the default fits: silent
+    p = submit_dry(home, "--profile", "polaris", "-N", "12", "-t", "3:00:00")
+    assert "#PBS -q prod" in p.stdout.splitlines(), p.stdout + p.stderr
+    for args, says in ((["-N", "8", "-q", "debug"], "queue debug of profile polaris takes 1-2 nodes"),
+                       (["-N", "8", "-t", "2:00:00"], "no queue of profile polaris takes 8 nodes for 2:00:00")):
+        p = submit_dry(home, "--profile", "polaris", *args)
+        assert p.returncode == 5 and p.stdout == "" and p.stderr.count("\n") == 1 and says in p.stderr, p.stderr
+    p = submit_dry(home, "--profile", "polaris", "-N", "8", "-q", "preemptable")  # a queue the profile does not judge
+    assert p.returncode == 0 and "#PBS -q preemptable" in p.stdout.splitlines(), p.stderr
+
+
+def test_perlmutter_debug_qos_runs_30_minutes(home):
+    p = submit_dry(home, "--profile", "perlmutter", "-t", "1:00:00")
+    assert "#SBATCH -q regular" in p.stdout.splitlines() and "at most 0:30:00" in p.stderr, p.stdout + p.stderr
+    p = submit_dry(home, "--profile", "perlmutter", "-t", "30")
+    assert "#SBATCH -q debug" in p.stdout.splitlines() and p.stderr == "", p.stderr
+
+
+@pytest.mark.parametrize("cmd,name", [
+    (["python3", "train.py", "--lr", "1"], "train"), (["python", "-u", "-m", "pkg.trainer"], "trainer"),
+    (["./ior", "-w"], "ior"), (["env", "A=1", "python3.11", "/x/y/run_me.sh"], "run_me"),
+    (["torchrun", "--nproc-per-node", "4", "t.py"], "t"), (["python3", "-c", "print(1)"], "jobenv"),
+    (["sh", "-c", "echo $RANK"], "jobenv"), (["python3", "9lives.py"], "lives"), (["--", "sleep", "3"], "sleep"),
+])
+def test_job_is_named_after_its_command(home, cmd, name):
+    from jobenv.batch.script import job_name
+
+    assert job_name(cmd) == name
+    if cmd[0] != "--":
+        p = submit_dry(home, "--profile", "slurm", cmd=cmd)
+        assert f"#SBATCH -J {name}" in p.stdout.splitlines(), p.stdout + p.stderr
+
+
+@pytest.mark.parametrize("queues", ["[debug]", "{debug: {max_nodes: 0}}", "{debug: {walltime: 30}}",
+                                    "{'a b': {}}", "{debug: {min_nodes: 5, max_nodes: 2}}", "{debug: {max_nodes: true}}"])
+def test_hostile_queue_limits_are_refused(home, queues):
+    write_profile(home, MYSITE + f"  queues: {queues}\n")
+    p = jobenv(["submit", "--dry-run", "--profile", "mysite", "-A", "x", "--", "true"], base_env(home))
+    assert p.returncode == 5 and p.stderr.count("\n") == 1 and "queue" in p.stderr, p.stderr

@@ -23,6 +23,10 @@ from jobenv.doctor_judges import Check, judge_launcher, judge_mpi4py
 VENV_BIN = os.path.dirname(sys.executable)
 
 
+def test_render_counts_agree_with_their_nouns():
+    assert render_text([Check("a", "warn", "hm")]).endswith("1 check: 0 failed, 1 warning\n")
+
+
 def test_render():
     checks = [Check("a", "ok", "fine", "never shown"), Check("bb", "fail", "broken", "do this")]
     assert render_text(checks) == ("ok    a   fine\nfail  bb  broken -> fix: do this\n"
@@ -49,17 +53,22 @@ def local_env(tmp_path, home):
     return env
 
 
-def test_doctor_fails_when_a_new_shell_would_not_find_jobenv(tmp_path, home):
-    """No rc line: a brand-new bash (no venv) has no jobenv; doctor fails and names the fix."""
+def test_doctor_warns_when_a_new_shell_would_not_find_jobenv(tmp_path, home):
+    """No rc line: a brand-new bash (no venv) has no jobenv; doctor warns (a healthy job still
+    passes: exit 0) and names the fix."""
     env = base_env(home, machines.local(tmp_path), path=f"{VENV_BIN}:/usr/bin:/bin") | {"SHELL": "/bin/bash"}
     (home / ".bashrc").write_text("alias jobenv=true  # an alias is no program\n")
+    jobenv(["save", "--quiet"], env, check=True)
     rc, c = doctor(env)
-    assert rc == 1 and c["shell"]["status"] == "fail", c["shell"]
+    assert rc == 0 and c["shell"]["status"] == "warn", c["shell"]
     assert "init bash --install" in c["shell"]["fix"] and "~/.bashrc" in c["shell"]["fix"], c["shell"]
     exe = jobenv_program(tmp_path)
     subprocess.run([str(exe), "init", "bash", "--install"], env=env, check=True, capture_output=True, timeout=60)
     rc, c = doctor(env)
     assert c["shell"]["status"] == "ok" and str(exe) in c["shell"]["detail"], c["shell"]
+    exe.unlink()  # the line names a jobenv that is gone: that one is broken, a failure
+    rc, c = doctor(env)
+    assert rc == 1 and c["shell"]["status"] == "fail" and "the jobenv it names is gone" in c["shell"]["detail"], c["shell"]
 
 
 def test_doctor_passes_after_a_local_save(local_env):

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import pytest
 
-from jobenv.doctor_judges import judge_gpus, judge_launcher, judge_mpi4py, judge_torch, mpi_flavor
+from jobenv.doctor_judges import judge_gpus, judge_imports, judge_launcher, judge_mpi4py, judge_torch, mpi_flavor
 
 
 @pytest.mark.parametrize("text,flavor", [
@@ -61,3 +61,15 @@ def test_judge_launcher_tells_pals_from_hydra(exe, banner, flavor):
 ])
 def test_judge_mpi4py_by_the_familys_mpi(launcher, library, status):
     assert judge_mpi4py(launcher, library, f"{library} Version: 1.0").status == status
+
+
+def test_torch_is_asked_for_only_where_the_profile_configures_a_backend():
+    """The selftest runs without torch: a missing torch warns only for a profile whose fabric
+    names a torch backend (Polaris's nccl), not for a plain local or Slurm job."""
+    missing = {"torch": (None, ""), "mpi4py": (None, "")}
+    plain = {c.name: c for c in judge_imports(missing, "MPICH", 0)}
+    assert plain["torch"].status == "ok" and "no framework configured" in plain["torch"].detail
+    assert plain["mpi4py"].status == "ok"
+    polaris = {c.name: c for c in judge_imports(missing, "Cray PALS", 4, None, ("nccl",))}
+    assert polaris["torch"].status == "warn" and "nccl" in polaris["torch"].detail
+    assert "pip install torch" in polaris["torch"].fix

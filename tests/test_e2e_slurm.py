@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 import time
@@ -311,6 +312,11 @@ def test_submit_status_logs_cancel(cluster, jobs, store, tmp_path):
     second = p.stdout.strip()
     jobs.append(second)
     cluster.wait_state(second, {"RUNNING"})
+    # named after its command, not `jobenv`; stderr says where its output goes
+    name = cluster.run(["squeue", "-h", "-j", second, "-o", "%j"]).stdout.strip()
+    assert name == "sleep", name
+    out_file = re.search(r"its output goes to (\S+/job\.out),", p.stderr).group(1)  # type: ignore[union-attr]
+    assert f"submitted sleep as slurm job {second}" in p.stderr and os.path.isfile(out_file), p.stderr
     c = _jobenv(cluster, store, tmp_path, "cancel", "-j", second)
     assert c.returncode == 0 and f"cancelled slurm job {second}" in c.stdout, c.stdout + c.stderr
     seen, out = _follow_status(cluster, store, tmp_path, second, timeout=60)

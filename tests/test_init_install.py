@@ -70,11 +70,14 @@ def test_a_brand_new_shell_finds_jobenv_restores_and_launches(tmp_path, shell):
     save_env = dict(env, PATH=f"{os.path.dirname(sys.executable)}:/usr/bin:/bin")
     subprocess.run([str(exe), "save", "--quiet"], env=save_env, check=True, capture_output=True, timeout=60)
     prog = 'python3 -c "import os; print(\'rank\', os.environ[\'RANK\'], \'of\', os.environ[\'WORLD_SIZE\'])"'
-    script = f"getjobenv; and launch -n 1 -- {prog}" if shell == "fish" else f"getjobenv && launch -n 1 -- {prog}"
+    # `jobenv` itself, before getjobenv ran (it was "command not found" there)
+    script = (f"jobenv list; and getjobenv; and launch -n 1 -- {prog}" if shell == "fish"
+              else f"jobenv list && getjobenv && launch -n 1 -- {prog}")
     p = subprocess.run(["env", "-i", *[f"{k}={v}" for k, v in env.items()], need(shell), *SHELL_RUN[shell], script],
                        capture_output=True, text=True, timeout=120, stdin=subprocess.DEVNULL, cwd=tmp_path)
     assert p.returncode == 0, p.stdout + p.stderr
     assert "rank 0 of 1" in p.stdout, p.stdout + p.stderr  # the issue's `launch -n 1 -- CMD`
+    assert "local" in p.stdout.split("rank 0 of 1")[0], p.stdout  # `jobenv list` named the saved job
     if shell == "bash":
         assert "export KEEP=me" in rc.read_text()
 
@@ -210,3 +213,34 @@ def test_a_new_rc_file_gets_the_umask_and_an_old_one_keeps_its_mode(tmp_path):
         assert (home / ".bashrc").stat().st_mode & 0o777 == 0o640 and "/opt/other" in (home / ".bashrc").read_text()
     finally:
         os.umask(old)
+
+
+@pytest.mark.parametrize("shell", ["bash", "zsh", "fish"])
+def test_a_jobenv_on_path_wins_over_the_pinned_one(tmp_path, shell):
+    """The `jobenv` function stands in only while PATH has none: a venv activated later (its
+    bin first on PATH) runs its own jobenv; a user's own alias of jobenv is left alone."""
+    need(shell)
+    home = tmp_path / "home"
+    home.mkdir()
+    exe = jobenv_program(tmp_path)
+    env = {"HOME": str(home), "PATH": "/usr/bin:/bin", "LANG": "C.UTF-8", "TERM": "dumb"}
+    subprocess.run([str(exe), "init", shell, "--install"], env=env, check=True, capture_output=True, timeout=60)
+    other = tmp_path / "other-venv" / "bin"
+    other.mkdir(parents=True)
+    (other / "jobenv").write_text("#!/bin/sh\necho OTHER \"$@\"\n")
+    (other / "jobenv").chmod(0o755)
+    if shell == "fish":
+        script = f"jobenv --version; set -x PATH {other} $PATH; jobenv list"
+    else:
+        script = f"jobenv --version; PATH={other}:$PATH; jobenv list"
+    p = subprocess.run(["env", "-i", *[f"{k}={v}" for k, v in env.items()], need(shell), "-i", "-c", script],
+                       capture_output=True, text=True, timeout=120, stdin=subprocess.DEVNULL, cwd=tmp_path)
+    assert p.returncode == 0, p.stdout + p.stderr
+    lines = p.stdout.splitlines()
+    assert "jobenv" in lines[0] and lines[-1] == "OTHER list", p.stdout + p.stderr
+    if shell != "fish":  # a user's alias of jobenv, made before the rc line, is not replaced
+        rc = Path(init_install.rc_file(shell, env))
+        rc.write_text("alias jobenv='echo ALIAS'\n" + rc.read_text())
+        q = subprocess.run(["env", "-i", *[f"{k}={v}" for k, v in env.items()], need(shell), "-i", "-c",
+                            "jobenv list"], capture_output=True, text=True, timeout=120, stdin=subprocess.DEVNULL)
+        assert q.stdout.strip() == "ALIAS list", q.stdout + q.stderr

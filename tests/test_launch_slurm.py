@@ -59,7 +59,7 @@ def test_sizing_on_four_nodes(cluster, store, job4):  # noqa: F811
         head, _, body = got.partition("\n")
         assert head == args.replace("'", "") and hosts_of(body) == sorted(want), (args, got)
     p = fresh(cluster, "node1", "bash", f"{RESTORE} && jobenv launch --nhosts 5 -- hostname", store)
-    assert p.returncode == 5 and "only 4 host(s)" in p.stderr and "node[1-4]" in p.stderr
+    assert p.returncode == 5 and "only 4 hosts" in p.stderr and "node[1-4]" in p.stderr
     p = fresh(cluster, "node1", "bash", f"{RESTORE} && jobenv launch --hosts node7 -- hostname", store)
     assert p.returncode == 5 and "'node7' is not in job" in p.stderr
 

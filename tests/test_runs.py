@@ -110,7 +110,7 @@ def test_retention_by_count_is_applied_by_launch(tmp_path):
         assert jobenv(env, "launch", "--", "true").returncode == 0
     runs = runs_json(env)
     assert len(runs) == 2 and len(list((Path(env["JOBENV_HOME"]) / "runs").glob("*/*"))) == 2
-    assert jobenv(env, "runs", "prune", "--keep", "1").stdout.endswith("1 run(s) removed\n")
+    assert jobenv(env, "runs", "prune", "--keep", "1").stdout.endswith("1 run removed\n")
     assert [r["run"] for r in runs_json(env)] == [runs[0]["run"]]
 
 
@@ -120,7 +120,7 @@ def test_retention_by_age(tmp_path):
     assert jobenv(env, "launch", "--", "true").returncode == 0
     old, new = runs_json(env)[::-1]
     os.utime(old["path"], (time.time() - 40 * 86400,) * 2)
-    assert jobenv(env, "runs", "prune", "--dry-run").stdout == f"would remove {old['run']}\n1 run(s) to remove\n"
+    assert jobenv(env, "runs", "prune", "--dry-run").stdout == f"would remove {old['run']}\n1 run to remove\n"
     assert jobenv(env, "launch", "--", "true").returncode == 0  # launch prunes: 30 days by default
     assert old["run"] not in [r["run"] for r in runs_json(env)] and not Path(old["path"]).exists()
     assert new["run"] in [r["run"] for r in runs_json(env)]

@@ -52,14 +52,14 @@ def test_report_of_real_runs_in_chromium(history, tmp_path):  # noqa: F811
     command is text, no element; start-up against world size is drawn."""
     out = tmp_path / "report.html"
     p = jobenv(history, "report", "all", "--html", str(out))
-    assert p.returncode == 0 and p.stdout == f"wrote {out} (4 run(s))\n", p.stderr
+    assert p.returncode == 0 and p.stdout == f"wrote {out} (4 runs)\n", p.stderr
     built = dom(out)
     host = runs_json(history)[0]["hosts"]
     pics = svgs(built)
     assert f">{host}</text>" in pics and "slowest start-up" in pics
     # the two selftest runs (1 and 2 ranks): the others reported no phases
     assert "Start-up time against world size" in built and built.count("<circle") == 2
-    assert ": 1 ranks, " in pics and ": 2 ranks, " in pics
+    assert ": 1 rank, " in pics and ": 2 ranks, " in pics and " 1 ranks" not in pics
     assert "<script" not in built and "&lt;script&gt;alert(1)&lt;/script&gt;" in built
     for phase in ("imports", "rendezvous", "first_collective", "first_step"):
         assert f">{phase}</text>" in pics
@@ -99,3 +99,33 @@ def test_a_thousand_ranks_are_a_heat_map_made_quickly(tmp_path, monkeypatch):
     pics = svgs(built)
     assert all(f"<title>nid{h:05d}</title>" in pics for h in range(125))
     assert "Slowest start-up: rank 997 on nid00124" in built
+
+
+def test_failed_and_interrupted_runs_are_marked_and_can_share_one_time_scale(tmp_path):
+    """Real launches: one that passes, one whose ranks fail, one --timeout stops: the page marks
+    the two (badge, coloured edge, title count); --same-scale gives every timeline one axis."""
+    import re
+
+    env = launched_job(tmp_path)
+    assert jobenv(env, "launch", "--", "true").returncode == 0
+    assert jobenv(env, "launch", "--", "sh", "-c", "sleep 0.5; exit 3").returncode == 3
+    assert jobenv(env, "launch", "--timeout", "2", "--", "sleep", "30").returncode == 124
+    out = tmp_path / "r.html"
+    p = jobenv(env, "report", "all", "--html", str(out))
+    assert p.returncode == 0 and p.stdout == f"wrote {out} (3 runs)\n", p.stdout + p.stderr
+    built = dom(out)
+    assert "jobenv report: 3 runs (1 failed, 1 interrupted)</h1>" in built, built[:2000]
+    sections = re.findall(r'<section class="(\w+)"><h2>[^<]*(?:<span class="badge \w+">([^<]*)</span>)?</h2>', built)
+    assert sorted(sections) == [("failed", "failed: exit 3"), ("interrupted", "interrupted: timeout"), ("ok", "")], \
+        sections
+
+    def axes(html: str) -> list:  # each timeline's last tick label (its axis' end)
+        return [re.findall(r">([0-9.e+-]+) s</text>", pic)[-1] for pic in html.split("<svg")[1:]
+                if "start-up timeline per rank" in pic.split(">")[0]]
+
+    assert len(set(axes(built))) > 1  # each run its own scale by default
+    p = jobenv(env, "report", "all", "--same-scale", "--html", str(out))
+    assert p.returncode == 0, p.stderr
+    shared = dom(out)
+    assert len(axes(shared)) == 3 and len(set(axes(shared))) == 1, axes(shared)
+    assert "one time scale" in shared

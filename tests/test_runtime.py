@@ -227,7 +227,7 @@ def test_missing_framework_gives_install_hint(monkeypatch):
     ({**HYDRA, "PMI_SIZE": "-4"}, "not a number"),
     ({**HYDRA, "PMI_SIZE": "0"}, "outside"),
     ({**PALS, "PALS_NODEID": "8"}, "node rank 8 is beyond the job"),
-    ({**PALS, "NHOSTS": "1"}, "node rank 1 is beyond the job .8 ranks on 1 hosts"),
+    ({**PALS, "NHOSTS": "1"}, "node rank 1 is beyond the job .8 ranks on 1 host\\)"),
     ({**HYDRA, "MASTER_PORT": "99999"}, "MASTER_PORT='99999' is not a port number"),
     ({**HYDRA, "MASTER_PORT": "-1"}, "MASTER_PORT='-1'"),
     ({**HYDRA, "MASTER_PORT": "0"}, "MASTER_PORT='0'"),

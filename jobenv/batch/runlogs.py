@@ -19,6 +19,7 @@ import os
 from typing import Any, Dict, List, Mapping, Optional
 
 from ..errors import BadRecord
+from ..numparse import plural
 from .logs import Item, Note, rank_logs
 
 HINT = ("no per-rank logs (its ranks wrote to the launch's own output): next time launch with --log-dir DIR "
@@ -41,7 +42,7 @@ class Launch:
         from ..shell import join
 
         cmd = join(r.command)[:200] or "?"
-        return f"--- run {r.ident}: {cmd} ({r.nranks or '?'} ranks, {r.state}){self.why}"
+        return f"--- run {r.ident}: {cmd} ({plural(r.nranks, 'rank') if r.nranks else '? ranks'}, {r.state}){self.why}"
 
 
 def _launch_of(name: str) -> str:

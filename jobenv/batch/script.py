@@ -58,6 +58,35 @@ def parse_walltime(text: str) -> int:
     return secs
 
 
+# interpreters and wrappers whose first argument is the program that names the job
+_RUNNERS = re.compile(r"(python[0-9.]*|pypy[0-9.]*|env|bash|sh|zsh|torchrun|uv|apptainer|singularity|nsys|time)")
+_NAME_MAX = 32  # PBS Pro takes up to 236 characters, older PBS 15, Slurm and Flux many: short and plain
+
+
+def job_name(command: Sequence[str]) -> str:
+    """The job's name from its command, as a scheduler's queue listing shows it: `train` for
+    `python3 train.py`, `mod` for `python -m pkg.mod`, `ior` for `./ior -w`; JOBNAME when
+    none can be told (`python -c ...`).  Letters, digits, `_.-`, starting with a letter; a
+    word that leaves nothing of that (an option's value such as `4`) is passed over."""
+    words = list(command)
+    i = 0
+    while i < len(words):
+        w, i = words[i], i + 1
+        if w == "-c":
+            break
+        base = w.rsplit("/", 1)[-1]
+        if w == "-m" and i < len(words):
+            base, i = words[i].rsplit(".", 1)[-1], i + 1
+        elif w.startswith("-") or "=" in w or _RUNNERS.fullmatch(base):
+            continue
+        elif base.endswith((".py", ".sh")):
+            base = base[:-3]
+        name = re.sub(r"[^A-Za-z0-9_.-]", "_", base).lstrip("0123456789_.-")[:_NAME_MAX]
+        if name:
+            return name
+    return JOBNAME
+
+
 def word(value: str, what: str) -> str:
     """A queue or account as it goes into a directive line: one plain word."""
     if not SUBMIT_WORD.fullmatch(value):
@@ -66,14 +95,14 @@ def word(value: str, what: str) -> str:
 
 
 def values(profile: Profile, nodes: int, walltime: int, queue: Optional[str], account: Optional[str],
-           ranks_per_host: Optional[int]) -> Dict[str, str]:
+           ranks_per_host: Optional[int], jobname: str = JOBNAME) -> Dict[str, str]:
     """Every placeholder a directive may name: the request, the profile's defaults and vars."""
     given = {"queue": queue, "account": account}
     out = dict(profile.vars)
     out.update(profile.submit.get("defaults", {}))
     out.update({k: word(v, f"--{k}") for k, v in given.items() if v is not None})
     out.update(nodes=str(nodes), walltime=f"{walltime // 3600}:{walltime // 60 % 60:02d}:{walltime % 60:02d}",
-               minutes=str(-(-walltime // 60)), jobname=JOBNAME)
+               minutes=str(-(-walltime // 60)), jobname=jobname)
     if ranks_per_host is not None:
         out["ranks_per_host"] = str(ranks_per_host)
     if profile.gpus_per_host is not None:

@@ -9,6 +9,8 @@ launcher family's row (families.py).
 """
 from __future__ import annotations
 
+from ..numparse import plural
+
 TYPE_CHECKING = False  # `import typing` costs ~5 ms on every `launch`
 if TYPE_CHECKING:
     from typing import List, Sequence
@@ -33,7 +35,7 @@ def hosts_line(size: Size) -> str:
         parts.append(f"{host} ({_ranks(first, min(first + size.ppn, size.nranks) - 1)})")
     more = len(size.hosts) - len(parts)
     tail = f", and {more} more" if more > 0 else ""
-    return (f"hosts: {len(size.hosts)}, {size.nranks} ranks, {size.ppn} per host: "
+    return (f"hosts: {len(size.hosts)}, {plural(size.nranks, 'rank')}, {size.ppn} per host: "
             f"{', '.join(parts)}{tail}")
 
 

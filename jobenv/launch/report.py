@@ -39,14 +39,20 @@ def summarize(out: supervise.Outcome, run_dir: str, log_dir: Optional[str], size
     if first is not None:
         count = ranks.failure_count(state, first, size.nranks)
         silent = ranks.host_silent(state, first.host or "") if first.exit == "vanished" else []
+        alike = same_failure(state, first)
         if silent:
             lines.append(f"{ranks.host_lost(first.host or '', silent, first.ended)} first {count}")
+        elif alike:
+            lines.append(f"ranks {named(alike)} failed the same way: {ranks.describe_exit(first.exit or '')} {count}")
         else:
             lines.append(f"rank {first.rank} on {first.host} failed first: {ranks.describe_exit(first.exit or '')}"
                          f" {count}")
         where, last = rank_lines(out, log_dir, family, first.rank)
+        last, copies = once(last, 1 if where else len(alike))
         if where:
             lines.append(f"last lines of rank {first.rank}" + (f" ({where}):" if where != "label" else ":"))
+        elif last and copies > 1:  # the same lines from every failed rank: once
+            lines.append(f"last lines of output, the same from each of the {copies} failed ranks:")
         elif last:  # unlabelled output: every rank's, and the launcher's own
             lines.append("last lines of output (all ranks; --label or --log-dir DIR tell them apart):")
         lines += [f"  | {line}" for line in last]
@@ -66,6 +72,31 @@ def interrupted(state: ranks.RunState, signum: int) -> str:
     ended = sum(1 for r in state.ranks.values() if r.exit is not None)
     what = "interrupted" if signum == signal.SIGINT else f"stopped by {signal.Signals(signum).name}"
     return f"{what}: {ended} rank{'' if ended == 1 else 's'} ended"
+
+
+def same_failure(state: ranks.RunState, first: ranks.RankState) -> List[ranks.RankState]:
+    """Every failed rank, when two or more failed and each ended as the first did (a missing
+    script, a bad argument: the summary names them once); else []."""
+    failed = sorted((r for r in state.ranks.values() if r.failed), key=lambda r: r.rank)
+    return failed if len(failed) >= 2 and all(r.exit == first.exit for r in failed) else []
+
+
+def named(failed: List[ranks.RankState]) -> str:
+    """`0-2 on vm`, `0-3 on node1, node2`: the ranks as ranges, then their hosts."""
+    from .stacks import rank_ranges
+
+    hosts = list(dict.fromkeys(r.host or "?" for r in failed))
+    return f"{rank_ranges(r.rank for r in failed)} on {ranks.compact(hosts, 4)}".replace("; ", ", ")
+
+
+def once(lines: List[str], copies: int) -> Tuple[List[str], int]:
+    """Lines that are one block printed `copies` times over (each failed rank's same error) as
+    that block and `copies`; else the lines as they are and 1."""
+    if copies >= 2 and lines and len(lines) % copies == 0:
+        n = len(lines) // copies
+        if all(line == lines[i % n] for i, line in enumerate(lines)):
+            return lines[:n], copies
+    return lines, 1
 
 
 def rank_lines(out: supervise.Outcome, log_dir: Optional[str], family: str, rank: int) -> Tuple[str, List[str]]:

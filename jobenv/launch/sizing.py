@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from ..errors import BadInput
 from ..hostlist import compress, expand, host_index
+from ..numparse import plural
 from . import context, families, render
 
 TYPE_CHECKING = False  # `import typing`/`dataclasses` cost ~50 ms: `launch` starts on every run
@@ -97,7 +98,7 @@ def choose(job_hosts: Sequence[str], ranks_per_host: int, req: Request, jobid: s
     ppn = req.ppn or ranks_per_host
     if req.nhosts is not None:
         if req.nhosts > len(offer):
-            raise BadInput(f"--nhosts {req.nhosts}: job {jobid} has only {len(offer)} host(s) to offer "
+            raise BadInput(f"--nhosts {req.nhosts}: job {jobid} has only {plural(len(offer), 'host')} to offer "
                            f"({compress(offer)})")
         k = req.nhosts
         if req.nranks is not None and req.ppn is None:
@@ -113,9 +114,9 @@ def choose(job_hosts: Sequence[str], ranks_per_host: int, req: Request, jobid: s
         k = len(offer)
     n = req.nranks if req.nranks is not None else k * ppn
     if n > k * ppn:
-        raise BadInput(f"-n {n} does not fit on {k} host(s) at --ppn {ppn}")
+        raise BadInput(f"-n {n} does not fit on {plural(k, 'host')} at --ppn {ppn}")
     if n < k:
-        raise BadInput(f"-n {n} leaves hosts without a rank on {k} host(s); lower --nhosts")
+        raise BadInput(f"-n {n} leaves hosts without a rank on {plural(k, 'host')}; lower --nhosts")
     ppn = min(ppn, n)  # one host: `-n 2` of 4 slots is 2 per host (torchrun's --nproc-per-node)
     hosts = tuple(offer[:k])
     whole = hosts == tuple(dict.fromkeys(job_hosts)) and ppn == ranks_per_host and n == k * ppn

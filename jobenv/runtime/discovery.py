@@ -23,6 +23,8 @@ from __future__ import annotations
 
 import os
 
+from ..numparse import plural
+
 from .info import DetectError, DistInfo, first_number, number, optional_number, port_number
 from .launchers import (CHECK, LAUNCHERS, LOCAL, LSIZE, MAX_DIGITS, NAME, NODE, PORT_SEED_VARS,
                         RANK, REQUIRES, SIZE, SLURM_NOT_A_STEP)
@@ -199,8 +201,8 @@ def check_node(launcher: str, size: int, node: int, nhosts: Optional[int], from_
     third host); never the job's host count.  (The other counts are DistInfo's invariants.)"""
     if (from_launcher and node >= size) or (nhosts is not None and node >= nhosts):
         where = f"{launcher}: " if launcher != "none" else ""
-        raise DetectError(f"{where}node rank {node} is beyond the job ({size} ranks"
-                          + (f" on {nhosts} hosts)" if nhosts is not None else ")"))
+        raise DetectError(f"{where}node rank {node} is beyond the job ({plural(size, 'rank')}"
+                          + (f" on {plural(nhosts, 'host')})" if nhosts is not None else ")"))
 
 
 def master_addr(env: Mapping[str, str], launcher: str, size: int, lsize: int, scheduler: Optional[str],

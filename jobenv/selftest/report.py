@@ -5,6 +5,7 @@ import os
 import statistics
 from typing import Any, Dict, List, Mapping, Optional, Tuple
 
+from ..numparse import plural
 from ..runtime import DistInfo
 from . import PHASES
 
@@ -124,7 +125,7 @@ def _transport_detail(t: Dict[str, Any]) -> str:
 def print_report(rep: Dict[str, Any], quiet: bool) -> None:
     """Tables (rich on a terminal, plain columns when piped, never wrapped), then one line."""
     ok = "PASSED" if rep["ok"] else "FAILED"
-    line = (f"jobenv selftest {ok}: {rep['world_size']} ranks on {len(rep['ranks_per_host'])} host(s), "
+    line = (f"jobenv selftest {ok}: {plural(rep['world_size'], 'rank')} on {plural(len(rep['ranks_per_host']), 'host')}, "
             f"{rep['framework']} via {rep['launcher']}")
     if rep["failed_checks"]:
         line += f"; failed checks: {rep['failed_checks']}"

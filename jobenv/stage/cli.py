@@ -14,7 +14,7 @@ import click
 
 from ..cli_common import Count, Seconds
 from ..errors import BadInput, JobenvError, JobEnded, one_line
-from ..numparse import MAX_HOSTS
+from ..numparse import MAX_HOSTS, plural
 from ..record import JobRecord
 from . import outcome
 from .outcome import Fraction
@@ -224,7 +224,7 @@ def _stage_one(job: Optional[str], src: Optional[Env], env_path: Optional[str], 
     tty = sys.stderr.isatty()
     sdir = pack.stage_dir(store.home(dict(os.environ)))
     if clean:
-        _say(f"removing {name} from {where} on {rec.nhosts} host(s)")
+        _say(f"removing {name} from {where} on {plural(rec.nhosts, 'host')}")
         spec: Dict[str, Any] = {"clean": True, "to": to, "name": name, "dry_run": dry_run}
         results = _run_hosts(rec, path, spec, python, timeout, Progress(rec.nhosts, 0, False))
         if not dry_run:

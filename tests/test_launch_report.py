@@ -1,0 +1,53 @@
+"""launch's failure summary (jobenv.launch.report): a failure every rank reports alike is
+named once, with its ranks; real launches of a local job through the MPICH wheel's mpiexec."""
+from __future__ import annotations
+
+import os
+
+import pytest
+
+from launchkit import BIN, fresh_env, save, shell, tools
+from jobenv.launch.report import once
+
+pytestmark = pytest.mark.e2e
+
+
+@pytest.fixture
+def job3(tmp_path):
+    """A local job of 3 ranks saved with the MPICH wheel's mpiexec."""
+    if not (BIN / "mpiexec").exists():
+        pytest.skip("the mpich wheel is not installed")
+    home = tmp_path / "home"
+    home.mkdir()
+    env = fresh_env(home, f"{tools(tmp_path / 'bin')}:/usr/bin:/bin")
+    save(env, "--ranks-per-host", "3")
+    return env
+
+
+def test_a_missing_script_is_named_once_with_every_rank(job3, tmp_path):
+    """The issue's case: `python3 missing.py` on 3 ranks printed the Python error three times
+    in jobenv's summary; now once, under one line that names ranks 0-2 and their host."""
+    p = shell(job3, f"cd {tmp_path} && jobenv launch -- python3 missing.py")
+    assert p.returncode == 2, p.stderr
+    host = os.uname().nodename
+    ours = [ln for ln in p.stderr.splitlines() if ln.startswith("jobenv:")]
+    assert f"jobenv: ranks 0-2 on {host} failed the same way: exit code 2 (3 of 3 ranks failed)" in ours, ours
+    assert "jobenv: last lines of output, the same from each of the 3 failed ranks:" in ours, ours
+    quoted = [ln for ln in ours if ln.startswith("jobenv:   | ")]
+    assert len(quoted) == 1 and "missing.py" in quoted[0], ours
+
+
+def test_ranks_that_fail_differently_keep_every_line(job3):
+    """Different words from each rank, or different exits: nothing is folded."""
+    p = shell(job3, "jobenv launch -- sh -c 'echo \"boom from $PMI_RANK\"; exit 4'")
+    assert p.returncode == 4 and "failed the same way: exit code 4" in p.stderr, p.stderr
+    assert all(f"jobenv:   | boom from {r}" in p.stderr for r in range(3)), p.stderr
+    p = shell(job3, "jobenv launch -- sh -c 'sleep 0.$PMI_RANK; exit $((PMI_RANK + 3))'")
+    assert "failed first: exit code 3" in p.stderr and "the same way" not in p.stderr, p.stderr
+
+
+def test_once_folds_only_a_block_repeated_whole():
+    assert once(["a", "b", "a", "b"], 2) == (["a", "b"], 2)
+    assert once(["a", "b", "b", "a"], 2) == (["a", "b", "b", "a"], 1)
+    assert once(["a", "a", "a"], 2) == (["a", "a", "a"], 1)  # 3 lines are no 2 copies
+    assert once(["a", "a"], 1) == (["a", "a"], 1)
