@@ -8,7 +8,9 @@ line) fails here instead of misleading a reader.
 """
 from __future__ import annotations
 
+import os
 import re
+import sys
 import socket
 from pathlib import Path
 from typing import List, Tuple
@@ -77,7 +79,9 @@ def as_shown(text: str, tmp_path: Path) -> str:
     text = re.sub(rf"\b{re.escape(socket.gethostname().split('.')[0])}\b", "vm", text)
     # the interpreter a batch script names: this venv's, by whichever of its names ran jobenv
     text = re.sub(r"'/[^']*/bin/python[0-9.]*'", "'/home/alice/venvs/train/bin/python'", text)
-    for path, shown in [(str(REPO), "/home/alice/jobenv"), (str(tmp_path / "home"), "/home/alice")]:
+    venv_bin = os.path.dirname(sys.executable)
+    for path, shown in [(str(REPO), "/home/alice/jobenv"), (str(tmp_path / "home"), "/home/alice"),
+                        (str(tmp_path / "bin"), "/home/alice/bin"), (venv_bin, "/home/alice/venvs/train/bin")]:
         text = text.replace(path, shown)
     return text
 
