@@ -91,8 +91,10 @@ def test_a_user_level_install_is_found_by_a_new_shell(tmp_path):
         pytest.skip("this Python refuses `pip install --user` (PEP 668): pipx is the user-level way there")
     # inside a venv, pip refuses --user: the user-level install is the base interpreter's
     python = sys.executable if sys.prefix == sys.base_prefix else getattr(sys, "_base_executable", "")
-    if not python or subprocess.run([python, "-c", "import setuptools"], capture_output=True).returncode:
-        pytest.skip("the interpreter under this venv has no setuptools to build jobenv with")
+    # setuptools builds a wheel with its own bdist_wheel from 70.1 on, with the `wheel` package before
+    builds = "import setuptools\ntry:\n    import setuptools.command.bdist_wheel\nexcept ImportError:\n    import wheel"
+    if not python or subprocess.run([python, "-c", builds], capture_output=True).returncode:
+        pytest.skip("the interpreter under this venv cannot build jobenv's wheel (no setuptools >= 70.1 nor `wheel`)")
     home = tmp_path / "home"
     home.mkdir()
     env = {"HOME": str(home), "PATH": "/usr/bin:/bin", "LANG": "C.UTF-8", "TERM": "dumb",
