@@ -45,5 +45,5 @@ if ! $PY -c "import horovod.torch, horovod.tensorflow" 2>/dev/null; then
         rm -rf "$work"
     fi
     $PY -m pip install -q --no-deps "$whl"
-    $PY -m pip install -q cloudpickle psutil pyyaml packaging
+    $PY -m pip install -q cffi cloudpickle psutil pyyaml packaging
 fi
