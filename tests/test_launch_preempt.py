@@ -172,8 +172,8 @@ def test_kill_ends_a_local_launch_and_names_its_ranks(job, tmp_path):  # noqa: F
 
 def test_kill_refuses_a_run_directory_another_user_planted(job, other_user, shared_tmp):  # noqa: F811
     """--run naming a directory another user made, its `supervisor` naming a process of ours
-    (host, pid, an epoch in the future) and a host agent's beat: one error line, exit 6, the
-    process lives on and no `request` is written there for anyone to act on."""
+    (host, pid, an epoch in the future) and a host agent's beat: one error line (no attempt of
+    this job: exit 5), the process lives on and no `request` is written there for anyone to act on."""
     from jobenv.hostlist import this_host
 
     victim = subprocess.Popen(["sleep", "1000"])
@@ -183,7 +183,8 @@ def test_kill_refuses_a_run_directory_another_user_planted(job, other_user, shar
                       f" && touch {planted}/host-{host}.beat")
         k = subprocess.run(["jobenv", "kill", "--run", str(planted)], env=job, capture_output=True, text=True,
                            timeout=60)
-        assert k.returncode == 6 and k.stderr.startswith("jobenv: error: run directory ") and "owned by uid" in k.stderr
+        assert k.returncode == 5 and k.stderr.startswith("jobenv: error: --run ") and \
+            "not a launch attempt of this job" in k.stderr, k.stderr
         assert k.stderr.count("\n") == 1, k.stderr
         time.sleep(0.5)
         assert victim.poll() is None, "kill signalled a process named by another user's run directory"

@@ -323,9 +323,15 @@ def test_no_rank_outlives_the_supervisor(tokened, tmp_path, sig):
     import subprocess
 
     env, token = tokened
+    def no_core_and_default_signals():  # a suite run in a shell's background inherits SIGQUIT ignored
+        import resource
+
+        resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+        for s in ("SIGQUIT", "SIGINT"):
+            __import__("signal").signal(getattr(__import__("signal"), s), __import__("signal").SIG_DFL)
+
     p = _popen_launch(env, "-- sh -c 'sleep 300'", cwd=tmp_path, stdout=subprocess.DEVNULL,
-                      stderr=subprocess.DEVNULL, preexec_fn=lambda: __import__("resource").setrlimit(
-                          __import__("resource").RLIMIT_CORE, (0, 0)))
+                      stderr=subprocess.DEVNULL, preexec_fn=no_core_and_default_signals)
     assert _until(lambda: _ranks_sleeping(token) == 2, 60), "the ranks never started"
     os.kill(p.pid, getattr(__import__("signal"), sig))
     p.wait(timeout=30)

@@ -83,13 +83,19 @@ def test_the_program_starts_with_the_launchers_dispositions(tmp_path):
     when the launcher left SIGPIPE at its default and when it ignored it."""
     run = tmp_path / "run"
     run.mkdir()
-    bare = subprocess.run(["sh", "-c", SIGIGN], capture_output=True, text=True).stdout
-    got = subprocess.run(["sh", WRAPPER, "sh", "-c", SIGIGN], env=env(run), capture_output=True, text=True)
+
+    def launcher_defaults():  # a launcher that leaves INT and QUIT at their default (a suite run in the
+        for s in (signal.SIGINT, signal.SIGQUIT):  # background of a shell inherits them ignored)
+            signal.signal(s, signal.SIG_DFL)
+
+    bare = subprocess.run(["sh", "-c", SIGIGN], capture_output=True, text=True, preexec_fn=launcher_defaults).stdout
+    got = subprocess.run(["sh", WRAPPER, "sh", "-c", SIGIGN], env=env(run), capture_output=True, text=True,
+                         preexec_fn=launcher_defaults)
     assert got.returncode == 0 and ignored(got.stdout) == ignored(bare), (bare, got.stdout)
     assert not ignored(got.stdout) & {signal.SIGINT, signal.SIGQUIT, signal.SIGPIPE}
     # a launcher that ignores SIGPIPE (Python's subprocess without restore_signals passes it on)
     got = subprocess.run(["sh", WRAPPER, "sh", "-c", SIGIGN], env=env(run), capture_output=True, text=True,
-                         restore_signals=False)
+                         restore_signals=False, preexec_fn=launcher_defaults)
     assert signal.SIGPIPE in ignored(got.stdout)
 
 

@@ -113,6 +113,8 @@ class Agent:
         grace = 2  # beats the keeper that forked us may take to write its `start`
         while True:
             self.scan()
+            if self.ranks:  # a rank was seen: the agent ends with the host's last one, at once
+                grace = 0
             if not self.running():
                 if grace > 0:
                     grace -= 1
