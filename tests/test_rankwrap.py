@@ -454,11 +454,13 @@ def test_supervised_wrapper_forwards_term_and_keeps_stdin(tmp_path):
     assert p.stdout == "got hello\n"
     for f in run.iterdir():
         f.unlink()
-    proc = subprocess.Popen(["dash", WRAPPER, "sleep", "60"],
+    # Hydra (these are its variables) signals the rank's process group: the program, in its keeper's
+    # group, gets SIGTERM itself (the keeper passes on none its group-signalling parent sent)
+    proc = subprocess.Popen(["dash", WRAPPER, "sleep", "60"], start_new_session=True,
                             env={"PATH": "/usr/bin:/bin", "JOBENV_PYTHON": sys.executable, **env})
     start_line(run)
     time.sleep(0.2)
-    proc.send_signal(signal.SIGTERM)
+    os.killpg(proc.pid, signal.SIGTERM)
     assert proc.wait(timeout=20) == -signal.SIGTERM
     assert how(run) == f"signal:{int(signal.SIGTERM)}"
 

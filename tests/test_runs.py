@@ -247,7 +247,7 @@ def test_report_honours_the_umask_and_writes_what_is_no_file_in_place(tmp_path, 
     os.mkfifo(fifo)
     reader = subprocess.Popen(["cat", str(fifo)], stdout=subprocess.PIPE, text=True)
     p = jobenv(env, "report", "--html", str(fifo))
-    assert p.returncode == 0 and p.stdout == f"wrote {fifo} (1 run(s))\n", p.stderr
+    assert p.returncode == 0 and p.stdout == f"wrote {fifo} (1 run)\n", p.stderr
     assert reader.communicate(timeout=60)[0].startswith("<!DOCTYPE html>") and fifo.is_fifo()
     link = tmp_path / "link.html"
     link.symlink_to(out)
