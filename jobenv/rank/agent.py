@@ -26,8 +26,10 @@ else:  # as the keeper (no enum import)
     import _signal as signal
 
 if __package__:  # jobenv.rank.agent (tests, mypy)
+    from .keeper import started
     from .lines import number, parse
 else:  # `agent`, beside it, in the keeper's isolated Python (sys.path[0]: this directory alone)
+    from keeper import started  # type: ignore[import-not-found, no-redef]
     from lines import number, parse  # type: ignore[import-not-found, no-redef]
 
 BEAT_S = 1.0
@@ -53,13 +55,7 @@ def detach(keep: int) -> None:
 
 
 def _started(pid: int) -> str:
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as f:
-            data = f.read()
-        fields = data[data.rindex(b")") + 2:].split()
-        return "" if fields[0] in (b"Z", b"X") else fields[19].decode("ascii")
-    except (OSError, ValueError, IndexError):
-        return ""
+    return started(pid, running=True)
 
 
 def _same(pid: int, start: str) -> bool:

@@ -82,12 +82,14 @@ def forwards(sig: int, code: int, sender: int, launcher: str) -> bool:
     return not (launcher in GROUP_SIGNALLING and sender == os.getppid())
 
 
-def started(pid: int) -> str:
-    """When `pid` started, in clock ticks after boot (field 22 of /proc/PID/stat); '' when gone."""
+def started(pid: int, running: bool = False) -> str:
+    """When `pid` started, in clock ticks after boot (field 22 of /proc/PID/stat); '' when gone
+    (with `running`, also when it is a zombie: the host agent's test of a process it may signal)."""
     try:
         with open(f"/proc/{pid}/stat", "rb") as f:
             data = f.read()
-        return data[data.rindex(b")") + 2:].split()[19].decode("ascii")
+        fields = data[data.rindex(b")") + 2:].split()
+        return "" if running and fields[0] in (b"Z", b"X") else fields[19].decode("ascii")
     except (OSError, ValueError, IndexError):
         return ""
 
