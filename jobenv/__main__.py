@@ -26,7 +26,7 @@ def main(argv: Optional[List[str]] = None) -> int:
         rc = run_init(args[1:])
         if rc is not None:
             return rc
-    from .cli import main as cli_main
+    from jobenv.cli.main import main as cli_main
 
     return cli_main(args)
 

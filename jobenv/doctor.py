@@ -16,10 +16,7 @@ import os
 import sys
 from typing import Any, Callable, Dict, List, Mapping, Optional, Tuple
 
-import click
-
 from . import doctor_probes as probes
-from .cli_common import Seconds, job_id
 from .numparse import plural
 from .doctor_judges import Check, judge_gpus, judge_imports, judge_launcher, launcher_family
 from .record import JobRecord
@@ -274,17 +271,3 @@ def render_json(checks: List[Check]) -> str:
     data: Dict[str, object] = {"ok": not any(c.status == "fail" for c in checks),
                                "checks": [c._asdict() for c in checks]}
     return json.dumps(data, indent=2) + "\n"
-
-
-@click.command("doctor")
-@job_id()
-@click.option("--json", "as_json", is_flag=True, help="Print the checks as JSON.")
-@click.option("--deep", is_flag=True, help="Also run a two-rank all-reduce through `jobenv launch` (slow).")
-@click.option("--timeout", type=Seconds(1, 86400), default=60.0, show_default=True,
-              help="Seconds each probe (an import, a --version) may take.")
-def doctor_cmd(job: Optional[str], as_json: bool, deep: bool, timeout: float) -> None:
-    """Check this host, the job's record, launcher, MPI, frameworks and GPUs; say how to fix each failure."""
-    checks = collect(os.environ, job, deep, timeout)
-    sys.stdout.write(render_json(checks) if as_json else render_text(checks))
-    if any(c.status == "fail" for c in checks):
-        raise click.exceptions.Exit(1)

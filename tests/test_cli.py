@@ -10,7 +10,7 @@ import pytest
 import machines
 from conftest import REPO, base_env, jobenv, need
 from jobenv import fastget
-from jobenv.cli import cli
+from jobenv.cli.main import cli
 
 
 def test_fast_get_options_mirror_click():

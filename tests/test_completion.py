@@ -23,8 +23,8 @@ import pytest
 
 import machines
 from conftest import REPO, base_env, jobenv, need
-from jobenv.cli import cli
-from jobenv.completion import complete_job_ids, complete_profiles
+from jobenv.cli.main import cli
+from jobenv.cli.completion import complete_job_ids, complete_profiles
 
 ANSI = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]|\x1b[()][0-9A-Za-z]|\x1b[=>]|\x1b\][^\x07]*\x07|\r")
 CASES = [("jobenv sh", "jobenv show"), ("jobenv get --job ", "jobenv get --job 12345678"),
@@ -121,7 +121,7 @@ def test_profile_completion_of_an_alias_bomb_is_empty_and_fast(tmp_path):
     from test_profiles import _limited, bomb
 
     (tmp_path / "bomb.yaml").write_text(bomb())
-    code = "from jobenv.completion import complete_profiles\nprint(complete_profiles(None, None, ''))\n"
+    code = "from jobenv.cli.completion import complete_profiles\nprint(complete_profiles(None, None, ''))\n"
     env = {"PYTHONPATH": str(REPO), "PATH": "/usr/bin:/bin", "HOME": str(tmp_path), "JOBENV_PROFILES": str(tmp_path)}
     p = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=60,
                        preexec_fn=_limited)
@@ -145,7 +145,7 @@ def test_zsh_script_is_an_fpath_function(home):
     p = subprocess.run([need("zsh"), "-f", "-c", "setopt err_exit nounset; eval \"$(cat)\"; echo OK"], input=text,
                        capture_output=True, text=True, env={"PATH": "/usr/bin:/bin", "HOME": str(home)})
     assert (p.returncode, p.stdout, p.stderr) == (0, "OK\n", ""), p.stderr
-    assert Path(REPO / "jobenv" / "completion.py").exists()
+    assert Path(REPO / "jobenv" / "cli" / "completion.py").exists()
 
 
 @pytest.mark.parametrize("shell_name", ["zsh", "fish"])

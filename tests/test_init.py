@@ -16,8 +16,8 @@ import pytest
 import machines
 from conftest import REPO, base_env, jobenv, need
 from jobenv import init
-from jobenv.cli import cli
-from jobenv.completion import func_name
+from jobenv.cli.main import cli
+from jobenv.cli.completion import func_name
 
 FLAGS = {"bash": ["--norc", "--noprofile", "-i"], "zsh": ["-f", "-i"], "fish": ["--no-config", "-i"], "dash": ["-i"]}
 STRICT = {"bash": "set -eu; ", "zsh": "setopt nounset err_exit; ", "fish": "", "dash": "set -eu; "}

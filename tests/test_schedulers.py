@@ -36,7 +36,7 @@ def test_every_scheduler_fact_table_is_derived_from_the_descriptors():
     assert discovery.job_id({"PBS_JOBID": "1.x", "SLURM_JOB_ID": "2"}, None) == "1.x"
     assert discovery.job_id({"JOBENV_JOBID": "3", "SLURM_JOB_ID": "2"}, None) == "3"
     assert "for _je_v in " + " ".join(schedulers.job_id_vars()) + "; do" in (REPO / "jobenv" / "rankwrap.sh").read_text()
-    from jobenv.cli import save
+    from jobenv.cli.main import save
     choices = next(p for p in save.params if p.name == "scheduler").type.choices  # type: ignore[attr-defined]
     assert tuple(choices) == tuple(d.name for d in descs)
     for shell in init.SHELLS:

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any, Dict, List, Mapping, Optional, Tuple
 
 import click
 
-from ..cli_common import Count, Seconds
+from jobenv.cli.common import Count, Seconds
 from ..errors import BadInput, JobenvError, JobEnded, one_line
 from ..numparse import MAX_HOSTS, plural
 from ..record import JobRecord

@@ -9,9 +9,9 @@ from typing import Any, Dict, List, Optional, Tuple
 
 import click
 
-from .cli_common import Count, warn, write_out
-from .numparse import plural
-from .runs import Run
+from jobenv.cli.common import Count, warn, write_out
+from jobenv.numparse import plural
+from jobenv.runs import Run
 
 
 def _when(t: float) -> str:
@@ -47,14 +47,14 @@ def runs_cmd(ctx: click.Context) -> None:
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 def list_runs(job: Optional[str], as_json: bool) -> None:
     """Every launch attempt of every job, newest first."""
-    from .output import print_table
-    from .runs import scan
+    from jobenv.output import print_table
+    from jobenv.runs import scan
 
     runs = scan(os.environ, job, warn=warn)
     if as_json:
         write_out(json.dumps([as_dict(r) for r in runs], indent=2) + "\n")
         return
-    from .shell import join
+    from jobenv.shell import join
 
     print_table([[r.ident, _when(r.started), str(r.attempt), str(r.nranks or ""), str(r.nhosts or ""), r.state,
                   _secs(r.duration), join(r.command)[:80]] for r in runs],
@@ -68,10 +68,10 @@ def show_run(run: str, as_json: bool) -> None:
     """One run (its name, <job key>/<name>, or `last`): summary, start-up phases, timeline."""
     import sys
 
-    from .output import print_table
-    from .runs import find
-    from .runs_timeline import print_chart, timeline
-    from .shell import join
+    from jobenv.output import print_table
+    from jobenv.runs import find
+    from jobenv.runs_timeline import print_chart, timeline
+    from jobenv.shell import join
 
     r = find(run, os.environ, warn)
     tl = timeline(r)
@@ -98,7 +98,7 @@ def show_run(run: str, as_json: bool) -> None:
 @click.option("--dry-run", is_flag=True, help="Only list what would be removed.")
 def prune_runs(keep: Optional[int], days: Optional[int], dry_run: bool) -> None:
     """Remove old runs now (launch does it after every attempt)."""
-    from .runs import prune
+    from jobenv.runs import prune
 
     gone = prune(os.environ, keep, None if days is None else float(days), dry_run, warn)
     for r in gone:
@@ -116,8 +116,8 @@ def report_cmd(run: Tuple[str, ...], html_file: str, same_scale: bool) -> None:
     interrupted runs marked) and, over several runs, start-up time against world size.
     RUN: a name from `jobenv runs`,
     `last` (the default), or `all`."""
-    from .runs import pick, scan
-    from .runs_html import page
+    from jobenv.runs import pick, scan
+    from jobenv.runs_html import page
 
     chosen: List[Run] = []
     everything = scan(os.environ, warn=warn)  # one listing (and one warning per skipped entry) for every RUN
@@ -127,8 +127,8 @@ def report_cmd(run: Tuple[str, ...], html_file: str, same_scale: bool) -> None:
     if html_file == "-":
         write_out(html)
         return
-    from .atomic import write_output
-    from .storepath import write_error
+    from jobenv.atomic import write_output
+    from jobenv.storepath import write_error
 
     try:
         to_stdout = write_output(os.path.abspath(html_file), html.encode("utf-8"))

@@ -15,10 +15,10 @@ from typing import Any, Dict, List, Mapping, Optional, Tuple
 
 import click
 
-from .cli_common import Count, warn
-from .errors import BadInput, JobenvError, NoRecord, visible
-from .numparse import MAX_HOSTS, MAX_PER_HOST
-from .schedulers.base import Batch
+from jobenv.cli.common import Count, warn
+from jobenv.errors import BadInput, JobenvError, NoRecord, visible
+from jobenv.numparse import MAX_HOSTS, MAX_PER_HOST
+from jobenv.schedulers.base import Batch
 
 # where a scheduler is found on a login node: its submit command on PATH, in this order
 SUBMITTERS = (("sbatch", "slurm"), ("qsub", "pbs"), ("bsub", "lsf"), ("flux", "flux"))
@@ -34,7 +34,7 @@ class Handle:
     @property
     def batch(self) -> Batch:
         """The scheduler's Batch facts; the id checked for that scheduler's shape first."""
-        from .schedulers import descriptor
+        from jobenv.schedulers import descriptor
 
         batch = descriptor(self.scheduler).batch
         if batch is None:
@@ -53,8 +53,8 @@ def _check_id(job: str) -> str:
 def resolve(env: Mapping[str, str], job: Optional[str]) -> Handle:
     """The job `-j` names (a submission, else a saved record), else this shell's job, else
     the newest submission, else the newest saved job."""
-    from . import liveness, lookup, schedulers
-    from .batch import submissions
+    from jobenv import liveness, lookup, schedulers
+    from jobenv.batch import submissions
 
     if job is None:
         live = schedulers.env_jobid(env)
@@ -77,7 +77,7 @@ def resolve(env: Mapping[str, str], job: Optional[str]) -> Handle:
 def _status(h: Handle) -> Any:
     """The job's status; only an id of its scheduler's shape reaches a command line (a
     local job has no scheduler to ask: unknown)."""
-    from .batch.jobstate import status
+    from jobenv.batch.jobstate import status
 
     if h.scheduler != "local":
         h.batch  # noqa: B018 - the check
@@ -92,7 +92,7 @@ _JOB = click.option("--job", "-j", metavar="ID", help="Job id (default: this she
 @_JOB
 def status_cmd(job: Optional[str]) -> None:
     """Say whether a job is queued, running or ended, and how it ended."""
-    from .output import print_table
+    from jobenv.output import print_table
 
     h = resolve(os.environ, job)
     st = _status(h)
@@ -113,7 +113,7 @@ def status_cmd(job: Optional[str]) -> None:
 @click.option("-f", "--follow", is_flag=True, help="Keep printing what the newest launch's logs gain until it has ended.")
 def logs_cmd(job: Optional[str], rank: Optional[int], follow: bool) -> None:
     """Print a job's batch output and each launch's rank logs, oldest launch first (-f: follow)."""
-    from .batch import logs, runlogs
+    from jobenv.batch import logs, runlogs
 
     h = resolve(os.environ, job)
     st = _status(h)
@@ -135,7 +135,7 @@ def logs_cmd(job: Optional[str], rank: Optional[int], follow: bool) -> None:
 @_JOB
 def cancel_cmd(job: Optional[str]) -> None:
     """Cancel a job (scancel, qdel, bkill, flux cancel)."""
-    from .schedulers.base import run_query
+    from jobenv.schedulers.base import run_query
 
     h = resolve(os.environ, job)
     argv = [*h.batch.cancel, h.jobid]
@@ -148,7 +148,7 @@ def cancel_cmd(job: Optional[str]) -> None:
 
 
 def _scheduler_here(env: Mapping[str, str]) -> str:
-    from .schedulers.base import on_path
+    from jobenv.schedulers.base import on_path
 
     for prog, name in SUBMITTERS:
         if on_path(prog, env.get("PATH", "")):
@@ -157,8 +157,8 @@ def _scheduler_here(env: Mapping[str, str]) -> str:
 
 
 def _profile(env: Mapping[str, str], name: Optional[str]) -> Any:
-    from . import profiles
-    from .hostlist import this_host
+    from jobenv import profiles
+    from jobenv.hostlist import this_host
 
     profs = profiles.load_all(env)
     prof = profiles.for_job(profs, "", "", [], env, name) if name else \
@@ -224,11 +224,11 @@ def submit_cmd(profile: Optional[str], nodes: int, walltime: str, queue: Optiona
     Prints the job id (--dry-run: the script).  --log-dir, --timeout, --idle-timeout,
     --retries, --exclude-failed, --gpu-bind, --label and --launcher-args go to `jobenv launch`.
     """
-    from . import __version__
-    from .batch import queues, submissions
-    from .batch import script as sc
-    from .schedulers import descriptor
-    from .storepath import home
+    from jobenv import __version__
+    from jobenv.batch import queues, submissions
+    from jobenv.batch import script as sc
+    from jobenv.schedulers import descriptor
+    from jobenv.storepath import home
 
     env = os.environ
     prof = _profile(env, profile)
@@ -268,18 +268,18 @@ def submit_cmd(profile: Optional[str], nodes: int, walltime: str, queue: Optiona
 
 def _say(msg: str) -> None:
     """A line on stderr (stdout holds only the job id, for scripts)."""
-    from .errors import one_line
+    from jobenv.errors import one_line
 
     sys.stderr.write(f"jobenv: {one_line(msg)}\n")
 
 
 def _package_parent() -> str:
-    return os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    return os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # jobenv/cli/submit.py
 
 
 def _write(path: str, text: str, mode: int) -> None:
-    from .store import write_atomic
-    from .storepath import write_error
+    from jobenv.store import write_atomic
+    from jobenv.storepath import write_error
 
     try:
         write_atomic(path, text.encode(), mode=mode)
@@ -289,8 +289,8 @@ def _write(path: str, text: str, mode: int) -> None:
 
 def _write_out(path: str, text: str, executable: bool) -> None:
     """--script-out: the user's file (its mode as the umask says; a FIFO or /dev/stdout written in place)."""
-    from .atomic import write_output
-    from .storepath import write_error
+    from jobenv.atomic import write_output
+    from jobenv.storepath import write_error
 
     try:
         write_output(path, text.encode(), executable)
@@ -302,7 +302,7 @@ def _submit(batch: Batch, script: str, text: str, env: Mapping[str, str]) -> str
     """Run the scheduler's submit command; the job id it printed (checked for its shape)."""
     import subprocess
 
-    from .schedulers.base import command_path
+    from jobenv.schedulers.base import command_path
 
     argv = [a.format(script=script) for a in batch.submit]
     exe = command_path(argv[0], env.get("PATH", ""))  # never the working directory's

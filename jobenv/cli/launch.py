@@ -11,9 +11,9 @@ from typing import Optional, Tuple
 
 import click
 
-from .cli_common import Count, Seconds, warn
-from .launch.cli_args import LaunchCommand
-from .numparse import MAX_HOSTS, MAX_PER_HOST
+from jobenv.cli.common import Count, Seconds, warn
+from jobenv.launch.cli_args import LaunchCommand
+from jobenv.numparse import MAX_HOSTS, MAX_PER_HOST
 
 
 _SECONDS = Seconds(above=True)
@@ -80,13 +80,13 @@ def launch(job: Optional[str], allow_stale: bool, dry_run: bool, nranks: Optiona
     """
     import shlex
 
-    from .fastlaunch import start
-    from .launch.cli_args import refuse_conflicts, same, tee_ranks
-    from .launch.cli_args import nnodes as parse_nnodes
-    from .launch.cli_args import nproc_per_node as parse_nproc
-    from .launch import command as cmd
-    from .launch.sizing import Request
-    from .launch.supervise import Limits
+    from jobenv.fastlaunch import start
+    from jobenv.launch.cli_args import refuse_conflicts, same, tee_ranks
+    from jobenv.launch.cli_args import nnodes as parse_nnodes
+    from jobenv.launch.cli_args import nproc_per_node as parse_nproc
+    from jobenv.launch import command as cmd
+    from jobenv.launch.sizing import Request
+    from jobenv.launch.supervise import Limits
 
     ppn = same("--ppn", ppn, "--nproc-per-node", parse_nproc(nproc_per_node))
     nhosts = same("--nhosts", nhosts, "--nnodes", parse_nnodes(nnodes))
@@ -118,7 +118,7 @@ def kill_cmd(job: Optional[str], run: Optional[str]) -> None:
     \b
     Exit code: 0 when every rank found running ended; 1 when some still run.
     """
-    from .fastlaunch import kill
+    from jobenv.fastlaunch import kill
 
     raise click.exceptions.Exit(kill(job, run, os.environ, lambda m: click.echo(f"jobenv: {m}", err=True)))
 
@@ -136,9 +136,9 @@ def stacks_cmd(job: Optional[str], run: Optional[str], log_dir: Optional[str]) -
     The same report as `jobenv launch` prints at --timeout and on SIGUSR1; the dumps stay
     in the attempt's run directory (stacks/rank-<R>.<seq>.txt).
     """
-    from . import store
-    from .launch import liverun, stacks
-    from .lookup import which_job
+    from jobenv import store
+    from jobenv.launch import liverun, stacks
+    from jobenv.lookup import which_job
 
     _, rec = which_job(os.environ, job, warn)
     runs = store.runs_dir(store.key_for(rec.scheduler, rec.jobid), os.environ)

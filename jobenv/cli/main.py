@@ -12,11 +12,11 @@ from typing import Any, List, Optional
 
 import click
 
-from . import __version__
-from .cli_common import INTERVAL, Count, fail, job_id, report_saved, warn, write_out
-from .errors import EXIT_USAGE, JobenvError, one_line
-from .numparse import MAX_PER_HOST
-from .schedulers import NAMES as SCHEDULERS
+from jobenv import __version__
+from jobenv.cli.common import INTERVAL, Count, fail, job_id, report_saved, warn, write_out
+from jobenv.errors import EXIT_USAGE, JobenvError, one_line
+from jobenv.numparse import MAX_PER_HOST
+from jobenv.schedulers import NAMES as SCHEDULERS
 
 
 
@@ -62,15 +62,15 @@ def cli(color: Optional[str]) -> None:
 def save(profile: Optional[str], scheduler: Optional[str], gpus_per_host: Optional[int], ranks_per_host: Optional[int],
          job: Optional[str], as_json: bool, quiet: bool, watch_it: bool, watch_interval: float) -> None:
     """Capture this allocation into a record (run inside the job, or from outside with --job)."""
-    from .save import Options
-    from .save import save as do_save
+    from jobenv.save import Options
+    from jobenv.save import save as do_save
 
     if job is not None and watch_it:
         raise click.UsageError("--watch runs inside the job; it cannot be combined with --job")
     opts = Options(scheduler, profile, gpus_per_host, ranks_per_host, outside=job is not None, job=job or None)
     rec, path = do_save(os.environ, opts, warn)
     if watch_it:
-        from . import watch as watch_mod
+        from jobenv import watch as watch_mod
 
         watch_mod.start(path, watch_interval, dict(os.environ))
     report_saved(rec, path, as_json, quiet)
@@ -84,7 +84,7 @@ def save(profile: Optional[str], scheduler: Optional[str], gpus_per_host: Option
 @click.option("--no-python", is_flag=True, help="Do not re-activate the job's saved Python environment (or staged copy).")
 def get(job: Optional[str], shell_name: Optional[str], allow_stale: bool, no_python: bool) -> None:
     """Print shell code restoring the job: source <(jobenv get)."""
-    from .get import get as do_get, tell_on_terminal
+    from jobenv.get import get as do_get, tell_on_terminal
 
     write_out(do_get(os.environ, job, shell_name, allow_stale, warn, python=not no_python,
                      tell=tell_on_terminal))
@@ -94,7 +94,7 @@ def get(job: Optional[str], shell_name: Optional[str], allow_stale: bool, no_pyt
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 def profiles(as_json: bool) -> None:
     """List machine profiles (shipped, ~/.config/jobenv/profiles, JOBENV_PROFILES)."""
-    from . import profiles as prof_mod
+    from jobenv import profiles as prof_mod
 
     profs = prof_mod.load_all(os.environ)
     if as_json:
@@ -102,14 +102,15 @@ def profiles(as_json: bool) -> None:
                  "gpus_per_host": p.gpus_per_host, "source": p.source} for p in profs.values()]
         write_out(json.dumps(data, indent=2) + "\n")
         return
-    from .output import print_table
+    from jobenv.output import print_table
 
     print_table([[p.name, p.scheduler, "" if p.gpus_per_host is None else str(p.gpus_per_host),
                   p.description, p.source] for p in sorted(profs.values(), key=lambda p: (p.scheduler, p.name))],
                 ["name", "scheduler", "GPUs/host", "description", "file"])
 
 
-from . import cli_records, completion, doctor, init  # noqa: E402  (commands in their own modules)
+from jobenv import init  # noqa: E402  (commands in their own modules)
+from jobenv.cli import completion, doctor, records as cli_records  # noqa: E402
 
 for _cmd in (cli_records.show, cli_records.list_cmd, cli_records.rm, cli_records.clean, cli_records.import_cmd,
              cli_records.watch):
@@ -120,19 +121,19 @@ cli.add_command(doctor.doctor_cmd)
 cli.add_command(completion.completion_cmd)
 
 
-from .stage.cli import stage as _stage  # noqa: E402  (jobenv stage; heavy imports stay inside it)
+from jobenv.stage.cli import stage as _stage  # noqa: E402  (jobenv stage; heavy imports stay inside it)
 
 cli.add_command(_stage)
 
 # run history and the start-up report (jobenv runs, jobenv report): their own module
-from .cli_runs import report_cmd as _report_cmd  # noqa: E402
-from .cli_runs import runs_cmd as _runs_cmd  # noqa: E402
+from jobenv.cli.runs import report_cmd as _report_cmd  # noqa: E402
+from jobenv.cli.runs import runs_cmd as _runs_cmd  # noqa: E402
 
 cli.add_command(_runs_cmd)
 cli.add_command(_report_cmd)
 
-from .cli_launch import COMMANDS as _LAUNCH_COMMANDS, launch  # noqa: E402  (launch, kill, stacks)
-from .cli_submit import COMMANDS as _SUBMIT_COMMANDS, take_launch_flags  # noqa: E402  (submit, status, logs, cancel)
+from jobenv.cli.launch import COMMANDS as _LAUNCH_COMMANDS, launch  # noqa: E402  (launch, kill, stacks)
+from jobenv.cli.submit import COMMANDS as _SUBMIT_COMMANDS, take_launch_flags  # noqa: E402  (submit, status, logs, cancel)
 
 take_launch_flags(launch)  # submit passes launch's own options on in its script
 for _cmd in _LAUNCH_COMMANDS + _SUBMIT_COMMANDS:

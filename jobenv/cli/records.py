@@ -13,10 +13,10 @@ from typing import Any, Dict, List, Optional, Tuple
 
 import click
 
-from .record import JobRecord
+from jobenv.record import JobRecord
 
-from .cli_common import INTERVAL, Seconds, job_id, print_summary, report_saved, saved_time, warn, write_out
-from .errors import BadRecord, visible
+from jobenv.cli.common import INTERVAL, Seconds, job_id, print_summary, report_saved, saved_time, warn, write_out
+from jobenv.errors import BadRecord, visible
 
 
 @click.command()
@@ -24,21 +24,21 @@ from .errors import BadRecord, visible
 @click.option("--json", "as_json", is_flag=True, help="Print the record as JSON.")
 def show(job: Optional[str], as_json: bool) -> None:
     """Show one record."""
-    from .liveness import job_state
+    from jobenv.liveness import job_state
 
     path, rec = _pick(job)
     if as_json:
         write_out(rec.to_json())
         return
-    from .launch import badhosts
-    from .store import key_for, runs_dir
+    from jobenv.launch import badhosts
+    from jobenv.store import key_for, runs_dir
 
     state, reason = job_state(rec, os.environ)
     runs = runs_dir(key_for(rec.scheduler, rec.jobid), os.environ)
     retired = [["retired host", badhosts.describe(e)] for e in badhosts.load(runs, warn)]
     rows = [["state", f"{state} ({reason})"]]
     if rec.provenance:
-        from .outside import summary
+        from jobenv.outside import summary
 
         rows.append(["source", summary(rec.provenance)])
     print_summary(rec, str(path), rows + [["warning", w] for w in rec.warnings] + retired)
@@ -47,13 +47,13 @@ def show(job: Optional[str], as_json: bool) -> None:
 def _pick(job: Optional[str]) -> Tuple[str, JobRecord]:
     """--job ID (exact, file name, or unique short form), else `get`'s choice."""
     if job is not None:
-        from .lookup import find
+        from jobenv.lookup import find
 
         path, rec = find(os.environ, job)
         if isinstance(rec, BadRecord):  # find raises it already; this says so to the type checker
             raise rec
         return path, rec
-    from .lookup import which_job
+    from jobenv.lookup import which_job
 
     return which_job(os.environ, None, warn)
 
@@ -61,9 +61,9 @@ def _pick(job: Optional[str]) -> Tuple[str, JobRecord]:
 def _list_rows() -> List[Dict[str, Any]]:
     """One row per record, newest saved first, defective ones last; liveness from one
     scheduler query per scheduler."""
-    from .liveness import job_states
-    from .lookup import entries
-    from .record import JobRecord
+    from jobenv.liveness import job_states
+    from jobenv.lookup import entries
+    from jobenv.record import JobRecord
 
     good, bad = [], []
     for path, item, sched, jobid in entries(os.environ):
@@ -93,7 +93,7 @@ def list_cmd(as_json: bool) -> None:
     if not rows:
         sys.stderr.write("no saved jobs; run `jobenv save` inside your allocation first\n")
         return
-    from .output import print_table
+    from jobenv.output import print_table
 
     table = [[r["jobid"] or "?", r["scheduler"] or "", "", "", "", "", "corrupt", r["reason"]] if "kind" in r else
              [r["jobid"], r["scheduler"], r["machine"], str(r["nhosts"]), str(r["ngpus"]),
@@ -106,9 +106,9 @@ def list_cmd(as_json: bool) -> None:
 def rm(job: Optional[str]) -> None:
     """Remove one job's record: jobenv rm -j ID (or jobenv rm ID); also a corrupt one, or
     one written by a newer jobenv."""
-    from . import store
-    from .errors import BadRecord
-    from .lookup import find, peek
+    from jobenv import store
+    from jobenv.errors import BadRecord
+    from jobenv.lookup import find, peek
 
     if job is None:
         raise click.UsageError("which job? pass -j ID (`jobenv list` shows them)")
@@ -126,7 +126,7 @@ def rm(job: Optional[str]) -> None:
 @click.option("--dry-run", "-n", is_flag=True, help="Say what would go, remove nothing.")
 def clean(older_than: Optional[float], corrupt: bool, dry_run: bool) -> None:
     """Remove records of jobs that have ended."""
-    from . import store
+    from jobenv import store
 
     limit = older_than
     removed = 0
@@ -152,14 +152,14 @@ def clean(older_than: Optional[float], corrupt: bool, dry_run: bool) -> None:
 @click.option("-q", "--quiet", is_flag=True, help="Print nothing.")
 def import_cmd(env_file: str, profile: Optional[str], as_json: bool, quiet: bool) -> None:
     """Turn ~/.pbsenv, ~/.cobaltenv or ~/.slurmenv written by other tools into a record."""
-    from . import importer
-    from .save import Options
-    from .save import save as do_save
+    from jobenv import importer
+    from jobenv.save import Options
+    from jobenv.save import save as do_save
 
     parsed = importer.parse(importer.read(env_file), env_file)
     env = importer.import_env(parsed, os.environ)
     rec, path = do_save(env, Options(profile=profile))
-    from . import store
+    from jobenv import store
 
     rec = store.update_status(path, {"reason": f"imported from {os.path.abspath(env_file)}"}, env)
     report_saved(rec, path, as_json, quiet)
@@ -172,7 +172,7 @@ def import_cmd(env_file: str, profile: Optional[str], as_json: bool, quiet: bool
 @click.option("--foreground", is_flag=True, help="Run in this process instead of a detached daemon.")
 def watch(job: Optional[str], interval: float, foreground: bool) -> None:
     """Keep the job's record live: heartbeat, and mark it ended when the job ends."""
-    from . import watch as watch_mod
+    from jobenv import watch as watch_mod
 
     path, rec = _pick(job)
     if foreground:

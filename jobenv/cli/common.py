@@ -9,12 +9,12 @@ from typing import TYPE_CHECKING, Any, Callable, List, Optional
 
 import click
 
-from .errors import JobenvError, one_line, report_error
-from .watch import MAX_INTERVAL, MIN_INTERVAL
-from .numparse import MAX_HOSTS, MAX_PER_HOST, MAX_SECONDS, parse_seconds, parse_uint
+from jobenv.errors import JobenvError, one_line, report_error
+from jobenv.watch import MAX_INTERVAL, MIN_INTERVAL
+from jobenv.numparse import MAX_HOSTS, MAX_PER_HOST, MAX_SECONDS, parse_seconds, parse_uint
 
 if TYPE_CHECKING:
-    from .record import JobRecord
+    from jobenv.record import JobRecord
 
 
 def warn(msg: str) -> None:
@@ -34,8 +34,8 @@ def write_out(text: str) -> None:
 
 
 def summary_rows(rec: JobRecord, path: str) -> List[List[str]]:
-    from .hostlist import compress
-    from .shell import join
+    from jobenv.hostlist import compress
+    from jobenv.shell import join
 
     return [
         ["job", f"{rec.jobid}" + (f" ({rec.jobname})" if rec.jobname else "")],
@@ -105,7 +105,7 @@ INTERVAL = Seconds(MIN_INTERVAL, MAX_INTERVAL)
 
 
 def print_summary(rec: JobRecord, path: str, extra: Optional[List[List[str]]] = None) -> None:
-    from .output import print_table
+    from jobenv.output import print_table
 
     print_table(summary_rows(rec, path) + (extra or []))
 
