@@ -12,7 +12,7 @@ import json
 import subprocess
 from typing import Callable, List, Mapping, Optional, Tuple
 
-from .numparse import MAX_PER_HOST, parse_uint
+from jobenv.core.numparse import MAX_PER_HOST, parse_uint
 from .schedulers.base import command_path
 
 MASKS = ("CUDA_VISIBLE_DEVICES", "ZE_AFFINITY_MASK", "ROCR_VISIBLE_DEVICES", "HIP_VISIBLE_DEVICES")

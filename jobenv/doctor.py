@@ -17,7 +17,7 @@ import sys
 from typing import Any, Callable, Dict, List, Mapping, Optional, Tuple
 
 from . import doctor_probes as probes
-from .numparse import plural
+from jobenv.core.numparse import plural
 from .doctor_judges import Check, judge_gpus, judge_imports, judge_launcher, launcher_family
 from .record import JobRecord
 
@@ -64,7 +64,7 @@ def own_launcher(env: Mapping[str, str]) -> Optional[Tuple[str, str]]:
 
 def check_store(env: Mapping[str, str]) -> List[Check]:
     from . import store
-    from .errors import BadRecord
+    from jobenv.core.errors import BadRecord
 
     d = store.jobs_dir(dict(env))
     if not os.path.isdir(d):
@@ -114,7 +114,7 @@ def check_shell(env: Mapping[str, str]) -> Check:
 def _has_line(path: str) -> bool:
     """Whether the rc file holds `jobenv init --install`'s marked line (unreadable: no)."""
     from .init_install import MARK
-    from .readfile import read_bytes
+    from jobenv.core.readfile import read_bytes
 
     try:
         return MARK.encode() in read_bytes(path, 16 << 20)
@@ -123,8 +123,8 @@ def _has_line(path: str) -> bool:
 
 
 def check_pythonpath(env: Mapping[str, str]) -> List[Check]:
-    """Only when PYTHONPATH is set: its empty or relative entries are the cwd (jobenv.interpreter)."""
-    from .interpreter import cwd_entries
+    """Only when PYTHONPATH is set: its empty or relative entries are the cwd (jobenv.core.interpreter)."""
+    from jobenv.core.interpreter import cwd_entries
 
     if not env.get("PYTHONPATH"):
         return []
@@ -147,7 +147,7 @@ def check_rendezvous(rec: JobRecord, env: Mapping[str, str], host: str, resolve:
 def check_master_port(text: str, addr: str, host: str) -> Check:
     """MASTER_PORT by the runtime's own rule (runtime.info.port_number); on this host, it and the
     check-in's port beside it are free."""
-    from .hostlist import host_index
+    from jobenv.core.hostlist import host_index
     from .runtime.checkin import port_beside
     from .runtime.info import DetectError, port_number
 
@@ -197,10 +197,10 @@ def _torch_backends(rec: JobRecord, env: Mapping[str, str]) -> Tuple[str, ...]:
 def collect(env: Mapping[str, str], job: Optional[str], deep: bool, timeout: float) -> List[Check]:
     """Every check, in a fixed order; slow probes run concurrently."""
     from . import schedulers
-    from .errors import JobenvError
+    from jobenv.core.errors import JobenvError
     from .lookup import which_job
     from .liveness import job_state
-    from .hostlist import host_index, this_host
+    from jobenv.core.hostlist import host_index, this_host
 
     checks: List[Check] = []
     live = schedulers.env_jobid(env)
@@ -242,7 +242,7 @@ def collect(env: Mapping[str, str], job: Optional[str], deep: bool, timeout: flo
         checks.append(judge_gpus(rec.gpus_per_host, seen, where))
         checks += check_rendezvous(rec, env, host, probes.resolve)
         if deep:
-            from .output import progress
+            from jobenv.core.output import progress
 
             with progress(f"--deep: a two-rank all-reduce through `jobenv launch` (up to {timeout * 4:g} s)"):
                 checks += check_deep(rec.jobid, env, timeout * 4)
@@ -256,7 +256,7 @@ def collect(env: Mapping[str, str], job: Optional[str], deep: bool, timeout: flo
 def render_text(checks: List[Check]) -> str:
     """One line per check; details quote banners and library strings (Open MPI's ends in a NUL),
     so every field is written through errors.one_line: no control byte reaches the terminal."""
-    from .errors import one_line
+    from jobenv.core.errors import one_line
 
     width = max(len(c.name) for c in checks)
     lines = [f"{c.status:<4}  {one_line(c.name):<{width}}  {one_line(c.detail)}"

@@ -14,7 +14,7 @@ from typing import Any, Dict, List, NamedTuple, Optional, Tuple
 from .launch import families
 from .launcher_fit import mpi_abi as _abi
 from .launcher_fit import mpi_flavor
-from .numparse import plural
+from jobenv.core.numparse import plural
 
 
 class Check(NamedTuple):

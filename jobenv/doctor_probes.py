@@ -17,7 +17,7 @@ import threading
 import time
 from typing import Any, Dict, List, Mapping, Optional, Tuple
 
-from .interpreter import code_argv, module_argv
+from jobenv.core.interpreter import code_argv, module_argv
 
 # One child per module; each prints one JSON line.  mpi4py is told not to initialize MPI:
 # MPI_Get_library_version is allowed before MPI_Init, and a singleton init can hang.
@@ -65,7 +65,7 @@ def mpi_builds(python: str, env: Mapping[str, str], timeout: float = 30.0) -> Di
     neither is there or the probe fails (a bounded child: an MPI library that hangs costs
     `timeout` at most)."""
     from .launcher_fit import mpi_flavor, soname_flavor
-    from .readfile import read_bytes
+    from jobenv.core.readfile import read_bytes
 
     try:
         p = subprocess.run(code_argv(python, MPI_BUILDS), env=dict(env), stdin=subprocess.DEVNULL,

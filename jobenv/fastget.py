@@ -50,7 +50,7 @@ def run(args: List[str]) -> Optional[int]:
     opts = parse(args)
     if opts is None:
         return None
-    from .errors import JobenvError, one_line, report_error
+    from jobenv.core.errors import JobenvError, one_line, report_error
     from .get import get, tell_on_terminal
 
     def warn(msg: str) -> None:

@@ -41,7 +41,7 @@ def kill(job: Optional[str], run: Optional[str], environ: Mapping[str, str], say
     scancel/flux), its running attempt (jobenv.launch.liverun.find), then jobenv.launch.kill."""
     from . import plan, store
     from .get import restore_plan
-    from .hostlist import this_host
+    from jobenv.core.hostlist import this_host
     from .software import launcher_path
     from .launch import families
     from .launch.attempt import find_program
@@ -54,7 +54,7 @@ def kill(job: Optional[str], run: Optional[str], environ: Mapping[str, str], say
                    f"job {rec.jobid}")
     prog, _ = launcher_path(rec, rec.launch[0])
     fam = families.family(rec.launch[0], prog if os.path.isabs(prog) else find_program(prog, env))
-    from .errors import visible
+    from jobenv.core.errors import visible
 
     say(f"killing run {visible(os.path.basename(run_dir))} of job {visible(rec.jobid)}")
     return end_run(run_dir, families.get(fam).cancel, env, this_host(environ), say)
@@ -72,7 +72,7 @@ def run(argv: List[str]) -> Optional[int]:
         job, rest = rest[1], rest[2:]
     if rest[:1] != ["--"] or len(rest) < 2 or rest[1].startswith("-"):
         return None
-    from .errors import JobenvError, report_error
+    from jobenv.core.errors import JobenvError, report_error
     from .launch.command import Options, _say
 
     try:

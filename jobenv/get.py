@@ -11,8 +11,8 @@ import os
 import time
 
 from . import getcache, liveness, plan, schedulers, shell, store
-from .errors import JobenvError
-from .hostlist import this_host
+from jobenv.core.errors import JobenvError
+from jobenv.core.hostlist import this_host
 from .lookup import select
 
 TYPE_CHECKING = False  # `import typing` costs ~5 ms per shell; type checkers still read the block below
@@ -119,7 +119,7 @@ def tell_on_terminal(msg: str) -> None:
     script's stderr stays clean (getjobenv's cached path tests `[ -t 2 ]` likewise)."""
     import sys
 
-    from .errors import one_line
+    from jobenv.core.errors import one_line
 
     if sys.stderr is not None and sys.stderr.isatty():
         sys.stderr.write(f"jobenv: {one_line(msg)}\n")

@@ -29,7 +29,7 @@ import stat
 import time
 
 from . import store
-from .errors import BadRecord
+from jobenv.core.errors import BadRecord
 from .storepath import check_ancestors, dirs_above
 
 TYPE_CHECKING = False  # `import typing` costs ~5 ms per shell; type checkers still read the block below
@@ -118,7 +118,7 @@ def _dumps(value: object) -> str:
 
 
 def _read(path: str) -> Any:
-    from .fastjson import loads
+    from jobenv.core.jsonread import loads
 
     try:
         st = os.lstat(path)

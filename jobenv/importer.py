@@ -9,14 +9,14 @@ another tool or person wrote, since they choose the store, the profile and so th
 `launch` command; so do the scheduler variables that choose a program, a configuration
 file or the tasks' environment (schedulers.PROGRAM_VARS: SLURM_TASK_PROLOG, SLURM_CONF...).  Only a regular file of at most MAX_BYTES is read (a FIFO would hang,
 /dev/zero would exhaust memory), and the nodefile or HOSTFILE it names is read as
-`jobenv save` reads one (jobenv.readfile).  The variables then go through the same
+`jobenv save` reads one (jobenv.core.readfile).  The variables then go through the same
 capture as `jobenv save`.
 """
 from __future__ import annotations
 
 import os
 
-from .errors import BadInput
+from jobenv.core.errors import BadInput
 from .schedulers import JOBID_VARS, NODEFILE_VARS, all_prefixes
 
 TYPE_CHECKING = False
@@ -76,7 +76,7 @@ def import_env(parsed: Mapping[str, str], base: Mapping[str, str]) -> Dict[str, 
     env.update((k, v) for k, v in parsed.items() if k.startswith(SCHEDULER_PREFIXES))
     env.update(_nodefile_fallback(parsed))
     if parsed.get("NGPU_PER_HOST") and "JOBENV_GPUS_PER_HOST" not in base:
-        from .numparse import MAX_PER_HOST, parse_uint
+        from jobenv.core.numparse import MAX_PER_HOST, parse_uint
 
         env["JOBENV_GPUS_PER_HOST"] = str(parse_uint(parsed["NGPU_PER_HOST"].strip(), "NGPU_PER_HOST", MAX_PER_HOST))
     if not any(k.startswith(SCHEDULER_PREFIXES) for k in parsed):
@@ -99,7 +99,7 @@ def _nodefile_fallback(parsed: Mapping[str, str]) -> Dict[str, str]:
 
 
 def read(path: str) -> str:
-    """The file's text: a regular file of at most MAX_BYTES (jobenv.readfile), else BadInput."""
-    from .readfile import read_regular
+    """The file's text: a regular file of at most MAX_BYTES (jobenv.core.readfile), else BadInput."""
+    from jobenv.core.readfile import read_regular
 
     return read_regular(path, MAX_BYTES, "env file")

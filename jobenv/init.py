@@ -21,8 +21,8 @@ from __future__ import annotations
 import os
 import sys
 
-from .errors import EXIT_NO_RECORD
-from .quoting import quote
+from jobenv.core.errors import EXIT_NO_RECORD
+from jobenv.core.quoting import quote
 from .schedulers import all_jobid_vars
 
 TYPE_CHECKING = False  # `import typing` costs ~5 ms per login shell
@@ -238,7 +238,7 @@ def run(args: List[str]) -> Optional[int]:
     try:
         text = output(opts["shell"], opts["auto"])
     except OSError as exc:
-        from .errors import report_error
+        from jobenv.core.errors import report_error
 
         return report_error(exc)
     sys.stdout.write(text)

@@ -7,8 +7,8 @@ only by `jobenv init fish`: a POSIX shell's init never loads it.
 """
 from __future__ import annotations
 
-from .errors import EXIT_NO_RECORD
-from .quoting import fish_quote
+from jobenv.core.errors import EXIT_NO_RECORD
+from jobenv.core.quoting import fish_quote
 from .schedulers import all_jobid_vars
 
 _FISH = """\

@@ -18,8 +18,8 @@ from __future__ import annotations
 import os
 from typing import Mapping, Optional, Tuple
 
-from .errors import BadInput
-from .quoting import fish_quote, quote
+from jobenv.core.errors import BadInput
+from jobenv.core.quoting import fish_quote, quote
 
 MARK = "# jobenv: added by `jobenv init --install`"
 INSTALLABLE = ("bash", "zsh", "fish")
@@ -77,7 +77,7 @@ def _target(path: str) -> str:
 def _read(path: str, real: str) -> Tuple[str, Optional[int]]:
     """The rc file's text and mode ('' and None when it does not exist yet): a regular file
     of this user's only (`real`: `path` with its links followed, see _target)."""
-    from .readfile import read_bytes
+    from jobenv.core.readfile import read_bytes
 
     try:
         st = os.stat(real)
@@ -90,7 +90,7 @@ def _read(path: str, real: str) -> Tuple[str, Optional[int]]:
 
 def install(shell: str, exe: str, auto: bool, environ: Mapping[str, str]) -> Tuple[str, str, bool]:
     """Write the line into the shell's rc file: (file, line, whether the file changed)."""
-    from .atomic import write_atomic
+    from jobenv.core.atomic import write_atomic
 
     if not exe or not os.path.isabs(exe):
         raise BadInput("cannot tell this jobenv's absolute path (run it as the `jobenv` program of its "

@@ -16,9 +16,9 @@ import os
 import time
 
 from . import getcache, schedulers, store
-from .errors import BadInput, BadRecord, NoRecord, visible
-from .fastjson import loads
-from .hostlist import host_index, this_host
+from jobenv.core.errors import BadInput, BadRecord, NoRecord, visible
+from jobenv.core.jsonread import loads
+from jobenv.core.hostlist import host_index, this_host
 from .record import JobRecord
 
 TYPE_CHECKING = False

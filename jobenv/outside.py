@@ -13,7 +13,7 @@ import os
 from typing import Dict, List, Mapping, Optional, Tuple
 
 from . import schedulers
-from .errors import BadInput, JobEnded, JobenvError, NoRecord, one_line
+from jobenv.core.errors import BadInput, JobEnded, JobenvError, NoRecord, one_line
 from .schedulers.base import Capture, Outside, run_query
 
 # Which scheduler a shell outside any job asks, when --scheduler does not say: Slurm first
@@ -103,7 +103,7 @@ def describe(name: str, jobid: str, env: Mapping[str, str], timeout: float = TIM
 
 def find(name: str, env: Mapping[str, str], timeout: float = TIMEOUT) -> str:
     """The id of this user's one running job on this host."""
-    from .hostlist import this_host
+    from jobenv.core.hostlist import this_host
 
     o = _outside(name)
     if o is None:

@@ -17,9 +17,9 @@ or in every program started from it).
 """
 from __future__ import annotations
 
-from .errors import JobEnded
-from .numparse import plural
-from .quoting import join_argv
+from jobenv.core.errors import JobEnded
+from jobenv.core.numparse import plural
+from jobenv.core.quoting import join_argv
 from .schedulers import JOB_MARKERS, JOBID_VARS, PREFIXES, SHELL_ONLY, SITE_VARS, all_prefixes, is_secret
 
 TYPE_CHECKING = False  # `import typing` costs ~5 ms per shell; type checkers still read the block below

@@ -18,7 +18,7 @@ from __future__ import annotations
 import re
 from typing import Any, Callable, Dict, List, Optional, Set
 
-from .errors import BadInput, visible
+from jobenv.core.errors import BadInput, visible
 
 MAX_BYTES = 1 << 20  # a profile is a few hundred bytes; a larger file is not one
 KEYS = ("name", "description", "scheduler", "match", "gpus_per_host", "vars", "launchers", "env", "gpu_bind",

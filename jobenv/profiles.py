@@ -36,8 +36,8 @@ from pathlib import Path
 from typing import Any, Dict, List, Mapping, Optional
 
 from . import profile_check as check
-from .errors import JobenvError
-from .numparse import MAX_PER_HOST
+from jobenv.core.errors import JobenvError
+from jobenv.core.numparse import MAX_PER_HOST
 from .profile_check import _PLACEHOLDER, MAX_BYTES, ProfileError  # noqa: F401 - _PLACEHOLDER: launch renders with it
 from .schedulers import NAMES as SCHEDULERS
 from .schedulers import PROFILES as DEFAULT_PROFILES
@@ -198,7 +198,7 @@ def _read(path: Path, own: bool) -> str:
     choice of your files) would run their command as you."""
     import stat
 
-    from .readfile import NotRegular, Refused, open_regular, read_open
+    from jobenv.core.readfile import NotRegular, Refused, open_regular, read_open
 
     try:
         fd, st = open_regular(str(path)) if own else open_regular(_judged(path), nofollow=True)

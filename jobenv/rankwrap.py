@@ -160,7 +160,7 @@ def _row(row: Tuple[Any, ...]) -> List[str]:
 
 def render() -> str:
     """The wrapper script, from the launcher table and the sh template rankwrap.sh.in."""
-    from .quoting import quote
+    from jobenv.core.quoting import quote
     from .runtime.discovery import PORT_LOW, PORT_SPAN
 
     rows: List[str] = []

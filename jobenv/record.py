@@ -14,10 +14,10 @@ where each field came from (jobenv.outside).
 """
 from __future__ import annotations
 
-from .errors import BadRecord
-from .fastjson import loads
-from .hostlist import is_valid_host
-from .numparse import MAX_HOSTS, MAX_PER_HOST, is_finite
+from jobenv.core.errors import BadRecord
+from jobenv.core.jsonread import loads
+from jobenv.core.hostlist import is_valid_host
+from jobenv.core.numparse import MAX_HOSTS, MAX_PER_HOST, is_finite
 from .schedulers import NAMES as SCHEDULERS
 
 TYPE_CHECKING = False  # `import typing` costs ~5 ms per shell; type checkers still read the block below

@@ -2,14 +2,14 @@
 
 Each attempt has its run directory `<JOBENV_HOME>/runs/<job key>/<stamp>-<pid>-a<N>/`
 (jobenv.launch.ranks.make_run_dir).  At the attempt's end launch writes `summary.json`
-there (jobenv.runs_record, atomically: jobenv.atomic): command, job, hosts, ranks, attempt, exit, duration,
+there (jobenv.runs_record, atomically: jobenv.core.atomic): command, job, hosts, ranks, attempt, exit, duration,
 first failure.  An attempt given --log-dir notes that directory there as it starts, in
 `logdir.json` (note_log_dir: `jobenv logs` finds a launch's rank logs by it, a running one's
 too).  A program whose rank 0 knows every rank's start-up phases (the selftest)
 writes `phases.json` beside it, once per run, not a file per rank.
 
 Run directories are hostile input: the ranks (user code) write in them.  So every name is
-lstat'ed and links are never followed, every file is read through jobenv.readfile with a
+lstat'ed and links are never followed, every file is read through jobenv.core.readfile with a
 bound, and every field is checked for its type before use (a wrong one reads as absent).
 An entry shaped like a run that is no directory, or whose name holds no date, is skipped
 with one warning: history is advisory, it never fails a launch or a listing.
@@ -25,7 +25,7 @@ import os
 import stat
 import time
 
-from .errors import BadInput, NoRecord
+from jobenv.core.errors import BadInput, NoRecord
 
 TYPE_CHECKING = False  # `import typing` costs ~5 ms; launch imports this module on every run
 if TYPE_CHECKING:
@@ -86,7 +86,7 @@ def read_json(path: str, limit: int) -> Optional[Dict[str, Any]]:
     """The JSON object in the regular file `path` (never through a link), or None."""
     import json
 
-    from .readfile import open_regular, read_open
+    from jobenv.core.readfile import open_regular, read_open
 
     try:
         fd, st = open_regular(path, nofollow=True)
@@ -110,7 +110,7 @@ def num(value: Any, low: float = 0.0, high: float = 1e10) -> Optional[float]:
 
 def text(value: Any, most: int = 4096) -> str:
     """A printable string of at most `most` characters ('' for anything else)."""
-    from .errors import one_line
+    from jobenv.core.errors import one_line
 
     return one_line(value)[:most] if isinstance(value, str) else ""
 
@@ -249,7 +249,7 @@ def pick(runs: Sequence[Run], ident: str, env: Optional[Mapping[str, str]] = Non
 
 def retention(env: Mapping[str, str]) -> Tuple[int, float]:
     """(runs kept, days kept) from JOBENV_RUNS_KEEP and JOBENV_RUNS_DAYS, checked."""
-    from .numparse import parse_uint
+    from jobenv.core.numparse import parse_uint
 
     raw_keep, raw_days = env.get("JOBENV_RUNS_KEEP", "").strip(), env.get("JOBENV_RUNS_DAYS", "").strip()
     keep = parse_uint(raw_keep, "JOBENV_RUNS_KEEP", minimum=1, maximum=10**6) if raw_keep else KEEP_RUNS

@@ -14,7 +14,7 @@ import math
 import time
 from typing import List, Optional, Sequence, Tuple
 
-from .numparse import plural
+from jobenv.core.numparse import plural
 from .runs import STARTUP, Run
 from .runs_timeline import COLOURS, RESOLUTION, Timeline, per_second, timeline
 

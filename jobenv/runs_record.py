@@ -9,7 +9,7 @@ from __future__ import annotations
 import os
 import time
 
-from .errors import JobenvError
+from jobenv.core.errors import JobenvError
 from .runs import LOG_DIR, PHASES, SUMMARY, is_real_dir, prune
 
 TYPE_CHECKING = False  # `import typing` costs ~5 ms; launch imports this module on every run
@@ -27,7 +27,7 @@ def record(run_dir: str, rec: Any, command: Sequence[str], plan: Any, attempt: i
         _record(run_dir, rec, command, plan, attempt, out, started, env)
     except Exception as exc:  # advisory: no failure of it may become the launch's
         if warn is not None:
-            from .errors import one_line
+            from jobenv.core.errors import one_line
 
             warn(f"run history not recorded for {run_dir}: {one_line(str(exc) or type(exc).__name__)}")
 
@@ -36,8 +36,8 @@ def _record(run_dir: str, rec: Any, command: Sequence[str], plan: Any, attempt: 
             env: Mapping[str, str]) -> None:
     import json
 
-    from .atomic import write_atomic
-    from .hostlist import compress
+    from jobenv.core.atomic import write_atomic
+    from jobenv.core.hostlist import compress
     from .launch import ranks
 
     first = ranks.first_failure(ranks.read(run_dir)) if out.returncode != 0 and out.signalled is None else None
@@ -63,7 +63,7 @@ def note_log_dir(run_dir: str, log_dir: Optional[str]) -> None:
     in, for `jobenv logs`; None (no --log-dir): nothing.  A full disk only loses the note."""
     import json
 
-    from .atomic import write_atomic
+    from jobenv.core.atomic import write_atomic
 
     if log_dir:
         try:
@@ -78,7 +78,7 @@ def write_phases(rows: Sequence[Mapping[str, Any]], env: Optional[Mapping[str, s
     program runs outside `jobenv launch` (no JOBENV_RUN_DIR) or cannot write there."""
     import json
 
-    from .atomic import write_atomic
+    from jobenv.core.atomic import write_atomic
 
     run_dir = (os.environ if env is None else env).get("JOBENV_RUN_DIR", "")
     if not run_dir or not is_real_dir(run_dir):

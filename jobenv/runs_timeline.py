@@ -13,7 +13,7 @@ from __future__ import annotations
 import statistics
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
-from .numparse import plural
+from jobenv.core.numparse import plural
 from .runs import MAX_PHASES_BYTES, PHASES, STARTUP, Run, num, read_json, text
 
 MAX_ROWS = 1_000_000

@@ -12,8 +12,8 @@ from dataclasses import dataclass
 from typing import Callable, Dict, List, Mapping, Optional, Tuple
 
 from . import devices, launch, launcher_fit, profiles, schedulers, shell, software, store
-from .errors import BadInput, JobenvError
-from .hostlist import this_host
+from jobenv.core.errors import BadInput, JobenvError
+from jobenv.core.hostlist import this_host
 from .launch import families as launch_families
 from .record import JobRecord
 from .schedulers.base import Capture

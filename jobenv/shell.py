@@ -14,10 +14,10 @@ output runs nothing but the plan and every shell reads every byte back exactly:
 """
 from __future__ import annotations
 
-from .errors import one_line
-from .numparse import plural
+from jobenv.core.errors import one_line
+from jobenv.core.numparse import plural
 from .plan import Plan
-from .quoting import fish_quote, join_argv, quote
+from jobenv.core.quoting import fish_quote, join_argv, quote
 
 TYPE_CHECKING = False  # `import typing` costs ~5 ms per shell; type checkers still read the block below
 if TYPE_CHECKING:
@@ -138,10 +138,10 @@ def shell_from_env(env: Mapping[str, str], default: Optional[str] = None) -> str
 
 def jobenv_argv() -> List[str]:
     """How `launch` calls this very jobenv: this interpreter running the `jobenv` module,
-    never from the caller's working directory (jobenv.interpreter says how)."""
+    never from the caller's working directory (jobenv.core.interpreter says how)."""
     import sys
 
-    from .interpreter import module_argv
+    from jobenv.core.interpreter import module_argv
 
     return module_argv(sys.executable, "jobenv")
 

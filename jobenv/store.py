@@ -26,8 +26,8 @@ from __future__ import annotations
 
 import os
 
-from .atomic import JobLock, clean_temps, fsync_dir, write_atomic
-from .errors import BadInput, BadRecord
+from jobenv.core.atomic import JobLock, clean_temps, fsync_dir, write_atomic
+from jobenv.core.errors import BadInput, BadRecord
 from .record import JobRecord, from_json
 from .storepath import check_safe, ensure_dirs, home, jobs_dir, open_jobs, open_store, runs_dir, write_error
 
@@ -157,7 +157,7 @@ def write_job(record: JobRecord, env_text: str, hosts_text: Optional[str],
 def _check_owner(json_path: str, record: JobRecord) -> None:
     """Refuse to overwrite a record of another job that shares the key.  Only the two
     names are read (validating a 100,000-host record again would double a save's time)."""
-    from .fastjson import loads
+    from jobenv.core.jsonread import loads
 
     try:
         old = loads(_read(json_path).decode("utf-8", "surrogateescape"))
@@ -204,9 +204,9 @@ def load(path: str) -> JobRecord:
 
 def _read(path: str) -> bytes:
     """A record, read as every file named by the environment or a record is
-    (jobenv.readfile: non-blocking, a regular file, at most MAX_RECORD_BYTES): a FIFO
+    (jobenv.core.readfile: non-blocking, a regular file, at most MAX_RECORD_BYTES): a FIFO
     there (JOBENV_RECORD names any path) is refused as unsafe instead of blocking."""
-    from .readfile import NotRegular, Refused, read_bytes
+    from jobenv.core.readfile import NotRegular, Refused, read_bytes
 
     try:
         return read_bytes(path, MAX_RECORD_BYTES)

@@ -15,7 +15,7 @@ import errno
 import os
 import stat
 
-from .errors import BadRecord, JobenvError
+from jobenv.core.errors import BadRecord, JobenvError
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:

@@ -19,8 +19,9 @@ import os
 import signal
 import time
 
-from . import atomic, store
-from .errors import BadInput, BadRecord, JobenvError
+from jobenv import store
+from jobenv.core import atomic
+from jobenv.core.errors import BadInput, BadRecord, JobenvError
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -82,7 +83,7 @@ def _ended(rec: JobRecord, host: str, env: Mapping[str, str], timeout: float = 1
     saved the record): a watcher elsewhere must not read its absence as the job's end.
     """
     from . import schedulers
-    from .hostlist import host_index
+    from jobenv.core.hostlist import host_index
     from .liveness import query_env
 
     nodefile = rec.status.get("nodefile")
@@ -115,7 +116,7 @@ def run(json_path: str, interval: float, env: Mapping[str, str], ready_fd: Optio
 
     for sig in (signal.SIGTERM, signal.SIGHUP, signal.SIGINT):
         signal.signal(sig, on_signal)
-    from .hostlist import this_host
+    from jobenv.core.hostlist import this_host
 
     host = this_host(env)
     lock = _take_lock(json_path)

@@ -1,4 +1,4 @@
-"""jobenv.atomic's writers (issue 24 findings 4 and 5): files honour the umask, and a path
+"""jobenv.core.atomic's writers (issue 24 findings 4 and 5): files honour the umask, and a path
 the user names that is not a regular file (standard output, a FIFO, a character device)
 is written in place, never renamed over; a link to a regular file is refused."""
 from __future__ import annotations
@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 
 from conftest import REPO
-from jobenv.atomic import write_atomic, write_output
-from jobenv.errors import BadInput
+from jobenv.core.atomic import write_atomic, write_output
+from jobenv.core.errors import BadInput
 
 PAGE = b"<!DOCTYPE html><p>token=s3cret</p>\n"
 
@@ -91,7 +91,7 @@ def test_a_fifo_gets_the_content(tmp_path):
 def test_dev_stdout_is_standard_output(tmp_path, where):
     """`/dev/stdout` puts the page on standard output, whatever that is: a pipe, or a
     regular file the shell opened (written where the shell's offset says, not replaced)."""
-    code = ("import sys; from jobenv.atomic import write_output; print('before', flush=True); "
+    code = ("import sys; from jobenv.core.atomic import write_output; print('before', flush=True); "
             f"said = write_output('/dev/stdout', {PAGE!r}); print(said)")
     argv = [sys.executable, "-c", code]
     env = {"PYTHONPATH": str(REPO), "PATH": "/usr/bin:/bin"}
@@ -107,7 +107,7 @@ def test_dev_stdout_is_standard_output(tmp_path, where):
 
 
 def test_dev_stderr_is_standard_error_even_a_regular_file(tmp_path):
-    code = f"from jobenv.atomic import write_output; print(write_output('/dev/stderr', {PAGE!r}))"
+    code = f"from jobenv.core.atomic import write_output; print(write_output('/dev/stderr', {PAGE!r}))"
     with open(tmp_path / "err", "wb") as err:
         p = subprocess.run([sys.executable, "-c", code], env={"PYTHONPATH": str(REPO)}, stdout=subprocess.PIPE,
                            stderr=err, timeout=60)

@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 
 from jobenv.batch import jobstate
-from jobenv.errors import BadInput
+from jobenv.core.errors import BadInput
 
 DATA = Path(__file__).parent / "data"
 

@@ -6,7 +6,7 @@ import json
 import pytest
 
 from jobenv import devices
-from jobenv.errors import BadInput
+from jobenv.core.errors import BadInput
 
 # Recorded outputs of the vendor tools (formats of nvidia-smi 535, rocm-smi 5.x, xpu-smi 1.2).
 NVIDIA_SMI_L = """GPU 0: NVIDIA A100-SXM4-40GB (UUID: GPU-3a2f9c4e-1b7d-4e0a-9f63-0c8d2b7e5a11)

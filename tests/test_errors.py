@@ -8,7 +8,7 @@ import pytest
 
 import machines
 from conftest import base_env, jobenv, store_files
-from jobenv import errors
+from jobenv.core import errors
 
 
 def one_line_error(p, code: int, *words: str) -> None:

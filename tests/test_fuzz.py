@@ -49,7 +49,7 @@ def test_cli_round_trip(tmp_path_factory, shell, values, host):
            **{f"PBS_FUZZ_{i}": v for i, v in enumerate(values)}}
     env = {"PATH": "/usr/bin:/bin", "HOME": str(tmp), "JOBENV_HOME": store, "PYTHONPATH": str(REPO), **job}
     p = subprocess.run([sys.executable, "-m", "jobenv", "save", "--quiet"], env=env, capture_output=True)
-    from jobenv.hostlist import is_valid_host
+    from jobenv.core.hostlist import is_valid_host
 
     # nodefile semantics: one name per line, surrounding whitespace and blank/# lines ignored
     names = [ln.strip() for ln in host.splitlines() if ln.strip() and not ln.strip().startswith("#")]

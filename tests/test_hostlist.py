@@ -1,7 +1,7 @@
 import pytest
 from hypothesis import given, settings, strategies as st
 
-from jobenv.hostlist import HostlistError, check_host, compress, expand, is_valid_host, parse_counts, unique
+from jobenv.core.hostlist import HostlistError, check_host, compress, expand, is_valid_host, parse_counts, unique
 
 
 @pytest.mark.parametrize("text,hosts", [

@@ -7,7 +7,7 @@ import pytest
 
 import fsutil
 from conftest import base_env, jobenv
-from jobenv.errors import BadInput
+from jobenv.core.errors import BadInput
 from jobenv.importer import import_env, parse
 from jobenv.schedulers import PROGRAM_VARS
 

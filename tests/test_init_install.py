@@ -11,7 +11,7 @@ import pytest
 
 from conftest import REPO, jobenv_program, need
 from jobenv import init_install
-from jobenv.errors import BadInput
+from jobenv.core.errors import BadInput
 
 
 def test_line_is_added_once_and_replaced_when_jobenv_moved():

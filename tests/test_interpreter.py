@@ -12,7 +12,7 @@ from typing import List
 import pytest
 
 from conftest import REPO
-from jobenv.interpreter import code_argv, module_argv
+from jobenv.core.interpreter import code_argv, module_argv
 
 # the pyenv interpreters beside the base one (3.9 is the oldest jobenv supports: no `-P` there)
 PYTHONS = [sys.executable] + [p for p in (f"/root/.pyenv/versions/{v}/bin/python3" for v in ("3.9.18", "3.10.13"))
@@ -43,7 +43,7 @@ def test_planted_modules_never_run(other_user, shared_tmp, python):
     p = subprocess.run([*code_argv(python, code), "a b"], cwd=shared_tmp, env=env, capture_output=True, text=True)
     assert p.returncode == 0 and str(shared_tmp) not in p.stdout and p.stdout.endswith("['a b']\n"), p
     # the jobenv that runs is the one PYTHONPATH names (3.9 has no click: --version still prints)
-    p = subprocess.run([*module_argv(python, "jobenv.interpreter")], cwd=shared_tmp, env=env, capture_output=True,
+    p = subprocess.run([*module_argv(python, "jobenv.core.interpreter")], cwd=shared_tmp, env=env, capture_output=True,
                        text=True)
     assert p.returncode == 0, p.stderr
     assert ran(shared_tmp) == []

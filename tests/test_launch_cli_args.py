@@ -11,7 +11,7 @@ import pytest
 
 import machines
 from conftest import base_env, jobenv, mpich, need
-from jobenv.errors import BadInput
+from jobenv.core.errors import BadInput
 from jobenv.launch import sizing
 from jobenv.launch.cli_args import options_first
 from launchkit import RESTORE, fresh_env, save, shell, tools

@@ -6,7 +6,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from jobenv.errors import BadInput
+from jobenv.core.errors import BadInput
 from jobenv.launch import failover, ranks, sizing
 from jobenv.launch.failover import Failure, judge
 

@@ -8,7 +8,7 @@ import sys
 import pytest
 
 from jobenv import profiles
-from jobenv.errors import BadInput
+from jobenv.core.errors import BadInput
 from jobenv.launch import families, ranks
 from jobenv.launch.families import FAMILIES, family, from_banner
 from jobenv.launch.sizing import Request, choose, render_sized

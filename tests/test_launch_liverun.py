@@ -9,7 +9,7 @@ import time
 
 import pytest
 
-from jobenv.errors import BadRecord, JobenvError
+from jobenv.core.errors import BadRecord, JobenvError
 from jobenv.launch import liverun
 
 HERE = "thishost"

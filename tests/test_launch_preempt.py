@@ -174,7 +174,7 @@ def test_kill_refuses_a_run_directory_another_user_planted(job, other_user, shar
     """--run naming a directory another user made, its `supervisor` naming a process of ours
     (host, pid, an epoch in the future) and a host agent's beat: one error line (no attempt of
     this job: exit 5), the process lives on and no `request` is written there for anyone to act on."""
-    from jobenv.hostlist import this_host
+    from jobenv.core.hostlist import this_host
 
     victim = subprocess.Popen(["sleep", "1000"])
     try:

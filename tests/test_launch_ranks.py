@@ -185,7 +185,7 @@ def test_launch_program_survives_hostile_paths(tmp_path):
 def test_launch_program_refuses_a_bin_dir_others_can_write(tmp_path):
     import pytest
 
-    from jobenv.errors import BadRecord
+    from jobenv.core.errors import BadRecord
 
     d = tmp_path / "h" / "bin"
     d.mkdir(parents=True)
@@ -224,7 +224,7 @@ def test_names_int_cannot_read_and_fifos_are_skipped_never_fatal(tmp_path):
 def test_each_attempts_logs_are_set_aside_and_a_new_launch_clears_them_without_following_links(tmp_path):
     import pytest
 
-    from jobenv.errors import BadInput
+    from jobenv.core.errors import BadInput
 
     logs, elsewhere = tmp_path / "logs", tmp_path / "elsewhere"
     elsewhere.mkdir()

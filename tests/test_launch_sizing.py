@@ -4,7 +4,7 @@ from __future__ import annotations
 import pytest
 
 from jobenv import profiles
-from jobenv.errors import BadInput
+from jobenv.core.errors import BadInput
 from jobenv.launch import sizing
 from jobenv.launch.sizing import Request, choose, render_sized
 

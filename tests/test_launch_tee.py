@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from conftest import mpich
-from jobenv.errors import BadInput
+from jobenv.core.errors import BadInput
 from jobenv.launch.tee import parse_ranks
 from launchkit import RESTORE, fresh_env, save, shell, tools
 

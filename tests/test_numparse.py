@@ -11,9 +11,9 @@ import pytest
 
 import machines
 from conftest import base_env, jobenv
-from jobenv.errors import BadInput
-from jobenv.hostlist import expand, parse_counts
-from jobenv.numparse import MAX_HOSTS, MAX_SECONDS, parse_seconds, parse_uint
+from jobenv.core.errors import BadInput
+from jobenv.core.hostlist import expand, parse_counts
+from jobenv.core.numparse import MAX_HOSTS, MAX_SECONDS, parse_seconds, parse_uint
 
 
 @pytest.mark.parametrize("text", ["²", "1_0", "١٢", " 1", "+1", "-1", "", "1e3", "0x10", "9" * 31])

@@ -1,4 +1,4 @@
-"""One styling rule (jobenv.output.styled): --color, NO_COLOR, FORCE_COLOR, then the terminal.
+"""One styling rule (jobenv.core.output.styled): --color, NO_COLOR, FORCE_COLOR, then the terminal.
 The terminal cases run the real CLI on a pseudo-terminal: a pipe would hide what a user sees."""
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ import sys
 import pytest
 
 from conftest import base_env
-from jobenv import output
+from jobenv.core import output
 
 ESC = "\x1b["
 
@@ -76,7 +76,7 @@ def test_color_always_styles_a_pipe(home):
 
 
 def test_progress_spins_on_a_terminal_only(home, tmp_path):
-    script = ("import time\nfrom jobenv.output import progress\n"
+    script = ("import time\nfrom jobenv.core.output import progress\n"
               "with progress('packing 12 MB of /x'):\n    time.sleep(0.6)\nprint('done')\n")
     env = base_env(home, {"TERM": "xterm"})
     seen = on_a_terminal([sys.executable, "-c", script], env)

@@ -33,7 +33,7 @@ import pytest
 from hypothesis import given, settings, strategies as st
 
 from jobenv import outside, record
-from jobenv.errors import BadInput, BadRecord, JobEnded, NoRecord
+from jobenv.core.errors import BadInput, BadRecord, JobEnded, NoRecord
 from jobenv.launch import sizing
 from jobenv.save import Options, build, save
 from jobenv.schedulers import cobalt, pbs, slurm
@@ -244,7 +244,7 @@ PARSERS = {"slurm": slurm, "pbs": pbs, "cobalt": cobalt}
 def test_mangled_outputs_give_a_capture_or_one_error(name, cut, junk, at):
     """A scheduler's answer cut short or with anything spliced in: a capture whose hosts
     are valid host names, or BadInput; never another exception."""
-    from jobenv.hostlist import is_valid_host
+    from jobenv.core.hostlist import is_valid_host
 
     file, jobid = RECORDED[name]
     text = data(file)

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from jobenv.batch import jobstate
-from jobenv.errors import BadInput
+from jobenv.core.errors import BadInput
 from jobenv.schedulers import pbs, pbs_qstat, pbs_requeue
 
 DATA = Path(__file__).parent / "data"

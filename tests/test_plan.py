@@ -8,7 +8,7 @@ from __future__ import annotations
 import pytest
 
 from jobenv import plan
-from jobenv.errors import JobEnded
+from jobenv.core.errors import JobEnded
 from jobenv.record import JobRecord
 
 ARGV = ("jobenv",)

@@ -1,4 +1,4 @@
-"""jobenv.quoting is the one home of the shell quoting rules; the shells' own reading of
+"""jobenv.core.quoting is the one home of the shell quoting rules; the shells' own reading of
 them is tested through the renderers (tests/test_shell.py) and `jobenv init` (test_init.py)."""
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import os
 import re
 import subprocess
 
-from jobenv import quoting
+from jobenv.core import quoting
 
 PKG = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "jobenv")
 # Writing a single quote as '\'' (or '"'"') and fish's \' are the marks of a quoter.
@@ -14,7 +14,7 @@ QUOTER = re.compile(r"""replace\("'", *"'|replace\("\\\\", "\\\\\\\\"\)\.replace
 
 
 def test_no_module_but_quoting_quotes():
-    """Every writer of shell text quotes through jobenv.quoting: a second copy of a rule
+    """Every writer of shell text quotes through jobenv.core.quoting: a second copy of a rule
     drifts (init's fish quoter once wrote non-ASCII bytes raw where the renderer escapes them)."""
     found = []
     for d, _, files in os.walk(PKG):

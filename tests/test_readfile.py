@@ -1,4 +1,4 @@
-"""jobenv.readfile: the one reader of files named by the environment or a record."""
+"""jobenv.core.readfile: the one reader of files named by the environment or a record."""
 from __future__ import annotations
 
 import os
@@ -7,8 +7,8 @@ import signal
 import pytest
 
 import fsutil
-from jobenv.errors import BadInput
-from jobenv.readfile import MAX_HOSTFILE_BYTES, NotRegular, Refused, read_bytes, read_regular
+from jobenv.core.errors import BadInput
+from jobenv.core.readfile import MAX_HOSTFILE_BYTES, NotRegular, Refused, read_bytes, read_regular
 
 
 @pytest.fixture(autouse=True)
@@ -79,7 +79,7 @@ def test_a_device_is_refused_before_it_is_opened(tmp_path):
     dev = tmp_path / "tape"
     os.mknod(dev, stat.S_IFCHR | 0o600, os.makedev(1, 3))
     trace = tmp_path / "trace"
-    code = ("from jobenv.readfile import read_regular\nfrom jobenv.errors import BadInput\n"
+    code = ("from jobenv.core.readfile import read_regular\nfrom jobenv.core.errors import BadInput\n"
             f"try:\n    read_regular({str(dev)!r}, 100, 'hostfile')\nexcept BadInput as e:\n    print(e)\n")
     p = subprocess.run(["strace", "-f", "-qq", "-e", "trace=openat,open", "-o", str(trace), sys.executable, "-c", code],
                        env={"PYTHONPATH": str(REPO), "PATH": "/usr/bin:/bin"}, capture_output=True, text=True, timeout=60)
@@ -91,7 +91,7 @@ def test_a_name_replaced_between_the_stat_and_the_open_is_checked_again(tmp_path
     """The descriptor must be the file the name's stat judged (device and inode): a file
     replaced by rename in between (a concurrent save) is simply checked again; a name
     that never holds still is refused."""
-    import jobenv.readfile as readfile
+    import jobenv.core.readfile as readfile
 
     f = tmp_path / "f"
     f.write_bytes(b"old\n")

@@ -5,7 +5,7 @@ import json
 
 import pytest
 
-from jobenv.errors import BadRecord
+from jobenv.core.errors import BadRecord
 from jobenv.record import SCHEMA_VERSION, JobRecord, from_dict, from_json
 
 

@@ -243,7 +243,7 @@ def test_nonsense_is_refused(env, why):
 
 
 def test_detect_error_is_a_bad_input_with_exit_5():
-    from jobenv.errors import EXIT_BAD_INPUT, JobenvError
+    from jobenv.core.errors import EXIT_BAD_INPUT, JobenvError
 
     with pytest.raises(JobenvError) as exc:
         detect({**HYDRA, "MPI_LOCALRANKID": "9"})

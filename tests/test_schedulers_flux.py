@@ -11,7 +11,7 @@ import pytest
 import machines
 from conftest import base_env, jobenv, record
 from jobenv import plan, schedulers
-from jobenv.errors import BadInput
+from jobenv.core.errors import BadInput
 from jobenv.schedulers import flux
 
 DATA = Path(__file__).parent / "data"

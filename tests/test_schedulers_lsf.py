@@ -11,7 +11,7 @@ import pytest
 import machines
 from conftest import base_env, jobenv, record
 from jobenv import schedulers
-from jobenv.errors import BadInput
+from jobenv.core.errors import BadInput
 from jobenv.schedulers import lsf
 
 DATA = Path(__file__).parent / "data"

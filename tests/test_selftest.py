@@ -151,7 +151,7 @@ def test_json_flag_prints_the_report_and_tables_stay_unwrapped(tmp_path):
 
 
 def test_json_file_honours_the_umask_and_a_link_to_a_file_is_one_error(tmp_path):
-    """`--json-file` is a file the user names: jobenv.atomic.write_output's rules (issue 24)."""
+    """`--json-file` is a file the user names: jobenv.core.atomic.write_output's rules (issue 24)."""
     (tmp_path / "elsewhere.json").write_text("keep\n")
     (tmp_path / "link.json").symlink_to("elsewhere.json")
     old = os.umask(0o077)

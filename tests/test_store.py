@@ -213,7 +213,7 @@ def test_records_owned_by_another_user_are_refused(tmp_path, home):
 def test_clean_temps_judges_other_hosts_by_age_only(tmp_path):
     """A save on node B must not delete node A's temp file in flight: pids are
     only meaningful on their own host."""
-    from jobenv import atomic
+    from jobenv.core import atomic
 
     me = atomic.host_tag()
     mine = tmp_path / f".x.json~tmp~{me}~{os.getpid()}~abcd"

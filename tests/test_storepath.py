@@ -15,7 +15,7 @@ import machines
 from conftest import REPO, base_env, jobenv
 from fsutil import remount_ro, tmpfs
 from jobenv import getcache, storepath
-from jobenv.errors import JobenvError
+from jobenv.core.errors import JobenvError
 
 
 def test_relative_jobenv_home_is_made_absolute(tmp_path, home):
@@ -165,7 +165,7 @@ def test_a_store_found_missing_is_judged_again_when_it_appears(tmp_path):
     """The store is judged once per process, when opened; a missing one passes (nothing to
     read) but is not remembered as safe: one made meanwhile, writable by others, is refused."""
     from jobenv import store
-    from jobenv.errors import BadRecord
+    from jobenv.core.errors import BadRecord
 
     home = tmp_path / "store"
     jobs = home / "jobs"

@@ -14,7 +14,7 @@ from __future__ import annotations
 import re
 from typing import Callable, Dict, List, Mapping, Optional, Tuple
 
-from ..errors import BadInput
+from jobenv.core.errors import BadInput
 from ..schedulers.base import run_query, table_rows
 
 Runner = Callable[[List[str], Optional[Mapping[str, str]], float], Optional[Tuple[int, str]]]
@@ -169,7 +169,7 @@ def exit_code(path: Optional[str]) -> Optional[str]:
     """The exit code the submitted script wrote at its end (a small file of ours), if any."""
     if not path:
         return None
-    from ..readfile import read_bytes
+    from jobenv.core.readfile import read_bytes
 
     try:
         text = read_bytes(path, 64).decode("ascii", "replace").strip()

@@ -3,7 +3,7 @@
 Which files: the submission's own (its -o file, and -e where the scheduler writes one) or
 the one the scheduler names (Slurm StdOut=, PBS Output_Path), and the rank logs each launch
 wrote (`rank-<R>.log` in its --log-dir: jobenv.batch.runlogs finds them from run history).
-Every file is opened as hostile input (jobenv.readfile: a regular file, no FIFO or device,
+Every file is opened as hostile input (jobenv.core.readfile: a regular file, no FIFO or device,
 no symbolic link: those are skipped with a warning), read in bounded chunks, and printed
 through errors.visible (a log holds whatever the program printed: escape sequences are
 shown, never acted on).  Follow mode is tail -F over the batch output and the newest
@@ -17,7 +17,7 @@ import sys
 import time
 from typing import Callable, Dict, List, Optional, Set, Tuple, Union
 
-from ..errors import visible
+from jobenv.core.errors import visible
 
 CHUNK = 1 << 20  # bytes read from one file per pass
 FIRST = 8 << 20  # at most this much of a file's end is printed at first
@@ -48,7 +48,7 @@ def rank_logs(log_dir: str, rank: Optional[int]) -> List[str]:
 def _read(path: str, offset: int, limit: int) -> Tuple[bytes, int]:
     """New bytes of `path` from `offset` (at most `limit`), and the offset after them; a
     file that shrank (truncated, replaced) is read again from its start."""
-    from ..readfile import open_regular
+    from jobenv.core.readfile import open_regular
 
     try:
         fd, st = open_regular(path, nofollow=True)

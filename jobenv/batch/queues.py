@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from typing import Any, Dict, Mapping, Optional, Tuple
 
-from ..errors import BadInput
+from jobenv.core.errors import BadInput
 
 
 def _hms(minutes: int) -> str:

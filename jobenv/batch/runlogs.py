@@ -18,8 +18,8 @@ from __future__ import annotations
 import os
 from typing import Any, Dict, List, Mapping, Optional
 
-from ..errors import BadRecord
-from ..numparse import plural
+from jobenv.core.errors import BadRecord
+from jobenv.core.numparse import plural
 from .logs import Item, Note, rank_logs
 
 HINT = ("no per-rank logs (its ranks wrote to the launch's own output): next time launch with --log-dir DIR "
@@ -111,7 +111,7 @@ def items(sub: Optional[Dict[str, Any]], batch_out: Optional[str], found: List[L
 
 
 def _alive(run_dir: str) -> bool:
-    from ..hostlist import this_host
+    from jobenv.core.hostlist import this_host
     from ..launch.liverun import alive
 
     return alive(run_dir, this_host())

@@ -4,7 +4,7 @@ Directives come from two places, each once: the machine profile's `submit` key (
 lines: `-l select={nodes}:system=polaris`, `-C gpu`; profile_check.submit validates them)
 and the scheduler descriptor's `Batch` (its prefix, where output goes, the job's name).
 The body runs `jobenv save` and then `jobenv launch -- CMD`, each word quoted by
-jobenv.quoting, through the interpreter and jobenv that wrote it by absolute path (the
+jobenv.core.quoting, through the interpreter and jobenv that wrote it by absolute path (the
 batch shell may have no venv on PATH, PBS passes no environment), with the store and the
 submitting shell's PATH exported (so `status` and the records agree, and the job finds the
 mpiexec the user's shell finds), and writes the launch's exit code to a file beside the
@@ -16,10 +16,10 @@ from __future__ import annotations
 import re
 from typing import Dict, List, Optional, Sequence
 
-from ..errors import BadInput
+from jobenv.core.errors import BadInput
 from ..profile_check import _PLACEHOLDER, SUBMIT_WORD
 from ..profiles import Profile
-from ..quoting import quote
+from jobenv.core.quoting import quote
 from ..schedulers.base import Batch
 
 JOBNAME = "jobenv"
@@ -136,8 +136,8 @@ def directives(profile: Profile, batch: Batch, vals: Dict[str, str], paths: Path
 
 
 def jobenv_argv(python: str, package_parent: str) -> List[str]:
-    """This very jobenv by absolute path, never the cwd's (jobenv.interpreter)."""
-    from ..interpreter import code_argv
+    """This very jobenv by absolute path, never the cwd's (jobenv.core.interpreter)."""
+    from jobenv.core.interpreter import code_argv
 
     return code_argv(python, "from jobenv.__main__ import main; sys.exit(main(sys.argv[1:]))", pin=package_parent)
 

@@ -20,7 +20,7 @@ import time
 from typing import Any, Dict, List, Mapping, Optional
 
 from .. import store
-from ..errors import BadInput, BadRecord, NoRecord
+from jobenv.core.errors import BadInput, BadRecord, NoRecord
 from ..storepath import home, own_dir
 
 MAX_RECORD = 64 << 10
@@ -72,7 +72,7 @@ def _check(data: Any, path: str) -> Dict[str, Any]:
 
 def load(path: str) -> Dict[str, Any]:
     """One submission record: a regular file of ours of bounded size, its fields checked."""
-    from ..readfile import Refused, read_bytes
+    from jobenv.core.readfile import Refused, read_bytes
 
     try:
         raw = read_bytes(path, MAX_RECORD)

@@ -9,9 +9,9 @@ from typing import TYPE_CHECKING, Any, Callable, List, Optional
 
 import click
 
-from jobenv.errors import JobenvError, one_line, report_error
+from jobenv.core.errors import one_line, report_error
 from jobenv.watch import MAX_INTERVAL, MIN_INTERVAL
-from jobenv.numparse import MAX_HOSTS, MAX_PER_HOST, MAX_SECONDS, parse_seconds, parse_uint
+from jobenv.core.params import Seconds
 
 if TYPE_CHECKING:
     from jobenv.record import JobRecord
@@ -34,7 +34,7 @@ def write_out(text: str) -> None:
 
 
 def summary_rows(rec: JobRecord, path: str) -> List[List[str]]:
-    from jobenv.hostlist import compress
+    from jobenv.core.hostlist import compress
     from jobenv.shell import join
 
     return [
@@ -54,36 +54,6 @@ def saved_time(t: float) -> str:
     """A record's saved time (UTC epoch seconds) in this shell's local time."""
     return time.strftime("%Y-%m-%d %H:%M:%S %z", time.localtime(t))
 
-
-class Count(click.ParamType):  # type: ignore[type-arg]  # generic only in newer click
-    """A whole number option, through numparse.parse_uint (click's int() takes '1_0' and '١٢')."""
-
-    name = "integer"
-
-    def __init__(self, minimum: int = 0, maximum: int = MAX_HOSTS * MAX_PER_HOST) -> None:
-        self.minimum, self.maximum = minimum, maximum
-
-    def convert(self, value: object, param: Optional[click.Parameter], ctx: Optional[click.Context]) -> int:
-        try:
-            return parse_uint(str(value), "the value", self.maximum, self.minimum)
-        except JobenvError as exc:
-            self.fail(exc.message, param, ctx)
-
-
-class Seconds(click.ParamType):  # type: ignore[type-arg]  # generic only in newer click
-    """A duration option, through numparse.parse_seconds (float() takes nan, inf and 1e300)."""
-
-    name = "seconds"
-
-    def __init__(self, minimum: float = 0.0, maximum: float = MAX_SECONDS, above: bool = False) -> None:
-        self.minimum, self.maximum, self.above = minimum, maximum, above
-
-    def convert(self, value: object, param: Optional[click.Parameter], ctx: Optional[click.Context]) -> float:
-        text = f"{value:.10g}" if isinstance(value, (int, float)) else str(value)  # a default
-        try:
-            return parse_seconds(text, "the value", self.minimum, self.maximum, self.above)
-        except JobenvError as exc:
-            self.fail(exc.message, param, ctx)
 
 def job_id(help_text: str = "Job id (default: as for `get`).") -> Callable[[Callable[..., Any]], Any]:
     """`-j ID`, `--job ID` or a positional ID, alike, for every command that takes one job; two
@@ -105,7 +75,7 @@ INTERVAL = Seconds(MIN_INTERVAL, MAX_INTERVAL)
 
 
 def print_summary(rec: JobRecord, path: str, extra: Optional[List[List[str]]] = None) -> None:
-    from jobenv.output import print_table
+    from jobenv.core.output import print_table
 
     print_table(summary_rows(rec, path) + (extra or []))
 

@@ -66,8 +66,8 @@ def func_name(shell_name: str, group: click.Command) -> str:
 def complete_job_ids(ctx: click.Context, param: click.Parameter, incomplete: str) -> List[CompletionItem]:
     """Saved job ids; a broken store completes nothing rather than failing the TAB."""
     from jobenv import store
-    from jobenv.errors import BadRecord, JobenvError
-    from jobenv.numparse import plural
+    from jobenv.core.errors import BadRecord, JobenvError
+    from jobenv.core.numparse import plural
 
     out, seen = [], set()
     try:
@@ -84,7 +84,7 @@ def complete_job_ids(ctx: click.Context, param: click.Parameter, incomplete: str
 def complete_profiles(ctx: click.Context, param: click.Parameter, incomplete: str) -> List[CompletionItem]:
     """Profile names from the shipped, user and JOBENV_PROFILES files."""
     from jobenv import profiles
-    from jobenv.errors import JobenvError
+    from jobenv.core.errors import JobenvError
 
     try:
         found = profiles.load_all(os.environ)
@@ -97,7 +97,7 @@ def _item(value: str, help_text: str) -> List[CompletionItem]:
     """A candidate as the shell script prints it: help through errors.visible (a profile's
     description or a record may hold ESC or newlines, and click writes both raw), and no
     candidate whose value itself holds such a byte (the shell would type it into the line)."""
-    from jobenv.errors import visible
+    from jobenv.core.errors import visible
 
     return [CompletionItem(value, help=visible(help_text))] if visible(value) == value else []
 

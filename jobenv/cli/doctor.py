@@ -7,7 +7,8 @@ from typing import Optional
 
 import click
 
-from jobenv.cli.common import Seconds, job_id
+from jobenv.cli.common import job_id
+from jobenv.core.params import Seconds
 from jobenv.doctor import collect, render_json, render_text
 
 

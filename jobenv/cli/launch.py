@@ -11,9 +11,10 @@ from typing import Optional, Tuple
 
 import click
 
-from jobenv.cli.common import Count, Seconds, warn
+from jobenv.cli.common import warn
+from jobenv.core.params import Count, Seconds
 from jobenv.launch.cli_args import LaunchCommand
-from jobenv.numparse import MAX_HOSTS, MAX_PER_HOST
+from jobenv.core.numparse import MAX_HOSTS, MAX_PER_HOST
 
 
 _SECONDS = Seconds(above=True)

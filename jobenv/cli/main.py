@@ -13,9 +13,10 @@ from typing import Any, List, Optional
 import click
 
 from jobenv import __version__
-from jobenv.cli.common import INTERVAL, Count, fail, job_id, report_saved, warn, write_out
-from jobenv.errors import EXIT_USAGE, JobenvError, one_line
-from jobenv.numparse import MAX_PER_HOST
+from jobenv.cli.common import INTERVAL, fail, job_id, report_saved, warn, write_out
+from jobenv.core.params import Count
+from jobenv.core.errors import EXIT_USAGE, JobenvError, one_line
+from jobenv.core.numparse import MAX_PER_HOST
 from jobenv.schedulers import NAMES as SCHEDULERS
 
 
@@ -42,7 +43,7 @@ def cli(color: Optional[str]) -> None:
     in any other shell:      source <(jobenv get)      (fish: jobenv get | source)
     then:                    launch python3 -m jobenv.selftest
     """
-    if color is not None:  # one rule for every table and bar of this run (jobenv.output.styled)
+    if color is not None:  # one rule for every table and bar of this run (jobenv.core.output.styled)
         os.environ["JOBENV_COLOR"] = color
 
 
@@ -102,7 +103,7 @@ def profiles(as_json: bool) -> None:
                  "gpus_per_host": p.gpus_per_host, "source": p.source} for p in profs.values()]
         write_out(json.dumps(data, indent=2) + "\n")
         return
-    from jobenv.output import print_table
+    from jobenv.core.output import print_table
 
     print_table([[p.name, p.scheduler, "" if p.gpus_per_host is None else str(p.gpus_per_host),
                   p.description, p.source] for p in sorted(profs.values(), key=lambda p: (p.scheduler, p.name))],

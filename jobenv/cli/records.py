@@ -15,8 +15,9 @@ import click
 
 from jobenv.record import JobRecord
 
-from jobenv.cli.common import INTERVAL, Seconds, job_id, print_summary, report_saved, saved_time, warn, write_out
-from jobenv.errors import BadRecord, visible
+from jobenv.cli.common import INTERVAL, job_id, print_summary, report_saved, saved_time, warn, write_out
+from jobenv.core.params import Seconds
+from jobenv.core.errors import BadRecord, visible
 
 
 @click.command()
@@ -93,7 +94,7 @@ def list_cmd(as_json: bool) -> None:
     if not rows:
         sys.stderr.write("no saved jobs; run `jobenv save` inside your allocation first\n")
         return
-    from jobenv.output import print_table
+    from jobenv.core.output import print_table
 
     table = [[r["jobid"] or "?", r["scheduler"] or "", "", "", "", "", "corrupt", r["reason"]] if "kind" in r else
              [r["jobid"], r["scheduler"], r["machine"], str(r["nhosts"]), str(r["ngpus"]),
@@ -107,7 +108,7 @@ def rm(job: Optional[str]) -> None:
     """Remove one job's record: jobenv rm -j ID (or jobenv rm ID); also a corrupt one, or
     one written by a newer jobenv."""
     from jobenv import store
-    from jobenv.errors import BadRecord
+    from jobenv.core.errors import BadRecord
     from jobenv.lookup import find, peek
 
     if job is None:

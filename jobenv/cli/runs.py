@@ -9,8 +9,9 @@ from typing import Any, Dict, List, Optional, Tuple
 
 import click
 
-from jobenv.cli.common import Count, warn, write_out
-from jobenv.numparse import plural
+from jobenv.cli.common import warn, write_out
+from jobenv.core.params import Count
+from jobenv.core.numparse import plural
 from jobenv.runs import Run
 
 
@@ -47,7 +48,7 @@ def runs_cmd(ctx: click.Context) -> None:
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 def list_runs(job: Optional[str], as_json: bool) -> None:
     """Every launch attempt of every job, newest first."""
-    from jobenv.output import print_table
+    from jobenv.core.output import print_table
     from jobenv.runs import scan
 
     runs = scan(os.environ, job, warn=warn)
@@ -68,7 +69,7 @@ def show_run(run: str, as_json: bool) -> None:
     """One run (its name, <job key>/<name>, or `last`): summary, start-up phases, timeline."""
     import sys
 
-    from jobenv.output import print_table
+    from jobenv.core.output import print_table
     from jobenv.runs import find
     from jobenv.runs_timeline import print_chart, timeline
     from jobenv.shell import join
@@ -127,7 +128,7 @@ def report_cmd(run: Tuple[str, ...], html_file: str, same_scale: bool) -> None:
     if html_file == "-":
         write_out(html)
         return
-    from jobenv.atomic import write_output
+    from jobenv.core.atomic import write_output
     from jobenv.storepath import write_error
 
     try:

@@ -15,9 +15,10 @@ from typing import Any, Dict, List, Mapping, Optional, Tuple
 
 import click
 
-from jobenv.cli.common import Count, warn
-from jobenv.errors import BadInput, JobenvError, NoRecord, visible
-from jobenv.numparse import MAX_HOSTS, MAX_PER_HOST
+from jobenv.cli.common import warn
+from jobenv.core.params import Count
+from jobenv.core.errors import BadInput, JobenvError, NoRecord, visible
+from jobenv.core.numparse import MAX_HOSTS, MAX_PER_HOST
 from jobenv.schedulers.base import Batch
 
 # where a scheduler is found on a login node: its submit command on PATH, in this order
@@ -92,7 +93,7 @@ _JOB = click.option("--job", "-j", metavar="ID", help="Job id (default: this she
 @_JOB
 def status_cmd(job: Optional[str]) -> None:
     """Say whether a job is queued, running or ended, and how it ended."""
-    from jobenv.output import print_table
+    from jobenv.core.output import print_table
 
     h = resolve(os.environ, job)
     st = _status(h)
@@ -158,7 +159,7 @@ def _scheduler_here(env: Mapping[str, str]) -> str:
 
 def _profile(env: Mapping[str, str], name: Optional[str]) -> Any:
     from jobenv import profiles
-    from jobenv.hostlist import this_host
+    from jobenv.core.hostlist import this_host
 
     profs = profiles.load_all(env)
     prof = profiles.for_job(profs, "", "", [], env, name) if name else \
@@ -268,7 +269,7 @@ def submit_cmd(profile: Optional[str], nodes: int, walltime: str, queue: Optiona
 
 def _say(msg: str) -> None:
     """A line on stderr (stdout holds only the job id, for scripts)."""
-    from jobenv.errors import one_line
+    from jobenv.core.errors import one_line
 
     sys.stderr.write(f"jobenv: {one_line(msg)}\n")
 
@@ -289,7 +290,7 @@ def _write(path: str, text: str, mode: int) -> None:
 
 def _write_out(path: str, text: str, executable: bool) -> None:
     """--script-out: the user's file (its mode as the umask says; a FIFO or /dev/stdout written in place)."""
-    from jobenv.atomic import write_output
+    from jobenv.core.atomic import write_output
     from jobenv.storepath import write_error
 
     try:

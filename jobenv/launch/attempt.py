@@ -11,7 +11,7 @@ import os
 import sys
 import time
 
-from ..errors import BadInput, JobenvError
+from jobenv.core.errors import BadInput, JobenvError
 from ..runtime.discovery import launch_port
 from . import families, flags, ranks, sizing
 

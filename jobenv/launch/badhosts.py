@@ -12,9 +12,9 @@ import json
 import os
 import time
 
-from ..atomic import JobLock, write_atomic
-from ..errors import visible
-from ..hostlist import is_valid_host
+from jobenv.core.atomic import JobLock, write_atomic
+from jobenv.core.errors import visible
+from jobenv.core.hostlist import is_valid_host
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -53,7 +53,7 @@ def _entry(item: Any) -> Optional[Dict[str, Any]]:
 def load(runs: str, warn: Callable[[str], None]) -> List[Dict[str, Any]]:
     """The ledger's entries, oldest first; none when there is no ledger, and a warning (then
     none) when the file is not one."""
-    from ..readfile import read_bytes
+    from jobenv.core.readfile import read_bytes
 
     where = path(runs)
     try:

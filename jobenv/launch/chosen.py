@@ -9,7 +9,7 @@ launcher family's row (families.py).
 """
 from __future__ import annotations
 
-from ..numparse import plural
+from jobenv.core.numparse import plural
 
 TYPE_CHECKING = False  # `import typing` costs ~5 ms on every `launch`
 if TYPE_CHECKING:

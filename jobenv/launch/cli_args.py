@@ -17,8 +17,8 @@ from typing import Any, List, Optional, Set
 
 import click
 
-from ..numparse import MAX_HOSTS, MAX_PER_HOST, parse_uint
-from ..errors import JobenvError
+from jobenv.core.numparse import MAX_HOSTS, MAX_PER_HOST, parse_uint
+from jobenv.core.errors import JobenvError
 
 
 def options_first(args: List[str]) -> List[str]:
@@ -76,7 +76,7 @@ def same(flag: str, value: Optional[int], alias: str, other: Optional[int]) -> O
 
 
 def _names(text: str) -> List[str]:
-    from ..hostlist import expand
+    from jobenv.core.hostlist import expand
 
     return [h.split(".")[0] for h in expand(text)]
 

@@ -14,7 +14,7 @@ from functools import partial
 
 from .. import runs_record as runs_history
 from .. import store
-from ..errors import JobenvError, one_line
+from jobenv.core.errors import JobenvError, one_line
 from . import badhosts, failover, families, preempt, ranks, report, sizing, supervise, tee, teardown
 from .attempt import attempt_env, gpu_bind_mode, plan_attempt
 
@@ -216,7 +216,7 @@ def _failure(state: ranks.RunState, out: supervise.Outcome, log_dir: Optional[st
 def _fail_over(rec: JobRecord, hosts: failover.Hosts, plan: Attempt, failure: failover.Failure, run_dir: str,
                runs: str, base_env: Mapping[str, str]) -> failover.Hosts:
     """Retire the host the failed attempt names (in the ledger), and put a spare in its place."""
-    from ..hostlist import host_index
+    from jobenv.core.hostlist import host_index
 
     v = failover.judge(failure)
     i = host_index(rec.hosts, v.host) if v.host else None

@@ -22,8 +22,8 @@ NAME = LAUNCH_PROGRAM
 
 
 def program_text(python: str = sys.executable, package_parent: Optional[str] = None) -> str:
-    from ..interpreter import code_argv
-    from ..quoting import quote
+    from jobenv.core.interpreter import code_argv
+    from jobenv.core.quoting import quote
 
     parent = package_parent or os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
     code = ("from jobenv.fastlaunch import run as f; rc = f(sys.argv[1:]); "
@@ -50,7 +50,7 @@ def install(environ: Mapping[str, str], text: Optional[str] = None) -> str:
                 return path
     except (OSError, UnicodeDecodeError):
         pass
-    from ..atomic import write_atomic
+    from jobenv.core.atomic import write_atomic
 
     write_atomic(path, text.encode("utf-8"), mode=0o755)
     return path

@@ -14,8 +14,8 @@ from __future__ import annotations
 
 import re
 
-from ..errors import BadInput
-from ..hostlist import compress, expand, host_index
+from jobenv.core.errors import BadInput
+from jobenv.core.hostlist import compress, expand, host_index
 from . import ranks, sizing
 
 TYPE_CHECKING = False  # `import typing` costs ~5 ms on every `launch`

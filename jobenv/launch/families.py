@@ -22,7 +22,7 @@ two agree.  Plain data, no imports beyond the error type: `jobenv launch` loads 
 """
 from __future__ import annotations
 
-from ..errors import BadInput
+from jobenv.core.errors import BadInput
 
 TYPE_CHECKING = False  # `import typing` costs ~5 ms on every `launch`
 if TYPE_CHECKING:

@@ -43,7 +43,7 @@ def _kept(path: str, what: str = "the kept batch script") -> str:
     nobody else can write, in a directory that is ours alone (storepath's rules)."""
     import stat
 
-    from ..errors import BadRecord
+    from jobenv.core.errors import BadRecord
     from ..storepath import check_ancestors, check_safe
 
     try:
@@ -63,8 +63,8 @@ def _kept(path: str, what: str = "the kept batch script") -> str:
 def _from_submit(rec: JobRecord, env: Mapping[str, str]) -> Optional[bytes]:
     """The script `jobenv submit` wrote for this job, in the store (jobenv.batch.submissions)."""
     from ..batch import submissions
-    from ..errors import JobenvError
-    from ..readfile import read_bytes
+    from jobenv.core.errors import JobenvError
+    from jobenv.core.readfile import read_bytes
 
     try:
         found = submissions.record_path(env, rec.scheduler, rec.jobid)
@@ -84,7 +84,7 @@ def keep(rec: JobRecord, env: Mapping[str, str]) -> Tuple[str, str]:
     """(path of the kept copy, "") or ("", why there is none).  Idempotent: a copy kept
     before is used as it is, never replaced."""
     from .. import schedulers
-    from ..errors import JobenvError
+    from jobenv.core.errors import JobenvError
 
     req = schedulers.descriptor(rec.scheduler).requeue
     path = path_for(rec, env)
@@ -109,7 +109,7 @@ def keep(rec: JobRecord, env: Mapping[str, str]) -> Tuple[str, str]:
 def _write_once(path: str, data: bytes) -> None:
     """Write `path` whole (temp file, fsync, link), unless it exists: a concurrent launch of
     the same job that kept it first wins, and no copy is ever overwritten."""
-    from ..atomic import tmp_name
+    from jobenv.core.atomic import tmp_name
     from ..storepath import own_dir
 
     own_dir(os.path.dirname(path), "kept scripts' directory")

@@ -58,7 +58,7 @@ def running(run_dir: str, host: str) -> Dict[int, Optional[str]]:
 
 def report(before: Dict[int, Optional[str]], after: Dict[int, Optional[str]]) -> Tuple[List[str], int]:
     """The lines kill prints and its exit code: 0 when nothing it found running is left."""
-    from ..errors import visible
+    from jobenv.core.errors import visible
 
     ended = sorted(set(before) - set(after))
     lines = []

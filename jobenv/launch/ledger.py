@@ -13,7 +13,7 @@ several processes never interleave), complete once they end in a newline:
   clean R EPOCH                          that Python's main ended and its atexit callbacks ran
 and the host agent (jobenv/rank/agent.py) rewrites `host-<H>.beat` every BEAT_S.  Reading is
 tolerant: a line can be half-written, the directory is shared with user code (a FIFO or a huge
-file under a ledger's name), so only regular files are read (jobenv.readfile), at most
+file under a ledger's name), so only regular files are read (jobenv.core.readfile), at most
 LEDGER_BYTES of each per read, and a line that does not parse is skipped.  `Ledgers` reads
 incrementally: the supervisor polls every second and only what was appended since is read.
 """
@@ -140,7 +140,7 @@ class Ledgers:
         return self.state
 
     def _read(self, name: str, host: HostState) -> None:
-        from ..readfile import open_regular
+        from jobenv.core.readfile import open_regular
 
         path = os.path.join(self.run_dir, name)
         seen = self._seen.get(name)

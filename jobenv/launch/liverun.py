@@ -12,7 +12,7 @@ import os
 import re
 import time
 
-from ..errors import JobenvError
+from jobenv.core.errors import JobenvError
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -24,7 +24,7 @@ _ATTEMPT = re.compile(r"^\d{8}-\d{6}-\d+-a\d+$")
 
 def supervisor(run_dir: str) -> Optional[Tuple[str, int, float]]:
     """(host, pid, epoch) from the run directory's `supervisor` file, or None."""
-    from ..readfile import read_bytes
+    from jobenv.core.readfile import read_bytes
 
     try:
         words = read_bytes(os.path.join(run_dir, "supervisor"), 4096).decode("utf-8", "replace").split()
@@ -99,7 +99,7 @@ def _named(runs: str, run: str) -> str:
     """`run` as an attempt jobenv made: a directory named as make_run_dir names them, right under
     the job's runs directory.  Any other directory of the user's (kill and stacks write a
     `request` and `stacks/` into it) is refused."""
-    from ..errors import BadInput, visible
+    from jobenv.core.errors import BadInput, visible
 
     path = os.path.abspath(run if "/" in run else os.path.join(runs, run))
     if run in (".", "..") or not (os.path.isdir(path) or os.path.islink(path)):  # a link: own_dir says why not
@@ -111,7 +111,7 @@ def _named(runs: str, run: str) -> str:
 
 
 def _newest_live(runs: str, env: Mapping[str, str], what: str) -> str:
-    from ..hostlist import this_host
+    from jobenv.core.hostlist import this_host
 
     here = this_host(env)
     for path in attempts(runs):

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import os
 
-from ..errors import JobenvError
+from jobenv.core.errors import JobenvError
 
 TYPE_CHECKING = False  # `import typing` costs ~5 ms on every `launch`
 if TYPE_CHECKING:

@@ -9,7 +9,7 @@ from __future__ import annotations
 import os
 import time
 
-from ..errors import one_line
+from jobenv.core.errors import one_line
 # the API the other modules call: ranks.read(run_dir) and its types
 from .ledger import HostState as HostState, Ledgers as Ledgers, RankState as RankState, RunState as RunState
 from .ledger import normalize as normalize, read as read
@@ -36,7 +36,7 @@ def make_run_dir(base: str, tag: str) -> str:
     stamp = time.strftime("%Y%m%d-%H%M%S")
     path = os.path.join(base, f"{stamp}-{os.getpid()}-{tag}")
     os.mkdir(path, 0o700)
-    from ..hostlist import this_host  # who runs the attempt: `jobenv stacks` finds a live one by it
+    from jobenv.core.hostlist import this_host  # who runs the attempt: `jobenv stacks` finds a live one by it
 
     write_private(os.path.join(path, "supervisor"), f"{this_host()} {os.getpid()} {time.time():.3f}\n")
     return path
@@ -50,7 +50,7 @@ def prepare_log_dir(path: str) -> str:
     writable by others, nothing above it replaceable), created 0700 when missing, without
     the previous launch's rank logs, its earlier attempts' too (the wrapper creates each log
     new, never through an existing name).  Returns the absolute path; BadInput when it is not safe."""
-    from ..errors import BadInput, BadRecord
+    from jobenv.core.errors import BadInput, BadRecord
     from ..storepath import own_dir
 
     path = os.path.abspath(path)
@@ -103,7 +103,7 @@ def set_aside(log_dir: str, attempt: int) -> str:
     """Before a retry: move attempt `attempt`'s rank logs (1 = the first) from `log_dir` into
     `log_dir/attempt-<attempt>/`, made 0700 here (an existing one is refused: not ours), so the
     next attempt's logs never overwrite them.  Returns `log_dir`."""
-    from ..errors import BadInput
+    from jobenv.core.errors import BadInput
 
     aside = os.path.join(log_dir, f"attempt-{attempt}")
     try:
@@ -282,7 +282,7 @@ def tail(path: str, lines: int = 10, limit: int = 65536) -> List[str]:
     """The last lines of a log, decoded leniently (ranks may print any bytes); nothing
     when it is not a regular file (opened non-blocking: a FIFO named like a log must not
     block the summary)."""
-    from ..readfile import open_regular
+    from jobenv.core.readfile import open_regular
 
     try:
         fd, st = open_regular(path)  # never opens a FIFO or device planted under that name

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import os
 
-from ..errors import one_line
+from jobenv.core.errors import one_line
 from . import ranks, sizing, supervise
 
 TYPE_CHECKING = False

@@ -24,7 +24,7 @@ VERBS = ("stacks", "stacks:cont", "kill") + tuple(f"signal:{n}" for n in SIGNALS
 
 def _current(run_dir: str) -> int:
     """The seq of the request in place (0 for none or one that does not parse)."""
-    from ..readfile import read_bytes
+    from jobenv.core.readfile import read_bytes
 
     try:
         words = read_bytes(os.path.join(run_dir, "request"), 4096).split()

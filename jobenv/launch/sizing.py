@@ -12,9 +12,9 @@ launcher family's row in `families.py`.
 """
 from __future__ import annotations
 
-from ..errors import BadInput
-from ..hostlist import compress, expand, host_index
-from ..numparse import plural
+from jobenv.core.errors import BadInput
+from jobenv.core.hostlist import compress, expand, host_index
+from jobenv.core.numparse import plural
 from . import context, families, render
 
 TYPE_CHECKING = False  # `import typing`/`dataclasses` cost ~50 ms: `launch` starts on every run

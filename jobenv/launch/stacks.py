@@ -24,7 +24,7 @@ import os
 import re
 import time
 
-from ..errors import one_line
+from jobenv.core.errors import one_line
 
 TYPE_CHECKING = False  # `import typing` costs ~5 ms: `launch` imports this on every run
 if TYPE_CHECKING:
@@ -184,7 +184,7 @@ def _log_silence(log_dir: Optional[str], ranks: Iterable[int]) -> Dict[int, floa
 def _source_reader() -> Callable[[str, str], Optional[str]]:
     """A reader of one source line (absolute paths only: a relative one was the rank's cwd's;
     a regular file only, by jobenv's one reader of names others may have planted)."""
-    from ..readfile import read_bytes
+    from jobenv.core.readfile import read_bytes
 
     cache: Dict[str, List[str]] = {}
 
@@ -236,7 +236,7 @@ def _wait(ledgers: Ledgers, where: str, seq: int, pids: Mapping[int, int], befor
 
 def _read_from(path: str, offset: int) -> str:
     """What `path` (a regular file, never a planted FIFO) holds after `offset`, at most MAX_DUMP_BYTES."""
-    from ..readfile import open_regular
+    from jobenv.core.readfile import open_regular
 
     fd, st = open_regular(path)
     try:

@@ -89,7 +89,7 @@ def _pump(fd: int, sel: selectors.BaseSelector, partial: Dict[int, bytes], last:
 def _start(argv: List[str], env: Mapping[str, str]) -> subprocess.Popen[bytes]:
     """The launcher, in a session of its own, SIGTERMed if we die; JobenvError 127 when it
     cannot be started at all (and only then: a failure after the start is not "not found")."""
-    from ..errors import JobenvError
+    from jobenv.core.errors import JobenvError
 
     try:
         return subprocess.Popen(argv, env=dict(env), stdout=subprocess.PIPE, stderr=subprocess.PIPE,

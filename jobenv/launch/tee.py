@@ -14,8 +14,8 @@ import os
 import sys
 import threading
 
-from ..errors import BadInput
-from ..numparse import parse_uint
+from jobenv.core.errors import BadInput
+from jobenv.core.numparse import parse_uint
 
 TYPE_CHECKING = False  # `import typing` costs ~5 ms on every `launch`
 if TYPE_CHECKING:
@@ -54,7 +54,7 @@ class Follower(threading.Thread):
         self.done = threading.Event()
 
     def _fd(self, rank: int) -> Optional[int]:
-        from ..readfile import open_regular
+        from jobenv.core.readfile import open_regular
 
         if rank not in self.fds:
             try:

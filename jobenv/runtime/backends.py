@@ -105,7 +105,7 @@ def checked_in(info: DistInfo, timeout: float) -> None:
     whose agents have already rendezvoused; DetectError on a missing rank."""
     if info.world_size == 1 or info.launcher == "torchrun":
         return
-    from ..hostlist import this_host
+    from jobenv.core.hostlist import this_host
     from .checkin import CheckinError, check_in
 
     try:

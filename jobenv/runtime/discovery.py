@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import os
 
-from ..numparse import plural
+from jobenv.core.numparse import plural
 
 from .info import DetectError, DistInfo, first_number, number, optional_number, port_number
 from .launchers import (CHECK, LAUNCHERS, LOCAL, LSIZE, MAX_DIGITS, NAME, NODE, PORT_SEED_VARS,
@@ -158,7 +158,7 @@ def load_record(path: str) -> Optional[JobRecord]:
     if not os.path.lexists(path):
         return None
     from .. import store
-    from ..errors import JobenvError
+    from jobenv.core.errors import JobenvError
 
     try:
         store.open_jobs(os.path.dirname(os.path.abspath(path)), again=True)  # judged at every detect()
@@ -171,9 +171,9 @@ def read_hostfile(path: str) -> Tuple[str, ...]:
     """JOBENV_HOSTFILE: the hosts of this launch, one per line, each once (jobenv launch).
     Yours and no symbolic link (the store's rule), then read as every hostfile is."""
     from .. import store
-    from ..errors import JobenvError
-    from ..hostlist import is_valid_host
-    from ..readfile import MAX_HOSTFILE_BYTES, read_regular
+    from jobenv.core.errors import JobenvError
+    from jobenv.core.hostlist import is_valid_host
+    from jobenv.core.readfile import MAX_HOSTFILE_BYTES, read_regular
 
     try:
         store.check_safe(path, is_dir=False)
@@ -188,7 +188,7 @@ def read_hostfile(path: str) -> Tuple[str, ...]:
 
 def node_index(hosts: Sequence[str], hostname: str, rank: int, lsize: int) -> int:
     if hosts:
-        from ..hostlist import host_index
+        from jobenv.core.hostlist import host_index
 
         idx = host_index(hosts, hostname)
         if idx is not None:
@@ -212,7 +212,7 @@ def master_addr(env: Mapping[str, str], launcher: str, size: int, lsize: int, sc
     if size == 1 or lsize >= size or scheduler == "local":
         return LOOPBACK
     if launcher == "srun" and env.get("SLURM_STEP_NODELIST"):
-        from ..hostlist import expand
+        from jobenv.core.hostlist import expand
 
         return expand(env["SLURM_STEP_NODELIST"])[0]
     return hosts[0] if hosts else None
@@ -323,6 +323,6 @@ def detect(env: Optional[Mapping[str, str]] = None, pids: Optional[Sequence[int]
 
 
 def _this_host(env: Mapping[str, str]) -> str:
-    from ..hostlist import this_host
+    from jobenv.core.hostlist import this_host
 
     return this_host(env)

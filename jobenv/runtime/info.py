@@ -2,7 +2,7 @@
 numbers it is made of are read from variables."""
 from __future__ import annotations
 
-from ..errors import BadInput
+from jobenv.core.errors import BadInput
 from .launchers import MAX_DIGITS
 
 TYPE_CHECKING = False

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import os
 
-from ..errors import BadInput
+from jobenv.core.errors import BadInput
 
 TYPE_CHECKING = False  # `import typing` costs ~5 ms per shell; type checkers still read the block below
 if TYPE_CHECKING:

@@ -11,7 +11,7 @@ no scheduler file.
 """
 from __future__ import annotations
 
-from ..errors import BadInput
+from jobenv.core.errors import BadInput
 from . import SHELL_ONLY, is_secret
 
 TYPE_CHECKING = False  # `import typing` costs ~5 ms per shell; type checkers still read the block below
@@ -197,9 +197,9 @@ class Capture:
 
 
 def read_text(path: str) -> str:
-    """A scheduler's nodefile: a regular file of bounded size (jobenv.readfile), or one
+    """A scheduler's nodefile: a regular file of bounded size (jobenv.core.readfile), or one
     BadInput line."""
-    from ..readfile import MAX_HOSTFILE_BYTES, read_regular
+    from jobenv.core.readfile import MAX_HOSTFILE_BYTES, read_regular
 
     return read_regular(path, MAX_HOSTFILE_BYTES, "hostfile", " (has the job ended?)")
 
@@ -234,8 +234,8 @@ def parse_nodefile(text: str, path: str) -> Tuple[List[str], List[int]]:
     Every limit is checked before the next line is read, and the line count before the
     first one, so a hostile file of many millions of lines (blank or all one host) is one
     error in a fraction of a second, never a MemoryError or minutes of work."""
-    from ..hostlist import check_host, unique
-    from ..numparse import MAX_NODEFILE_LINES, MAX_PER_HOST, check_hosts
+    from jobenv.core.hostlist import check_host, unique
+    from jobenv.core.numparse import MAX_NODEFILE_LINES, MAX_PER_HOST, check_hosts
 
     nlines = text.count("\n") + (not text.endswith("\n"))
     if nlines > MAX_NODEFILE_LINES:

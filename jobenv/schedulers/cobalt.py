@@ -5,7 +5,7 @@ processes, not nodes, so hosts come from the nodefile alone, in the scheduler's 
 """
 from __future__ import annotations
 
-from ..errors import BadInput
+from jobenv.core.errors import BadInput
 from .base import Batch, Capture, Outside, Scheduler, parse_nodefile, pick_env, run_parsed, read_text, table_rows
 
 TYPE_CHECKING = False  # `import typing` costs ~5 ms per shell; type checkers still read the block below
@@ -87,7 +87,7 @@ def _blocks(text: str) -> Dict[str, Dict[str, str]]:
 
 def _location(text: str) -> List[str]:
     """Hosts of a Location (`thetagpu[01-08]`, `thetagpu13,thetagpu12`, `thetagpu06 thetagpu07`)."""
-    from ..hostlist import expand
+    from jobenv.core.hostlist import expand
 
     if text in ("", "None", "N/A"):
         return []
@@ -112,7 +112,7 @@ def parse_job(text: str, jobid: str) -> Capture:
 
 def parse_found(text: str, host: str, user: str) -> List[str]:
     """Ids of `user`'s running jobs whose Location names `host`, from `qstat -lf`."""
-    from ..hostlist import HostlistError, host_index
+    from jobenv.core.hostlist import HostlistError, host_index
 
     out = []
     for jobid, fields in _blocks(text).items():

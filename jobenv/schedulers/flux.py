@@ -11,7 +11,7 @@ ran it).  So the allocation is FLUX_ENCLOSING_ID when set (a task of a `flux run
 allocation is one step of it), else FLUX_JOB_ID.
 
 Hosts: no variable lists them; `flux hostlist instance` prints the instance's hosts as an
-RFC 29 hostlist (`elcap[1001-1004]`, the syntax jobenv.hostlist reads), `flux hostlist
+RFC 29 hostlist (`elcap[1001-1004]`, the syntax jobenv.core.hostlist reads), `flux hostlist
 local` the job's when FLUX_JOB_ID is set (flux-core doc/man1/flux-hostlist.rst).
 
 Liveness: `flux jobs` with job ids lists them in any state (filters are ignored with a
@@ -22,7 +22,7 @@ from a nested instance the question may have gone to the wrong one.
 """
 from __future__ import annotations
 
-from ..errors import BadInput
+from jobenv.core.errors import BadInput
 from .base import Batch, Capture, Scheduler, pick_env, run_parsed, run_query
 
 TYPE_CHECKING = False  # `import typing` costs ~5 ms per shell; type checkers still read the block below
@@ -48,7 +48,7 @@ def _job_id(env: Mapping[str, str]) -> str:
 
 def job_hosts(env: Mapping[str, str], run: Runner = run_query) -> List[str]:
     """The allocation's hosts, from `flux hostlist` (bounded; one BadInput line otherwise)."""
-    from ..hostlist import HostlistError, expand
+    from jobenv.core.hostlist import HostlistError, expand
 
     source = "instance" if env.get("FLUX_ENCLOSING_ID") else "local"
     res = run(["flux", "hostlist", source], env, 10.0)

@@ -14,7 +14,7 @@ NAME = "local"
 
 
 def capture(env: Mapping[str, str], hostname: Optional[str] = None) -> Capture:
-    from ..hostlist import check_host, this_host
+    from jobenv.core.hostlist import check_host, this_host
 
     host = check_host(hostname or this_host(env), "local host name")
     return Capture(scheduler=NAME, jobid=host.split(".")[0], hosts=[host], env={})

@@ -15,7 +15,7 @@ purged job is `Job <ID> is not found`: ended.
 """
 from __future__ import annotations
 
-from ..errors import BadInput
+from jobenv.core.errors import BadInput
 from .base import Batch, Capture, Scheduler, parse_nodefile, pick_env, run_parsed, read_text
 
 TYPE_CHECKING = False  # `import typing` costs ~5 ms per shell; type checkers still read the block below
@@ -32,8 +32,8 @@ DROP = ("LSB_JOBRES_PID", "LSB_JOBFILENAME", "LSB_CHKFILENAME", "LSB_JOBEXIT_STA
 
 def mcpu_hosts(text: str) -> Tuple[List[str], List[int]]:
     """Compute hosts and their slots from LSB_MCPU_HOSTS, the launch node dropped."""
-    from ..hostlist import check_host
-    from ..numparse import MAX_PER_HOST, check_hosts, parse_uint
+    from jobenv.core.hostlist import check_host
+    from jobenv.core.numparse import MAX_PER_HOST, check_hosts, parse_uint
 
     words = text.split()
     if not words or len(words) % 2:

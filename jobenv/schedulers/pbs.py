@@ -8,8 +8,8 @@ script a resubmission runs come from pbs_requeue.
 """
 from __future__ import annotations
 
-from ..errors import BadInput
-from ..numparse import MAX_PER_HOST, is_uint
+from jobenv.core.errors import BadInput
+from jobenv.core.numparse import MAX_PER_HOST, is_uint
 from . import pbs_qstat, pbs_requeue
 from .base import Batch, Capture, Outside, Requeue, Scheduler, parse_nodefile, pick_env, run_parsed, read_text, table_rows
 
@@ -122,7 +122,7 @@ def _owner(attrs: Dict[str, Any]) -> Tuple[str, str]:
 
 def _exec_hosts(exec_host: str) -> List[str]:
     """Hosts of `exec_host` (`x3006c0s13b0n0/0*64+x3006c0s19b0n0/0*64`), first-seen order."""
-    from ..hostlist import check_host
+    from jobenv.core.hostlist import check_host
 
     hosts = [check_host(part.split("/")[0].strip(), "PBS exec_host entry") for part in exec_host.split("+")]
     return list(dict.fromkeys(hosts))
@@ -182,7 +182,7 @@ def parse_job(text: str, jobid: str) -> Capture:
 def parse_found(text: str, host: str, user: str) -> List[str]:
     """Ids of `user`'s running jobs whose exec_host names `host` (short or FQDN), from
     `qstat -f -F json` of every job."""
-    from ..hostlist import HostlistError, host_index
+    from jobenv.core.hostlist import HostlistError, host_index
 
     out = []
     for qid, attrs in pbs_qstat.jobs(text).items():

@@ -177,7 +177,7 @@ def pbs_home(env: Mapping[str, str]) -> str:
     """PBS_HOME: the environment's, else pbs.conf's (PBS_CONF_FILE, default /etc/pbs.conf)."""
     if env.get("PBS_HOME", "").startswith("/"):
         return env["PBS_HOME"]
-    from ..readfile import read_bytes
+    from jobenv.core.readfile import read_bytes
 
     try:
         conf = read_bytes(env.get("PBS_CONF_FILE") or "/etc/pbs.conf", 1 << 16).decode("utf-8", "replace")
@@ -196,8 +196,8 @@ def script(jobid: str, env: Mapping[str, str]) -> Tuple[Optional[bytes], str]:
     writable by others; the file ours or root's, a regular file, not writable by others)."""
     import stat
 
-    from ..errors import BadRecord
-    from ..readfile import Refused, open_regular, read_open
+    from jobenv.core.errors import BadRecord
+    from jobenv.core.readfile import Refused, open_regular, read_open
     from ..storepath import check_ancestors
 
     if not jobid or "/" in jobid or jobid.startswith("."):

@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import os
 
-from ..errors import BadInput
-from ..numparse import MAX_PER_HOST, is_uint, parse_uint
+from jobenv.core.errors import BadInput
+from jobenv.core.numparse import MAX_PER_HOST, is_uint, parse_uint
 from .base import Batch, Capture, Outside, Requeue, Scheduler, pick_env, run_parsed
 from .slurm_scontrol import NAME, batch_script, expand_nodes, parse_job, parse_show_job
 
@@ -100,7 +100,7 @@ def gpus_hint(env: Mapping[str, str]) -> Optional[int]:
 
 def slots(env: Mapping[str, str], nhosts: int) -> Optional[List[int]]:
     """Tasks per node for the job, when the job (not a step) says so."""
-    from ..hostlist import parse_counts
+    from jobenv.core.hostlist import parse_counts
 
     text = "" if in_step(env) else env.get("SLURM_TASKS_PER_NODE", "")
     if text:
@@ -124,7 +124,7 @@ def capture(env: Mapping[str, str], hostname: Optional[str] = None) -> Capture:
     if in_step(env) and not _het_groups(env):  # restore the job's view, not the step's
         cap.env["SLURM_JOB_NODELIST"] = job_nodelist(env)
         cap.env["SLURM_JOB_NUM_NODES"] = str(len(hosts))
-    from ..hostlist import host_index, this_host
+    from jobenv.core.hostlist import host_index, this_host
 
     hostname = hostname or this_host(env)
     if host_index(hosts, hostname) is None:

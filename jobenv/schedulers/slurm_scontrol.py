@@ -8,8 +8,8 @@ from the two parsers here.
 """
 from __future__ import annotations
 
-from ..errors import BadInput, visible
-from ..numparse import MAX_PER_HOST, is_uint
+from jobenv.core.errors import BadInput, visible
+from jobenv.core.numparse import MAX_PER_HOST, is_uint
 from .base import Capture, JobFacts
 
 TYPE_CHECKING = False  # `import typing` costs ~5 ms per shell; type checkers still read the block below
@@ -21,7 +21,7 @@ NAME = "slurm"  # the scheduler's name (slurm.py takes it from here: this file l
 
 def expand_nodes(text: str) -> List[str]:
     """A Slurm nodelist's hosts; a bad one is named as Slurm's."""
-    from ..hostlist import HostlistError, expand
+    from jobenv.core.hostlist import HostlistError, expand
 
     try:
         return expand(text)

@@ -7,8 +7,8 @@ import sys
 import time
 from typing import Any, Callable, List, Optional, TypeVar
 
-from ..errors import BadInput
-from ..numparse import parse_seconds, parse_uint
+from jobenv.core.errors import BadInput
+from jobenv.core.numparse import parse_seconds, parse_uint
 from ..runs_record import write_phases
 from ..runtime import DetectError, detect
 from ..runtime.checkin import CheckinError
@@ -21,7 +21,7 @@ T = TypeVar("T")
 
 
 def _number(parse: Callable[..., T], **kw: Any) -> Callable[[str], T]:
-    """An argparse type from jobenv.numparse's parsers (their rules, argparse's error message)."""
+    """An argparse type from jobenv.core.numparse's parsers (their rules, argparse's error message)."""
     def convert(text: str) -> T:
         try:
             return parse(text, "the value", **kw)
@@ -61,7 +61,7 @@ def main(argv: Optional[List[str]] = None) -> int:
     args = parse_args(argv)
     t_start = process_start_time()
     deadline = (t_start or T_INTERP) + args.timeout
-    from ..hostlist import this_host
+    from jobenv.core.hostlist import this_host
 
     host = this_host()
     try:
@@ -105,7 +105,7 @@ def main(argv: Optional[List[str]] = None) -> int:
     write_phases(rep["ranks"])  # under `jobenv launch`: every rank's phases for `jobenv runs`/`report`
     unwritten = ""
     if args.json_file:  # the user's file: replaced whole, or a FIFO or device written in place
-        from ..atomic import write_output
+        from jobenv.core.atomic import write_output
 
         try:
             write_output(args.json_file, (json.dumps(rep, indent=2) + "\n").encode())

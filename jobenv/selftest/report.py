@@ -5,7 +5,7 @@ import os
 import statistics
 from typing import Any, Dict, List, Mapping, Optional, Tuple
 
-from ..numparse import plural
+from jobenv.core.numparse import plural
 from ..runtime import DistInfo
 from . import PHASES
 
@@ -38,7 +38,7 @@ def summarize(results: Dict[int, Dict[str, Any]], info: DistInfo) -> Dict[str, A
 def expectation(backend: str, name: Optional[str], env: Mapping[str, str]) -> Tuple[str, Optional[Dict[str, Any]]]:
     """(profile name, its fabric.<backend>) for the profile named, else the job record's
     machine; ("", None) when there is none (a torchrun outside any job, an unknown name)."""
-    from ..errors import JobenvError
+    from jobenv.core.errors import JobenvError
     from ..runtime import DetectError
 
     try:
@@ -71,7 +71,7 @@ def add_fabric(rep: Dict[str, Any], profile: Optional[str]) -> None:
 
 def fabric_lines(fab: Dict[str, Any]) -> List[str]:
     """The verdict line, and the fix when there is one."""
-    from ..errors import one_line
+    from jobenv.core.errors import one_line
 
     v = fab["verdict"]  # host names, NCCL's log and the profile's text may hold control bytes: shown escaped
     lines = [f"fabric {v['status'].upper()}: {one_line(v['says'])}"]
@@ -79,7 +79,7 @@ def fabric_lines(fab: Dict[str, Any]) -> List[str]:
 
 
 def print_fabric(fab: Dict[str, Any]) -> None:
-    from ..output import print_table
+    from jobenv.core.output import print_table
 
     bw = fab.get("bandwidth") or {}
     rows = [[kind, str(r["ranks"]), f"{bw[kind]['groups']}", _size(r["bytes"]), f"{r['algbw']:.2f}",
@@ -88,7 +88,7 @@ def print_fabric(fab: Dict[str, Any]) -> None:
         print("all-reduce bandwidth (GB/s per rank, the slowest group; busbw as nccl-tests: algbw * 2(n-1)/n)")
         print_table(rows, ["between", "ranks", "groups", "size", "algbw", "busbw"])
     print(f"transport ({fab['backend']})")
-    from ..errors import one_line
+    from jobenv.core.errors import one_line
 
     print_table([[one_line(", ".join(t["hosts"][:4]) + (" ..." if len(t["hosts"]) > 4 else "")),
                   one_line(str(t.get("network"))), one_line(_transport_detail(t))] for t in fab["transports"]],
@@ -139,7 +139,7 @@ def print_report(rep: Dict[str, Any], quiet: bool) -> None:
             print(text)
         print(line, flush=True)
         return
-    from ..output import print_table
+    from jobenv.core.output import print_table
 
     by_rank = {res["rank"]: res for res in rep["ranks"]}
     print("ranks per host")

@@ -12,9 +12,9 @@ from typing import TYPE_CHECKING, Any, Dict, List, Mapping, Optional, Tuple
 
 import click
 
-from jobenv.cli.common import Count, Seconds
-from ..errors import BadInput, JobenvError, JobEnded, one_line
-from ..numparse import MAX_HOSTS, plural
+from jobenv.core.params import Count, Seconds
+from jobenv.core.errors import BadInput, JobenvError, JobEnded, one_line
+from jobenv.core.numparse import MAX_HOSTS, plural
 from ..record import JobRecord
 from . import outcome
 from .outcome import Fraction
@@ -84,7 +84,7 @@ class Progress:
         if tty:
             from rich.progress import BarColumn, DownloadColumn, Progress as RP, TextColumn, TransferSpeedColumn
 
-            from ..output import console
+            from jobenv.core.output import console
 
             self.bar = RP(TextColumn("{task.description}"), BarColumn(), DownloadColumn(),
                           TransferSpeedColumn(), transient=True, console=console(sys.stderr))
@@ -304,7 +304,7 @@ def _pack(env: Env, items: List[Entry], key: str, sdir: str, nbytes: int) -> Tup
     from . import pack
     from .manifest import EnvError
 
-    from ..output import progress
+    from jobenv.core.output import progress
 
     t = time.time()
     try:

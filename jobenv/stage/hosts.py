@@ -15,7 +15,7 @@ import sys
 import time
 from typing import Any, Callable, Dict, List, Mapping, Optional, Tuple
 
-from ..interpreter import code_argv
+from jobenv.core.interpreter import code_argv
 from ..record import JobRecord
 from .worker import MARK
 
@@ -131,7 +131,7 @@ def local_python(source: str) -> str:
 
 
 def match_host(reported: str, hosts: List[str]) -> Optional[str]:
-    from ..hostlist import host_index
+    from jobenv.core.hostlist import host_index
 
     i = host_index(hosts, reported)
     return None if i is None else hosts[i]

@@ -15,8 +15,8 @@ from typing import Any, Dict, List, Optional
 
 import click
 
-from ..errors import EXIT_ERROR, one_line
-from ..numparse import _plain
+from jobenv.core.errors import EXIT_ERROR, one_line
+from jobenv.core.numparse import _plain
 from ..record import JobRecord
 
 

@@ -345,7 +345,7 @@ def join(spec: Dict[str, object], meta: Dict[str, object], host: str, root: str)
     relay = spec.get("relay")
     if not isinstance(relay, dict) or not isinstance(meta.get("archive_sha256"), str):
         return None
-    from ..hostlist import host_index
+    from jobenv.core.hostlist import host_index
 
     with open(os.path.join(str(relay["dir"]), "hosts")) as f:
         hosts = f.read().split()

@@ -39,7 +39,7 @@ def check_copy(prefix: str, key: str) -> Tuple[str, str, Dict[str, Any]]:
     """(status, why, stamp) of the staged copy at `prefix`, recorded with manifest `key`:
     "ok" (why is ""), "unsafe" (another user could have made or changed it: never run it),
     "missing" or "stale" (not the recorded copy)."""
-    from ..errors import JobenvError
+    from jobenv.core.errors import JobenvError
     from ..storepath import check_safe
 
     try:
@@ -56,7 +56,7 @@ def check_copy(prefix: str, key: str) -> Tuple[str, str, Dict[str, Any]]:
 
 
 def _entry(record: JobRecord, host: str) -> Optional[Tuple[str, Dict[str, Any]]]:
-    from ..hostlist import host_index
+    from jobenv.core.hostlist import host_index
 
     staged = getattr(record, "staged", None) or {}
     names = list(staged)
@@ -65,7 +65,7 @@ def _entry(record: JobRecord, host: str) -> Optional[Tuple[str, Dict[str, Any]]]
 
 
 def read_stamp(prefix: str) -> Optional[Dict[str, Any]]:
-    from ..fastjson import loads
+    from jobenv.core.jsonread import loads
 
     try:
         with open(os.path.join(prefix, STAMP), "rb") as f:

@@ -27,7 +27,7 @@ import tarfile
 import time
 from typing import Any, Dict, List, Mapping, Optional
 
-from ..errors import BadInput, JobenvError
+from jobenv.core.errors import BadInput, JobenvError
 from ..storepath import own_dir
 from . import manifest, relay, relocate
 from .manifest import BASE_DIR

@@ -15,7 +15,7 @@ from __future__ import annotations
 import os
 import time
 
-from .errors import BadInput, JobenvError
+from jobenv.core.errors import BadInput, JobenvError
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:

@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import os
 
-from .errors import BadInput
-from .numparse import MAX_HOSTS
+from jobenv.core.errors import BadInput
+from jobenv.core.numparse import MAX_HOSTS
 
 TYPE_CHECKING = False  # `import typing` costs ~5 ms; records are validated on the `get` path
 if TYPE_CHECKING:
@@ -232,7 +232,7 @@ def parse_counts(text: str) -> List[int]:
     """Expand Slurm's per-node counts: `4(x2),2` -> [4, 4, 2]."""
     import re
 
-    from .numparse import MAX_PER_HOST
+    from jobenv.core.numparse import MAX_PER_HOST
 
     pairs = []
     total = 0

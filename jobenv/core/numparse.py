@@ -10,7 +10,7 @@ fails in microseconds instead of exhausting memory.
 """
 from __future__ import annotations
 
-from .errors import BadInput
+from jobenv.core.errors import BadInput
 
 # Documented in the README ("Limits"): more than any machine has, small enough to stay in memory.
 MAX_HOSTS = 1_000_000

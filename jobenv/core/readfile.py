@@ -14,14 +14,14 @@ HOSTFILE copy is often reached through one, and the file is only read, as the us
 data that is validated line by line afterwards.  Every failure is one BadInput line.
 
 Standard library only and nothing but `os`, `stat` (loaded at interpreter start-up) and
-jobenv.errors: this runs in every rank that reads JOBENV_HOSTFILE.
+jobenv.core.errors: this runs in every rank that reads JOBENV_HOSTFILE.
 """
 from __future__ import annotations
 
 import os
 import stat
 
-from .errors import BadInput
+from jobenv.core.errors import BadInput
 
 TYPE_CHECKING = False  # `import typing` costs ~5 ms; type checkers still read the block below
 if TYPE_CHECKING:

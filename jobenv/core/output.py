@@ -15,7 +15,7 @@ import sys
 from contextlib import contextmanager
 from typing import IO, Any, Iterator, List, Mapping, Optional, Sequence
 
-from .errors import one_line
+from jobenv.core.errors import one_line
 
 COLOR_MODES = ("auto", "always", "never")
 
