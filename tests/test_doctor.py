@@ -17,8 +17,8 @@ import pytest
 
 import machines
 from conftest import base_env, jobenv, jobenv_program
-from jobenv.doctor import render_json, render_text
-from jobenv.doctor_judges import Check, judge_launcher, judge_mpi4py
+from jobenv.doctor.checks import render_json, render_text
+from jobenv.doctor.judges import Check, judge_launcher, judge_mpi4py
 
 VENV_BIN = os.path.dirname(sys.executable)
 
@@ -149,7 +149,7 @@ def test_deep_runs_a_two_rank_allreduce(local_env):
 
 
 def test_fabric_line_becomes_a_check():
-    from jobenv.doctor import fabric_check
+    from jobenv.doctor.checks import fabric_check
 
     c = fabric_check("fabric FAIL: NCCL is using sockets (TCP fallback)", "  fix: module load x; export NCCL_NET=y")
     assert c == Check("fabric", "fail", "NCCL is using sockets (TCP fallback)", "module load x; export NCCL_NET=y")
@@ -200,7 +200,7 @@ def test_relative_pythonpath_entry_warns(local_env):
 @pytest.mark.parametrize("text", ["1", "29500", "65535", "65536", "0", "\u00b2", "08080", " 80", "1_0", "123456"])
 def test_port_rule_is_the_runtimes(text):
     """doctor refuses exactly the MASTER_PORT values detect() refuses, one line, no traceback."""
-    from jobenv.doctor import check_master_port
+    from jobenv.doctor.checks import check_master_port
     from jobenv.runtime.discovery import master_port
     from jobenv.runtime.info import DetectError
 
@@ -224,8 +224,8 @@ def test_doctor_does_not_import_the_cli():
     """The CLI imports doctor for its command; doctor reading the CLI back made a circle."""
     import ast
 
-    import jobenv.doctor
+    import jobenv.doctor.checks
 
-    tree = ast.parse(open(jobenv.doctor.__file__, encoding="utf-8").read())
+    tree = ast.parse(open(jobenv.doctor.checks.__file__, encoding="utf-8").read())
     names = {(n.level, n.module) for n in ast.walk(tree) if isinstance(n, ast.ImportFrom)}
     assert (1, "cli") not in names and not any(m and m.startswith("jobenv.cli") for _, m in names)

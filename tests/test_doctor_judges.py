@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import pytest
 
-from jobenv.doctor_judges import judge_gpus, judge_imports, judge_launcher, judge_mpi4py, judge_torch, mpi_flavor
+from jobenv.doctor.judges import judge_gpus, judge_imports, judge_launcher, judge_mpi4py, judge_torch, mpi_flavor
 
 
 @pytest.mark.parametrize("text,flavor", [

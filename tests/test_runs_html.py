@@ -83,7 +83,8 @@ def test_every_host_is_named_and_hostile_hosts_stay_text(tmp_path):
 
 
 def test_a_thousand_ranks_are_a_heat_map_made_quickly(tmp_path, monkeypatch):
-    from jobenv import runs, runs_html
+    from jobenv.history import runs
+    from jobenv.history import html as runs_html
 
     env = launched_job(tmp_path)
     run = synthetic(env, 125, 8)

@@ -10,9 +10,9 @@ import re
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from jobenv.runs import Run
-from jobenv.runs_html import heatmap, page
-from jobenv.runs_timeline import MAX_PHASE, STARTUP, Row, Timeline, from_phases, print_chart, shown_rows
+from jobenv.history.runs import Run
+from jobenv.history.html import heatmap, page
+from jobenv.history.timeline import MAX_PHASE, STARTUP, Row, Timeline, from_phases, print_chart, shown_rows
 
 
 def test_phases_keep_only_checked_fields_in_order():

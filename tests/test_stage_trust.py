@@ -96,7 +96,7 @@ def test_a_copy_replaced_after_stage_is_not_run(tmp_path, job, other_user, share
     sets, path, warns = restore.restore_items(r, job, "workstation7")
     assert (sets, path) == ({}, []) and f"owned by uid {other_user.uid}" in warns[0], warns
     assert restore.check(r, "workstation7")[0] == "unsafe"
-    from jobenv.doctor import check_staged
+    from jobenv.doctor.checks import check_staged
     assert check_staged(r, "workstation7").status != "ok"
     # a rank whose launching shell still has the copy first on PATH (the path is the same on every host)
     argv = restore.rank_prefix(r) + ["/bin/sh", "-c", 'command -v python3; python3 -c "print(1)"; echo "v=$VIRTUAL_ENV"']

@@ -2,7 +2,7 @@
 
 A job is launched into from inside its allocation (`jobenv launch`, `launch`), by a batch
 script `submit` wrote, or many times by hand; run history keeps one directory per attempt
-(jobenv.runs) and each attempt given --log-dir notes that directory there as it starts
+(jobenv.history.runs) and each attempt given --log-dir notes that directory there as it starts
 (runs_record.note_log_dir).  So the launches of a job are its run directories, oldest first, and
 each one's rank logs are in its noted directory, except when a later attempt of the same
 launch moved them into `DIR/attempt-<N>/` (ranks.set_aside) or a later launch given the
@@ -67,7 +67,8 @@ def _refusal(path: str) -> str:
 
 def launches(env: Mapping[str, str], scheduler: str, jobid: str) -> List[Launch]:
     """Every attempt of every launch into the job in run history, oldest first."""
-    from .. import runs, store
+    from jobenv import store
+    from jobenv.history import runs
 
     key = store.key_for(scheduler, jobid)
     scanned = [r for r in reversed(runs.scan(env, key)) if r.key == key]
@@ -120,7 +121,7 @@ def _alive(run_dir: str) -> bool:
 def _again(run: Any) -> Any:
     """A run seen without its summary and found ended: read again (it may have written its
     summary as it ended, between the two looks)."""
-    from .. import runs
+    from jobenv.history import runs
 
     summary = runs.read_json(os.path.join(run.path, runs.SUMMARY), runs.MAX_SUMMARY_BYTES)
     return run if summary is None else runs.Run(run.key, run.name, run.path, summary, run.mtime)

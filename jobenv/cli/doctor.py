@@ -1,4 +1,4 @@
-"""`jobenv doctor`: the click command; the checks themselves live in jobenv.doctor."""
+"""`jobenv doctor`: the click command; the checks themselves live in jobenv.doctor.checks."""
 from __future__ import annotations
 
 import os
@@ -9,7 +9,7 @@ import click
 
 from jobenv.cli.common import job_id
 from jobenv.core.params import Seconds
-from jobenv.doctor import collect, render_json, render_text
+from jobenv.doctor.checks import collect, render_json, render_text
 
 
 @click.command("doctor")

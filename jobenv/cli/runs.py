@@ -1,5 +1,5 @@
 """`jobenv runs [list|show RUN|prune]` and `jobenv report RUN... --html FILE`: the launch history
-(jobenv.runs) on the terminal and as one self-contained page (jobenv.runs_html)."""
+(jobenv.history.runs) on the terminal and as one self-contained page (jobenv.history.html)."""
 from __future__ import annotations
 
 import json
@@ -12,7 +12,7 @@ import click
 from jobenv.cli.common import warn, write_out
 from jobenv.core.params import Count
 from jobenv.core.numparse import plural
-from jobenv.runs import Run
+from jobenv.history.runs import Run
 
 
 def _when(t: float) -> str:
@@ -49,7 +49,7 @@ def runs_cmd(ctx: click.Context) -> None:
 def list_runs(job: Optional[str], as_json: bool) -> None:
     """Every launch attempt of every job, newest first."""
     from jobenv.core.output import print_table
-    from jobenv.runs import scan
+    from jobenv.history.runs import scan
 
     runs = scan(os.environ, job, warn=warn)
     if as_json:
@@ -70,8 +70,8 @@ def show_run(run: str, as_json: bool) -> None:
     import sys
 
     from jobenv.core.output import print_table
-    from jobenv.runs import find
-    from jobenv.runs_timeline import print_chart, timeline
+    from jobenv.history.runs import find
+    from jobenv.history.timeline import print_chart, timeline
     from jobenv.shell import join
 
     r = find(run, os.environ, warn)
@@ -99,7 +99,7 @@ def show_run(run: str, as_json: bool) -> None:
 @click.option("--dry-run", is_flag=True, help="Only list what would be removed.")
 def prune_runs(keep: Optional[int], days: Optional[int], dry_run: bool) -> None:
     """Remove old runs now (launch does it after every attempt)."""
-    from jobenv.runs import prune
+    from jobenv.history.runs import prune
 
     gone = prune(os.environ, keep, None if days is None else float(days), dry_run, warn)
     for r in gone:
@@ -117,8 +117,8 @@ def report_cmd(run: Tuple[str, ...], html_file: str, same_scale: bool) -> None:
     interrupted runs marked) and, over several runs, start-up time against world size.
     RUN: a name from `jobenv runs`,
     `last` (the default), or `all`."""
-    from jobenv.runs import pick, scan
-    from jobenv.runs_html import page
+    from jobenv.history.runs import pick, scan
+    from jobenv.history.html import page
 
     chosen: List[Run] = []
     everything = scan(os.environ, warn=warn)  # one listing (and one warning per skipped entry) for every RUN

@@ -12,7 +12,7 @@ import sys
 import time
 from functools import partial
 
-from .. import runs_record as runs_history
+from jobenv.history import record as runs_history
 from .. import store
 from jobenv.core.errors import JobenvError, one_line
 from . import badhosts, failover, families, preempt, ranks, report, sizing, supervise, tee, teardown

@@ -15,8 +15,8 @@ import time
 from typing import List, Optional, Sequence, Tuple
 
 from jobenv.core.numparse import plural
-from .runs import STARTUP, Run
-from .runs_timeline import COLOURS, RESOLUTION, Timeline, per_second, timeline
+from jobenv.history.runs import STARTUP, Run
+from jobenv.history.timeline import COLOURS, RESOLUTION, Timeline, per_second, timeline
 
 HEAT_AT = 1000
 TIPS_UP_TO = 20_000
@@ -170,7 +170,7 @@ class Scale:
 
 
 def section(run: Run, tl: Timeline, scale: Optional[Scale] = None) -> str:
-    from .shell import join
+    from jobenv.shell import join
 
     rows = [("job", run.job), ("command", join(run.command)), ("started", time.strftime("%Y-%m-%d %H:%M:%S",
             time.localtime(run.started))), ("hosts", f"{run.nhosts}: {run.hosts}"), ("ranks", run.nranks),

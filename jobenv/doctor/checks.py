@@ -5,7 +5,7 @@ launcher, a torch without the expected backend, a GPU count that does not match 
 record, or an unreachable rendezvous address.  Each check is data, Check(name, status,
 detail, fix), computed by a function of its inputs; probes that run programs (launcher
 --version, imports of torch, mpi4py, ...) run in bounded subprocesses, all at once
-(jobenv.doctor_probes), and their text is judged by pure functions (jobenv.doctor_judges:
+(jobenv.doctor.probes), and their text is judged by pure functions (jobenv.doctor.judges:
 `mpi_flavor`, `judge_mpi4py`, ...).  Rendering as text or JSON comes last.  Exit 1 if any
 check fails.
 """
@@ -16,10 +16,10 @@ import os
 import sys
 from typing import Any, Callable, Dict, List, Mapping, Optional, Tuple
 
-from . import doctor_probes as probes
+from jobenv.doctor import probes
 from jobenv.core.numparse import plural
-from .doctor_judges import Check, judge_gpus, judge_imports, judge_launcher, launcher_family
-from .record import JobRecord
+from jobenv.doctor.judges import Check, judge_gpus, judge_imports, judge_launcher, launcher_family
+from jobenv.record import JobRecord
 
 
 def check_deep(jobid: str, env: Mapping[str, str], timeout: float) -> List[Check]:
@@ -44,7 +44,7 @@ def fabric_check(line: str, after: str) -> Check:
 def check_launcher_fit(rec: JobRecord, env: Mapping[str, str], exe: str, row: Any) -> Optional[Check]:
     """A fail when the launcher found is not the family the profile's flags are written for
     (jobenv.launcher_fit, the rule `save` warns by); None when it fits or cannot be told."""
-    from . import launcher_fit, profiles
+    from jobenv import launcher_fit, profiles
 
     prof = profiles.load_all(env).get(rec.machine)
     if prof is None or not rec.launch:
@@ -63,7 +63,7 @@ def own_launcher(env: Mapping[str, str]) -> Optional[Tuple[str, str]]:
 
 
 def check_store(env: Mapping[str, str]) -> List[Check]:
-    from . import store
+    from jobenv import store
     from jobenv.core.errors import BadRecord
 
     d = store.jobs_dir(dict(env))
@@ -87,9 +87,9 @@ def check_shell(env: Mapping[str, str]) -> Check:
     import shutil
     import subprocess
 
-    from .doctor_judges import judge_shell
-    from .init import exe_path
-    from .init_install import rc_file
+    from jobenv.doctor.judges import judge_shell
+    from jobenv.init import exe_path
+    from jobenv.init_install import rc_file
 
     sh = os.path.basename(env.get("SHELL", "")) or "bash"
     sh = sh if sh in ("bash", "zsh", "fish") else "bash"
@@ -113,7 +113,7 @@ def check_shell(env: Mapping[str, str]) -> Check:
 
 def _has_line(path: str) -> bool:
     """Whether the rc file holds `jobenv init --install`'s marked line (unreadable: no)."""
-    from .init_install import MARK
+    from jobenv.init_install import MARK
     from jobenv.core.readfile import read_bytes
 
     try:
@@ -148,8 +148,8 @@ def check_master_port(text: str, addr: str, host: str) -> Check:
     """MASTER_PORT by the runtime's own rule (runtime.info.port_number); on this host, it and the
     check-in's port beside it are free."""
     from jobenv.core.hostlist import host_index
-    from .runtime.checkin import port_beside
-    from .runtime.info import DetectError, port_number
+    from jobenv.runtime.checkin import port_beside
+    from jobenv.runtime.info import DetectError, port_number
 
     if not text:
         return Check("port", "ok", "derived per launch from the job id (MASTER_PORT unset)")
@@ -167,7 +167,7 @@ def check_master_port(text: str, addr: str, host: str) -> Check:
 
 def check_staged(rec: JobRecord, host: str) -> Check:
     """Whether this host's staged copy (`jobenv stage`) still matches the environment."""
-    from .stage import check
+    from jobenv.stage import check
 
     status, detail = check(rec, host)
     if status in ("ok", "none"):
@@ -178,7 +178,7 @@ def check_staged(rec: JobRecord, host: str) -> Check:
 
 def _recorded_launcher(rec: JobRecord, env: Mapping[str, str]) -> Optional[str]:
     """The launcher `jobenv launch` would run: the recorded absolute path, else PATH's."""
-    from .software import launcher_path
+    from jobenv.software import launcher_path
 
     if not rec.launch:
         return None
@@ -188,7 +188,7 @@ def _recorded_launcher(rec: JobRecord, env: Mapping[str, str]) -> Optional[str]:
 
 def _torch_backends(rec: JobRecord, env: Mapping[str, str]) -> Tuple[str, ...]:
     """The torch backends the job's profile configures (its `fabric:`): doctor asks for torch there only."""
-    from . import profiles
+    from jobenv import profiles
 
     prof = profiles.load_all(env).get(rec.machine)
     return tuple(sorted(prof.fabric)) if prof is not None else ()
@@ -196,10 +196,10 @@ def _torch_backends(rec: JobRecord, env: Mapping[str, str]) -> Tuple[str, ...]:
 
 def collect(env: Mapping[str, str], job: Optional[str], deep: bool, timeout: float) -> List[Check]:
     """Every check, in a fixed order; slow probes run concurrently."""
-    from . import schedulers
+    from jobenv import schedulers
     from jobenv.core.errors import JobenvError
-    from .lookup import which_job
-    from .liveness import job_state
+    from jobenv.lookup import which_job
+    from jobenv.liveness import job_state
     from jobenv.core.hostlist import host_index, this_host
 
     checks: List[Check] = []

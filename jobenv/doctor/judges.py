@@ -11,9 +11,9 @@ import os
 import sys
 from typing import Any, Dict, List, NamedTuple, Optional, Tuple
 
-from .launch import families
-from .launcher_fit import mpi_abi as _abi
-from .launcher_fit import mpi_flavor
+from jobenv.launch import families
+from jobenv.launcher_fit import mpi_abi as _abi
+from jobenv.launcher_fit import mpi_flavor
 from jobenv.core.numparse import plural
 
 

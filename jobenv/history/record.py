@@ -1,4 +1,4 @@
-"""Writing run history (jobenv.runs reads, lists and prunes it): an attempt's summary and
+"""Writing run history (jobenv.history.runs reads, lists and prunes it): an attempt's summary and
 its noted log directory, written by launch; the program's start-up phases, by its rank 0.
 
 All of it is advisory: nothing here may change a launch's verdict, so a failure to write
@@ -10,7 +10,7 @@ import os
 import time
 
 from jobenv.core.errors import JobenvError
-from .runs import LOG_DIR, PHASES, SUMMARY, is_real_dir, prune
+from jobenv.history.runs import LOG_DIR, PHASES, SUMMARY, is_real_dir, prune
 
 TYPE_CHECKING = False  # `import typing` costs ~5 ms; launch imports this module on every run
 if TYPE_CHECKING:
@@ -38,7 +38,7 @@ def _record(run_dir: str, rec: Any, command: Sequence[str], plan: Any, attempt: 
 
     from jobenv.core.atomic import write_atomic
     from jobenv.core.hostlist import compress
-    from .launch import ranks
+    from jobenv.launch import ranks
 
     first = ranks.first_failure(ranks.read(run_dir)) if out.returncode != 0 and out.signalled is None else None
     size = plan.size

@@ -1,6 +1,6 @@
 """The side effects of `jobenv doctor`: programs, imports, sockets, each bounded in time.
 
-Every probe returns plain data (text, a dict, None); jobenv.doctor judges it.  Imports of
+Every probe returns plain data (text, a dict, None); jobenv.doctor.checks judges it.  Imports of
 frameworks run in child interpreters started together, so a slow `import tensorflow` or
 an MPI that hangs in its init costs at most the timeout, not the sum.
 """
@@ -64,7 +64,7 @@ def mpi_builds(python: str, env: Mapping[str, str], timeout: float = 30.0) -> Di
     mpi4py by its library string, horovod by the sonames its MPI extension links.  {} when
     neither is there or the probe fails (a bounded child: an MPI library that hangs costs
     `timeout` at most)."""
-    from .launcher_fit import mpi_flavor, soname_flavor
+    from jobenv.launcher_fit import mpi_flavor, soname_flavor
     from jobenv.core.readfile import read_bytes
 
     try:
@@ -168,7 +168,7 @@ def launcher_banner(exe: str, env: Mapping[str, str], timeout: float = 10.0) -> 
 
 def gpus_here(env: Mapping[str, str]) -> Tuple[Optional[int], str]:
     """GPUs this host shows: a device mask in the environment, else the vendor tools."""
-    from . import devices
+    from jobenv import devices
 
     masked = devices.from_masks(env)
     if masked is not None:

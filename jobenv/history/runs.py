@@ -2,7 +2,7 @@
 
 Each attempt has its run directory `<JOBENV_HOME>/runs/<job key>/<stamp>-<pid>-a<N>/`
 (jobenv.launch.ranks.make_run_dir).  At the attempt's end launch writes `summary.json`
-there (jobenv.runs_record, atomically: jobenv.core.atomic): command, job, hosts, ranks, attempt, exit, duration,
+there (jobenv.history.record, atomically: jobenv.core.atomic): command, job, hosts, ranks, attempt, exit, duration,
 first failure.  An attempt given --log-dir notes that directory there as it starts, in
 `logdir.json` (note_log_dir: `jobenv logs` finds a launch's rank logs by it, a running one's
 too).  A program whose rank 0 knows every rank's start-up phases (the selftest)
@@ -69,7 +69,7 @@ def is_key(name: str) -> bool:
 
 
 def root(env: Optional[Mapping[str, str]] = None) -> str:
-    from .storepath import home
+    from jobenv.storepath import home
 
     return os.path.join(home(env), "runs")
 
@@ -203,7 +203,7 @@ def scan(env: Optional[Mapping[str, str]] = None, job: Optional[str] = None, sum
     entry shaped like a run that is not a directory, or whose name no clock gives, is no
     run: skipped, with one line through `warn` (neither listed nor pruned).  What a run's
     files hold is read as hostile: a field that does not check out reads as absent."""
-    from .storepath import check_ancestors, check_safe
+    from jobenv.storepath import check_ancestors, check_safe
 
     base = root(env)
     check_ancestors(base, "the runs directory")

@@ -14,7 +14,7 @@ import statistics
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 from jobenv.core.numparse import plural
-from .runs import MAX_PHASES_BYTES, PHASES, STARTUP, Run, num, read_json, text
+from jobenv.history.runs import MAX_PHASES_BYTES, PHASES, STARTUP, Run, num, read_json, text
 
 MAX_ROWS = 1_000_000
 RECORD_PHASES = ("launch", "running")  # from rank records: start-up of the wrapper, then the program
@@ -101,7 +101,7 @@ def from_phases(data: Dict[str, object]) -> List[Row]:
 
 
 def from_records(run: Run) -> List[Row]:
-    from .launch import ranks
+    from jobenv.launch import ranks
 
     rows = []
     for r in ranks.read(run.path).ranks.values():
