@@ -15,13 +15,13 @@ if TYPE_CHECKING:
 def main(argv: Optional[List[str]] = None) -> int:
     args = sys.argv[1:] if argv is None else list(argv)
     if args and args[0] == "get":
-        from .fastget import run
+        from jobenv.restore.fastget import run
 
         rc = run(args[1:])
         if rc is not None:
             return rc
     elif args and args[0] == "init":  # runs in every login shell: no click either
-        from .init import run as run_init
+        from jobenv.restore.init import run as run_init
 
         rc = run_init(args[1:])
         if rc is not None:

@@ -1,12 +1,12 @@
 """The `launch` flow, and `launch ARGS` without click.
 
-`start` is what `jobenv launch` and the `launch` program do: which job (jobenv.lookup, by
+`start` is what `jobenv launch` and the `launch` program do: which job (jobenv.store.lookup, by
 way of the restore plan), refuse an ended one, then run in the restore plan's environment
 (the one `source <(jobenv get)` gives a shell) with the job's staged copy before each
 rank's command (jobenv.stage).  It lives here, above get, stage and launch, so that none
 of those calls up into another; `kill` (`jobenv kill`) finds a launch the same way.  `run` is
 the `launch` program's click-free parser (click costs ~50 ms per launch), like
-jobenv.fastget for `get`.
+jobenv.restore.fastget for `get`.
 """
 from __future__ import annotations
 
@@ -25,8 +25,8 @@ def start(job: Optional[str], allow_stale: bool, command: List[str], opts: Optio
 
     Liveness is asked of the scheduler now, not taken from `get`'s one-minute cache: a job
     cancelled since is refused here, naming it, before any launcher runs into it."""
-    from . import plan
-    from .get import restore_plan
+    from jobenv.restore import plan
+    from jobenv.restore.get import restore_plan
     from .launch.command import run
     from .stage import rank_prefix
 
@@ -39,10 +39,11 @@ def start(job: Optional[str], allow_stale: bool, command: List[str], opts: Optio
 def kill(job: Optional[str], run: Optional[str], environ: Mapping[str, str], say: Callable[[str], None]) -> int:
     """`jobenv kill`: the job as `launch` finds it (its restored environment names the job to
     scancel/flux), its running attempt (jobenv.launch.liverun.find), then jobenv.launch.kill."""
-    from . import plan, store
-    from .get import restore_plan
+    from jobenv.restore import plan
+    from jobenv.store import files as store
+    from jobenv.restore.get import restore_plan
     from jobenv.core.hostlist import this_host
-    from .software import launcher_path
+    from jobenv.capture.software import launcher_path
     from .launch import families
     from .launch.attempt import find_program
     from .launch.kill import kill as end_run

@@ -30,7 +30,7 @@ ledger name that is not a regular file of ours); 2 without a program.
 Environment protocol (set by `jobenv launch` on the launcher's environment):
 - JOBENV_GPU_BIND   `VAR:MAP:DEVICES[:TILES]`, for map order `VAR:order:D0,D1,...` (see
                     `gpu_bind_value`; from the profile's `gpu_bind`,
-                    `jobenv.profiles.gpu_bind_mode`), or empty for none.
+                    `jobenv.profiles.load.gpu_bind_mode`), or empty for none.
 - JOBENV_RUN_DIR    a directory shared by the hosts; no file per rank in it, one ledger per host,
                     host-<H>.ledger (<H>: the kernel's node name), written by the rank keepers, the
                     host agent and the ranks' Python hook; formats in jobenv/launch/ledger.py,

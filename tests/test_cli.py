@@ -9,7 +9,7 @@ import pytest
 
 import machines
 from conftest import REPO, base_env, jobenv, need
-from jobenv import fastget
+from jobenv.restore import fastget
 from jobenv.cli.main import cli
 
 

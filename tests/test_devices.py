@@ -5,7 +5,7 @@ import json
 
 import pytest
 
-from jobenv import devices
+from jobenv.capture import devices
 from jobenv.core.errors import BadInput
 
 # Recorded outputs of the vendor tools (formats of nvidia-smi 535, rocm-smi 5.x, xpu-smi 1.2).

@@ -86,8 +86,9 @@ RENDER_SHELLS = {  # id -> (dialect, program, flags, prologue)
           suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
 @given(values=st.lists(env_text, min_size=1, max_size=4), launch_value=env_text)
 def test_renderers_round_trip_bytes(tmp_path_factory, which, values, launch_value):
-    from jobenv import plan, shell
-    from jobenv.record import JobRecord
+    from jobenv.restore import plan
+    from jobenv.restore import shell
+    from jobenv.store.record import JobRecord
 
     dialect, program, flags, prologue = RENDER_SHELLS[which]
     exe = need(program)

@@ -12,8 +12,9 @@ import pytest
 
 import machines
 from conftest import REPO, base_env, jobenv, need
-from jobenv import getcache, store
-from jobenv.record import JobRecord
+from jobenv.restore import cache as getcache
+from jobenv.store import files as store
+from jobenv.store.record import JobRecord
 
 
 def put(env: dict, jobid: str, hosts=("n1",), created_at="2026-01-01T00:00:00+0000", status=None,

@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from conftest import REPO, need
-from jobenv import getcache
+from jobenv.restore import cache as getcache
 
 from test_get import put
 
@@ -377,7 +377,8 @@ def test_the_fast_path_gate_names_the_plan_s_variables():
     """shell/jobenv.sh lists a job's marks and the site variables by hand: they are the Python ones."""
     import re
 
-    from jobenv import plan, schedulers
+    from jobenv import schedulers
+    from jobenv.restore import plan
 
     text = (REPO / "shell" / "jobenv.sh").read_text()
     gate = text[text.index("# a job's marks: schedulers.JOB_MARKERS"):text.index('|| return 1\n    d="')]

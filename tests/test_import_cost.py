@@ -140,8 +140,8 @@ def test_launch_and_get_call_nothing_above_them():
     import glob
     import os
 
-    above_launch = ("jobenv.get", "jobenv.lookup", "jobenv.stage", "jobenv.fastlaunch", "jobenv.cli")
+    above_launch = ("jobenv.restore.get", "jobenv.store.lookup", "jobenv.stage", "jobenv.fastlaunch", "jobenv.cli")
     bad = [f"{os.path.basename(p)}: {m}" for p in glob.glob(os.path.join(jobenv_pkg(), "launch", "*.py"))
            for m in _imports(p) if m.startswith(above_launch)]
-    bad += [f"get.py: {m}" for m in _imports(os.path.join(jobenv_pkg(), "get.py")) if m.startswith("jobenv.launch")]
+    bad += [f"get.py: {m}" for m in _imports(os.path.join(jobenv_pkg(), "restore", "get.py")) if m.startswith("jobenv.launch")]
     assert bad == []

@@ -8,7 +8,7 @@ import pytest
 import fsutil
 from conftest import base_env, jobenv
 from jobenv.core.errors import BadInput
-from jobenv.importer import import_env, parse
+from jobenv.capture.importer import import_env, parse
 from jobenv.schedulers import PROGRAM_VARS
 
 EZPZ_PBSENV = """\

@@ -15,7 +15,7 @@ import pytest
 
 import machines
 from conftest import REPO, base_env, jobenv, need
-from jobenv import init
+from jobenv.restore import init
 from jobenv.cli.main import cli
 from jobenv.cli.completion import func_name
 
@@ -185,7 +185,7 @@ HOSTILE_IDS = ["123[3].pbs01.cluster.edu", ".55.srv.", "12/3.srv", "4 5;6.srv", 
 def test_auto_saves_an_allocation_once_whatever_its_id(tmp_path, home, jobid):
     """The first interactive shell of a job saves it (under the user's strict options), and
     the record is the one store.key_for names; a later save of the user's own is kept."""
-    from jobenv import store
+    from jobenv.store import files as store
 
     exe = wrapper(tmp_path)
     f = init_file(tmp_path, home, "bash")

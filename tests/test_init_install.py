@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from conftest import REPO, jobenv_program, need
-from jobenv import init_install
+from jobenv.restore import init_install
 from jobenv.core.errors import BadInput
 
 

@@ -9,8 +9,8 @@ import pytest
 
 import machines
 from conftest import base_env, jobenv
-from jobenv import profiles
-from jobenv.profiles import gpu_bind_mode
+from jobenv.profiles import load as profiles
+from jobenv.profiles.load import gpu_bind_mode
 from jobenv.rankwrap import gpu_bind_value
 
 POLARIS_HOSTS = ["x3006c0s13b0n0.hsn.cm.polaris.alcf.anl.gov", "x3006c0s19b0n0.hsn.cm.polaris.alcf.anl.gov",

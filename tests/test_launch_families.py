@@ -7,7 +7,7 @@ import sys
 
 import pytest
 
-from jobenv import profiles
+from jobenv.profiles import load as profiles
 from jobenv.core.errors import BadInput
 from jobenv.launch import families, ranks
 from jobenv.launch.families import FAMILIES, family, from_banner

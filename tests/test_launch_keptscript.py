@@ -8,7 +8,7 @@ import stat
 from pathlib import Path
 
 from jobenv.launch import keptscript, preempt, requeue
-from jobenv.record import JobRecord
+from jobenv.store.record import JobRecord
 from jobenv.schedulers import pbs, slurm
 
 

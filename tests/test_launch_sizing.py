@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import pytest
 
-from jobenv import profiles
+from jobenv.profiles import load as profiles
 from jobenv.core.errors import BadInput
 from jobenv.launch import sizing
 from jobenv.launch.sizing import Request, choose, render_sized
@@ -116,7 +116,7 @@ def test_block_placement_names_hosts_of_ranks():
 
 def test_per_host_plan_uses_the_records_profile_and_launcher():
     from jobenv.launch.attempt import per_host_plan
-    from jobenv.record import from_dict
+    from jobenv.store.record import from_dict
 
     rec = from_dict({"schema_version": 1, "scheduler": "slurm", "jobid": "7", "machine": "slurm", "hosts": NODES,
                      "gpus_per_host": 4, "ranks_per_host": 4, "launch": ["srun", "-N", "4"], "env": {},

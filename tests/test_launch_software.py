@@ -1,4 +1,4 @@
-"""The job's software environment: captured by save, re-activated for launch (jobenv.software)."""
+"""The job's software environment: captured by save, re-activated for launch (jobenv.capture.software)."""
 from __future__ import annotations
 
 import json
@@ -10,8 +10,8 @@ from typing import Tuple
 import pytest
 
 from conftest import mpich
-from jobenv import software
-from jobenv.record import from_dict
+from jobenv.capture import software
+from jobenv.store.record import from_dict
 from launchkit import fresh_env, save, shell, tools
 
 

@@ -12,8 +12,8 @@ import pytest
 
 import machines
 from conftest import base_env, jobenv
-from jobenv import liveness
-from jobenv.record import JobRecord
+from jobenv.store import liveness
+from jobenv.store.record import JobRecord
 from jobenv.schedulers import cobalt, pbs, slurm
 
 DATA = Path(__file__).parent / "data"

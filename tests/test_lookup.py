@@ -8,7 +8,7 @@ from pathlib import Path
 
 import machines
 from conftest import base_env, jobenv
-from jobenv import store
+from jobenv.store import files as store
 
 
 def _pbs(tmp_path: Path, home: Path, jobid: str, name: str = "STDIN") -> dict:

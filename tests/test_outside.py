@@ -32,10 +32,11 @@ from pathlib import Path
 import pytest
 from hypothesis import given, settings, strategies as st
 
-from jobenv import outside, record
+from jobenv.capture import outside
+from jobenv.store import record
 from jobenv.core.errors import BadInput, BadRecord, JobEnded, NoRecord
 from jobenv.launch import sizing
-from jobenv.save import Options, build, save
+from jobenv.capture.save import Options, build, save
 from jobenv.schedulers import cobalt, pbs, slurm
 
 DATA = Path(__file__).parent / "data"

@@ -7,9 +7,9 @@ from __future__ import annotations
 
 import pytest
 
-from jobenv import plan
+from jobenv.restore import plan
 from jobenv.core.errors import JobEnded
-from jobenv.record import JobRecord
+from jobenv.store.record import JobRecord
 
 ARGV = ("jobenv",)
 

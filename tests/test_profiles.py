@@ -10,7 +10,7 @@ import pytest
 
 import machines
 from conftest import base_env, jobenv
-from jobenv import profiles
+from jobenv.profiles import load as profiles
 from jobenv.core.errors import BadInput, JobenvError
 
 POLARIS_HOSTS = ["x3006c0s13b0n0.hsn.cm.polaris.alcf.anl.gov", "x3006c0s19b0n0.hsn.cm.polaris.alcf.anl.gov"]

@@ -163,7 +163,8 @@ def test_srun_master_is_the_first_step_host(nodelist, first):
 
 def saved_polaris(tmp_path, nodes: int):
     """A Polaris-shaped job saved by the real `jobenv save`: the variables `get` exports, the record."""
-    from jobenv import plan, store
+    from jobenv.restore import plan
+    from jobenv.store import files as store
 
     home = tmp_path / "home"
     home.mkdir()
@@ -331,7 +332,7 @@ wait
 
 @pytest.mark.parametrize("name", sorted(PROFILE_BINDINGS))
 def test_gpu_binding_per_profile(name):
-    from jobenv import profiles
+    from jobenv.profiles import load as profiles
 
     prof = profiles.load_all({"XDG_CONFIG_HOME": "/nonexistent"})[name]
     mode = profiles.gpu_bind_mode(prof)
@@ -345,7 +346,7 @@ def test_gpu_binding_per_profile(name):
 
 
 def test_profiles_without_binding_and_bad_modes():
-    from jobenv import profiles
+    from jobenv.profiles import load as profiles
 
     profs = profiles.load_all({"XDG_CONFIG_HOME": "/nonexistent"})
     assert profiles.gpu_bind_mode(profs["slurm"]) == ""
@@ -382,7 +383,7 @@ def test_profiles_without_binding_and_bad_modes():
     ("gpu_bind: {var: ROCR_VISIBLE_DEVICES, map: identity, order: [1]}", "order is for map: order only"),
 ])
 def test_profile_gpu_bind_is_validated(text, why):
-    from jobenv import profiles
+    from jobenv.profiles import load as profiles
 
     base = "name: t\nscheduler: pbs\ngpus_per_host: 4\nlaunchers:\n  - argv: [mpiexec]\n"
     with pytest.raises(profiles.ProfileError, match=why) as exc:
@@ -391,7 +392,7 @@ def test_profile_gpu_bind_is_validated(text, why):
 
 
 def test_profile_order_map_renders_as_the_wrappers_mode():
-    from jobenv import profiles
+    from jobenv.profiles import load as profiles
 
     base = "name: t\nscheduler: slurm\nlaunchers:\n  - argv: [srun]\n"
     prof = profiles.parse(base + "gpu_bind: {var: ROCR_VISIBLE_DEVICES, map: order, order: [" +
@@ -692,7 +693,8 @@ def test_pbs_and_cobalt_shaped_jobs(tmp_path, machine):
     """`jobenv save` in a PBS- or Cobalt-shaped job, the variables `get` exports, then one
     MPICH world over the job's hosts, each played on this machine by one MPMD segment that
     names its host: node ranks follow the record's host order on every rank."""
-    from jobenv import plan, store
+    from jobenv.restore import plan
+    from jobenv.store import files as store
 
     home = tmp_path / "home"
     home.mkdir()

@@ -6,7 +6,7 @@ import json
 import pytest
 
 from jobenv.core.errors import BadRecord
-from jobenv.record import SCHEMA_VERSION, JobRecord, from_dict, from_json
+from jobenv.store.record import SCHEMA_VERSION, JobRecord, from_dict, from_json
 
 
 def sample() -> JobRecord:
@@ -63,7 +63,7 @@ def test_v1_record_is_migrated_and_restored(tmp_path):
     assert "NHOSTS='2'" in p.stdout and "PBS_O_WORKDIR='/home/alice/project'" in p.stdout, p.stdout
     shown = json.loads(jobenv(["show", "--json", "--job", "2024084"], env, check=True).stdout)
     assert shown["schema_version"] == 2 and shown["created_at"] == 1772464504.0
-    from jobenv import store
+    from jobenv.store import files as store
 
     store.update_status(str(jobs / f"{key}.json"), {"reason": "touched"}, env)
     assert json.loads((jobs / f"{key}.json").read_text())["schema_version"] == 2

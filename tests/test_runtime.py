@@ -98,7 +98,7 @@ def _record(tmp_path, hosts, jobid="42.pbs"):
     nodefile.write_text("".join(h + "\n" for h in hosts))
     env = base_env(home, {**machines.pbs_common(jobid, str(nodefile)), "JOBENV_HOME": str(tmp_path / "store")})
     out = jobenv(["save", "--json"], env, check=True).stdout
-    from jobenv import store
+    from jobenv.store import files as store
 
     return store.paths_for(store.key_for("pbs", jobid), env)[0] if out else ""
 

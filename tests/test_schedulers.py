@@ -8,7 +8,12 @@ from pathlib import Path
 
 import pytest
 
-from jobenv import importer, init, liveness, plan, profiles, schedulers
+from jobenv import schedulers
+from jobenv.capture import importer
+from jobenv.restore import init
+from jobenv.store import liveness
+from jobenv.restore import plan
+from jobenv.profiles import load as profiles
 from jobenv.runtime import discovery
 from jobenv.schedulers import base, render
 

@@ -10,7 +10,8 @@ import pytest
 
 import machines
 from conftest import base_env, jobenv, record
-from jobenv import plan, schedulers
+from jobenv import schedulers
+from jobenv.restore import plan
 from jobenv.core.errors import BadInput
 from jobenv.schedulers import flux
 

@@ -15,8 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from jobenv import profiles
-from jobenv.profile_check import ProfileError
+from jobenv.profiles import load as profiles
+from jobenv.profiles.check import ProfileError
 from jobenv.selftest import bandwidth, fabric
 
 from conftest import REPO

@@ -13,8 +13,9 @@ import pytest
 import machines
 from conftest import REPO, base_env, jobenv, need
 from test_interpreter import PYTHONS
-from jobenv import plan, shell
-from jobenv.record import JobRecord
+from jobenv.restore import plan
+from jobenv.restore import shell
+from jobenv.store.record import JobRecord
 
 DUMP = f"{sys.executable} -c 'import os,json,sys; sys.stdout.buffer.write(json.dumps(dict(os.environ)).encode())'"
 

@@ -12,7 +12,7 @@ import pytest
 
 import machines
 from conftest import base_env, jobenv, record
-from jobenv import record as record_mod
+from jobenv.store import record as record_mod
 from jobenv.stage import manifest, pack, relocate, restore
 from jobenv.stage.cli import copy_name
 
@@ -245,7 +245,7 @@ def test_template_and_rank_shim(tmp_path):
 def test_recording_a_copy_keeps_the_saved_time(tmp_path, job, monkeypatch):
     """stage writes its `staged` field through the store's one record writer, which keeps
     the record's saved time as its mtime: `get` picks the newest record by it."""
-    from jobenv import store
+    from jobenv.store import files as store
     from jobenv.stage.cli import update_record
 
     monkeypatch.setenv("JOBENV_HOME", job["JOBENV_HOME"])

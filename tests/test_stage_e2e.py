@@ -13,8 +13,8 @@ import pytest
 
 from conftest import REPO
 from test_e2e_slurm import cluster, jobs, store  # noqa: F401  (the Slurm test bed's fixtures)
-from jobenv import record as record_mod
-from jobenv import shell
+from jobenv.store import record as record_mod
+from jobenv.restore import shell
 from jobenv.stage import restore
 from jobenv.stage.cli import copy_name
 from launchkit import train_reports, write_train

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from conftest import base_env, jobenv, record
-from jobenv import record as record_mod
+from jobenv.store import record as record_mod
 from jobenv.stage import manifest, restore, worker
 from jobenv.stage.cli import copy_name
 from test_stage import make_venv

@@ -15,7 +15,7 @@ import pytest
 import fsutil
 import machines
 from conftest import base_env, jobenv
-from jobenv import store
+from jobenv.store import files as store
 
 
 def load_env(json_path: str, tries: int = 5) -> tuple:
@@ -91,7 +91,7 @@ time.sleep(5)  # never exit by ourselves: the kill must land somewhere in the sa
 def consistent(json_path: Path) -> tuple:
     """What a reader sees: the record, and the env file and hostfile it names, all from one
     save (NHOSTS, the job name and the host list agree across the three)."""
-    from jobenv.shell import quote
+    from jobenv.restore.shell import quote
 
     rec, env_text = load_env(str(json_path))
     hosts = Path(rec.hostfile).read_text().split()

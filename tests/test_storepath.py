@@ -14,7 +14,8 @@ import pytest
 import machines
 from conftest import REPO, base_env, jobenv
 from fsutil import remount_ro, tmpfs
-from jobenv import getcache, storepath
+from jobenv.restore import cache as getcache
+from jobenv.store import paths as storepath
 from jobenv.core.errors import JobenvError
 
 
@@ -153,7 +154,7 @@ def test_store_reached_through_another_users_symlink_runs_nothing_of_theirs(tmp_
 
 def test_own_dir_of_a_relative_path_returns(tmp_path):
     """A relative path is taken from the cwd (dirname('') is '': a walk up must end at '/')."""
-    code = ("from jobenv.storepath import own_dir\ntry:\n    own_dir('rel-x/y')\nexcept Exception as e:\n"
+    code = ("from jobenv.store.paths import own_dir\ntry:\n    own_dir('rel-x/y')\nexcept Exception as e:\n"
             "    print(type(e).__name__)\n")
     p = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, env={"PYTHONPATH": str(REPO), "PATH": "/usr/bin:/bin"},
                        capture_output=True, text=True, timeout=60,
@@ -164,7 +165,7 @@ def test_own_dir_of_a_relative_path_returns(tmp_path):
 def test_a_store_found_missing_is_judged_again_when_it_appears(tmp_path):
     """The store is judged once per process, when opened; a missing one passes (nothing to
     read) but is not remembered as safe: one made meanwhile, writable by others, is refused."""
-    from jobenv import store
+    from jobenv.store import files as store
     from jobenv.core.errors import BadRecord
 
     home = tmp_path / "store"

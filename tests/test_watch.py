@@ -131,7 +131,7 @@ def test_thirty_concurrent_starts_give_one_daemon(tmp_path, home):
 
 
 def _start_after(barrier, queue, path, env):
-    from jobenv import watch
+    from jobenv.store import watch
 
     barrier.wait()
     try:

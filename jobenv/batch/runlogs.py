@@ -39,7 +39,7 @@ class Launch:
         r = self.run
         if not r.has_summary:  # running (its summary is written as it ends), or killed
             return f"--- run {r.ident}: {'running' if self.live else 'ended without a summary (killed?)'}{self.why}"
-        from ..shell import join
+        from jobenv.restore.shell import join
 
         cmd = join(r.command)[:200] or "?"
         return f"--- run {r.ident}: {cmd} ({plural(r.nranks, 'rank') if r.nranks else '? ranks'}, {r.state}){self.why}"
@@ -53,7 +53,7 @@ def _launch_of(name: str) -> str:
 
 def _refusal(path: str) -> str:
     """Why the noted log directory `path` is not read ('' when it may be)."""
-    from ..storepath import check_ancestors, check_safe
+    from jobenv.store.paths import check_ancestors, check_safe
 
     if not os.path.lexists(path):
         return f"its log directory {path} no longer exists"
@@ -67,7 +67,7 @@ def _refusal(path: str) -> str:
 
 def launches(env: Mapping[str, str], scheduler: str, jobid: str) -> List[Launch]:
     """Every attempt of every launch into the job in run history, oldest first."""
-    from jobenv import store
+    from jobenv.store import files as store
     from jobenv.history import runs
 
     key = store.key_for(scheduler, jobid)

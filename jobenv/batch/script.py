@@ -17,8 +17,8 @@ import re
 from typing import Dict, List, Optional, Sequence
 
 from jobenv.core.errors import BadInput
-from ..profile_check import _PLACEHOLDER, SUBMIT_WORD
-from ..profiles import Profile
+from jobenv.profiles.check import _PLACEHOLDER, SUBMIT_WORD
+from jobenv.profiles.load import Profile
 from jobenv.core.quoting import quote
 from ..schedulers.base import Batch
 

@@ -1,6 +1,6 @@
 """What `jobenv submit` remembers: one directory per submission and one record per job.
 
-Layout, in the store (`$JOBENV_HOME`, judged by jobenv.storepath like the records):
+Layout, in the store (`$JOBENV_HOME`, judged by jobenv.store.paths like the records):
 
     batch/<time>-<pid>/job.sh       the script (Cobalt runs this very file: it stays)
     batch/<time>-<pid>/job.out      the batch output (the script's -o)
@@ -19,9 +19,9 @@ import os
 import time
 from typing import Any, Dict, List, Mapping, Optional
 
-from .. import store
+from jobenv.store import files as store
 from jobenv.core.errors import BadInput, BadRecord, NoRecord
-from ..storepath import home, own_dir
+from jobenv.store.paths import home, own_dir
 
 MAX_RECORD = 64 << 10
 _FIELDS = {"scheduler": str, "jobid": str, "profile": str, "script": str, "output": str, "error": str,

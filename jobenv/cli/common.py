@@ -10,11 +10,11 @@ from typing import TYPE_CHECKING, Any, Callable, List, Optional
 import click
 
 from jobenv.core.errors import one_line, report_error
-from jobenv.watch import MAX_INTERVAL, MIN_INTERVAL
+from jobenv.store.watch import MAX_INTERVAL, MIN_INTERVAL
 from jobenv.core.params import Seconds
 
 if TYPE_CHECKING:
-    from jobenv.record import JobRecord
+    from jobenv.store.record import JobRecord
 
 
 def warn(msg: str) -> None:
@@ -35,7 +35,7 @@ def write_out(text: str) -> None:
 
 def summary_rows(rec: JobRecord, path: str) -> List[List[str]]:
     from jobenv.core.hostlist import compress
-    from jobenv.shell import join
+    from jobenv.restore.shell import join
 
     return [
         ["job", f"{rec.jobid}" + (f" ({rec.jobname})" if rec.jobname else "")],
@@ -70,7 +70,7 @@ def job_id(help_text: str = "Job id (default: as for `get`).") -> Callable[[Call
     return wrap
 
 
-# watch and save --watch: heartbeat seconds (jobenv.watch's bounds)
+# watch and save --watch: heartbeat seconds (jobenv.store.watch's bounds)
 INTERVAL = Seconds(MIN_INTERVAL, MAX_INTERVAL)
 
 

@@ -59,13 +59,13 @@ def source(shell_name: str, group: click.Command) -> str:
 
 
 def func_name(shell_name: str, group: click.Command) -> str:
-    """click's name for the completion function (jobenv.init hard-codes it; tests compare)."""
+    """click's name for the completion function (jobenv.restore.init hard-codes it; tests compare)."""
     return get_completion_class(shell_name)(group, {}, "jobenv", "_JOBENV_COMPLETE").func_name  # type: ignore[misc]
 
 
 def complete_job_ids(ctx: click.Context, param: click.Parameter, incomplete: str) -> List[CompletionItem]:
     """Saved job ids; a broken store completes nothing rather than failing the TAB."""
-    from jobenv import store
+    from jobenv.store import files as store
     from jobenv.core.errors import BadRecord, JobenvError
     from jobenv.core.numparse import plural
 
@@ -83,7 +83,7 @@ def complete_job_ids(ctx: click.Context, param: click.Parameter, incomplete: str
 
 def complete_profiles(ctx: click.Context, param: click.Parameter, incomplete: str) -> List[CompletionItem]:
     """Profile names from the shipped, user and JOBENV_PROFILES files."""
-    from jobenv import profiles
+    from jobenv.profiles import load as profiles
     from jobenv.core.errors import JobenvError
 
     try:

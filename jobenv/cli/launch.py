@@ -137,9 +137,9 @@ def stacks_cmd(job: Optional[str], run: Optional[str], log_dir: Optional[str]) -
     The same report as `jobenv launch` prints at --timeout and on SIGUSR1; the dumps stay
     in the attempt's run directory (stacks/rank-<R>.<seq>.txt).
     """
-    from jobenv import store
+    from jobenv.store import files as store
     from jobenv.launch import liverun, stacks
-    from jobenv.lookup import which_job
+    from jobenv.store.lookup import which_job
 
     _, rec = which_job(os.environ, job, warn)
     runs = store.runs_dir(store.key_for(rec.scheduler, rec.jobid), os.environ)

@@ -63,15 +63,15 @@ def cli(color: Optional[str]) -> None:
 def save(profile: Optional[str], scheduler: Optional[str], gpus_per_host: Optional[int], ranks_per_host: Optional[int],
          job: Optional[str], as_json: bool, quiet: bool, watch_it: bool, watch_interval: float) -> None:
     """Capture this allocation into a record (run inside the job, or from outside with --job)."""
-    from jobenv.save import Options
-    from jobenv.save import save as do_save
+    from jobenv.capture.save import Options
+    from jobenv.capture.save import save as do_save
 
     if job is not None and watch_it:
         raise click.UsageError("--watch runs inside the job; it cannot be combined with --job")
     opts = Options(scheduler, profile, gpus_per_host, ranks_per_host, outside=job is not None, job=job or None)
     rec, path = do_save(os.environ, opts, warn)
     if watch_it:
-        from jobenv import watch as watch_mod
+        from jobenv.store import watch as watch_mod
 
         watch_mod.start(path, watch_interval, dict(os.environ))
     report_saved(rec, path, as_json, quiet)
@@ -85,7 +85,7 @@ def save(profile: Optional[str], scheduler: Optional[str], gpus_per_host: Option
 @click.option("--no-python", is_flag=True, help="Do not re-activate the job's saved Python environment (or staged copy).")
 def get(job: Optional[str], shell_name: Optional[str], allow_stale: bool, no_python: bool) -> None:
     """Print shell code restoring the job: source <(jobenv get)."""
-    from jobenv.get import get as do_get, tell_on_terminal
+    from jobenv.restore.get import get as do_get, tell_on_terminal
 
     write_out(do_get(os.environ, job, shell_name, allow_stale, warn, python=not no_python,
                      tell=tell_on_terminal))
@@ -95,7 +95,7 @@ def get(job: Optional[str], shell_name: Optional[str], allow_stale: bool, no_pyt
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 def profiles(as_json: bool) -> None:
     """List machine profiles (shipped, ~/.config/jobenv/profiles, JOBENV_PROFILES)."""
-    from jobenv import profiles as prof_mod
+    from jobenv.profiles import load as prof_mod
 
     profs = prof_mod.load_all(os.environ)
     if as_json:
@@ -110,7 +110,7 @@ def profiles(as_json: bool) -> None:
                 ["name", "scheduler", "GPUs/host", "description", "file"])
 
 
-from jobenv import init  # noqa: E402  (commands in their own modules)
+from jobenv.restore import init  # noqa: E402  (commands in their own modules)
 from jobenv.cli import completion, doctor, records as cli_records  # noqa: E402
 
 for _cmd in (cli_records.show, cli_records.list_cmd, cli_records.rm, cli_records.clean, cli_records.import_cmd,

@@ -13,7 +13,7 @@ from typing import Any, Dict, List, Optional, Tuple
 
 import click
 
-from jobenv.record import JobRecord
+from jobenv.store.record import JobRecord
 
 from jobenv.cli.common import INTERVAL, job_id, print_summary, report_saved, saved_time, warn, write_out
 from jobenv.core.params import Seconds
@@ -25,21 +25,21 @@ from jobenv.core.errors import BadRecord, visible
 @click.option("--json", "as_json", is_flag=True, help="Print the record as JSON.")
 def show(job: Optional[str], as_json: bool) -> None:
     """Show one record."""
-    from jobenv.liveness import job_state
+    from jobenv.store.liveness import job_state
 
     path, rec = _pick(job)
     if as_json:
         write_out(rec.to_json())
         return
     from jobenv.launch import badhosts
-    from jobenv.store import key_for, runs_dir
+    from jobenv.store.files import key_for, runs_dir
 
     state, reason = job_state(rec, os.environ)
     runs = runs_dir(key_for(rec.scheduler, rec.jobid), os.environ)
     retired = [["retired host", badhosts.describe(e)] for e in badhosts.load(runs, warn)]
     rows = [["state", f"{state} ({reason})"]]
     if rec.provenance:
-        from jobenv.outside import summary
+        from jobenv.capture.outside import summary
 
         rows.append(["source", summary(rec.provenance)])
     print_summary(rec, str(path), rows + [["warning", w] for w in rec.warnings] + retired)
@@ -48,13 +48,13 @@ def show(job: Optional[str], as_json: bool) -> None:
 def _pick(job: Optional[str]) -> Tuple[str, JobRecord]:
     """--job ID (exact, file name, or unique short form), else `get`'s choice."""
     if job is not None:
-        from jobenv.lookup import find
+        from jobenv.store.lookup import find
 
         path, rec = find(os.environ, job)
         if isinstance(rec, BadRecord):  # find raises it already; this says so to the type checker
             raise rec
         return path, rec
-    from jobenv.lookup import which_job
+    from jobenv.store.lookup import which_job
 
     return which_job(os.environ, None, warn)
 
@@ -62,9 +62,9 @@ def _pick(job: Optional[str]) -> Tuple[str, JobRecord]:
 def _list_rows() -> List[Dict[str, Any]]:
     """One row per record, newest saved first, defective ones last; liveness from one
     scheduler query per scheduler."""
-    from jobenv.liveness import job_states
-    from jobenv.lookup import entries
-    from jobenv.record import JobRecord
+    from jobenv.store.liveness import job_states
+    from jobenv.store.lookup import entries
+    from jobenv.store.record import JobRecord
 
     good, bad = [], []
     for path, item, sched, jobid in entries(os.environ):
@@ -107,9 +107,9 @@ def list_cmd(as_json: bool) -> None:
 def rm(job: Optional[str]) -> None:
     """Remove one job's record: jobenv rm -j ID (or jobenv rm ID); also a corrupt one, or
     one written by a newer jobenv."""
-    from jobenv import store
+    from jobenv.store import files as store
     from jobenv.core.errors import BadRecord
-    from jobenv.lookup import find, peek
+    from jobenv.store.lookup import find, peek
 
     if job is None:
         raise click.UsageError("which job? pass -j ID (`jobenv list` shows them)")
@@ -127,7 +127,7 @@ def rm(job: Optional[str]) -> None:
 @click.option("--dry-run", "-n", is_flag=True, help="Say what would go, remove nothing.")
 def clean(older_than: Optional[float], corrupt: bool, dry_run: bool) -> None:
     """Remove records of jobs that have ended."""
-    from jobenv import store
+    from jobenv.store import files as store
 
     limit = older_than
     removed = 0
@@ -153,14 +153,14 @@ def clean(older_than: Optional[float], corrupt: bool, dry_run: bool) -> None:
 @click.option("-q", "--quiet", is_flag=True, help="Print nothing.")
 def import_cmd(env_file: str, profile: Optional[str], as_json: bool, quiet: bool) -> None:
     """Turn ~/.pbsenv, ~/.cobaltenv or ~/.slurmenv written by other tools into a record."""
-    from jobenv import importer
-    from jobenv.save import Options
-    from jobenv.save import save as do_save
+    from jobenv.capture import importer
+    from jobenv.capture.save import Options
+    from jobenv.capture.save import save as do_save
 
     parsed = importer.parse(importer.read(env_file), env_file)
     env = importer.import_env(parsed, os.environ)
     rec, path = do_save(env, Options(profile=profile))
-    from jobenv import store
+    from jobenv.store import files as store
 
     rec = store.update_status(path, {"reason": f"imported from {os.path.abspath(env_file)}"}, env)
     report_saved(rec, path, as_json, quiet)
@@ -173,7 +173,7 @@ def import_cmd(env_file: str, profile: Optional[str], as_json: bool, quiet: bool
 @click.option("--foreground", is_flag=True, help="Run in this process instead of a detached daemon.")
 def watch(job: Optional[str], interval: float, foreground: bool) -> None:
     """Keep the job's record live: heartbeat, and mark it ended when the job ends."""
-    from jobenv import watch as watch_mod
+    from jobenv.store import watch as watch_mod
 
     path, rec = _pick(job)
     if foreground:

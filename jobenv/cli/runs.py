@@ -55,7 +55,7 @@ def list_runs(job: Optional[str], as_json: bool) -> None:
     if as_json:
         write_out(json.dumps([as_dict(r) for r in runs], indent=2) + "\n")
         return
-    from jobenv.shell import join
+    from jobenv.restore.shell import join
 
     print_table([[r.ident, _when(r.started), str(r.attempt), str(r.nranks or ""), str(r.nhosts or ""), r.state,
                   _secs(r.duration), join(r.command)[:80]] for r in runs],
@@ -72,7 +72,7 @@ def show_run(run: str, as_json: bool) -> None:
     from jobenv.core.output import print_table
     from jobenv.history.runs import find
     from jobenv.history.timeline import print_chart, timeline
-    from jobenv.shell import join
+    from jobenv.restore.shell import join
 
     r = find(run, os.environ, warn)
     tl = timeline(r)
@@ -129,7 +129,7 @@ def report_cmd(run: Tuple[str, ...], html_file: str, same_scale: bool) -> None:
         write_out(html)
         return
     from jobenv.core.atomic import write_output
-    from jobenv.storepath import write_error
+    from jobenv.store.paths import write_error
 
     try:
         to_stdout = write_output(os.path.abspath(html_file), html.encode("utf-8"))

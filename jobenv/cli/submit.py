@@ -54,7 +54,9 @@ def _check_id(job: str) -> str:
 def resolve(env: Mapping[str, str], job: Optional[str]) -> Handle:
     """The job `-j` names (a submission, else a saved record), else this shell's job, else
     the newest submission, else the newest saved job."""
-    from jobenv import liveness, lookup, schedulers
+    from jobenv import schedulers
+    from jobenv.store import liveness
+    from jobenv.store import lookup
     from jobenv.batch import submissions
 
     if job is None:
@@ -158,7 +160,7 @@ def _scheduler_here(env: Mapping[str, str]) -> str:
 
 
 def _profile(env: Mapping[str, str], name: Optional[str]) -> Any:
-    from jobenv import profiles
+    from jobenv.profiles import load as profiles
     from jobenv.core.hostlist import this_host
 
     profs = profiles.load_all(env)
@@ -229,7 +231,7 @@ def submit_cmd(profile: Optional[str], nodes: int, walltime: str, queue: Optiona
     from jobenv.batch import queues, submissions
     from jobenv.batch import script as sc
     from jobenv.schedulers import descriptor
-    from jobenv.storepath import home
+    from jobenv.store.paths import home
 
     env = os.environ
     prof = _profile(env, profile)
@@ -279,8 +281,8 @@ def _package_parent() -> str:
 
 
 def _write(path: str, text: str, mode: int) -> None:
-    from jobenv.store import write_atomic
-    from jobenv.storepath import write_error
+    from jobenv.store.files import write_atomic
+    from jobenv.store.paths import write_error
 
     try:
         write_atomic(path, text.encode(), mode=mode)
@@ -291,7 +293,7 @@ def _write(path: str, text: str, mode: int) -> None:
 def _write_out(path: str, text: str, executable: bool) -> None:
     """--script-out: the user's file (its mode as the umask says; a FIFO or /dev/stdout written in place)."""
     from jobenv.core.atomic import write_output
-    from jobenv.storepath import write_error
+    from jobenv.store.paths import write_error
 
     try:
         write_output(path, text.encode(), executable)

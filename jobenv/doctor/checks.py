@@ -19,7 +19,7 @@ from typing import Any, Callable, Dict, List, Mapping, Optional, Tuple
 from jobenv.doctor import probes
 from jobenv.core.numparse import plural
 from jobenv.doctor.judges import Check, judge_gpus, judge_imports, judge_launcher, launcher_family
-from jobenv.record import JobRecord
+from jobenv.store.record import JobRecord
 
 
 def check_deep(jobid: str, env: Mapping[str, str], timeout: float) -> List[Check]:
@@ -44,7 +44,8 @@ def fabric_check(line: str, after: str) -> Check:
 def check_launcher_fit(rec: JobRecord, env: Mapping[str, str], exe: str, row: Any) -> Optional[Check]:
     """A fail when the launcher found is not the family the profile's flags are written for
     (jobenv.launcher_fit, the rule `save` warns by); None when it fits or cannot be told."""
-    from jobenv import launcher_fit, profiles
+    from jobenv import launcher_fit
+    from jobenv.profiles import load as profiles
 
     prof = profiles.load_all(env).get(rec.machine)
     if prof is None or not rec.launch:
@@ -63,7 +64,7 @@ def own_launcher(env: Mapping[str, str]) -> Optional[Tuple[str, str]]:
 
 
 def check_store(env: Mapping[str, str]) -> List[Check]:
-    from jobenv import store
+    from jobenv.store import files as store
     from jobenv.core.errors import BadRecord
 
     d = store.jobs_dir(dict(env))
@@ -88,8 +89,8 @@ def check_shell(env: Mapping[str, str]) -> Check:
     import subprocess
 
     from jobenv.doctor.judges import judge_shell
-    from jobenv.init import exe_path
-    from jobenv.init_install import rc_file
+    from jobenv.restore.init import exe_path
+    from jobenv.restore.init_install import rc_file
 
     sh = os.path.basename(env.get("SHELL", "")) or "bash"
     sh = sh if sh in ("bash", "zsh", "fish") else "bash"
@@ -113,7 +114,7 @@ def check_shell(env: Mapping[str, str]) -> Check:
 
 def _has_line(path: str) -> bool:
     """Whether the rc file holds `jobenv init --install`'s marked line (unreadable: no)."""
-    from jobenv.init_install import MARK
+    from jobenv.restore.init_install import MARK
     from jobenv.core.readfile import read_bytes
 
     try:
@@ -178,7 +179,7 @@ def check_staged(rec: JobRecord, host: str) -> Check:
 
 def _recorded_launcher(rec: JobRecord, env: Mapping[str, str]) -> Optional[str]:
     """The launcher `jobenv launch` would run: the recorded absolute path, else PATH's."""
-    from jobenv.software import launcher_path
+    from jobenv.capture.software import launcher_path
 
     if not rec.launch:
         return None
@@ -188,7 +189,7 @@ def _recorded_launcher(rec: JobRecord, env: Mapping[str, str]) -> Optional[str]:
 
 def _torch_backends(rec: JobRecord, env: Mapping[str, str]) -> Tuple[str, ...]:
     """The torch backends the job's profile configures (its `fabric:`): doctor asks for torch there only."""
-    from jobenv import profiles
+    from jobenv.profiles import load as profiles
 
     prof = profiles.load_all(env).get(rec.machine)
     return tuple(sorted(prof.fabric)) if prof is not None else ()
@@ -198,8 +199,8 @@ def collect(env: Mapping[str, str], job: Optional[str], deep: bool, timeout: flo
     """Every check, in a fixed order; slow probes run concurrently."""
     from jobenv import schedulers
     from jobenv.core.errors import JobenvError
-    from jobenv.lookup import which_job
-    from jobenv.liveness import job_state
+    from jobenv.store.lookup import which_job
+    from jobenv.store.liveness import job_state
     from jobenv.core.hostlist import host_index, this_host
 
     checks: List[Check] = []

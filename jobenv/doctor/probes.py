@@ -168,7 +168,7 @@ def launcher_banner(exe: str, env: Mapping[str, str], timeout: float = 10.0) -> 
 
 def gpus_here(env: Mapping[str, str]) -> Tuple[Optional[int], str]:
     """GPUs this host shows: a device mask in the environment, else the vendor tools."""
-    from jobenv import devices
+    from jobenv.capture import devices
 
     masked = devices.from_masks(env)
     if masked is not None:

@@ -170,7 +170,7 @@ class Scale:
 
 
 def section(run: Run, tl: Timeline, scale: Optional[Scale] = None) -> str:
-    from jobenv.shell import join
+    from jobenv.restore.shell import join
 
     rows = [("job", run.job), ("command", join(run.command)), ("started", time.strftime("%Y-%m-%d %H:%M:%S",
             time.localtime(run.started))), ("hosts", f"{run.nhosts}: {run.hosts}"), ("ranks", run.nranks),

@@ -9,7 +9,7 @@ TYPE_CHECKING = False  # `import typing` costs ~5 ms on every `launch`
 if TYPE_CHECKING:
     from typing import Any, Callable, Dict, List, Mapping, Optional
 
-    from ..profiles import Profile
+    from jobenv.profiles.load import Profile
 
 
 def context(nhosts: int, ppn: int, gpus_per_host: int, hostfile: Optional[str], jobid: str,
@@ -22,7 +22,7 @@ def context(nhosts: int, ppn: int, gpus_per_host: int, hostfile: Optional[str], 
 
 
 def _fill(template: Any, ctx: Mapping[str, str]) -> str:
-    from ..profile_check import _PLACEHOLDER  # not at import: `launch` starts without re/pathlib when unsized
+    from jobenv.profiles.check import _PLACEHOLDER  # not at import: `launch` starts without re/pathlib when unsized
 
     return _PLACEHOLDER.sub(lambda m: ctx[m.group(1)], str(template))
 

@@ -19,14 +19,14 @@ TYPE_CHECKING = False  # `import typing`/`dataclasses` cost ~50 ms: `launch` sta
 if TYPE_CHECKING:
     from typing import Any, Callable, Dict, List, Mapping, Optional, Tuple
 
-    from ..record import JobRecord
+    from jobenv.store.record import JobRecord
     from .command import Options
     Which = Callable[[str, Mapping[str, str]], Optional[str]]
 
 
 def gpu_bind_mode(rec: JobRecord, environ: Mapping[str, str]) -> str:
     """--gpu-bind: the job's profile's `gpu_bind`, as the wrapper's JOBENV_GPU_BIND."""
-    from .. import profiles
+    from jobenv.profiles import load as profiles
 
     prof = profiles.load_all(environ).get(rec.machine)
     mode = profiles.gpu_bind_mode(prof) if prof is not None else ""
@@ -50,7 +50,7 @@ class Attempt:
 
 
 def _profile_template(rec: JobRecord, environ: Mapping[str, str]) -> Tuple[Any, Dict[str, str]]:
-    from .. import profiles
+    from jobenv.profiles import load as profiles
 
     profs = profiles.load_all(environ)
     prof = profs.get(rec.machine)
@@ -63,7 +63,7 @@ def _profile_template(rec: JobRecord, environ: Mapping[str, str]) -> Tuple[Any, 
 def plan_attempt(rec: JobRecord, req: sizing.Request, opts: Options, hostfile: str, environ: Mapping[str, str],
                  which: Optional[Which] = None) -> Tuple[Attempt, List[str]]:
     """Decide one attempt (reads profiles only when sizing differs from the saved job)."""
-    from .. import software
+    from jobenv.capture import software
 
     warnings: List[str] = []
     size = sizing.choose(rec.hosts, rec.ranks_per_host, req, rec.jobid, oversubscribe=rec.scheduler == "local")
@@ -99,7 +99,7 @@ def per_host_plan(rec: JobRecord, environ: Mapping[str, str], hosts: List[str], 
     """(launcher argv, hostfile text or None): one process on each of `hosts` of the job, by
     the recorded launcher (what `jobenv stage` runs on every host).  The caller writes the text
     to `hostfile` when it is not None, then appends its command."""
-    from .. import software
+    from jobenv.capture import software
 
     template, variables = _profile_template(rec, environ)
     prog, _ = software.launcher_path(rec, rec.launch[0])

@@ -1,6 +1,6 @@
 """The bad-host ledger of a job: each host a failover retired, with its evidence.
 
-One JSON file beside the job's run directories (`<runs>/bad-hosts.json`, jobenv.store.runs_dir),
+One JSON file beside the job's run directories (`<runs>/bad-hosts.json`, jobenv.store.files.runs_dir),
 replaced atomically under the job's lock so that two launches of one job never lose each
 other's entries.  `jobenv launch` leaves the hosts listed out (unless --hosts names them) and
 `jobenv show` lists them.  The file is read as hostile: entries that are not what this module

@@ -13,7 +13,7 @@ import time
 from functools import partial
 
 from jobenv.history import record as runs_history
-from .. import store
+from jobenv.store import files as store
 from jobenv.core.errors import JobenvError, one_line
 from . import badhosts, failover, families, preempt, ranks, report, sizing, supervise, tee, teardown
 from .attempt import attempt_env, gpu_bind_mode, plan_attempt
@@ -22,7 +22,7 @@ TYPE_CHECKING = False  # `import typing`/`dataclasses` cost ~50 ms: `launch` sta
 if TYPE_CHECKING:
     from typing import AbstractSet, Callable, Dict, List, Mapping, Optional, Sequence, Tuple
 
-    from ..record import JobRecord
+    from jobenv.store.record import JobRecord
     from .attempt import Attempt
 
 
@@ -133,7 +133,7 @@ def _dry_run(rec: JobRecord, hosts: failover.Hosts, opts: Options, runs: str, ar
              base_env: Mapping[str, str]) -> int:
     """--dry-run: print the first attempt's command line, say how it was chosen, run nothing."""
     plan, _ = plan_attempt(rec, hosts.request, opts, os.path.join(runs, "<run>", "hostfile"), base_env)
-    from ..shell import join
+    from jobenv.restore.shell import join
 
     print(join(plan.launcher + argv), flush=True)
     from .chosen import describe
@@ -186,7 +186,7 @@ def exit_code(out: supervise.Outcome, run_dir: str) -> int:
 def _first_hosts(rec: JobRecord, opts: Options, runs: str, dry_run: bool) -> failover.Hosts:
     """The first attempt's hosts: the request less the job's retired hosts, spares held back."""
     if not dry_run:
-        from ..storepath import own_dir
+        from jobenv.store.paths import own_dir
 
         own_dir(runs, "run directory")  # the ledger is read from there: a directory of our own
     entries = badhosts.load(runs, _warn)

@@ -12,7 +12,7 @@ from __future__ import annotations
 import os
 import sys
 
-from ..storepath import LAUNCH_PROGRAM, bin_dir
+from jobenv.store.paths import LAUNCH_PROGRAM, bin_dir
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -37,7 +37,7 @@ def program_text(python: str = sys.executable, package_parent: Optional[str] = N
 
 def install(environ: Mapping[str, str], text: Optional[str] = None) -> str:
     """Write `launch` (0755, atomically, only when it changed); return its path."""
-    from ..store import check_safe
+    from jobenv.store.files import check_safe
 
     d = bin_dir(environ)
     os.makedirs(d, mode=0o700, exist_ok=True)

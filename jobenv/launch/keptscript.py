@@ -21,19 +21,19 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Mapping, Optional, Tuple
 
-    from ..record import JobRecord
+    from jobenv.store.record import JobRecord
 
 MAX_SCRIPT = 64 << 20
 
 
 def scripts_dir(env: Mapping[str, str]) -> str:
-    from ..storepath import home
+    from jobenv.store.paths import home
 
     return os.path.join(home(env), "scripts")
 
 
 def path_for(rec: JobRecord, env: Mapping[str, str]) -> str:
-    from ..store import key_for
+    from jobenv.store.files import key_for
 
     return os.path.join(scripts_dir(env), key_for(rec.scheduler, rec.jobid) + ".sh")
 
@@ -44,7 +44,7 @@ def _kept(path: str, what: str = "the kept batch script") -> str:
     import stat
 
     from jobenv.core.errors import BadRecord
-    from ..storepath import check_ancestors, check_safe
+    from jobenv.store.paths import check_ancestors, check_safe
 
     try:
         check_ancestors(path, what, last=True)
@@ -110,7 +110,7 @@ def _write_once(path: str, data: bytes) -> None:
     """Write `path` whole (temp file, fsync, link), unless it exists: a concurrent launch of
     the same job that kept it first wins, and no copy is ever overwritten."""
     from jobenv.core.atomic import tmp_name
-    from ..storepath import own_dir
+    from jobenv.store.paths import own_dir
 
     own_dir(os.path.dirname(path), "kept scripts' directory")
     tmp = tmp_name(path)

@@ -85,10 +85,10 @@ def find(runs: str, run: Optional[str], env: Mapping[str, str], what: str) -> st
     """The run directory to act on: `run` (a path, or an attempt's name under `runs`), else
     the newest live attempt; JobenvError naming `what` when there is none.  Whichever it
     is, it must be a directory of the user's own by the rule every run directory is made
-    by (jobenv.storepath.own_dir): its `supervisor` names a process to signal and it
+    by (jobenv.store.paths.own_dir): its `supervisor` names a process to signal and it
     receives requests, so one that another user made or could change (a path handed
     around in /tmp) is refused for every command that acts on a launch (kill, stacks)."""
-    from ..storepath import own_dir
+    from jobenv.store.paths import own_dir
 
     path = _named(runs, run) if run else _newest_live(runs, env, what)
     own_dir(path, "run directory", f"name a run directory of your own (attempts are under {runs})")

@@ -17,7 +17,7 @@ if TYPE_CHECKING:
 def check(command: Sequence[str], environ: Mapping[str, str]) -> None:
     """JobenvError (exit 127, or 126 for a file that is not executable) unless `command[0]` is
     a program the ranks can start."""
-    from ..software import _which
+    from jobenv.capture.software import _which
 
     prog = command[0] if command else ""
     host = environ.get("JOBENV_HOSTNAME") or os.uname().nodename

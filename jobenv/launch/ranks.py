@@ -30,7 +30,7 @@ _GONE = {"lost": "lost: its wrapper vanished without recording an end (killed wi
 def make_run_dir(base: str, tag: str) -> str:
     """A new private directory for one launch attempt (ranks on other hosts write here):
     under a directory of the user's own, created by us, so no name in it was planted."""
-    from ..storepath import own_dir
+    from jobenv.store.paths import own_dir
 
     own_dir(base, "run directory")
     stamp = time.strftime("%Y%m%d-%H%M%S")
@@ -51,7 +51,7 @@ def prepare_log_dir(path: str) -> str:
     the previous launch's rank logs, its earlier attempts' too (the wrapper creates each log
     new, never through an existing name).  Returns the absolute path; BadInput when it is not safe."""
     from jobenv.core.errors import BadInput, BadRecord
-    from ..storepath import own_dir
+    from jobenv.store.paths import own_dir
 
     path = os.path.abspath(path)
     try:

@@ -15,7 +15,7 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Callable, List, Mapping
 
-    from ..record import JobRecord
+    from jobenv.store.record import JobRecord
     from ..schedulers.base import JobFacts, Requeue
 
 SHOW_TIMEOUT = 20.0

@@ -250,7 +250,7 @@ def collect(run_dir: str, cont: bool, nranks: int = 0, log_dir: Optional[str] = 
     """Ask every running rank of the attempt in `run_dir` for its stack, wait for them (at
     most `deadline`), and return the report's lines.  `cont`: a time limit ran out, resume
     a stopped rank so it dumps too.  The dumps stay in `<run_dir>/stacks/`."""
-    from ..storepath import own_dir
+    from jobenv.store.paths import own_dir
     from . import ledger, requests
 
     where = os.path.join(run_dir, "stacks")

@@ -33,7 +33,7 @@ TYPE_CHECKING = False  # `import typing` costs milliseconds in every rank
 if TYPE_CHECKING:
     from typing import Any, List, Mapping, Optional, Sequence, Tuple
 
-    from ..record import JobRecord
+    from jobenv.store.record import JobRecord
     from .launchers import Row
 
     Found = Tuple[str, int, int, Optional[int], Optional[int], Optional[int], str, str]
@@ -146,7 +146,8 @@ def record_path(env: Mapping[str, str]) -> Optional[str]:
     jobid = job_id(env, None)
     if not jobid:
         return None
-    from .. import schedulers, store
+    from jobenv import schedulers
+    from jobenv.store import files as store
 
     sched = env.get("JOBENV_SCHEDULER") or schedulers.job_scheduler(env)
     return store.paths_for(store.key_for(sched, jobid), dict(env))[0]
@@ -157,7 +158,7 @@ def load_record(path: str) -> Optional[JobRecord]:
     schema), exactly as `jobenv get` reads it; None when there is none."""
     if not os.path.lexists(path):
         return None
-    from .. import store
+    from jobenv.store import files as store
     from jobenv.core.errors import JobenvError
 
     try:
@@ -170,7 +171,7 @@ def load_record(path: str) -> Optional[JobRecord]:
 def read_hostfile(path: str) -> Tuple[str, ...]:
     """JOBENV_HOSTFILE: the hosts of this launch, one per line, each once (jobenv launch).
     Yours and no symbolic link (the store's rule), then read as every hostfile is."""
-    from .. import store
+    from jobenv.store import files as store
     from jobenv.core.errors import JobenvError
     from jobenv.core.hostlist import is_valid_host
     from jobenv.core.readfile import MAX_HOSTFILE_BYTES, read_regular

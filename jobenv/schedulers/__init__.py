@@ -39,7 +39,7 @@ PROFILES = {"flux": "elcapitan", "pbs": "pbs", "slurm": "slurm", "lsf": "lassen"
 # runs, its tasks' directory or environment (each scheduler file's `program_vars`), and no
 # scheduler sets them in a job, so a record holds one only as a user's option or a foreign
 # file's choice; a path in one names, on another node, whatever another user may have put
-# there.  Site configuration among them is restored only where a shell has none (jobenv.plan).
+# there.  Site configuration among them is restored only where a shell has none (jobenv.restore.plan).
 SHELL_ONLY = frozenset(n for names in PROGRAM_VARS.values() for n in names) - SITE_VARS
 
 # Never persisted, whatever the scheduler: names that authenticate to the job's daemons.

@@ -50,7 +50,7 @@ def expectation(backend: str, name: Optional[str], env: Mapping[str, str]) -> Tu
             name = rec.machine if rec is not None else None
         if not name:
             return "", None
-        from .. import profiles
+        from jobenv.profiles import load as profiles
 
         prof = profiles.load_all(env).get(name)
     except (DetectError, JobenvError):

@@ -15,7 +15,7 @@ import click
 from jobenv.core.params import Count, Seconds
 from jobenv.core.errors import BadInput, JobenvError, JobEnded, one_line
 from jobenv.core.numparse import MAX_HOSTS, plural
-from ..record import JobRecord
+from jobenv.store.record import JobRecord
 from . import outcome
 from .outcome import Fraction
 
@@ -61,7 +61,7 @@ def copy_name(prefix: str) -> str:
 
 def update_record(path: str, staged: Dict[str, Optional[Dict[str, Any]]]) -> None:
     """Set (or, for None, drop) hosts' `staged` entries under the job's writer lock."""
-    from .. import store
+    from jobenv.store import files as store
 
     def change(rec: JobRecord) -> None:
         for host, entry in staged.items():
@@ -201,9 +201,9 @@ def _stage_one(job: Optional[str], src: Optional[Env], env_path: Optional[str], 
                min_hosts: Optional[int], min_fraction: Optional[float], fan_out: int, peer_timeout: float, clean: bool,
                base: str, timeout: float) -> None:
     """Stage one source: the job's environment (src None; its copies go into the record) or a directory."""
-    from .. import store
-    from ..lookup import which_job
-    from ..liveness import job_state
+    from jobenv.store import files as store
+    from jobenv.store.lookup import which_job
+    from jobenv.store.liveness import job_state
     from . import hosts as hosts_mod
     from . import manifest, pack
     from .manifest import EnvError

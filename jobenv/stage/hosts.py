@@ -16,7 +16,7 @@ import time
 from typing import Any, Callable, Dict, List, Mapping, Optional, Tuple
 
 from jobenv.core.interpreter import code_argv
-from ..record import JobRecord
+from jobenv.store.record import JobRecord
 from .worker import MARK
 
 Report = Dict[str, Any]
@@ -32,7 +32,7 @@ def per_host_argv(rec: JobRecord, environ: Mapping[str, str], write: bool = True
     """
     if rec.scheduler == "local":
         return []
-    from .. import store
+    from jobenv.store import files as store
     from ..launch.attempt import per_host_plan
     from ..launch.ranks import make_run_dir, write_private
 
@@ -46,8 +46,8 @@ def per_host_argv(rec: JobRecord, environ: Mapping[str, str], write: bool = True
 
 def launcher_environ(rec: JobRecord, rec_path: str, environ: Mapping[str, str]) -> Dict[str, str]:
     """The job's environment as `jobenv launch` builds it: the restore plan, applied."""
-    from .. import plan
-    from ..shell import jobenv_argv
+    from jobenv.restore import plan
+    from jobenv.restore.shell import jobenv_argv
 
     return plan.apply(plan.build(rec, rec_path, environ, jobenv_argv=jobenv_argv(), allow_stale=True), environ)
 

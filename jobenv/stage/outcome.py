@@ -17,7 +17,7 @@ import click
 
 from jobenv.core.errors import EXIT_ERROR, one_line
 from jobenv.core.numparse import _plain
-from ..record import JobRecord
+from jobenv.store.record import JobRecord
 
 
 class Fraction(click.ParamType):  # type: ignore[type-arg]  # generic only in newer click
@@ -56,7 +56,7 @@ def finish(rec: JobRecord, results: Dict[str, Dict[str, Any]], need: int, ledger
 
 
 def retire(rec: JobRecord, bad: List[str], results: Dict[str, Dict[str, Any]]) -> None:
-    from .. import store
+    from jobenv.store import files as store
     from ..launch import badhosts
 
     runs = store.runs_dir(store.key_for(rec.scheduler, rec.jobid), dict(os.environ))

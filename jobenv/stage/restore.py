@@ -20,7 +20,7 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any, Dict, List, Mapping, Optional, Tuple
 
-    from ..record import JobRecord
+    from jobenv.store.record import JobRecord
 
 STAMP = ".jobenv-stage.json"  # written last in a verified copy (stage.worker); its presence marks one
 HINT = "stage to a directory of your own (--to DIR or JOBENV_STAGE_DIR)"
@@ -29,7 +29,7 @@ HINT = "stage to a directory of your own (--to DIR or JOBENV_STAGE_DIR)"
 def check_root(root: str) -> None:
     """Raise JobenvError unless the stage directory `root` (if it exists) and every one
     above it pass the store's rule (storepath): nobody but you could put a copy there."""
-    from ..storepath import check_ancestors, check_safe
+    from jobenv.store.paths import check_ancestors, check_safe
 
     check_ancestors(root, "the stage directory", HINT)
     check_safe(root, True, "stage directory", HINT)
@@ -40,7 +40,7 @@ def check_copy(prefix: str, key: str) -> Tuple[str, str, Dict[str, Any]]:
     "ok" (why is ""), "unsafe" (another user could have made or changed it: never run it),
     "missing" or "stale" (not the recorded copy)."""
     from jobenv.core.errors import JobenvError
-    from ..storepath import check_safe
+    from jobenv.store.paths import check_safe
 
     try:
         check_root(os.path.dirname(prefix))

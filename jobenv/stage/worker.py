@@ -28,7 +28,7 @@ import time
 from typing import Any, Dict, List, Mapping, Optional
 
 from jobenv.core.errors import BadInput, JobenvError
-from ..storepath import own_dir
+from jobenv.store.paths import own_dir
 from . import manifest, relay, relocate
 from .manifest import BASE_DIR
 from .restore import HINT, STAMP, check_copy, check_root

@@ -11,12 +11,17 @@ import time
 from dataclasses import dataclass
 from typing import Callable, Dict, List, Mapping, Optional, Tuple
 
-from . import devices, launch, launcher_fit, profiles, schedulers, shell, software, store
+from jobenv import launch, launcher_fit, schedulers
+from jobenv.capture import devices
+from jobenv.profiles import load as profiles
+from jobenv.restore import shell
+from jobenv.capture import software
+from jobenv.store import files as store
 from jobenv.core.errors import BadInput, JobenvError
 from jobenv.core.hostlist import this_host
-from .launch import families as launch_families
-from .record import JobRecord
-from .schedulers.base import Capture
+from jobenv.launch import families as launch_families
+from jobenv.store.record import JobRecord
+from jobenv.schedulers.base import Capture
 
 
 @dataclass
@@ -60,7 +65,7 @@ def _capture(env: Mapping[str, str], opts: Options) -> Tuple[Capture, Optional[D
     does, with the record's provenance."""
     if not opts.outside:
         return schedulers.capture(env, opts.scheduler), None
-    from . import outside
+    from jobenv.capture import outside
 
     name = outside.scheduler_for(env, opts.scheduler)
     cap, command = outside.describe(name, opts.job or outside.find(name, env), env)
@@ -98,7 +103,7 @@ def build(env: Mapping[str, str], opts: Options,
     status: Dict[str, object] = {"state": "live", "reason": "saved inside the job", "gpus_from": gpu_source,
                                  "nodefile": cap.nodefile}
     if prov is not None:
-        from .launch import families, sizing
+        from jobenv.launch import families, sizing
 
         sizing.attach(argv, families.family(argv[0]), cap.jobid)  # the recorded line runs inside the job
         prov["fields"]["gpus_per_host"] = gpu_source  # type: ignore[index]
@@ -145,7 +150,7 @@ def save(env: Mapping[str, str], opts: Options, warn: Optional[Callable[[str], N
     env_text = shell.render_sh(rec, json_path)
     hosts_text = "".join(h + "\n" for h in rec.hosts)
     store.write_job(rec, env_text, hosts_text, env)
-    from .launch.executable import install
+    from jobenv.launch.executable import install
 
     install(env)  # the `launch` program that restored shells put first on PATH
     return rec, json_path

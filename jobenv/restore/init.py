@@ -14,7 +14,7 @@ path in `jobenv.__main__`, like `get`), and the emitted code starts no process w
 is around.  The emitted code never prints on its own and never fails the shell: no
 `jobenv` on PATH, a corrupt store, `set -eu` or zsh's err_exit/nounset all leave the shell
 as it was (tests/test_init.py runs real bash, zsh, fish and dash from empty environments).
-fish's script is its own template (jobenv.init_fish); this module renders the POSIX ones.
+fish's script is its own template (jobenv.restore.init_fish); this module renders the POSIX ones.
 """
 from __future__ import annotations
 
@@ -23,7 +23,7 @@ import sys
 
 from jobenv.core.errors import EXIT_NO_RECORD
 from jobenv.core.quoting import quote
-from .schedulers import all_jobid_vars
+from jobenv.schedulers import all_jobid_vars
 
 TYPE_CHECKING = False  # `import typing` costs ~5 ms per login shell
 if TYPE_CHECKING:
@@ -171,7 +171,7 @@ GLOB_OFF = {"bash": "    case $_jobenv_o in *f*) set -f ;; esac; case $_jobenv_o
 
 def functions_path() -> str:
     """shell/jobenv.sh (savejobenv, getjobenv): package data when installed, else the clone's."""
-    here = os.path.dirname(os.path.abspath(__file__))
+    here = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # jobenv/, from jobenv/restore/init.py
     for p in (os.path.join(here, "data", "jobenv.sh"), os.path.join(os.path.dirname(here), "shell", "jobenv.sh")):
         if os.path.isfile(p):
             return p
@@ -189,7 +189,7 @@ def exe_path(argv0: str, executable: str) -> str:
 def render(shell: str, functions_text: str, exe: str, auto: bool, version: str) -> str:
     """The whole init script for `shell`: pure, so tests can feed it anything."""
     if shell == "fish":
-        from .init_fish import render_fish
+        from jobenv.restore.init_fish import render_fish
 
         return render_fish(exe, auto, version, CLICK_FUNC)
     flag = "1" if auto else "0"
@@ -223,7 +223,7 @@ def parse(args: List[str]) -> Optional[Dict[str, Any]]:
 
 
 def output(shell: str, auto: bool) -> str:
-    from . import __version__
+    from jobenv import __version__
 
     with open(functions_path(), encoding="utf-8") as f:
         text = f.read()
@@ -261,7 +261,7 @@ def command() -> click.Command:
     def init_cmd(shell: str, auto: bool, install: bool) -> None:
         """Print shell code for your rc file: eval "$(jobenv init bash)" (fish: jobenv init fish | source)."""
         if install:
-            from .init_install import install as add_line
+            from jobenv.restore.init_install import install as add_line
 
             path, line, changed = add_line(shell, exe_path(sys.argv[0], sys.executable), auto, os.environ)
             click.echo(f"{'added to' if changed else 'already in'} {path}:\n  {line}\n"

@@ -13,7 +13,7 @@ import subprocess
 from typing import Callable, List, Mapping, Optional, Tuple
 
 from jobenv.core.numparse import MAX_PER_HOST, parse_uint
-from .schedulers.base import command_path
+from jobenv.schedulers.base import command_path
 
 MASKS = ("CUDA_VISIBLE_DEVICES", "ZE_AFFINITY_MASK", "ROCR_VISIBLE_DEVICES", "HIP_VISIBLE_DEVICES")
 

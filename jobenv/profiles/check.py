@@ -10,7 +10,7 @@ refused while composing, before any object is built.  Error messages never show 
 value from the file: a key or item is named by its type, or cut to a few characters
 before it is turned into text (errors.visible then escapes what a terminal acts on).
 
-Split from jobenv.profiles (which parses, finds, trusts and chooses profiles) to keep each
+Split from jobenv.profiles.load (which parses, finds, trusts and chooses profiles) to keep each
 module to one concern.
 """
 from __future__ import annotations
@@ -122,7 +122,7 @@ def launchers(cands: Any, known: Set[str], fail: Fail) -> List[Dict[str, Any]]:
         if first_unknown(cand, ("argv", "requires", "family")) or not isinstance(cand.get("requires", ""), str):
             raise fail("launchers", "an entry is {argv: [...], requires: program name, family: launcher family}")
         if "family" in cand:
-            from .launch.families import BY_NAME
+            from jobenv.launch.families import BY_NAME
 
             fams = cand["family"] if isinstance(cand["family"], list) and cand["family"] else [cand["family"]]
             for fam in fams:
@@ -144,7 +144,7 @@ def launchers(cands: Any, known: Set[str], fail: Fail) -> List[Dict[str, Any]]:
 
 def gpu_bind(spec: Any, gpus: Optional[int], fail: Fail) -> Dict[str, Any]:
     """Validate a profile's `gpu_bind` into {var, map, devices, tiles, order}; {} when absent."""
-    from .rankwrap import GPU_MAPS, GPU_VARS
+    from jobenv.rankwrap import GPU_MAPS, GPU_VARS
 
     if spec is None:
         return {}
@@ -181,14 +181,14 @@ def gpu_bind(spec: Any, gpus: Optional[int], fail: Fail) -> Dict[str, Any]:
 
 def _small(val: Any, low: int) -> bool:
     """A whole number from `low` to the wrapper's largest device number (not a bool)."""
-    from .rankwrap import MAX_DEVICE
+    from jobenv.rankwrap import MAX_DEVICE
 
     return isinstance(val, int) and not isinstance(val, bool) and low <= val <= MAX_DEVICE
 
 
 def _gpu_order(spec: Dict[str, Any], gpus: Optional[int], fail: Fail) -> List[int]:
     """map: order's `order`: the device of local rank L is order[L % len(order)]."""
-    from .rankwrap import GPU_ORDER_MAX, MAX_DEVICE
+    from jobenv.rankwrap import GPU_ORDER_MAX, MAX_DEVICE
 
     if "devices" in spec or "tiles" in spec:
         raise fail("gpu_bind", "map: order takes `order` only: its length is the device count")

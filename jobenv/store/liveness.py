@@ -12,13 +12,13 @@ from __future__ import annotations
 
 import time
 
-from . import schedulers
+from jobenv import schedulers
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Dict, List, Mapping, Optional, Sequence, Tuple
 
-    from .record import JobRecord
+    from jobenv.store.record import JobRecord
 
     Verdict = Tuple[str, str]
 

@@ -51,7 +51,7 @@ def run(args: List[str]) -> Optional[int]:
     if opts is None:
         return None
     from jobenv.core.errors import JobenvError, one_line, report_error
-    from .get import get, tell_on_terminal
+    from jobenv.restore.get import get, tell_on_terminal
 
     def warn(msg: str) -> None:
         sys.stderr.write(f"jobenv: warning: {one_line(msg)}\n")

@@ -12,9 +12,9 @@ from __future__ import annotations
 import os
 from typing import Dict, List, Mapping, Optional, Tuple
 
-from . import schedulers
+from jobenv import schedulers
 from jobenv.core.errors import BadInput, JobEnded, JobenvError, NoRecord, one_line
-from .schedulers.base import Capture, Outside, run_query
+from jobenv.schedulers.base import Capture, Outside, run_query
 
 # Which scheduler a shell outside any job asks, when --scheduler does not say: Slurm first
 # (its torque wrappers install a `qstat` too), then PBS (Cobalt's `qstat` takes -l, PBS's -F).
@@ -25,7 +25,7 @@ TIMEOUT = 20.0
 
 def scheduler_for(env: Mapping[str, str], forced: Optional[str]) -> str:
     """--scheduler, else the first of ORDER whose command is on PATH."""
-    from .schedulers.base import on_path
+    from jobenv.schedulers.base import on_path
 
     if forced:
         if _outside(forced) is None:

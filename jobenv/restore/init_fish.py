@@ -1,6 +1,6 @@
 """`jobenv init fish`: fish's integration, a language of its own.
 
-The POSIX shells (bash, zsh, sh) share shell/jobenv.sh and jobenv.init's templates; fish
+The POSIX shells (bash, zsh, sh) share shell/jobenv.sh and jobenv.restore.init's templates; fish
 shares no syntax with them, so its whole script (savejobenv, getjobenv, the lazy
 completion, `_jobenv_auto`) is one template here, rendered by `render_fish`.  Imported
 only by `jobenv init fish`: a POSIX shell's init never loads it.
@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from jobenv.core.errors import EXIT_NO_RECORD
 from jobenv.core.quoting import fish_quote
-from .schedulers import all_jobid_vars
+from jobenv.schedulers import all_jobid_vars
 
 _FISH = """\
 # jobenv shell integration for fish, from `jobenv init fish` (jobenv {version}).
@@ -18,7 +18,7 @@ _FISH = """\
 if not set -q JOBENV_EXE
     if test -x {exe}; set -g JOBENV_EXE {exe}; else; set -g JOBENV_EXE jobenv; end
 end
-# `jobenv` itself where no venv is active (see jobenv.init._SH_JOBENV); PATH's, once it has one, wins
+# `jobenv` itself where no venv is active (see jobenv.restore.init._SH_JOBENV); PATH's, once it has one, wins
 if not command -q jobenv; and not functions -q jobenv; and command -q $JOBENV_EXE
     function jobenv --description 'the jobenv that `jobenv init` pinned (JOBENV_EXE)'
         if command -q jobenv; command jobenv $argv; else; command $JOBENV_EXE $argv; end

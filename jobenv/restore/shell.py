@@ -1,4 +1,4 @@
-"""Write a restore Plan (jobenv.plan) out as shell code: bash/zsh, POSIX sh, fish, env file.
+"""Write a restore Plan (jobenv.restore.plan) out as shell code: bash/zsh, POSIX sh, fish, env file.
 
 The renderers decide nothing: the plan says what to unset, set and define.  They only
 quote, and they quote every value, so that whatever bytes a record holds, sourcing the
@@ -16,14 +16,14 @@ from __future__ import annotations
 
 from jobenv.core.errors import one_line
 from jobenv.core.numparse import plural
-from .plan import Plan
+from jobenv.restore.plan import Plan
 from jobenv.core.quoting import fish_quote, join_argv, quote
 
 TYPE_CHECKING = False  # `import typing` costs ~5 ms per shell; type checkers still read the block below
 if TYPE_CHECKING:
     from typing import List, Mapping, Optional, Sequence
 
-    from .record import JobRecord
+    from jobenv.store.record import JobRecord
 
 DIALECTS = ("bash", "zsh", "sh", "fish")
 # What the process running `jobenv get` is called -> the dialect it reads.
@@ -107,7 +107,7 @@ def env_file(record: JobRecord, record_path: str, jobenv_argv: Sequence[str]) ->
     It is the plan for a shell with no job of its own (nothing to unset or keep); a shell
     that has one should use `jobenv get`, which also checks the store and the job.
     """
-    from .plan import build
+    from jobenv.restore.plan import build
 
     p = build(record, record_path, {}, why="env file written at save", jobenv_argv=jobenv_argv,
               state=("unknown", "the env file does not check"), allow_stale=True)

@@ -17,7 +17,7 @@ from __future__ import annotations
 import os
 
 from jobenv.core.errors import BadInput
-from .schedulers import JOBID_VARS, NODEFILE_VARS, all_prefixes
+from jobenv.schedulers import JOBID_VARS, NODEFILE_VARS, all_prefixes
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -67,7 +67,7 @@ def parse(text: str, path: str = "env file") -> Dict[str, str]:
 def import_env(parsed: Mapping[str, str], base: Mapping[str, str]) -> Dict[str, str]:
     """The environment to capture from: this shell's settings (store, profiles, PATH)
     without any scheduler variables, plus the imported ones."""
-    from .schedulers import PROGRAM_VARS
+    from jobenv.schedulers import PROGRAM_VARS
 
     chooser = {n for names in PROGRAM_VARS.values() for n in names}  # they choose what srun/qstat run
     parsed = {k: v for k, v in parsed.items()

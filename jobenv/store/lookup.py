@@ -15,11 +15,13 @@ from __future__ import annotations
 import os
 import time
 
-from . import getcache, schedulers, store
+from jobenv import schedulers
+from jobenv.restore import cache as getcache
+from jobenv.store import files as store
 from jobenv.core.errors import BadInput, BadRecord, NoRecord, visible
 from jobenv.core.jsonread import loads
 from jobenv.core.hostlist import host_index, this_host
-from .record import JobRecord
+from jobenv.store.record import JobRecord
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -106,7 +108,7 @@ def good_records(env: Mapping[str, str], warn: Callable[[str], None]) -> List[Tu
 
 
 def find_job(env: Mapping[str, str], jobid: str) -> Tuple[str, JobRecord]:
-    """A record by id, by jobenv.lookup's rule (exact id, its file, the PBS short form;
+    """A record by id, by jobenv.store.lookup's rule (exact id, its file, the PBS short form;
     ambiguity is an error).  The common case, one file named for the id, is found with a
     few stat calls instead of reading every record (this is the `get` path)."""
     check_jobid(jobid)

@@ -35,12 +35,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Dict, List, Mapping, Optional
 
-from . import profile_check as check
+from jobenv.profiles import check
 from jobenv.core.errors import JobenvError
 from jobenv.core.numparse import MAX_PER_HOST
-from .profile_check import _PLACEHOLDER, MAX_BYTES, ProfileError  # noqa: F401 - _PLACEHOLDER: launch renders with it
-from .schedulers import NAMES as SCHEDULERS
-from .schedulers import PROFILES as DEFAULT_PROFILES
+from jobenv.profiles.check import _PLACEHOLDER, MAX_BYTES, ProfileError  # noqa: F401 - _PLACEHOLDER: launch renders with it
+from jobenv.schedulers import NAMES as SCHEDULERS
+from jobenv.schedulers import PROFILES as DEFAULT_PROFILES
 
 # Values every launch template may use; profiles add their own through `vars`.
 CONTEXT_KEYS = ("nhosts", "nranks", "ppn", "ngpus", "gpus_per_host", "hostfile", "jobid")
@@ -78,7 +78,7 @@ class Profile:
 
 
 def package_dir() -> Path:
-    return Path(__file__).with_name("profiles")
+    return Path(__file__).parent  # the YAML files sit beside this module
 
 
 def search_paths(env: Mapping[str, str]) -> List[Path]:
@@ -90,7 +90,7 @@ def search_paths(env: Mapping[str, str]) -> List[Path]:
 
 
 def parse(text: str, source: str) -> Profile:
-    """Parse and validate one profile; errors name the file and line (jobenv.profile_check)."""
+    """Parse and validate one profile; errors name the file and line (jobenv.profiles.check)."""
     data = check.load_yaml(text, source)
     lines = check.key_lines(text)
 
@@ -174,7 +174,7 @@ def _judged(path: Path) -> str:
     a sticky directory another user's link would choose which of your files is read)."""
     import stat
 
-    from .storepath import check_ancestors
+    from jobenv.store.paths import check_ancestors
 
     p, uid = str(path), os.getuid()
     for _ in range(40):

@@ -10,7 +10,7 @@ Other modules own optional top-level fields (`software`, `staged`, each checked 
 load); unknown fields round-trip untouched.  `provenance` (optional, absent in records saved
 inside the job, so older records and older readers need no new schema version) says a
 record was captured from outside the job: by which scheduler command, on which host, and
-where each field came from (jobenv.outside).
+where each field came from (jobenv.capture.outside).
 """
 from __future__ import annotations
 
@@ -18,7 +18,7 @@ from jobenv.core.errors import BadRecord
 from jobenv.core.jsonread import loads
 from jobenv.core.hostlist import is_valid_host
 from jobenv.core.numparse import MAX_HOSTS, MAX_PER_HOST, is_finite
-from .schedulers import NAMES as SCHEDULERS
+from jobenv.schedulers import NAMES as SCHEDULERS
 
 TYPE_CHECKING = False  # `import typing` costs ~5 ms per shell; type checkers still read the block below
 if TYPE_CHECKING:
@@ -69,8 +69,8 @@ class JobRecord:
         self.env_file = env_file  # file name (no directory) of the env file this save wrote
         self.extra = extra if extra is not None else {}
         self.staged = staged if staged is not None else {}  # optional: `jobenv stage` copies per host
-        self.software = software  # optional: jobenv.software (Python env, launcher path, modules)
-        self.provenance = provenance  # optional: captured from outside the job (jobenv.outside)
+        self.software = software  # optional: jobenv.capture.software (Python env, launcher path, modules)
+        self.provenance = provenance  # optional: captured from outside the job (jobenv.capture.outside)
 
     @property
     def nhosts(self) -> int:
@@ -251,7 +251,7 @@ def from_dict(data: Any, where: str = "record") -> JobRecord:
 
 def _software(value: Any) -> Optional[Dict[str, Any]]:
     """Optional `software` field, validated by its owner module (dropped, not fatal, when malformed)."""
-    from .software import validate
+    from jobenv.capture.software import validate
 
     return validate(value)
 

@@ -28,8 +28,8 @@ import os
 
 from jobenv.core.atomic import JobLock, clean_temps, fsync_dir, write_atomic
 from jobenv.core.errors import BadInput, BadRecord
-from .record import JobRecord, from_json
-from .storepath import check_safe, ensure_dirs, home, jobs_dir, open_jobs, open_store, runs_dir, write_error
+from jobenv.store.record import JobRecord, from_json
+from jobenv.store.paths import check_safe, ensure_dirs, home, jobs_dir, open_jobs, open_store, runs_dir, write_error
 
 TYPE_CHECKING = False  # `import typing` costs ~5 ms per shell; type checkers still read the block below
 if TYPE_CHECKING:

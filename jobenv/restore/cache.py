@@ -28,9 +28,9 @@ import os
 import stat
 import time
 
-from . import store
+from jobenv.store import files as store
 from jobenv.core.errors import BadRecord
-from .storepath import check_ancestors, dirs_above
+from jobenv.store.paths import check_ancestors, dirs_above
 
 TYPE_CHECKING = False  # `import typing` costs ~5 ms per shell; type checkers still read the block below
 if TYPE_CHECKING:

@@ -1,4 +1,4 @@
-"""`jobenv get`: this shell's job (jobenv.lookup), whether it is alive (jobenv.liveness, its
+"""`jobenv get`: this shell's job (jobenv.store.lookup), whether it is alive (jobenv.store.liveness, its
 verdict cached here), the plan, rendered.
 
 This path runs in every new shell, so it imports neither click, rich, yaml, re
@@ -10,10 +10,15 @@ from __future__ import annotations
 import os
 import time
 
-from . import getcache, liveness, plan, schedulers, shell, store
+from jobenv import schedulers
+from jobenv.restore import cache as getcache
+from jobenv.store import liveness
+from jobenv.restore import plan
+from jobenv.restore import shell
+from jobenv.store import files as store
 from jobenv.core.errors import JobenvError
 from jobenv.core.hostlist import this_host
-from .lookup import select
+from jobenv.store.lookup import select
 
 TYPE_CHECKING = False  # `import typing` costs ~5 ms per shell; type checkers still read the block below
 if TYPE_CHECKING:
@@ -21,7 +26,7 @@ if TYPE_CHECKING:
 
     Item = Tuple[Dict[str, str], List[str], List[str]]  # (set, path_prepend, warnings)
 
-    from .record import JobRecord
+    from jobenv.store.record import JobRecord
 
 LIVENESS_TIMEOUT = 2.0  # the whole scheduler query in `get`: a login must not stall on qstat
 FRESH_TIMEOUT = 5.0  # `launch` asks afresh: a busy scheduler gets longer, the launch waits anyway
@@ -29,7 +34,7 @@ FRESH_TIMEOUT = 5.0  # `launch` asks afresh: a busy scheduler gets longer, the l
 
 def cached_state(rec: JobRecord, env: Mapping[str, str], now: Optional[float] = None,
                  timeout: float = LIVENESS_TIMEOUT, fresh: bool = False) -> Tuple[str, str, float]:
-    """(live|ended|unknown, reason, trusted-until): jobenv.liveness's rule (job_state), with
+    """(live|ended|unknown, reason, trusted-until): jobenv.store.liveness's rule (job_state), with
     the scheduler's word cached for a minute so most new shells fork no qstat/squeue.
 
     `fresh` (launch) asks the scheduler now (liveness.fresh_state): a job cancelled within
@@ -61,7 +66,7 @@ def cached_state(rec: JobRecord, env: Mapping[str, str], now: Optional[float] = 
 def _launch_program(env: Mapping[str, str]) -> List[Item]:
     """$JOBENV_HOME/bin first on PATH when it holds the `launch` program (jobenv.launch.executable):
     `timeout 600 launch ...`, `nohup launch ...` and child scripts find it there."""
-    from .storepath import LAUNCH_PROGRAM, bin_dir
+    from jobenv.store.paths import LAUNCH_PROGRAM, bin_dir
 
     d = bin_dir(env)
     return [({}, [d], [])] if os.path.exists(os.path.join(d, LAUNCH_PROGRAM)) else []
@@ -73,18 +78,19 @@ def _extra_items(rec: JobRecord, env: Mapping[str, str], host: str, python: bool
     A concern is asked only when the record carries its field (most do not: no import).
     Only modules of this very package count (a stray `jobenv` elsewhere on sys.path, such
     as another checkout's editable install, must not answer for it)."""
-    here = os.path.dirname(os.path.abspath(__file__))
+    here = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # jobenv/, from jobenv/restore/get.py
     items: List[Item] = []
-    for name, field in (("software", "software"), ("stage", "staged")):
+    for name, field in (("capture.software", "software"), ("stage", "staged")):
         if not getattr(rec, field, None) or not python and name == "stage":
             continue
-        if not (os.path.exists(os.path.join(here, name + ".py"))
-                or os.path.exists(os.path.join(here, name, "__init__.py"))):
+        rel = os.path.join(*name.split("."))
+        if not (os.path.exists(os.path.join(here, rel + ".py"))
+                or os.path.exists(os.path.join(here, rel, "__init__.py"))):
             continue
         mod = __import__(f"jobenv.{name}", fromlist=["restore_items"])
         fn = getattr(mod, "restore_items", None)
         if fn is not None:
-            items.append(fn(rec, env, host, python=python) if name == "software" else fn(rec, env, host))
+            items.append(fn(rec, env, host, python=python) if name == "capture.software" else fn(rec, env, host))
     return items
 
 

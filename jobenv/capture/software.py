@@ -38,7 +38,7 @@ def _which(name: str, path: str) -> Optional[str]:
 def python_env(env: Mapping[str, str], prefix: str = sys.prefix, base_prefix: str = sys.base_prefix,
                executable: str = sys.executable) -> Optional[Dict[str, str]]:
     """The active Python environment: an activated venv, else a conda env, else ours."""
-    from .schedulers.base import command_path  # `save` only: not on the `get` path
+    from jobenv.schedulers.base import command_path  # `save` only: not on the `get` path
 
     path = env.get("PATH", "")
     venv, conda = env.get("VIRTUAL_ENV"), env.get("CONDA_PREFIX")
@@ -56,7 +56,7 @@ def python_env(env: Mapping[str, str], prefix: str = sys.prefix, base_prefix: st
 
 def capture(env: Mapping[str, str], launcher: Optional[str] = None) -> Dict[str, Any]:
     """The record's `software` field for a job whose launch argv starts with `launcher`."""
-    from .schedulers.base import command_path
+    from jobenv.schedulers.base import command_path
 
     return {
         "python": python_env(env),
@@ -142,8 +142,8 @@ def world_warning(argv0: str, launcher: str, built: Mapping[str, str]) -> Option
     packages (`built`, recorded by save) as one world (the rule: launcher_fit.world_misfit)."""
     if not built:
         return None
-    from .launch.families import known
-    from .launcher_fit import world_misfit
+    from jobenv.launch.families import known
+    from jobenv.launcher_fit import world_misfit
 
     row = known(argv0, launcher)
     lines = world_misfit(row.flavor if row is not None else None, built)

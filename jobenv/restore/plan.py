@@ -6,7 +6,7 @@ shell to unset (job-scoped variables of *another* job, one whose marks this shel
 never site configuration, never a jobless shell's own settings),
 which to keep (the same live job set them here), which to set, what to put first on
 PATH, what `launch` runs, and what to warn about.  The bash/zsh, POSIX sh, fish and
-env-file renderers (jobenv.shell) only write a Plan out, and `apply` gives the
+env-file renderers (jobenv.restore.shell) only write a Plan out, and `apply` gives the
 environment `jobenv launch` runs with, so no copy of these rules can drift from another.
 
 Which names a record may restore is decided here too, whatever bytes the record holds:
@@ -20,13 +20,13 @@ from __future__ import annotations
 from jobenv.core.errors import JobEnded
 from jobenv.core.numparse import plural
 from jobenv.core.quoting import join_argv
-from .schedulers import JOB_MARKERS, JOBID_VARS, PREFIXES, SHELL_ONLY, SITE_VARS, all_prefixes, is_secret
+from jobenv.schedulers import JOB_MARKERS, JOBID_VARS, PREFIXES, SHELL_ONLY, SITE_VARS, all_prefixes, is_secret
 
 TYPE_CHECKING = False  # `import typing` costs ~5 ms per shell; type checkers still read the block below
 if TYPE_CHECKING:
     from typing import Callable, Dict, Iterable, List, Mapping, Sequence, Tuple
 
-    from .record import JobRecord
+    from jobenv.store.record import JobRecord
 
 # SITE_VARS (each scheduler file's `site_vars`: they describe the site, not a job) are never
 # cleared, and restored only where the shell has none of its own; is_secret (names that

@@ -5,7 +5,7 @@ on evidence of the job's end: the scheduler says so, or the scheduler's nodefile
 (PBS and Cobalt delete it at job end; checked only on the node that saved it).  Being
 stopped (SIGTERM, SIGHUP, Ctrl-C) is not such evidence: the watcher then asks the
 scheduler once more and, without an answer, leaves the job's state unknown.  A watcher
-that is killed or stopped outright simply goes silent, which readers (jobenv.liveness)
+that is killed or stopped outright simply goes silent, which readers (jobenv.store.liveness)
 also take as unknown.
 
 One daemon per job: each watcher holds an exclusive flock on `<key>.watch.lock` for its
@@ -19,7 +19,7 @@ import os
 import signal
 import time
 
-from jobenv import store
+from jobenv.store import files as store
 from jobenv.core import atomic
 from jobenv.core.errors import BadInput, BadRecord, JobenvError
 
@@ -27,7 +27,7 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Mapping, Optional, Tuple
 
-    from .record import JobRecord
+    from jobenv.store.record import JobRecord
 
 MIN_INTERVAL, MAX_INTERVAL = 0.1, 86400.0
 
@@ -82,9 +82,9 @@ def _ended(rec: JobRecord, host: str, env: Mapping[str, str], timeout: float = 1
     The nodefile exists only on the node where the job's first shell ran (the one that
     saved the record): a watcher elsewhere must not read its absence as the job's end.
     """
-    from . import schedulers
+    from jobenv import schedulers
     from jobenv.core.hostlist import host_index
-    from .liveness import query_env
+    from jobenv.store.liveness import query_env
 
     nodefile = rec.status.get("nodefile")
     if nodefile and host_index([rec.created_on], host) is not None and not os.path.exists(nodefile):
@@ -190,7 +190,7 @@ def start(json_path: str, interval: float, env: Mapping[str, str], wait: float =
         code = run(json_path, interval, env, ready_fd=w)
     except BaseException as exc:  # tell the parent; a daemon has nobody to show a traceback to
         if isinstance(exc, OSError):
-            from .storepath import write_error
+            from jobenv.store.paths import write_error
 
             exc = write_error(exc, "the job's watcher files")
         msg = exc.message if isinstance(exc, JobenvError) else f"{type(exc).__name__}: {exc}"

@@ -1,0 +1,2 @@
+"""`jobenv save`: what is captured into a record (software, devices, scheduler facts).
+"""

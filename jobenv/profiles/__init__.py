@@ -1,0 +1,2 @@
+"""Site profiles: the YAML files beside this module, loaded (load.py) and checked (check.py).
+"""
