@@ -12,7 +12,7 @@ import pytest
 
 import machines
 from conftest import REPO, base_env, jobenv, need
-from jobenv.restore import cache as getcache
+from jobenv.store import cache as getcache
 from jobenv.store import files as store
 from jobenv.store.record import JobRecord
 

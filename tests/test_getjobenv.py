@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from conftest import REPO, need
-from jobenv.restore import cache as getcache
+from jobenv.store import cache as getcache
 
 from test_get import put
 

@@ -20,7 +20,7 @@ from typing import Dict, List, Tuple
 import pytest
 
 from conftest import REPO, base_env, jobenv, need
-from jobenv.restore import cache as getcache
+from jobenv.store import cache as getcache
 
 # Options that cannot be set from an rc file, or whose whole point is to print or to stop
 # running commands: the user asked for that output, in every shell, with or without jobenv.

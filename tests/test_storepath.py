@@ -14,7 +14,7 @@ import pytest
 import machines
 from conftest import REPO, base_env, jobenv
 from fsutil import remount_ro, tmpfs
-from jobenv.restore import cache as getcache
+from jobenv.store import cache as getcache
 from jobenv.store import paths as storepath
 from jobenv.core.errors import JobenvError
 

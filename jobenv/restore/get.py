@@ -11,7 +11,7 @@ import os
 import time
 
 from jobenv import schedulers
-from jobenv.restore import cache as getcache
+from jobenv.store import cache as getcache
 from jobenv.store import liveness
 from jobenv.restore import plan
 from jobenv.restore import shell

@@ -16,7 +16,7 @@ import os
 import time
 
 from jobenv import schedulers
-from jobenv.restore import cache as getcache
+from jobenv.store import cache as getcache
 from jobenv.store import files as store
 from jobenv.core.errors import BadInput, BadRecord, NoRecord, visible
 from jobenv.core.jsonread import loads

@@ -102,7 +102,7 @@ def _lstat(p: str) -> Optional[os.stat_result]:
 
 def dirs_above(path: str) -> List[str]:
     """Every entry check_ancestors judges above `path` (links and what they lead to), each
-    once: getjobenv's cached proof re-checks their lstat (jobenv.restore.cache)."""
+    once: getjobenv's cached proof re-checks their lstat (jobenv.store.cache)."""
     out: List[str] = []
     for p, _ in _walk(path)[0]:
         if p not in out:
