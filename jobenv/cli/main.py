@@ -134,10 +134,11 @@ cli.add_command(_runs_cmd)
 cli.add_command(_report_cmd)
 
 from jobenv.cli.launch import COMMANDS as _LAUNCH_COMMANDS, launch  # noqa: E402  (launch, kill, stacks)
-from jobenv.cli.submit import COMMANDS as _SUBMIT_COMMANDS, take_launch_flags  # noqa: E402  (submit, status, logs, cancel)
+from jobenv.cli.submit import COMMANDS as _SUBMIT_COMMANDS, take_launch_flags  # noqa: E402  (submit)
+from jobenv.cli.jobs import COMMANDS as _JOB_COMMANDS  # noqa: E402  (status, logs, cancel)
 
 take_launch_flags(launch)  # submit passes launch's own options on in its script
-for _cmd in _LAUNCH_COMMANDS + _SUBMIT_COMMANDS:
+for _cmd in _LAUNCH_COMMANDS + _SUBMIT_COMMANDS + _JOB_COMMANDS:
     cli.add_command(_cmd)
 
 
