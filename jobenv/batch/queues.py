@@ -2,7 +2,7 @@
 
 A site's queues take so many nodes for so long (ALCF's Polaris `debug`: 1 to 2 nodes, at
 most an hour); a request beyond them is refused by the scheduler at qsub, or sits queued
-forever.  A profile lists its queues' limits under `submit: queues:` (profile_check.queues
+forever.  A profile lists its queues' limits under `submit: queues:` (profiles.submit.queues
 checks them), in the order `submit` may choose them.  With no `-q`, the profile's default
 queue is kept when the request fits it, else the first listed queue that fits is chosen,
 said in one line; an explicit `-q` that does not fit, or a request no listed queue takes,

@@ -1,7 +1,7 @@
 """The batch script of `jobenv submit`, rendered from data.
 
 Directives come from two places, each once: the machine profile's `submit` key (the site's
-lines: `-l select={nodes}:system=polaris`, `-C gpu`; profile_check.submit validates them)
+lines: `-l select={nodes}:system=polaris`, `-C gpu`; profiles.submit validates them)
 and the scheduler descriptor's `Batch` (its prefix, where output goes, the job's name).
 The body runs `jobenv save` and then `jobenv launch -- CMD`, each word quoted by
 jobenv.core.quoting, through the interpreter and jobenv that wrote it by absolute path (the
@@ -17,7 +17,8 @@ import re
 from typing import Dict, List, Optional, Sequence
 
 from jobenv.core.errors import BadInput
-from jobenv.profiles.check import _PLACEHOLDER, SUBMIT_WORD
+from jobenv.profiles.check import _PLACEHOLDER
+from jobenv.profiles.submit import SUBMIT_WORD
 from jobenv.profiles.load import Profile
 from jobenv.core.quoting import quote
 from ..schedulers.base import Batch

@@ -36,6 +36,7 @@ from pathlib import Path
 from typing import Any, Dict, List, Mapping, Optional
 
 from jobenv.profiles import check
+from jobenv.profiles import submit as submit_keys
 from jobenv.core.errors import JobenvError
 from jobenv.core.numparse import MAX_PER_HOST
 from jobenv.profiles.check import _PLACEHOLDER, MAX_BYTES, ProfileError  # noqa: F401 - _PLACEHOLDER: launch renders with it
@@ -58,8 +59,8 @@ class Profile:
     env: Dict[str, str] = field(default_factory=dict)
     source: str = ""
     gpu_bind: Dict[str, Any] = field(default_factory=dict)
-    submit: Dict[str, Any] = field(default_factory=dict)  # batch-script directives (profile_check.submit)
-    fabric: Dict[str, Any] = field(default_factory=dict)  # per backend: what the selftest expects (profile_check.fabric)
+    submit: Dict[str, Any] = field(default_factory=dict)  # batch-script directives (profiles.submit.submit)
+    fabric: Dict[str, Any] = field(default_factory=dict)  # per backend: what the selftest expects (profiles.check.fabric)
 
     @property
     def generic(self) -> bool:
@@ -125,7 +126,7 @@ def parse(text: str, source: str) -> Profile:
         raise fail("env", "variable names must be shell identifiers")
     launchers = check.launchers(data.get("launchers"), set(CONTEXT_KEYS) | set(variables), fail)
     bind = check.gpu_bind(data.get("gpu_bind"), gpus, fail)
-    batch = check.submit(data.get("submit"), variables, fail)
+    batch = submit_keys.submit(data.get("submit"), variables, fail)
     fabric = check.fabric(data.get("fabric"), fail)
     return Profile(
         name=str(name), scheduler=data["scheduler"], launchers=launchers,
