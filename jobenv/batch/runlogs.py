@@ -3,14 +3,14 @@
 A job is launched into from inside its allocation (`jobenv launch`, `launch`), by a batch
 script `submit` wrote, or many times by hand; run history keeps one directory per attempt
 (jobenv.history.runs) and each attempt given --log-dir notes that directory there as it starts
-(runs_record.note_log_dir).  So the launches of a job are its run directories, oldest first, and
+(history.record.note_log_dir).  So the launches of a job are its run directories, oldest first, and
 each one's rank logs are in its noted directory, except when a later attempt of the same
 launch moved them into `DIR/attempt-<N>/` (ranks.set_aside) or a later launch given the
 same --log-dir removed them (ranks.prepare_log_dir).  A launch without --log-dir kept no
 rank logs: its ranks wrote to the launch's own output; one line says so and how to keep them.
 
 The note is hostile input (the ranks write in their run directory): the directory it names
-must pass the rule --log-dir itself had to (storepath: the user's own, not writable by
+must pass the rule --log-dir itself had to (store.paths: the user's own, not writable by
 others, nothing above it replaceable, not a link), else the launch is shown as refused.
 """
 from __future__ import annotations

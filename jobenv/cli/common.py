@@ -1,5 +1,5 @@
 """What every `jobenv` command prints the same way: warnings, errors, exact bytes, the summary
-of a record.  Shared by cli.py and cli_records.py so the wording lives in one place."""
+of a record.  Shared by the commands of jobenv.cli so the wording lives in one place."""
 from __future__ import annotations
 
 import sys

@@ -1,7 +1,7 @@
 """The commands that look after saved records: show, list, rm, clean, import, watch.
 
 Thin click commands: each parses, calls the store/lookup/liveness modules, and prints
-through cli_common; cli.py registers them.
+through cli.common; cli.main registers them.
 """
 from __future__ import annotations
 

@@ -169,7 +169,7 @@ def _files(path: Path, own: bool) -> List[Path]:
 
 
 def _judged(path: Path) -> str:
-    """The file a profile path reaches, after judging each step by storepath's rule: every
+    """The file a profile path reaches, after judging each step by store.paths' rule: every
     directory above (as written and as resolved) yours or root's and not writable by others
     unless sticky, and each symbolic link on the way as the link itself (yours or root's: in
     a sticky directory another user's link would choose which of your files is read)."""

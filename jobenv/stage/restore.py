@@ -28,7 +28,7 @@ HINT = "stage to a directory of your own (--to DIR or JOBENV_STAGE_DIR)"
 
 def check_root(root: str) -> None:
     """Raise JobenvError unless the stage directory `root` (if it exists) and every one
-    above it pass the store's rule (storepath): nobody but you could put a copy there."""
+    above it pass the store's rule (store.paths): nobody but you could put a copy there."""
     from jobenv.store.paths import check_ancestors, check_safe
 
     check_ancestors(root, "the stage directory", HINT)
