@@ -244,5 +244,5 @@ def test_launch_function_never_runs_the_working_directory(tmp_path, home, other_
     p = subprocess.run(["bash", "--norc", "--noprofile", "-c", script], cwd=tmp_path, env=senv, capture_output=True,
                        text=True)
     assert ran(shared_tmp) == [], p.stdout + p.stderr
-    # this jobenv ran: to the end, or (click needs 3.10+) up to importing click from REPO's cli.py
-    assert (p.returncode == 0 and "ran: -n" in p.stdout) or f"{REPO}/jobenv/cli.py" in p.stderr, p.stderr
+    # this jobenv ran: to the end, or (click needs 3.10+) up to importing click from REPO's cli/main.py
+    assert (p.returncode == 0 and "ran: -n" in p.stdout) or f"{REPO}/jobenv/cli/main.py" in p.stderr, p.stderr
