@@ -54,185 +54,33 @@ _je_found() {
         _je_die "launchers disagree: $_je_L says $_je_RV=$_je_R $_je_SV=$_je_S, $1 says $2=$_je_r $_je_sv=$_je_s; unset the stale ones"
     fi
 }
-# torchrun: torchrun / torch.distributed.run (left untouched)
-if [ -n "${RANK+x}" ] && [ -n "${TORCHELASTIC_RUN_ID+x}" ]; then
-    _je_sv=
-    if [ -n "${WORLD_SIZE+x}" ]; then _je_sv=WORLD_SIZE; _je_num WORLD_SIZE "$WORLD_SIZE" torchrun; _je_s=$_je_n
-    fi
-    if [ -n "$_je_sv" ]; then
-        _je_num RANK "$RANK" torchrun; _je_r=$_je_n
-        _je_lr=
-        if [ -n "${LOCAL_RANK+x}" ]; then _je_num LOCAL_RANK "$LOCAL_RANK" torchrun; _je_lr=$_je_n
-        fi
-        _je_ls=
-        if [ -n "${LOCAL_WORLD_SIZE+x}" ]; then _je_num LOCAL_WORLD_SIZE "$LOCAL_WORLD_SIZE" torchrun; _je_ls=$_je_n
-        fi
-        _je_nd=
-        if [ -n "${GROUP_RANK+x}" ]; then _je_num GROUP_RANK "$GROUP_RANK" torchrun; _je_nd=$_je_n
-        fi
-        [ "$_je_r" -lt "$_je_s" ] || _je_die "torchrun: RANK=$_je_r is outside $_je_sv=$_je_s"
-        _je_found torchrun RANK
-    fi
-fi
-# horovodrun: horovodrun (gloo controller)
-if [ -n "${HOROVOD_RANK+x}" ]; then
-    _je_sv=
-    if [ -n "${HOROVOD_SIZE+x}" ]; then _je_sv=HOROVOD_SIZE; _je_num HOROVOD_SIZE "$HOROVOD_SIZE" horovodrun; _je_s=$_je_n
-    fi
-    if [ -n "$_je_sv" ]; then
-        _je_num HOROVOD_RANK "$HOROVOD_RANK" horovodrun; _je_r=$_je_n
-        _je_lr=
-        if [ -n "${HOROVOD_LOCAL_RANK+x}" ]; then _je_num HOROVOD_LOCAL_RANK "$HOROVOD_LOCAL_RANK" horovodrun; _je_lr=$_je_n
-        fi
-        _je_ls=
-        if [ -n "${HOROVOD_LOCAL_SIZE+x}" ]; then _je_num HOROVOD_LOCAL_SIZE "$HOROVOD_LOCAL_SIZE" horovodrun; _je_ls=$_je_n
-        fi
-        _je_nd=
-        if [ -n "${HOROVOD_CROSS_RANK+x}" ]; then _je_num HOROVOD_CROSS_RANK "$HOROVOD_CROSS_RANK" horovodrun; _je_nd=$_je_n
-        fi
-        [ "$_je_r" -lt "$_je_s" ] || _je_die "horovodrun: HOROVOD_RANK=$_je_r is outside $_je_sv=$_je_s"
-        _je_found horovodrun HOROVOD_RANK
-    fi
-fi
-# pals: Cray PALS mpiexec (ALCF Polaris, Aurora)
-if [ -n "${PALS_RANKID+x}" ]; then
-    _je_sv=
-    if [ -n "${PMI_SIZE+x}" ]; then _je_sv=PMI_SIZE; _je_num PMI_SIZE "$PMI_SIZE" pals; _je_s=$_je_n
-    fi
-    if [ -n "$_je_sv" ]; then
-        _je_num PALS_RANKID "$PALS_RANKID" pals; _je_r=$_je_n
-        _je_lr=
-        if [ -n "${PALS_LOCAL_RANKID+x}" ]; then _je_num PALS_LOCAL_RANKID "$PALS_LOCAL_RANKID" pals; _je_lr=$_je_n
-        elif [ -n "${PMI_LOCAL_RANK+x}" ]; then _je_num PMI_LOCAL_RANK "$PMI_LOCAL_RANK" pals; _je_lr=$_je_n
-        fi
-        _je_ls=
-        if [ -n "${PMI_LOCAL_SIZE+x}" ]; then _je_num PMI_LOCAL_SIZE "$PMI_LOCAL_SIZE" pals; _je_ls=$_je_n
-        elif [ -n "${PALS_LOCAL_SIZE+x}" ]; then _je_num PALS_LOCAL_SIZE "$PALS_LOCAL_SIZE" pals; _je_ls=$_je_n
-        fi
-        _je_nd=
-        if [ -n "${PALS_NODEID+x}" ]; then _je_num PALS_NODEID "$PALS_NODEID" pals; _je_nd=$_je_n
-        fi
-        [ "$_je_r" -lt "$_je_s" ] || _je_die "pals: PALS_RANKID=$_je_r is outside $_je_sv=$_je_s"
-        _je_found pals PALS_RANKID
-    fi
-fi
-# srun: Slurm srun (--mpi=none, pmi2, pmix)
-if [ -n "${SLURM_PROCID+x}" ] && [ -n "${SLURM_STEP_ID+x}" ] && _je_srun_live; then
-    _je_sv=
-    if [ -n "${SLURM_STEP_NUM_TASKS+x}" ]; then _je_sv=SLURM_STEP_NUM_TASKS; _je_num SLURM_STEP_NUM_TASKS "$SLURM_STEP_NUM_TASKS" srun; _je_s=$_je_n
-    elif [ -n "${SLURM_NTASKS+x}" ]; then _je_sv=SLURM_NTASKS; _je_num SLURM_NTASKS "$SLURM_NTASKS" srun; _je_s=$_je_n
-    fi
-    if [ -n "$_je_sv" ]; then
-        _je_num SLURM_PROCID "$SLURM_PROCID" srun; _je_r=$_je_n
-        _je_lr=
-        if [ -n "${SLURM_LOCALID+x}" ]; then _je_num SLURM_LOCALID "$SLURM_LOCALID" srun; _je_lr=$_je_n
-        fi
-        _je_ls=
-        _je_nd=
-        if [ -n "${SLURM_NODEID+x}" ]; then _je_num SLURM_NODEID "$SLURM_NODEID" srun; _je_nd=$_je_n
-        fi
-        [ -n "$_je_ls" ] || _je_slurm_lsize
-        [ "$_je_r" -lt "$_je_s" ] || _je_die "srun: SLURM_PROCID=$_je_r is outside $_je_sv=$_je_s"
-        _je_found srun SLURM_PROCID
-    fi
-fi
-# jsrun: IBM jsrun (LSF)
-if [ -n "${JSM_NAMESPACE_RANK+x}" ]; then
-    _je_sv=
-    if [ -n "${JSM_NAMESPACE_SIZE+x}" ]; then _je_sv=JSM_NAMESPACE_SIZE; _je_num JSM_NAMESPACE_SIZE "$JSM_NAMESPACE_SIZE" jsrun; _je_s=$_je_n
-    fi
-    if [ -n "$_je_sv" ]; then
-        _je_num JSM_NAMESPACE_RANK "$JSM_NAMESPACE_RANK" jsrun; _je_r=$_je_n
-        _je_lr=
-        if [ -n "${JSM_NAMESPACE_LOCAL_RANK+x}" ]; then _je_num JSM_NAMESPACE_LOCAL_RANK "$JSM_NAMESPACE_LOCAL_RANK" jsrun; _je_lr=$_je_n
-        fi
-        _je_ls=
-        if [ -n "${JSM_NAMESPACE_LOCAL_SIZE+x}" ]; then _je_num JSM_NAMESPACE_LOCAL_SIZE "$JSM_NAMESPACE_LOCAL_SIZE" jsrun; _je_ls=$_je_n
-        fi
-        _je_nd=
-        [ "$_je_r" -lt "$_je_s" ] || _je_die "jsrun: JSM_NAMESPACE_RANK=$_je_r is outside $_je_sv=$_je_s"
-        _je_found jsrun JSM_NAMESPACE_RANK
-    fi
-fi
-# openmpi: Open MPI 4/5 mpirun, Cobalt's mpirun (OMPI_COMM_WORLD_NODE_RANK is not a node index)
-if [ -n "${OMPI_COMM_WORLD_RANK+x}" ]; then
-    _je_sv=
-    if [ -n "${OMPI_COMM_WORLD_SIZE+x}" ]; then _je_sv=OMPI_COMM_WORLD_SIZE; _je_num OMPI_COMM_WORLD_SIZE "$OMPI_COMM_WORLD_SIZE" openmpi; _je_s=$_je_n
-    fi
-    if [ -n "$_je_sv" ]; then
-        _je_num OMPI_COMM_WORLD_RANK "$OMPI_COMM_WORLD_RANK" openmpi; _je_r=$_je_n
-        _je_lr=
-        if [ -n "${OMPI_COMM_WORLD_LOCAL_RANK+x}" ]; then _je_num OMPI_COMM_WORLD_LOCAL_RANK "$OMPI_COMM_WORLD_LOCAL_RANK" openmpi; _je_lr=$_je_n
-        fi
-        _je_ls=
-        if [ -n "${OMPI_COMM_WORLD_LOCAL_SIZE+x}" ]; then _je_num OMPI_COMM_WORLD_LOCAL_SIZE "$OMPI_COMM_WORLD_LOCAL_SIZE" openmpi; _je_ls=$_je_n
-        fi
-        _je_nd=
-        [ "$_je_r" -lt "$_je_s" ] || _je_die "openmpi: OMPI_COMM_WORLD_RANK=$_je_r is outside $_je_sv=$_je_s"
-        _je_found openmpi OMPI_COMM_WORLD_RANK
-    fi
-fi
-# mvapich2: MVAPICH2 mpirun_rsh / mpiexec
-if [ -n "${MV2_COMM_WORLD_RANK+x}" ]; then
-    _je_sv=
-    if [ -n "${MV2_COMM_WORLD_SIZE+x}" ]; then _je_sv=MV2_COMM_WORLD_SIZE; _je_num MV2_COMM_WORLD_SIZE "$MV2_COMM_WORLD_SIZE" mvapich2; _je_s=$_je_n
-    fi
-    if [ -n "$_je_sv" ]; then
-        _je_num MV2_COMM_WORLD_RANK "$MV2_COMM_WORLD_RANK" mvapich2; _je_r=$_je_n
-        _je_lr=
-        if [ -n "${MV2_COMM_WORLD_LOCAL_RANK+x}" ]; then _je_num MV2_COMM_WORLD_LOCAL_RANK "$MV2_COMM_WORLD_LOCAL_RANK" mvapich2; _je_lr=$_je_n
-        fi
-        _je_ls=
-        if [ -n "${MV2_COMM_WORLD_LOCAL_SIZE+x}" ]; then _je_num MV2_COMM_WORLD_LOCAL_SIZE "$MV2_COMM_WORLD_LOCAL_SIZE" mvapich2; _je_ls=$_je_n
-        fi
-        _je_nd=
-        [ "$_je_r" -lt "$_je_s" ] || _je_die "mvapich2: MV2_COMM_WORLD_RANK=$_je_r is outside $_je_sv=$_je_s"
-        _je_found mvapich2 MV2_COMM_WORLD_RANK
-    fi
-fi
-# mpich: MPICH Hydra mpiexec, Intel MPI
-if [ -n "${PMI_RANK+x}" ]; then
-    _je_sv=
-    if [ -n "${PMI_SIZE+x}" ]; then _je_sv=PMI_SIZE; _je_num PMI_SIZE "$PMI_SIZE" mpich; _je_s=$_je_n
-    fi
-    if [ -n "$_je_sv" ]; then
-        _je_num PMI_RANK "$PMI_RANK" mpich; _je_r=$_je_n
-        _je_lr=
-        if [ -n "${MPI_LOCALRANKID+x}" ]; then _je_num MPI_LOCALRANKID "$MPI_LOCALRANKID" mpich; _je_lr=$_je_n
-        elif [ -n "${PMI_LOCAL_RANK+x}" ]; then _je_num PMI_LOCAL_RANK "$PMI_LOCAL_RANK" mpich; _je_lr=$_je_n
-        fi
-        _je_ls=
-        if [ -n "${MPI_LOCALNRANKS+x}" ]; then _je_num MPI_LOCALNRANKS "$MPI_LOCALNRANKS" mpich; _je_ls=$_je_n
-        elif [ -n "${PMI_LOCAL_SIZE+x}" ]; then _je_num PMI_LOCAL_SIZE "$PMI_LOCAL_SIZE" mpich; _je_ls=$_je_n
-        fi
-        _je_nd=
-        [ "$_je_r" -lt "$_je_s" ] || _je_die "mpich: PMI_RANK=$_je_r is outside $_je_sv=$_je_s"
-        _je_found mpich PMI_RANK
-    fi
-fi
-# pmix: a PMIx launcher that sets no launcher-specific rank variable
-if [ -n "${PMIX_RANK+x}" ]; then
-    _je_sv=
-    if [ -n "${OMPI_COMM_WORLD_SIZE+x}" ]; then _je_sv=OMPI_COMM_WORLD_SIZE; _je_num OMPI_COMM_WORLD_SIZE "$OMPI_COMM_WORLD_SIZE" pmix; _je_s=$_je_n
-    elif [ -n "${SLURM_STEP_NUM_TASKS+x}" ]; then _je_sv=SLURM_STEP_NUM_TASKS; _je_num SLURM_STEP_NUM_TASKS "$SLURM_STEP_NUM_TASKS" pmix; _je_s=$_je_n
-    elif [ -n "${SLURM_NTASKS+x}" ]; then _je_sv=SLURM_NTASKS; _je_num SLURM_NTASKS "$SLURM_NTASKS" pmix; _je_s=$_je_n
-    fi
-    if [ -n "$_je_sv" ]; then
-        _je_num PMIX_RANK "$PMIX_RANK" pmix; _je_r=$_je_n
-        _je_lr=
-        if [ -n "${OMPI_COMM_WORLD_LOCAL_RANK+x}" ]; then _je_num OMPI_COMM_WORLD_LOCAL_RANK "$OMPI_COMM_WORLD_LOCAL_RANK" pmix; _je_lr=$_je_n
-        elif [ -n "${SLURM_LOCALID+x}" ]; then _je_num SLURM_LOCALID "$SLURM_LOCALID" pmix; _je_lr=$_je_n
-        fi
-        _je_ls=
-        if [ -n "${OMPI_COMM_WORLD_LOCAL_SIZE+x}" ]; then _je_num OMPI_COMM_WORLD_LOCAL_SIZE "$OMPI_COMM_WORLD_LOCAL_SIZE" pmix; _je_ls=$_je_n
-        fi
-        _je_nd=
-        if [ -n "${SLURM_NODEID+x}" ]; then _je_num SLURM_NODEID "$SLURM_NODEID" pmix; _je_nd=$_je_n
-        fi
-        [ "$_je_r" -lt "$_je_s" ] || _je_die "pmix: PMIX_RANK=$_je_r is outside $_je_sv=$_je_s"
-        _je_found pmix PMIX_RANK
-    fi
-fi
+# _je_pick DEST WHO VAR...: the first VAR that is set, as a number, in DEST (its name in _je_pv); else DEST=
+_je_pick() {
+    _je_pd=$1 _je_pw=$2 _je_pv=; shift 2
+    for _je_v; do
+        eval "[ -n \"\${$_je_v+x}\" ]" || continue
+        eval "_je_num $_je_v \"\$$_je_v\" $_je_pw"; _je_pv=$_je_v; eval "$_je_pd=\$_je_n"; return 0
+    done
+    eval "$_je_pd="
+}
+# _je_row NAME RANKVAR 'SIZE...' 'LOCAL...' 'LSIZE...' 'NODE...' [CHECK]: one row of the launcher table
+# (jobenv/runtime/launchers.py), read when its rank variable is set; skipped when no size variable is
+_je_row() {
+    _je_pick _je_s "$1" $3; _je_sv=$_je_pv; [ -n "$_je_sv" ] || return 0
+    _je_pick _je_r "$1" "$2"; _je_pick _je_lr "$1" $4; _je_pick _je_ls "$1" $5; _je_pick _je_nd "$1" $6
+    [ "${7-}" != srun ] || [ -n "$_je_ls" ] || _je_slurm_lsize
+    [ "$_je_r" -lt "$_je_s" ] || _je_die "$1: $2=$_je_r is outside $_je_sv=$_je_s"
+    _je_found "$1" "$2"
+}
+if [ -n "${RANK+x}" ] && [ -n "${TORCHELASTIC_RUN_ID+x}" ]; then _je_row torchrun RANK 'WORLD_SIZE' 'LOCAL_RANK' 'LOCAL_WORLD_SIZE' 'GROUP_RANK'; fi  # torchrun / torch.distributed.run (left untouched)
+if [ -n "${HOROVOD_RANK+x}" ]; then _je_row horovodrun HOROVOD_RANK 'HOROVOD_SIZE' 'HOROVOD_LOCAL_RANK' 'HOROVOD_LOCAL_SIZE' 'HOROVOD_CROSS_RANK'; fi  # horovodrun (gloo controller)
+if [ -n "${PALS_RANKID+x}" ]; then _je_row pals PALS_RANKID 'PMI_SIZE' 'PALS_LOCAL_RANKID PMI_LOCAL_RANK' 'PMI_LOCAL_SIZE PALS_LOCAL_SIZE' 'PALS_NODEID'; fi  # Cray PALS mpiexec (ALCF Polaris, Aurora)
+if [ -n "${SLURM_PROCID+x}" ] && [ -n "${SLURM_STEP_ID+x}" ] && _je_srun_live; then _je_row srun SLURM_PROCID 'SLURM_STEP_NUM_TASKS SLURM_NTASKS' 'SLURM_LOCALID' '' 'SLURM_NODEID' srun; fi  # Slurm srun (--mpi=none, pmi2, pmix)
+if [ -n "${JSM_NAMESPACE_RANK+x}" ]; then _je_row jsrun JSM_NAMESPACE_RANK 'JSM_NAMESPACE_SIZE' 'JSM_NAMESPACE_LOCAL_RANK' 'JSM_NAMESPACE_LOCAL_SIZE' ''; fi  # IBM jsrun (LSF)
+if [ -n "${OMPI_COMM_WORLD_RANK+x}" ]; then _je_row openmpi OMPI_COMM_WORLD_RANK 'OMPI_COMM_WORLD_SIZE' 'OMPI_COMM_WORLD_LOCAL_RANK' 'OMPI_COMM_WORLD_LOCAL_SIZE' ''; fi  # Open MPI 4/5 mpirun, Cobalt's mpirun (OMPI_COMM_WORLD_NODE_RANK is not a node index)
+if [ -n "${MV2_COMM_WORLD_RANK+x}" ]; then _je_row mvapich2 MV2_COMM_WORLD_RANK 'MV2_COMM_WORLD_SIZE' 'MV2_COMM_WORLD_LOCAL_RANK' 'MV2_COMM_WORLD_LOCAL_SIZE' ''; fi  # MVAPICH2 mpirun_rsh / mpiexec
+if [ -n "${PMI_RANK+x}" ]; then _je_row mpich PMI_RANK 'PMI_SIZE' 'MPI_LOCALRANKID PMI_LOCAL_RANK' 'MPI_LOCALNRANKS PMI_LOCAL_SIZE' ''; fi  # MPICH Hydra mpiexec, Intel MPI
+if [ -n "${PMIX_RANK+x}" ]; then _je_row pmix PMIX_RANK 'OMPI_COMM_WORLD_SIZE SLURM_STEP_NUM_TASKS SLURM_NTASKS' 'OMPI_COMM_WORLD_LOCAL_RANK SLURM_LOCALID' 'OMPI_COMM_WORLD_LOCAL_SIZE' 'SLURM_NODEID'; fi  # a PMIx launcher that sets no launcher-specific rank variable
 if [ -z "$_je_L" ]; then _je_L=none _je_R=0 _je_S=1 _je_LR=0 _je_LS=1 _je_N=0; fi
 _je_w=; [ "$_je_L" = none ] || _je_w="$_je_L: "
 [ "$_je_S" -ge 1 ] || _je_die "${_je_w}world size $_je_S is not a positive number"
@@ -305,77 +153,29 @@ if [ "$_je_L" != torchrun ]; then
         while read -r _je_h || [ -n "$_je_h" ]; do [ -z "$_je_h" ] || break; done < "$_je_hf"
         if [ -n "$_je_h" ]; then MASTER_ADDR=$_je_h; export MASTER_ADDR; fi
     fi
-    # MASTER_PORT: as set; 29500 for one rank; else derived_port(seed), djb2 over the seed
-    if [ -n "${MASTER_PORT:-}" ]; then :
-    elif [ "$_je_S" -eq 1 ]; then
-        MASTER_PORT=29500
-    else
-        _je_seed=
-        for _je_v in PALS_APID PMIX_NAMESPACE TORCHELASTIC_RUN_ID; do
-            eval "_je_seed=\${$_je_v:-}"; [ -z "$_je_seed" ] || break
-        done
-        if [ -z "$_je_seed" ] && [ -n "${SLURM_JOB_ID:-}" ] && [ -n "${SLURM_STEP_ID:-}" ]; then
-            _je_seed=$SLURM_JOB_ID.$SLURM_STEP_ID
-        fi
-        if [ -z "$_je_seed" ]; then
-            _je_j=
-            for _je_v in JOBENV_JOBID FLUX_ENCLOSING_ID FLUX_JOB_ID PBS_JOBID SLURM_JOB_ID SLURM_JOBID LSB_JOBID COBALT_JOBID; do
-                eval "_je_j=\${$_je_v:-}"; [ -z "$_je_j" ] || break
-            done
-            _je_seed=${_je_j:-jobenv}@${JOBENV_LAUNCH_TIME:-}
-        fi
-        _je_ascii=' !"#$%&'\''()*+,-./0123456789:;<=>?@ABCDEFGHIJKLMNOPQRSTUVWXYZ[\]^_`abcdefghijklmnopqrstuvwxyz{|}~'
-        _je_hash=5381 _je_s2=$_je_seed
-        while [ -n "$_je_s2" ]; do
-            _je_rest=${_je_s2#?}; _je_c=${_je_s2%"$_je_rest"}; _je_s2=$_je_rest
-            _je_pre=${_je_ascii%%"$_je_c"*}
-            [ "${#_je_pre}" -lt 95 ] || _je_die "cannot derive MASTER_PORT from '$_je_seed' (not printable ASCII); set MASTER_PORT"
-            _je_hash=$(( (_je_hash * 33 + ${#_je_pre} + 32) & 4294967295 ))
-        done
-        MASTER_PORT=$((20000 + _je_hash % 12768))
-    fi
+    # MASTER_PORT: as set (`jobenv launch` sets one per attempt: jobenv.runtime.discovery.launch_port);
+    # else torchrun's default
+    MASTER_PORT=${MASTER_PORT:-29500}
     RANK=$_je_R LOCAL_RANK=$_je_LR WORLD_SIZE=$_je_S LOCAL_WORLD_SIZE=$_je_LS GROUP_RANK=$_je_N NODE_RANK=$_je_N
     export RANK LOCAL_RANK WORLD_SIZE LOCAL_WORLD_SIZE GROUP_RANK NODE_RANK MASTER_PORT
 fi
 if [ -n "${JOBENV_GPU_BIND:-}" ]; then
-    _je_gv=${JOBENV_GPU_BIND%%:*} _je_rest=${JOBENV_GPU_BIND#*:}
-    _je_gm=${_je_rest%%:*} _je_rest=${_je_rest#*:}
-    _je_gd=${_je_rest%%:*} _je_gt=
-    _je_gbad() {  # one line: a value with other characters, or a long one, is not shown
-        _je_v=$JOBENV_GPU_BIND
-        case $_je_v in *[!A-Za-z0-9_:,.]*) _je_v="(not shown: it has characters outside A-Za-z0-9_:,.)" ;; esac
-        [ "${#_je_v}" -le 400 ] || _je_v="(not shown: ${#_je_v} bytes)"
-        _je_die "JOBENV_GPU_BIND='$_je_v': expected VAR:MAP:DEVICES[:TILES] (map order: D0,D1,... up to 64 devices, each 0 to 9999)"
-    }
-    case $_je_rest in *:) _je_gbad ;; *:*) _je_gt=${_je_rest#*:} ;; esac
-    case $_je_gv in CUDA_VISIBLE_DEVICES|HIP_VISIBLE_DEVICES|ROCR_VISIBLE_DEVICES|ZE_AFFINITY_MASK) ;; *) _je_gbad ;; esac
-    case $_je_gm:$_je_gd in
-    order:*) ;;
-    *:|*:*[!0-9]*|*:?????*|*:0*) _je_gbad ;;
-    esac
-    case $_je_gm:$_je_gt in
-    order:)
-        # D0,D1,...: 64 at most, each 1-4 digits without a leading zero; the one at local rank % count
-        case $_je_gd in ''|*[!0-9,]*|,*|*,|*,,*|0[0-9]*|*,0[0-9]*) _je_gbad ;; esac
-        [ "${#_je_gd}" -le 319 ] || _je_gbad
-        _je_rest=$_je_gd, _je_i=0
-        while [ -n "$_je_rest" ]; do
-            case ${_je_rest%%,*} in ?????*) _je_gbad ;; esac
-            _je_rest=${_je_rest#*,} _je_i=$((_je_i + 1))
-        done
-        [ "$_je_i" -le 64 ] || _je_gbad
-        _je_i=$((_je_LR % _je_i)) _je_rest=$_je_gd,
-        while [ "$_je_i" -gt 0 ]; do _je_rest=${_je_rest#*,} _je_i=$((_je_i - 1)); done
-        _je_gval=${_je_rest%%,*} ;;
-    identity:) _je_gval=$((_je_LR % _je_gd)) ;;
-    reverse:) _je_gval=$((_je_gd - 1 - _je_LR % _je_gd)) ;;
-    tile:*)
-        case $_je_gt in ''|*[!0-9]*|?????*|0*) _je_gbad ;; esac
-        _je_i=$((_je_LR % (_je_gd * _je_gt)))
-        _je_gval=$((_je_i / _je_gt)).$((_je_i % _je_gt)) ;;
-    *) _je_gbad ;;
-    esac
-    export "$_je_gv=$_je_gval"
+    # VAR:V0,V1,...: local rank L gets V[L % count] (jobenv.rankwrap.gpu_bind_cycle wrote the list)
+    _je_gv=${JOBENV_GPU_BIND%%:*} _je_rest=${JOBENV_GPU_BIND#*:},
+    _je_gbad="JOBENV_GPU_BIND is not VAR:D0,D1,... (VAR: CUDA_VISIBLE_DEVICES|HIP_VISIBLE_DEVICES|ROCR_VISIBLE_DEVICES|ZE_AFFINITY_MASK; D: DEVICE or DEVICE.TILE)"
+    case $_je_gv in CUDA_VISIBLE_DEVICES|HIP_VISIBLE_DEVICES|ROCR_VISIBLE_DEVICES|ZE_AFFINITY_MASK) ;; *) _je_die "$_je_gbad" ;; esac
+    case $_je_rest in ,*|*,,*|*[!0-9.,]*) _je_die "$_je_gbad" ;; esac
+    [ "${#_je_rest}" -le 640 ] || _je_die "$_je_gbad"
+    _je_i=0 _je_gd=$_je_rest
+    while [ -n "$_je_rest" ]; do
+        case ${_je_rest%%,*} in .*|*.|*.*.*|?????*.*|*.?????*|0[0-9]*|*.0[0-9]*) _je_die "$_je_gbad" ;; *.*) ;;
+        ?????*) _je_die "$_je_gbad" ;; esac
+        _je_rest=${_je_rest#*,} _je_i=$((_je_i + 1))
+    done
+    [ "$_je_i" -le 64 ] || _je_die "$_je_gbad"
+    _je_i=$((_je_LR % _je_i))
+    while [ "$_je_i" -gt 0 ]; do _je_gd=${_je_gd#*,} _je_i=$((_je_i - 1)); done
+    export "$_je_gv=${_je_gd%%,*}"
 fi
 if [ -z "${JOBENV_RUN_DIR:-}" ] && [ -z "${JOBENV_LOG_DIR:-}" ]; then exec "$@"; fi
 # supervised: the rank keeper (jobenv/rank/keeper.py), in the job's Python, becomes the program's

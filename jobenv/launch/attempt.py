@@ -25,15 +25,19 @@ if TYPE_CHECKING:
 
 
 def gpu_bind_mode(rec: JobRecord, environ: Mapping[str, str]) -> str:
-    """--gpu-bind: the job's profile's `gpu_bind`, as the wrapper's JOBENV_GPU_BIND."""
+    """--gpu-bind: the job's profile's `gpu_bind`, as the wrapper's JOBENV_GPU_BIND (`VAR:V0,V1,...`)."""
     from .. import profiles
+    from ..rankwrap import gpu_bind_cycle
 
     prof = profiles.load_all(environ).get(rec.machine)
     mode = profiles.gpu_bind_mode(prof) if prof is not None else ""
     if not mode:
         raise BadInput(f"--gpu-bind: profile {rec.machine!r} declares no gpu_bind (add `gpu_bind: {{var: "
                        "CUDA_VISIBLE_DEVICES, map: identity}` to it)")
-    return mode
+    try:
+        return gpu_bind_cycle(mode)
+    except ValueError as e:
+        raise BadInput(f"--gpu-bind: profile {rec.machine!r}: {e}") from None
 
 
 HOOK_DIR = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "rankhook")
@@ -134,7 +138,7 @@ def attempt_env(plan: Attempt, base_env: Mapping[str, str], run_dir: str, log_di
     env["JOBENV_PYTHON"] = sys.executable  # runs each rank's keeper (jobenv/rank/keeper.py)
     if log_dir:
         env["JOBENV_LOG_DIR"] = log_dir
-    port = launch_port(env)  # a Flux job's F58 id: the ranks' wrapper cannot seed a port from it
+    port = launch_port(env)  # one port for every rank of this attempt: the wrapper derives none
     if port is not None:
         env["MASTER_PORT"] = str(port)
     if hook:
