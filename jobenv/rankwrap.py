@@ -12,10 +12,14 @@ What it does, per rank, in this order:
    `jobenv.runtime.discovery` does (its docstring has the rules); bad or impossible values
    are one line `jobenv: error: ...` on stderr and exit 5.
 2. Exports RANK, LOCAL_RANK, WORLD_SIZE, LOCAL_WORLD_SIZE, GROUP_RANK, NODE_RANK,
-   MASTER_ADDR (left unset when it cannot be known: one rank, no record) and MASTER_PORT
-   (an existing one is kept; derived with `derived_port` otherwise).  Under torchrun it
-   exports nothing: torchrun has set all of them.
-3. With JOBENV_GPU_BIND set, exports one device per local rank (`gpu_bind_value`).
+   MASTER_ADDR (left unset when it cannot be known: one rank, no record), MASTER_PORT (as set:
+   `jobenv launch` sets one per attempt; else torchrun's 29500), and the rest of what torchrun
+   sets: ROLE_RANK, ROLE_WORLD_SIZE, ROLE_NAME, GROUP_WORLD_SIZE, TORCHELASTIC_RESTART_COUNT and
+   _MAX_RESTARTS (from JOBENV_RESTART_COUNT/_MAX_RESTARTS), and OMP_NUM_THREADS when unset (srun's
+   CPUs per task, else this host's online CPUs / local size, at least 1; torch alone would start
+   a thread per CPU in every rank).  Not TORCHELASTIC_RUN_ID: it is how jobenv.runtime and torch
+   tell a torchrun worker.  Under torchrun it exports nothing: torchrun has set all of them.
+3. With JOBENV_GPU_BIND set (`VAR:V0,V1,...`, from `gpu_bind_cycle`), exports VAR=V[local rank % count].
 4. Without JOBENV_RUN_DIR and JOBENV_LOG_DIR: `exec "$@"` (the wrapper is gone).
    Otherwise: `exec $JOBENV_PYTHON -I -S jobenv/rank/keeper.py LAUNCHER SIGIGN "$@"`: the rank
    keeper becomes the program's parent, so that how it ended is known, not inferred (a shell's
@@ -28,8 +32,7 @@ an absolute path; the keeper: an unwritable RUN_DIR or LOG_DIR, a log name that 
 ledger name that is not a regular file of ours); 2 without a program.
 
 Environment protocol (set by `jobenv launch` on the launcher's environment):
-- JOBENV_GPU_BIND   `VAR:MAP:DEVICES[:TILES]`, for map order `VAR:order:D0,D1,...` (see
-                    `gpu_bind_value`; from the profile's `gpu_bind`,
+- JOBENV_GPU_BIND   `VAR:V0,V1,...` (`gpu_bind_cycle` of the profile's `gpu_bind`,
                     `jobenv.profiles.gpu_bind_mode`), or empty for none.
 - JOBENV_RUN_DIR    a directory shared by the hosts; no file per rank in it, one ledger per host,
                     host-<H>.ledger (<H>: the kernel's node name), written by the rank keepers, the
@@ -41,8 +44,8 @@ Environment protocol (set by `jobenv launch` on the launcher's environment):
                     the user's own and removes the previous attempt's logs first.
 - JOBENV_HOSTFILE   optional: the hosts of this launch, one per line, each once, when it
                     runs on fewer hosts than the job (node rank and MASTER_ADDR follow it).
-Read, as a restored shell sets them: HOSTFILE, NHOSTS, NRANKS_PER_HOST, JOBENV_JOBID,
-JOBENV_SCHEDULER, JOBENV_LAUNCH_TIME, JOBENV_HOSTNAME.
+Read, as a restored shell sets them: HOSTFILE, NHOSTS, NRANKS_PER_HOST,
+JOBENV_SCHEDULER, JOBENV_HOSTNAME; and JOBENV_RESTART_COUNT, JOBENV_MAX_RESTARTS (set by the launch).
 """
 from __future__ import annotations
 

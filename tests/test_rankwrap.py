@@ -801,3 +801,42 @@ def test_a_program_killed_as_its_wrapper_gets_sigterm_is_named_by_its_own_signal
             proc.kill()
             proc.wait()
     assert all(g in ok for g in got), got
+
+
+def _online_cpus() -> int:
+    """This host's CPUs as the kernel lists them (/sys/devices/system/cpu/online: 0-63,128-191)."""
+    groups = Path("/sys/devices/system/cpu/online").read_text().strip().split(",")
+    return sum(int(g.split("-")[1]) - int(g.split("-")[0]) + 1 if "-" in g else 1 for g in groups)
+
+
+@pytest.mark.parametrize("shell", SHELLS)
+def test_torchruns_other_variables_and_a_share_of_the_cpus(shell):
+    """What torchrun also sets (ROLE_*, GROUP_WORLD_SIZE, TORCHELASTIC_*_RESTARTS, OMP_NUM_THREADS
+    when unset), so code written for torchrun finds them; under torchrun itself nothing is added."""
+    show = ["/bin/sh", "-c", 'printf "%s|" "$ROLE_RANK" "$ROLE_WORLD_SIZE" "$ROLE_NAME" "$GROUP_WORLD_SIZE" '
+            '"$TORCHELASTIC_RESTART_COUNT" "$TORCHELASTIC_MAX_RESTARTS" "$OMP_NUM_THREADS"']
+    env = {"PMI_RANK": "3", "PMI_SIZE": "5", "MPI_LOCALRANKID": "1", "MPI_LOCALNRANKS": "2"}
+    share = max(1, _online_cpus() // 2)
+    p = wrap({**env, "JOBENV_RESTART_COUNT": "1", "JOBENV_MAX_RESTARTS": "3"}, show, shell=shell)
+    assert p.returncode == 0 and p.stdout == f"3|5|default|3|1|3|{share}|", p.stderr  # 5 ranks, 2 per host: 3 hosts
+    assert wrap({**env, "OMP_NUM_THREADS": "7"}, show, shell=shell).stdout == "3|5|default|3|0|0|7|"  # yours stays
+    assert wrap({**env, "OMP_NUM_THREADS": ""}, show, shell=shell).stdout == "3|5|default|3|0|0||"
+    assert wrap({**env, "SLURM_CPUS_PER_TASK": "5"}, show, shell=shell).stdout.endswith("|5|")  # srun's -c
+    assert wrap({**env, "SLURM_CPUS_PER_TASK": "0"}, show, shell=shell).stdout.endswith("|1|")
+    assert wrap({**env, "SLURM_CPUS_PER_TASK": "x"}, show, shell=shell).stdout.endswith(f"|{share}|")
+    torchrun = {"RANK": "1", "WORLD_SIZE": "2", "LOCAL_RANK": "1", "LOCAL_WORLD_SIZE": "2", "TORCHELASTIC_RUN_ID": "r"}
+    assert wrap(torchrun, show, shell=shell).stdout == "|" * 7
+
+
+def test_torch_takes_its_share_of_the_cpus_under_a_real_launcher(tmp_path):
+    """2 ranks of real torch under the MPICH wheel's mpiexec: each uses its share of the host's
+    CPUs (torch's default is all of them: 2 ranks on 2 CPUs ran 2 threads each)."""
+    code = "import torch; print(torch.get_num_threads())"
+    try:
+        import torch  # noqa: F401
+    except ImportError:
+        pytest.skip("torch not installed")
+    p = subprocess.run([mpich(), "-n", "2", *rankwrap.wrapper_argv(), sys.executable, "-c", code],
+                       env=_clean_env(tmp_path), capture_output=True, text=True, timeout=180)
+    assert p.returncode == 0, p.stderr
+    assert p.stdout.split() == [str(max(1, _online_cpus() // 2))] * 2
