@@ -80,11 +80,30 @@ def fs_ops(argv, env, places) -> dict:
         return counts
 
 
+def _baseline(rev, tmp, places) -> list:
+    """The supervised path of the wrapper at git `rev`, its lookups counted as `places` counts ours."""
+    if not rev:
+        return []
+    old = tmp / "baseline"
+    old.mkdir()
+    archive = subprocess.run(["git", "-C", str(REPO), "archive", rev, "jobenv"], capture_output=True, check=True)
+    subprocess.run(["tar", "-x", "-C", str(old)], input=archive.stdout, check=True)
+    _fresh({"JOBENV_RUN_DIR": str(tmp)})
+    for name in (HYDRA["JOBENV_HOSTNAME"], os.uname().nodename):  # its host agent runs too (keyed by either)
+        (tmp / f"agent-{name}").write_text("1 1\n")
+    where = {**places, "jobenv package + run dir": (*places["jobenv package + run dir"], str(old))}
+    env = {**HYDRA, "JOBENV_RUN_DIR": str(tmp), "JOBENV_PYTHON": PY, "TMPDIR": str(tmp)}
+    counts = fs_ops(["dash", str(old / "jobenv" / "rankwrap.sh"), "/bin/true"], env, where)
+    return [(f"supervised wrapper + true at {rev}", counts)]
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--runs", type=int, default=101)
     ap.add_argument("--ranks", type=int, default=8)
     ap.add_argument("--quick", action="store_true", help="21 runs (smoke check, not for reporting)")
+    ap.add_argument("--baseline", metavar="REV", help="also count the path lookups of the wrapper at git REV "
+                    "(e.g. 11688b5, the sh job-table wrapper before the rank keeper)")
     args = ap.parse_args()
     runs = 21 if args.quick else args.runs
     tmp = Path(tempfile.mkdtemp(prefix="jobenv-rankwrap-bench-"))
@@ -159,7 +178,8 @@ def main() -> int:
         sup = fs_ops(["dash", WRAP, "/bin/true"], {**HYDRA, "JOBENV_RUN_DIR": str(tmp), "JOBENV_PYTHON": PY}, places)
         for name, counts in (("/bin/true", fs_ops(["/bin/true"], HYDRA, places)), ("plain wrapper + true", plain),
                              ("supervised wrapper + true (agent running)", sup),
-                             ("python -I -S -c pass", fs_ops([PY, "-I", "-S", "-c", "pass"], HYDRA, places))):
+                             ("python -I -S -c pass", fs_ops([PY, "-I", "-S", "-c", "pass"], HYDRA, places)),
+                             *_baseline(args.baseline, tmp, places)):
             print(f"path lookups, {name}: {sum(counts.values())} = " +
                   ", ".join(f"{k} {v}" for k, v in counts.items()), flush=True)
     shutil.rmtree(tmp, ignore_errors=True)
