@@ -250,9 +250,9 @@ def _stage_one(job: Optional[str], src: Optional[Env], env_path: Optional[str], 
     spec = {"archive": archive, "sidecar": side, "key": key, "to": to, "name": name}
     rdir = None
     if rec.nhosts > 1 and fan_out > 0:  # a broadcast: one host reads the archive, the others get it from a peer
-        from . import relay
+        from . import relaydir
 
-        rdir, secret = relay.make_dir(sdir, list(rec.hosts), time.time() + timeout)
+        rdir, secret = relaydir.make_dir(sdir, list(rec.hosts), time.time() + timeout)
         spec["relay"] = {"dir": rdir, "secret": secret, "fanout": fan_out, "wait": peer_timeout}
     try:
         results = _run_hosts(rec, path, spec, python, timeout, Progress(rec.nhosts, nbytes, tty))

@@ -29,7 +29,7 @@ from typing import Any, Dict, List, Mapping, Optional
 
 from ..errors import BadInput, JobenvError
 from ..storepath import own_dir
-from . import manifest, relay, relocate
+from . import manifest, relay, relaydir, relocate
 from .manifest import BASE_DIR
 from .restore import HINT, STAMP, check_copy, check_root
 
@@ -188,7 +188,7 @@ def stage(spec: Dict[str, Any], host: str, meta: Dict[str, Any]) -> Dict[str, An
     if not spec.get("dry_run"):
         try:
             node = relay.join(spec, meta, host, root)
-        except (relay.RelayError, OSError) as exc:
+        except (relaydir.RelayError, OSError) as exc:
             raise Failure(f"relay: {exc}") from None
     try:
         out = _stage(spec, host, meta, root, copy, node)
@@ -244,7 +244,7 @@ def _stage(spec: Dict[str, Any], host: str, meta: Dict[str, Any], root: str, cop
     except OSError as exc:
         _rmtree(tmp) if os.path.isdir(tmp) else None
         raise Failure(_cause(exc, root)) from None
-    except (Failure, relocate.RelocError, relay.RelayError, tarfile.TarError, manifest.EnvError) as exc:
+    except (Failure, relocate.RelocError, relaydir.RelayError, tarfile.TarError, manifest.EnvError) as exc:
         _rmtree(tmp) if os.path.isdir(tmp) else None
         raise Failure(str(exc)) from None
     return {"prefix": copy, "unchanged": False, "entries": len(got), "bytes": nbytes,
