@@ -31,3 +31,26 @@ def test_a_quiet_host_moves_only_its_beat_and_a_rank_end_leaves_news_at_once(tmp
         assert ranks.read(str(run)).ranks[1].exit == "signal 9"
     finally:
         _end(run, procs)
+
+
+def test_news_is_told_once_per_growth_and_never_through_a_link(tmp_path):
+    """A rank planted `news` as a link to another directory: nothing is made there."""
+    from jobenv.rank.agent import Agent
+
+    a = Agent(str(tmp_path), "n1", str(tmp_path / "agent-n1"))
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    (tmp_path / "news").symlink_to(elsewhere)
+    (tmp_path / "host-n1.ledger").write_text("start 0 1 2 3 4 5.0\n")
+    a.tell()
+    assert os.listdir(elsewhere) == []
+    (tmp_path / "news").unlink()
+    a.tell()
+    assert os.listdir(tmp_path / "news") == ["n1"]
+    os.unlink(tmp_path / "news" / "n1")
+    a.tell()  # nothing appended since: no news
+    assert os.listdir(tmp_path / "news") == []
+    with open(tmp_path / "host-n1.ledger", "a") as f:
+        f.write("end 0 exit:0 6.0\n")
+    a.tell()
+    assert os.listdir(tmp_path / "news") == ["n1"]

@@ -211,18 +211,25 @@ class Agent:
         if size == self.told:
             return
         for _ in range(2):
-            try:
-                os.close(os.open(self.news, os.O_WRONLY | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC,
-                                 0o600))
-                self.told = size
-                return
+            try:  # news/ itself never through a link (a rank may have planted one)
+                fd = os.open(os.path.dirname(self.news), os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
             except FileNotFoundError:
                 try:
                     os.mkdir(os.path.dirname(self.news), 0o700)
                 except OSError:
                     pass
+                continue
             except OSError:
                 return
+            try:
+                os.close(os.open(os.path.basename(self.news), os.O_WRONLY | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK
+                                 | os.O_CLOEXEC, 0o600, dir_fd=fd))
+                self.told = size
+            except OSError:
+                pass
+            finally:
+                os.close(fd)
+            return
 
     def write_beat(self) -> None:
         if self.beating:
