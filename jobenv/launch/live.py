@@ -3,7 +3,9 @@
 The supervisor polls the run directory's ledgers every POLL_S (a scan of the directory,
 a stat per file, a read of what was appended: jobenv.launch.ranks.Ledgers) and
 - the first rank that ends with a failure (non-zero exit, signal, or the agent's `lost`)
-  is named at once on one line ("rank 3 on node2 failed: signal 9 (SIGKILL)");
+  is named at once on one line ("rank 3 on node2 failed: signal 9 (SIGKILL)") while other
+  ranks still run; when none runs any more (a missing script: every rank failed at once) the
+  launch is ending anyway and its failure summary (jobenv.launch.report) names it, once;
 - a host whose beat has not moved for LOST_S while ranks there have no end is named lost
   ("host node2 lost: ranks 2,3 stopped reporting at 12:00:01"): every process there was
   killed, or the host died.  The beat's age is measured on this host's clock, from when
@@ -41,20 +43,13 @@ class Live:
         the first named failure has run out."""
         if now >= self._next and self.named is None:
             self._next = now + POLL_S
-            msg = self._first(self.ledgers.poll(), now)
+            state = self.ledgers.poll()
+            msg = self._first(state, now)
             if msg:
                 self.named, self.end_at = msg, now + FAIL_GRACE_S
-                self.say(msg)
+                if _running(state):
+                    self.say(msg)
         return self.end_at is not None and now >= self.end_at
-
-    def final(self, now: float) -> None:
-        """At the launch's end: name a recorded failure the polls had not seen yet (a launcher
-        that ends every rank within one POLL_S of the first failure)."""
-        if self.named is None:
-            first = ranks.first_failure(self.ledgers.poll())
-            if first is not None:
-                self.named = f"rank {first.rank} on {first.host} failed: {ranks.describe_exit(first.exit or '')}"
-                self.say(self.named)
 
     def _first(self, state: ranks.RunState, now: float) -> Optional[str]:
         first = ranks.first_failure(state)
@@ -70,3 +65,8 @@ class Live:
             if running and now - moved >= LOST_S:
                 return ranks.host_lost(name, running, beat)
         return None
+
+
+def _running(state: ranks.RunState) -> bool:
+    """Some rank started and has no end yet."""
+    return any(r.started is not None and r.exit is None for r in state.ranks.values())
