@@ -140,8 +140,11 @@ def run(rec: JobRecord, command: List[str], opts: Options, base_env: Mapping[str
 def _dry_run(rec: JobRecord, hosts: failover.Hosts, opts: Options, runs: str, argv: List[str], gpu_bind: str,
              base_env: Mapping[str, str], local_rank_at: str = "") -> int:
     """--dry-run: print the first attempt's command line, say how it was chosen, run nothing."""
-    plan, _ = plan_attempt(rec, hosts.request, opts, os.path.join(runs, "<run>", "hostfile"), base_env)
+    plan, warnings = plan_attempt(rec, hosts.request, opts, os.path.join(runs, "<run>", "hostfile"), base_env)
     from ..shell import join
+
+    for w in warnings:
+        _say(f"warning: {w}")
 
     print(join(plan.launcher + argv), flush=True)
     from .chosen import describe
