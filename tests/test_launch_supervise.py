@@ -513,7 +513,10 @@ def test_a_rank_or_wrapper_killed_with_sigkill_is_named_at_once_and_the_rest_end
                    f"sh -c 'if [ $RANK = 1 ]; then sleep 1; {kill}; fi; sleep 300'")
     took = time.monotonic() - t
     host = os.uname().nodename
-    assert f"jobenv: rank 1 on {host} failed: {how}" in p.stderr, p.stderr
+    # named at once by the live watch while rank 0 still runs; Hydra may end rank 0 within the
+    # watch's first poll, and then the summary alone names it (jobenv.launch.live)
+    live = p.stderr.count(f"jobenv: rank 1 on {host} failed: {how}\n")
+    assert live <= 1 and p.stderr.count("jobenv: ") <= 5 + live, p.stderr
     assert f"rank 1 on {host} failed first: {how}" in p.stderr and took < 20, (took, p.stderr)
     assert p.returncode != 0 and _until(lambda: not _marked(token), 15)
 

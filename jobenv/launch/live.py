@@ -5,8 +5,10 @@ the ledgers of the hosts whose agents left news (`news/<H>`) are read, and the b
 STEP_HOSTS hosts in turn are stat'ed, so a quiet poll costs the same at 10 hosts as at
 10,000 (a look at every host every second was 20,000 stats a second at 10,000 hosts), and
 - the first rank that ends with a failure (non-zero exit, signal, or the agent's `lost`)
-  is named at once on one line ("rank 3 on node2 failed: signal 9 (SIGKILL)"): its keeper's
-  `end` wakes its host's agent, which leaves news at once, so within a poll or two;
+  is named at once on one line ("rank 3 on node2 failed: signal 9 (SIGKILL)") while other
+  ranks still run (its keeper's `end` wakes its host's agent, which leaves news at once, so
+  within a poll or two); when none runs any more (a missing script: every rank failed at once)
+  the launch is ending anyway and its failure summary (jobenv.launch.report) names it, once;
 - a host whose beat has not moved for LOST_S while ranks there have no end is named lost
   ("host node2 lost: ranks 2,3 stopped reporting at 12:00:01"): every process there was
   killed, or the host died.  The beat's age is measured on this host's clock, from when
@@ -52,17 +54,9 @@ class Live:
             msg = self._first(self.ledgers.step(), now)
             if msg:
                 self.named, self.end_at = msg, now + FAIL_GRACE_S
-                self.say(msg)
+                if _any_running(self.ledgers.state):
+                    self.say(msg)
         return self.end_at is not None and now >= self.end_at
-
-    def final(self, now: float) -> None:
-        """At the launch's end: name a recorded failure the polls had not seen yet (a launcher
-        that ends every rank within one POLL_S of the first failure)."""
-        if self.named is None:
-            first = ranks.first_failure(self.ledgers.poll())
-            if first is not None:
-                self.named = f"rank {first.rank} on {first.host} failed: {ranks.describe_exit(first.exit or '')}"
-                self.say(self.named)
 
     def _first(self, looked: List[str], now: float) -> Optional[str]:
         """The first failure, when a line came since the last poll; else a lost host among those
@@ -99,3 +93,8 @@ class Live:
         state = self.ledgers.state
         return sorted(n for n in state.hosts[name].ranks if state.ranks[n].started is not None
                       and state.ranks[n].exit is None)
+
+
+def _any_running(state: ranks.RunState) -> bool:
+    """Some rank started and has no end yet."""
+    return any(r.started is not None and r.exit is None for r in state.ranks.values())
