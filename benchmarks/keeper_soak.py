@@ -27,7 +27,7 @@ import tempfile
 import time
 from collections import Counter
 from pathlib import Path
-from typing import Callable, Dict, Iterator, List, Optional, Tuple
+from typing import Callable, Dict, Iterator, List, Optional, Set, Tuple, Union
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(REPO / "benchmarks"), str(REPO / "tests")]
@@ -76,7 +76,7 @@ def on_slurm(d: Path) -> Iterator[Tuple[Run, Path]]:
         cluster.stop()
 
 
-def runs_in(home: Path) -> set:
+def runs_in(home: Path) -> Set[Path]:
     return set((home / "runs").glob("*/*"))
 
 
@@ -90,7 +90,7 @@ def header(launcher: str) -> str:
 
 
 def soak(run: Run, home: Path, d: Path, launcher: str, runs: int, until: Optional[float]) -> None:
-    got: Dict[str, Counter] = {name: Counter() for name in CASES}
+    got: Dict[str, Counter[object]] = {name: Counter() for name in CASES}
     walls: Dict[str, List[float]] = {name: [] for name in CASES}
     wrong: Dict[str, List[str]] = {name: [] for name in CASES}
     for i in range(runs):
@@ -99,17 +99,22 @@ def soak(run: Run, home: Path, d: Path, launcher: str, runs: int, until: Optiona
         for name, (cmd, want) in CASES.items():
             before = runs_in(home)
             t = time.perf_counter()
-            p = run(f"jobenv launch -- {cmd.format(d=d)}")
+            rc: Union[int, str]
+            try:
+                p = run(f"jobenv launch -- {cmd.format(d=d)}")
+                rc, out, err = p.returncode, p.stdout, p.stderr
+            except subprocess.TimeoutExpired as e:  # a hang is a wrong verdict too
+                rc, out, err = "timeout", str(e.stdout), str(e.stderr)
             walls[name].append(time.perf_counter() - t)
-            got[name][p.returncode] += 1
-            if p.returncode != want:
+            got[name][rc] += 1
+            if rc != want:
                 new = sorted(runs_in(home) - before)
                 keep = d / f"wrong-{name}-{i}.txt"
-                keep.write_text(f"run dirs: {new}\nrc {p.returncode}\n--- stdout\n{p.stdout}\n--- stderr\n{p.stderr}\n")
+                keep.write_text(f"run dirs: {new}\nrc {rc}\n--- stdout\n{out}\n--- stderr\n{err}\n")
                 wrong[name].append(str(keep))
     for name, (_, want) in CASES.items():
         n, w = sum(got[name].values()), walls[name]
-        print(f"{launcher} {name}: {got[name][want]} of {n} exited {want} (all: {dict(sorted(got[name].items()))}); "
+        print(f"{launcher} {name}: {got[name][want]} of {n} exited {want} (all: {dict(sorted(got[name].items(), key=str))}); "
               f"wall per run {statistics.median(w):.2f} s median, {min(w):.2f} min, {max(w):.2f} max", flush=True)
         for path in wrong[name]:
             print(f"  wrong verdict kept: {path}", flush=True)
