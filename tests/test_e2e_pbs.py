@@ -156,3 +156,61 @@ def test_selftest_across_hosts_through_tm_inside_the_job(cluster, jobs, store, t
     assert (tmp_path / "selftest.rc").read_text().strip() == "0", out
     rep = json.loads(report.read_text())
     assert rep["ok"] and rep["world_size"] == 4 and len(rep["ranks_per_host"]) == 2, rep["ranks_per_host"]
+
+
+def all_jobs(cluster) -> list:
+    """Every job the server knows, finished ones too (job_history_enable)."""
+    out = cluster.run(cluster.server, ["qstat", "-x", "-f", "-F", "json"]).stdout
+    return sorted(json.loads(out).get("Jobs", {}))
+
+
+def wait_for(path: Path, timeout: float, what: str) -> str:
+    deadline = time.time() + timeout
+    while not path.exists() or not path.read_text().endswith("\n"):
+        assert time.time() < deadline, what
+        time.sleep(0.3)
+    return path.read_text()
+
+
+def test_requeue_launch_across_a_real_qrerun_then_qdel_never_duplicates_the_job(cluster, jobs, store, tmp_path):
+    """`launch --requeue` as the batch script's last line.  A real `qrerun` (PBS reruns the job
+    itself: R with substate 60 while the MoM sends SIGTERM) -> jobenv neither requeues nor
+    resubmits, and attempt 2 runs under the same id with JOBENV_RESTART_COUNT=1 (run_count 2).
+    Then `qdel` (R with substate 41/42 while the SIGTERM is delivered) -> nothing comes back."""
+    prog = tmp_path / "attempt.py"
+    prog.write_text("import os, signal, sys, time\n"
+                    "signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))\n"
+                    f"with open({str(tmp_path / 'attempts')!r}, 'a') as f:\n"
+                    "    f.write(os.environ['JOBENV_RESTART_COUNT'] + ' ' + os.environ['PBS_JOBID'] + '\\n')\n"
+                    "time.sleep(600)\n")
+    err = tmp_path / "launch.err"
+    before = set(all_jobs(cluster))
+    jobid = batch_job(cluster, jobs, store, tmp_path, nodes=1, ppn=1,
+                      body=f"source <(jobenv get) && exec launch --requeue --grace 3 python3 {prog} 2>> {err}")
+    attempts = tmp_path / "attempts"
+    assert wait_for(attempts, 60, "attempt 1 did not start") == f"0 {jobid}\n"
+    cluster.run(cluster.server, ["qrerun", jobid])
+    lines = wait_for(attempts, 120, "attempt 2 did not start").splitlines()
+    deadline = time.time() + 120
+    while len(lines) < 2:
+        assert time.time() < deadline, (lines, err.read_text() if err.exists() else "")
+        time.sleep(0.5)
+        lines = attempts.read_text().splitlines()
+    said = err.read_text()
+    assert lines == [f"0 {jobid}", f"1 {jobid}"], said
+    assert cluster.job(jobid)["run_count"] == 2
+    assert "by pbs itself" in said and "neither requeues nor resubmits" in said, said
+    assert "requeueing" not in said and "resubmitting" not in said, said
+    cluster.run(cluster.server, ["qdel", jobid])
+    cluster.wait_state(jobid, {"F"}, timeout=60)
+    deadline = time.time() + 30
+    while said.count("pre-empted:") < 2 or not said.rstrip().endswith("brought back (for a warning before the limit "
+                                                                       "ask for one: sbatch --signal=B:USR1@90, qsig -s USR1)"):
+        if time.time() > deadline:
+            break
+        time.sleep(0.5)
+        said = err.read_text()
+    assert "no longer running" in said and "resubmitting" not in said and "requeueing" not in said, said
+    time.sleep(6)  # a resubmission would have been queued by now (scheduler_iteration 5)
+    assert set(all_jobs(cluster)) - before == {jobid}, said
+    assert attempts.read_text().splitlines() == [f"0 {jobid}", f"1 {jobid}"], said
