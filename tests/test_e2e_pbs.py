@@ -76,14 +76,14 @@ def tm_shim(cluster, tmp_path) -> str:
     return str(shim)
 
 
-def batch_job(cluster, jobs, store, tmp_path, nodes=2, ppn=2, body="exec sleep 600") -> str:
+def batch_job(cluster, jobs, store, tmp_path, nodes=2, ppn=2, body="exec sleep 600", qsub=()) -> str:
     """qsub a script that runs `jobenv save` and then `body`; returns once the save is done."""
     marker = tmp_path / f"saved-{len(jobs)}"
     script = tmp_path / f"job-{len(jobs)}.sh"
     script.write_text(f"#!/bin/bash\nexport JOBENV_HOME={store} PYTHONPATH={REPO} PBS_CONF_FILE={cluster.conf('pbs1')}\n"
                       f"export PATH={PYBIN}:{cluster.exec}/bin:$PATH\n"
                       f"{PY} -m jobenv save --quiet 2> {marker}.err; touch {marker}\n{body}\n")
-    jobid = cluster.qsub("-l", f"select={nodes}:ncpus={ppn}:mpiprocs={ppn}", "-l", "place=scatter",
+    jobid = cluster.qsub("-l", f"select={nodes}:ncpus={ppn}:mpiprocs={ppn}", "-l", "place=scatter", *qsub,
                          "-o", str(tmp_path / "job.out"), "-j", "oe", str(script))
     jobs.append(jobid)
     cluster.wait_state(jobid, {"R"})
@@ -172,21 +172,39 @@ def wait_for(path: Path, timeout: float, what: str) -> str:
     return path.read_text()
 
 
+def attempt_program(tmp_path) -> Path:
+    """A rank that notes `JOBENV_RESTART_COUNT PBS_JOBID` per attempt, then waits; TERM or USR1 end it."""
+    prog = tmp_path / "attempt.py"
+    prog.write_text("import os, signal, sys, time\n"
+                    "for s in (signal.SIGTERM, signal.SIGUSR1):\n"
+                    "    signal.signal(s, lambda *_: sys.exit(0))\n"
+                    f"with open({str(tmp_path / 'attempts')!r}, 'a') as f:\n"
+                    "    f.write(os.environ['JOBENV_RESTART_COUNT'] + ' ' + os.environ['PBS_JOBID'] + '\\n')\n"
+                    "time.sleep(600)\n")
+    return prog
+
+
+def wait_lines(path: Path, n: int, timeout: float, why) -> list:
+    deadline = time.time() + timeout
+    lines = path.read_text().splitlines() if path.exists() else []
+    while len(lines) < n:
+        if time.time() > deadline:
+            pytest.fail(f"{lines}\n{why()}")
+        time.sleep(0.5)
+        lines = path.read_text().splitlines() if path.exists() else []
+    return lines
+
+
 def test_requeue_launch_across_a_real_qrerun_then_qdel_never_duplicates_the_job(cluster, jobs, store, tmp_path):
     """`launch --requeue` as the batch script's last line.  A real `qrerun` (PBS reruns the job
     itself: R with substate 60 while the MoM sends SIGTERM) -> jobenv neither requeues nor
     resubmits, and attempt 2 runs under the same id with JOBENV_RESTART_COUNT=1 (run_count 2).
     Then `qdel` (R with substate 41/42 while the SIGTERM is delivered) -> nothing comes back."""
-    prog = tmp_path / "attempt.py"
-    prog.write_text("import os, signal, sys, time\n"
-                    "signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))\n"
-                    f"with open({str(tmp_path / 'attempts')!r}, 'a') as f:\n"
-                    "    f.write(os.environ['JOBENV_RESTART_COUNT'] + ' ' + os.environ['PBS_JOBID'] + '\\n')\n"
-                    "time.sleep(600)\n")
+    prog = attempt_program(tmp_path)
     err = tmp_path / "launch.err"
     before = set(all_jobs(cluster))
     jobid = batch_job(cluster, jobs, store, tmp_path, nodes=1, ppn=1,
-                      body=f"source <(jobenv get) && exec launch --requeue --grace 3 python3 {prog} 2>> {err}")
+                      body=f"exec jobenv launch --requeue --grace 3 -- python3 {prog} 2>> {err}")
     attempts = tmp_path / "attempts"
     assert wait_for(attempts, 60, "attempt 1 did not start") == f"0 {jobid}\n"
     cluster.run(cluster.server, ["qrerun", jobid])
@@ -214,3 +232,24 @@ def test_requeue_launch_across_a_real_qrerun_then_qdel_never_duplicates_the_job(
     time.sleep(6)  # a resubmission would have been queued by now (scheduler_iteration 5)
     assert set(all_jobs(cluster)) - before == {jobid}, said
     assert attempts.read_text().splitlines() == [f"0 {jobid}", f"1 {jobid}"], said
+
+
+def test_requeue_refused_resubmits_the_kept_script_once_and_tells_it_by_qsub_v(cluster, jobs, store, tmp_path):
+    """`qsig -s USR1` (a warning: the job runs on) to a job PBS may not rerun (`-r n`): qrerun
+    is refused, so jobenv resubmits the kept copy once; qsub passes no environment, so the
+    count goes by `-v` and the new job's rank sees JOBENV_RESTART_COUNT=1."""
+    prog = attempt_program(tmp_path)
+    err = tmp_path / "launch.err"
+    before = set(all_jobs(cluster))
+    jobid = batch_job(cluster, jobs, store, tmp_path, nodes=1, ppn=1, qsub=("-r", "n"),
+                      body=f"exec jobenv launch --requeue --grace 3 -- python3 {prog} 2>> {err}")
+    attempts = tmp_path / "attempts"
+    said = lambda: (err.read_text() if err.exists() else "") + str(sorted(os.listdir("/var/tmp")))  # noqa: E731
+    wait_lines(attempts, 1, 60, said)
+    cluster.run(cluster.server, ["qsig", "-s", "USR1", jobid])
+    lines = wait_lines(attempts, 2, 120, said)
+    new = sorted(set(all_jobs(cluster)) - before - {jobid})
+    jobs.extend(new)
+    assert len(new) == 1 and lines == [f"0 {jobid}", f"1 {new[0]}"], (lines, new, said())
+    assert "resubmitting: qsub -l select=1:ncpus=1:mpiprocs=1 -l place=scatter -r n" in said(), said()
+    assert "-v JOBENV_RESUBMITS=1" in said() and f"job {jobid} resubmitted" in said(), said()

@@ -89,6 +89,11 @@ def test_pbs_requeue_and_resubmission_on_polaris(tmp_path):
                                SITE_VARS, 0)
     assert not any(k.startswith("PBS_") and k not in SITE_VARS for k in sub) and sub["PBS_SERVER"] == "polaris-pbs-01"
     assert sub[preempt.RESUBMITS_VAR] == "1" and sub["HOME"] == "/home/alice"
+    # the old job's scratch (PBS: /var/tmp/pbs.<jobid>, gone with the job: qsub's temporary copy failed there)
+    tmp = {**env, "TMPDIR": f"/var/tmp/pbs.{jobid}"}
+    assert "TMPDIR" not in preempt.resubmit_env(tmp, pbs.PREFIXES, SITE_VARS, 0, jobid)
+    assert preempt.resubmit_env({**env, "TMPDIR": "/scratch/alice"}, pbs.PREFIXES, SITE_VARS, 0, jobid)["TMPDIR"] \
+        == "/scratch/alice"
 
 
 @pytest.mark.parametrize("sched,signame,state,brought_back", [

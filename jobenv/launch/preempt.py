@@ -145,12 +145,16 @@ def resubmission(facts: Optional[JobFacts], req: Requeue, kept: str, missing: st
 
 
 def resubmit_env(env: Mapping[str, str], prefixes: Tuple[str, ...], keep: FrozenSet[str],
-                 restarts: int) -> Dict[str, str]:
+                 restarts: int, jobid: str = "") -> Dict[str, str]:
     """The submitting environment: ours without the old job's variables (a scheduler's
     site configuration stays), carrying the runs before it (`restarts`, scheduler_restarts)
-    and this one to the new job."""
+    and this one to the new job.  TMPDIR goes too where it is the old job's own scratch
+    directory (its last component names `jobid`: PBS's /var/tmp/pbs.<jobid>, removed as the
+    job ends, so a real qsub failed "could not create/open tmp file" with it)."""
     out = {k: v for k, v in env.items() if not k.startswith(prefixes) or k in keep}
     for k in ("JOBENV_RESTART_COUNT", "JOBENV_MAX_RESTARTS"):
         out.pop(k, None)
+    if jobid and jobid in out.get("TMPDIR", "").rstrip("/").rpartition("/")[2]:
+        del out["TMPDIR"]
     out[RESUBMITS_VAR] = str(restarts + 1)
     return out

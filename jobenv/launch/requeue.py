@@ -157,7 +157,7 @@ def _resubmit(rec: JobRecord, req: Requeue, facts: JobFacts | None, env: Mapping
         return
     if why:
         say(f"warning: {why}")
-    sub_env = preempt.resubmit_env(env, prefixes, schedulers.SITE_VARS, restarts)
+    sub_env = preempt.resubmit_env(env, prefixes, schedulers.SITE_VARS, restarts, jobid)
     say(f"resubmitting: {' '.join(argv)}")
     out = _run_in(argv, sub_env, cwd)
     if out[0] == 0:
