@@ -253,3 +253,62 @@ def test_requeue_refused_resubmits_the_kept_script_once_and_tells_it_by_qsub_v(c
     assert len(new) == 1 and lines == [f"0 {jobid}", f"1 {new[0]}"], (lines, new, said())
     assert "resubmitting: qsub -l select=1:ncpus=1:mpiprocs=1 -l place=scatter -r n" in said(), said()
     assert "-v JOBENV_RESUBMITS=1" in said() and f"job {jobid} resubmitted" in said(), said()
+
+
+@pytest.mark.parametrize("where", [
+    # from the supervisor's host: 1 of 4 runs here left "still running after 30 s: rank 3 on pbs2" (Hydra saw rank 3's
+    # process on pbs2 end with code 15 and no end reached its ledger); the issue saw it 5 of 6 times; not found yet
+    pytest.param("pbs1", marks=pytest.mark.xfail(reason="issue 25: kill from the launch's host sometimes misses "
+                                                        "an end recorded on another host", strict=False)),
+    "pbs2"])
+def test_kill_from_a_fresh_shell_ends_every_rank(cluster, jobs, store, tmp_path, where):
+    """`jobenv kill --job` from a fresh shell on the launch's host (pbs1: its supervisor gets
+    SIGTERM too) or another of a 4-rank launch across 2 hosts (Hydra through TM): every rank
+    ended and recorded, on both hosts, and the launch itself ends."""
+    import subprocess
+
+    mark = f"jobenv-kill-test-{os.getpid()}"
+    (tmp_path / "sleeper.py").write_text("import time\ntime.sleep(300)\n")
+    body = (f"jobenv launch --launcher-args '-launcher rsh -launcher-exec {tm_shim(cluster, tmp_path)}' "
+            f"-- python3 {tmp_path}/sleeper.py {mark} > {tmp_path}/launch.out 2>&1; echo $? > {tmp_path}/launch.rc\n"
+            "exec sleep 600")
+    jobid = batch_job(cluster, jobs, store, tmp_path, body=body)
+    deadline = time.time() + 90
+    while len(subprocess.run(["pgrep", "-f", mark], capture_output=True, text=True).stdout.split()) < 4:
+        assert time.time() < deadline, "the 4 ranks did not start"
+        time.sleep(0.3)
+    t = time.monotonic()
+    p = fresh(cluster, where, f"jobenv kill --job {jobid}", store)
+    took = time.monotonic() - t
+    out = (tmp_path / "launch.out").read_text() if (tmp_path / "launch.out").exists() else ""
+    out += "".join(f"\n{f}:\n{f.read_text()}" for f in sorted(Path(store).glob("runs/*/*/host-*")))
+    assert p.returncode == 0, p.stdout + p.stderr + out
+    assert "ended 4 rank(s) (0; 1; 2; 3) on 2 host(s)" in p.stderr, p.stderr + out
+    print(f"\njobenv kill took {took:.1f} s")
+    left = subprocess.run(["pgrep", "-af", mark], capture_output=True, text=True).stdout
+    assert not [ln for ln in left.splitlines() if "pgrep" not in ln and " launch " not in ln], left  # no rank
+    deadline = time.time() + 30
+    while not (tmp_path / "launch.rc").exists():
+        assert time.time() < deadline, "the launch did not end"
+        time.sleep(0.3)
+
+
+def test_a_rank_killed_on_the_second_host_is_named_with_its_host(cluster, jobs, store, tmp_path):
+    """Rank 3 (the second host's second slot) killed with SIGKILL: the launch names it with
+    that host's name, as on Slurm (tests/test_resilience_slurm.py)."""
+    import re
+
+    prog = "sh -c 'if [ $RANK = 3 ]; then sleep 3; kill -9 $$; fi; sleep 300'"
+    body = (f"timeout -s KILL 150 jobenv launch --launcher-args '-launcher rsh -launcher-exec "
+            f"{tm_shim(cluster, tmp_path)}' -- {prog} > {tmp_path}/launch.out 2>&1; echo $? > {tmp_path}/launch.rc\n"
+            "exec sleep 600")
+    jobid = batch_job(cluster, jobs, store, tmp_path, body=body)
+    second = str(cluster.job(jobid)["exec_host"]).split("+")[1].split("/")[0]
+    deadline = time.time() + 120
+    while not (tmp_path / "launch.rc").exists():
+        assert time.time() < deadline, "the launch did not end"
+        time.sleep(0.3)
+    err = (tmp_path / "launch.out").read_text()
+    assert (tmp_path / "launch.rc").read_text().strip() != "0", err
+    found = re.search(r"jobenv: rank 3 on (\S+) failed(?: first)?: signal 9 \(SIGKILL\)", err)
+    assert found and found.group(1) == second, err
