@@ -100,7 +100,9 @@ def keep_script(rec: JobRecord, env: Mapping[str, str], say: Callable[[str], Non
     from .. import schedulers
     from .keptscript import keep
 
-    if schedulers.descriptor(rec.scheduler).requeue is None:
+    if schedulers.descriptor(rec.scheduler).requeue is None:  # Flux (v0.88 has no requeue), LSF, Cobalt
+        say(f"warning: --requeue: jobenv cannot requeue or resubmit a {rec.scheduler} job: on pre-emption the "
+            "ranks get the signal and the grace, then the job ends")
         return
     path, why = keep(rec, env)
     if not path:
