@@ -10,34 +10,19 @@ from __future__ import annotations
 
 import json
 import os
-import sys
 import time
 from pathlib import Path
 
 import pytest
 
+from cluster import e2e
+from cluster.e2e import PY, PYBIN, cluster_fixture, run_fresh
 from cluster.flux import FluxCluster, available
 from conftest import REPO
 
 pytestmark = pytest.mark.e2e
-PYBIN = str(Path(sys.executable).parent)
-PY = sys.executable
-
-
-@pytest.fixture(scope="module")
-def cluster():
-    why = available()
-    if why:
-        pytest.skip(why)
-    c = FluxCluster().start()
-    print(f"\nFlux instance up in {c.startup_seconds:.2f} s")
-    yield c
-    c.stop()
-
-
-@pytest.fixture
-def store(tmp_path):
-    return str(tmp_path / "jobenv-home")
+store = e2e.store  # the fixture
+cluster = cluster_fixture(FluxCluster, available, "Flux instance")
 
 
 @pytest.fixture
@@ -60,9 +45,7 @@ def shell_env(cluster, host, store, **extra):
 
 
 def fresh(cluster, host, script, store, **extra):
-    env = shell_env(cluster, host, store, **extra)
-    argv = ["env", "-i", *[f"{k}={v}" for k, v in env.items()], "/bin/bash", "--norc", "--noprofile", "-c", script]
-    return cluster.hosts.run(host, argv, check=False, timeout=240)
+    return run_fresh(cluster, host, shell_env(cluster, host, store, **extra), script)
 
 
 def batch_job(cluster, jobs, store, tmp_path, nodes=2) -> str:

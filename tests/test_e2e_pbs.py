@@ -10,34 +10,19 @@ from __future__ import annotations
 
 import json
 import os
-import sys
 import time
 from pathlib import Path
 
 import pytest
 
+from cluster import e2e
+from cluster.e2e import PY, PYBIN, cluster_fixture, run_fresh
 from cluster.pbs import PBSCluster, available
 from conftest import REPO
 
 pytestmark = pytest.mark.e2e
-PYBIN = str(Path(sys.executable).parent)
-PY = sys.executable
-
-
-@pytest.fixture(scope="module")
-def cluster():
-    why = available()
-    if why:
-        pytest.skip(why)
-    c = PBSCluster().start()
-    print(f"\nOpenPBS cluster up in {c.startup_seconds:.2f} s")
-    yield c
-    c.stop()
-
-
-@pytest.fixture
-def store(tmp_path):
-    return str(tmp_path / "jobenv-home")
+store = e2e.store  # the fixture
+cluster = cluster_fixture(PBSCluster, available, "OpenPBS cluster")
 
 
 @pytest.fixture
@@ -61,9 +46,7 @@ def shell_env(cluster, host, store, **extra):
 
 def fresh(cluster, host, script, store, **extra):
     """Run SCRIPT in a fresh bash on HOST."""
-    env = shell_env(cluster, host, store, **extra)
-    argv = ["env", "-i", *[f"{k}={v}" for k, v in env.items()], "/bin/bash", "--norc", "--noprofile", "-c", script]
-    return cluster.hosts.run(host, argv, check=False, timeout=240)
+    return run_fresh(cluster, host, shell_env(cluster, host, store, **extra), script)
 
 
 def tm_shim(cluster, tmp_path) -> str:
