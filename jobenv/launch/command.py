@@ -98,7 +98,7 @@ def run(rec: JobRecord, command: List[str], opts: Options, base_env: Mapping[str
 
     if opts.requeue:  # before any rank runs: the script a resubmission would run (keptscript)
         keep_script(rec, base_env, _say)
-    before = restarts_before(rec, base_env, opts.requeue)
+    before, runs_before = restarts_before(rec, base_env, opts.requeue)
     for attempt in range(opts.retries + 1):
         run_dir = ranks.make_run_dir(runs, f"a{attempt}")
         if opts.log_dir:  # the wrapper sends a rank's output there instead of the launcher's
@@ -120,7 +120,7 @@ def run(rec: JobRecord, command: List[str], opts: Options, base_env: Mapping[str
         tee.stop(follower)
         rc = out.returncode = exit_code(out, run_dir)
         runs_history.record(run_dir, rec, command, plan, attempt, out, started, base_env, _warn)
-        ended = _ended(rec, out, plan, opts, run_dir, log_dir, snapshot, base_env)
+        ended = _ended(rec, out, plan, opts, run_dir, log_dir, snapshot, base_env, runs_before)
         if ended is not None:
             return ended
         if attempt < opts.retries:
@@ -158,7 +158,8 @@ def _dry_run(rec: JobRecord, hosts: failover.Hosts, opts: Options, runs: str, ar
 
 
 def _ended(rec: JobRecord, out: supervise.Outcome, plan: Attempt, opts: Options, run_dir: str,
-           log_dir: Optional[str], snapshot: List[ranks.RunState], base_env: Mapping[str, str]) -> Optional[int]:
+           log_dir: Optional[str], snapshot: List[ranks.RunState], base_env: Mapping[str, str],
+           runs_before: Optional[int] = None) -> Optional[int]:
     """What an attempt's end means: the launch's exit code when the launch ends with it
     (success, pre-emption, a user's signal, a teardown-only failure), else None after the
     failure summary (the caller retries while it may)."""
@@ -166,7 +167,7 @@ def _ended(rec: JobRecord, out: supervise.Outcome, plan: Attempt, opts: Options,
     if out.preempted is not None:  # the ranks had their grace; bring the job back
         from .requeue import bring_back
 
-        bring_back(rec, base_env, out.preempted, _say)
+        bring_back(rec, base_env, out.preempted, _say, runs_before)
         return rc
     if rc == 0 and not out.expired:
         return 0
