@@ -10,7 +10,8 @@ Prints `name: value (ratio)` lines:
 - N ranks of `true` under the MPICH wheel's mpiexec with and without the wrapper;
 - the worst node-rank path: a launcher without a node variable in a 10,000-host job
   (one awk over the host file finds this host, listed last; sh's own loop below 65 hosts);
-- file-system operations per rank (strace, when installed): path lookups the wrapper adds.
+- path lookups per rank (strace, when installed), by where they land: node-local system
+  directories, the interpreter's install, the jobenv package and run directory (shared).
 """
 from __future__ import annotations
 
@@ -34,6 +35,7 @@ BIN = Path(PY).parent
 WRAP = rankwrap.script_path()
 HYDRA = {"PMI_RANK": "3", "PMI_SIZE": "8", "MPI_LOCALRANKID": "1", "MPI_LOCALNRANKS": "2", "JOBENV_JOBID": "1.x",
          "JOBENV_LAUNCH_TIME": "1700000000.123456", "JOBENV_HOSTNAME": "n1", "PATH": "/usr/bin:/bin"}
+SYSTEM = ("/usr/", "/lib", "/bin/", "/sbin/", "/etc/", "/proc/", "/sys/", "/dev/")  # node-local on HPC nodes
 PATH_SYSCALLS = ("open", "openat", "stat", "lstat", "newfstatat", "statx", "access", "faccessat", "faccessat2",
                  "readlink", "readlinkat", "execve", "getdents64")
 
@@ -55,20 +57,44 @@ def median_time(argv, env, runs) -> float:
     return statistics.median(xs)
 
 
-def fs_ops(argv, env) -> int:
-    """Path-taking system calls of argv and its children (strace -f -c)."""
+def fs_ops(argv, env, places) -> dict:
+    """Path lookups (system calls that name a non-empty path) of argv and its children, by where
+    the path lies: `places` maps a name to directory prefixes; the rest is "system" (/usr, /lib,
+    /etc, /proc: node-local) or "other".  Empty when strace is not installed."""
     strace = shutil.which("strace")
     if strace is None:
-        return -1
+        return {}
     with tempfile.NamedTemporaryFile("r") as out:
-        subprocess.run([strace, "-f", "-c", "-o", out.name, *argv], env=env, stdout=subprocess.DEVNULL,
-                       stderr=subprocess.DEVNULL, check=True)
-        total = 0
+        subprocess.run([strace, "-f", "-e", "trace=%file,execve", "-o", out.name, *argv], env=env,
+                       stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=True)
+        counts = {name: 0 for name in [*places, "system", "other"]}
         for line in out.read().splitlines():
-            parts = line.split()
-            if len(parts) >= 5 and parts[-1] in PATH_SYSCALLS and re.fullmatch(r"\d+", parts[3]):
-                total += int(parts[3])
-        return total
+            m = re.search(r'^\d+ +(\w+)\((?:AT_FDCWD, |\d+, )?"([^"]+)"', line)
+            if m is None or m.group(1) not in PATH_SYSCALLS:
+                continue
+            path = m.group(2)
+            where = next((n for n, pre in places.items() if any(path.startswith(p) for p in pre)), None)
+            if where is None:
+                where = "system" if path.startswith(SYSTEM) else "other"
+            counts[where] += 1
+        return counts
+
+
+def _baseline(rev, tmp, places) -> list:
+    """The supervised path of the wrapper at git `rev`, its lookups counted as `places` counts ours."""
+    if not rev:
+        return []
+    old = tmp / "baseline"
+    old.mkdir()
+    archive = subprocess.run(["git", "-C", str(REPO), "archive", rev, "jobenv"], capture_output=True, check=True)
+    subprocess.run(["tar", "-x", "-C", str(old)], input=archive.stdout, check=True)
+    _fresh({"JOBENV_RUN_DIR": str(tmp)})
+    for name in (HYDRA["JOBENV_HOSTNAME"], os.uname().nodename):  # its host agent runs too (keyed by either)
+        (tmp / f"agent-{name}").write_text("1 1\n")
+    where = {**places, "jobenv package + run dir": (*places["jobenv package + run dir"], str(old))}
+    env = {**HYDRA, "JOBENV_RUN_DIR": str(tmp), "JOBENV_PYTHON": PY, "TMPDIR": str(tmp)}
+    counts = fs_ops(["dash", str(old / "jobenv" / "rankwrap.sh"), "/bin/true"], env, where)
+    return [(f"supervised wrapper + true at {rev}", counts)]
 
 
 def main() -> int:
@@ -76,6 +102,8 @@ def main() -> int:
     ap.add_argument("--runs", type=int, default=101)
     ap.add_argument("--ranks", type=int, default=8)
     ap.add_argument("--quick", action="store_true", help="21 runs (smoke check, not for reporting)")
+    ap.add_argument("--baseline", metavar="REV", help="also count the path lookups of the wrapper at git REV "
+                    "(e.g. 11688b5, the sh job-table wrapper before the rank keeper)")
     args = ap.parse_args()
     runs = 21 if args.quick else args.runs
     tmp = Path(tempfile.mkdtemp(prefix="jobenv-rankwrap-bench-"))
@@ -138,16 +166,22 @@ def main() -> int:
     else:
         print("mpiexec: skipped (no mpich wheel)")
 
-    base_ops = fs_ops(["/bin/true"], HYDRA)
-    if base_ops >= 0:
-        wrap_ops = fs_ops(["dash", WRAP, "/bin/true"], HYDRA)
+    # where each lookup lands: on an HPC node the jobenv package and the run directory are on the shared
+    # file system, the interpreter's install is on it unless staged (`jobenv stage`) or local
+    places = {"jobenv package + run dir": (str(REPO / "jobenv"), str(tmp)),
+              "interpreter install": tuple({os.path.realpath(sys.base_prefix), sys.prefix, os.path.dirname(PY)})}
+    plain = fs_ops(["dash", WRAP, "/bin/true"], HYDRA, places)
+    if plain:
         _fresh({"JOBENV_RUN_DIR": str(tmp)})
         # the host's agent already runs (7 ranks in 8): its lock is there, the keeper forks none
         (tmp / f"agent-{os.uname().nodename}").write_text("1 1\n")
-        sup_ops = fs_ops(["dash", WRAP, "/bin/true"], {**HYDRA, "JOBENV_RUN_DIR": str(tmp), "JOBENV_PYTHON": PY})
-        print(f"file-system operations per rank (path lookups, strace): true {base_ops}, wrapper + true "
-              f"{wrap_ops} (+{wrap_ops - base_ops}), supervised (agent running) {sup_ops} (+{sup_ops - base_ops}); "
-              f"python -c pass {fs_ops([PY, '-c', 'pass'], HYDRA)}", flush=True)
+        sup = fs_ops(["dash", WRAP, "/bin/true"], {**HYDRA, "JOBENV_RUN_DIR": str(tmp), "JOBENV_PYTHON": PY}, places)
+        for name, counts in (("/bin/true", fs_ops(["/bin/true"], HYDRA, places)), ("plain wrapper + true", plain),
+                             ("supervised wrapper + true (agent running)", sup),
+                             ("python -I -S -c pass", fs_ops([PY, "-I", "-S", "-c", "pass"], HYDRA, places)),
+                             *_baseline(args.baseline, tmp, places)):
+            print(f"path lookups, {name}: {sum(counts.values())} = " +
+                  ", ".join(f"{k} {v}" for k, v in counts.items()), flush=True)
     shutil.rmtree(tmp, ignore_errors=True)
     return 0
 

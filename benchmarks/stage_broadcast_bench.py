@@ -52,7 +52,7 @@ def model(hosts: int = 4096) -> None:
     at once, so its uplink is shared k ways): T = S*k/B_hop + depth(N, k)*(h + C/B_hop) + U.
     Today: every host reads S from the shared file system; with an aggregate file-system
     bandwidth F shared by all, T = max(S/B_host, N*S/F) + U."""
-    from jobenv.stage.relay import depth
+    from jobenv.stage.relaydir import depth
 
     b_hop, h, chunk, b_host, f_agg, unpack = 1.0e9, 0.2, 1 << 20, 62e6, 100e9, 1.0e9
     print(f"# model, {hosts} hosts (inputs assumed, not measured here): per-hop TCP stream B_hop "

@@ -12,7 +12,7 @@ was found.  Pure functions of (profile candidate, family found, path).
 from __future__ import annotations
 
 import re
-from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple, Union
+from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple, Union
 
 from .launch import families
 
@@ -35,6 +35,7 @@ SONAMES = ((b"libmpi.so.40", "Open MPI"), (b"libmpi.so.12", "MPICH"), (b"libmpic
 # PMI client speaks pmi2; Open MPI 4 and 5 need pmix); without one every rank is rank 0 of 1
 _ABI_NAMES = {"mpich": "MPICH or a derivative", "openmpi": "Open MPI"}
 SRUN_MPI = {"mpich": ("pmi2", "pmix"), "openmpi": ("pmix",)}
+_KNOWN_TYPES = ("none", "pmi2", "pmix", "cray_shasta", "openmpi", "pmi1", "mvapich")
 
 
 def mpi_flavor(text: str) -> Optional[str]:
@@ -76,14 +77,67 @@ def world_misfit(launcher: Optional[str], built: Mapping[str, str]) -> List[str]
             if mpi_abi(flavor) in ("mpich", "openmpi") and mpi_abi(flavor) != have]
 
 
+def _srun_types(flavor: str) -> Tuple[str, ...]:
+    """The srun --mpi types that start a library of this flavor as one world, preferred first;
+    Cray MPICH's own PMI plugin on HPE systems is cray_shasta (Perlmutter's default)."""
+    fits = SRUN_MPI.get(str(mpi_abi(flavor)), ())
+    return ("cray_shasta", *fits) if flavor == "Cray MPICH" else fits
+
+
+def _types(text: str) -> List[str]:
+    """srun --mpi type names in `srun --mpi=list` output or a flag, a versioned one as its plugin
+    (`pmix_v4` is pmix)."""
+    return [re.sub(r"_v\d+$", "", t) for t in re.findall(r"[a-z0-9_]+", text.lower())]
+
+
+def _mpi_first(built: Mapping[str, str]) -> List[Tuple[str, str]]:
+    """The packages srun could start as singletons, mpi4py first: the MPI a program makes its
+    world with (horovod's MPI is one of its controllers; gloo serves it too)."""
+    return sorted(((p, f) for p, f in built.items() if _srun_types(f)), key=lambda pf: (pf[0] != "mpi4py", pf[0]))
+
+
 def srun_mpi(built: Mapping[str, str], available: str) -> Optional[str]:
-    """The srun --mpi type that starts the job's MPI packages (`built`) as one world, among those
-    `srun --mpi=list` printed (`available`); None when they need none, disagree, or none is there."""
-    abis = {a for a in (mpi_abi(f) for f in built.values()) if a in SRUN_MPI}
-    if len(abis) != 1:
-        return None
-    offered = set(re.findall(r"[a-z0-9_]+", available.lower()))
-    return next((t for t in SRUN_MPI[abis.pop()] if t in offered), None)
+    """The srun --mpi type that starts the job's MPI (`built`: mpi4py's, else the first package's)
+    as one world, the first it takes among those `srun --mpi=list` printed (`available`); None
+    when no package needs one or none is there."""
+    first = _mpi_first(built)
+    offered = set(_types(available))
+    return next((t for t in _srun_types(first[0][1]) if t in offered), None) if first else None
+
+
+def srun_world(built: Mapping[str, str], given: Optional[str], listed: Callable[[], str]
+               ) -> Tuple[Optional[str], List[str]]:
+    """What `launch` does about srun's --mpi for the job's MPI packages (`built`), as (the type to
+    add, warnings): when the user gave none (`given`: an --mpi flag or SLURM_MPI_TYPE), the type
+    `srun_mpi` picks among those `srun --mpi=list` prints (`listed`, asked only then); then one
+    warning, before any rank starts, for each package the type in force (or the lack of one)
+    would start as rank 0 of a world of 1 on every rank: exit 0, silently, otherwise."""
+    mine = _mpi_first(built)
+    if not mine:
+        return None, []
+    kind, offered = given, ""
+    if given is None:
+        available = listed()
+        kind = srun_mpi(built, available)
+        offered = ", ".join(t for t in dict.fromkeys(_types(available)) if t in _KNOWN_TYPES) or "none"
+    plugin = (_types(kind) or [kind])[0] if kind is not None else None
+    split = "every rank would start it as rank 0 of a world of 1 (and exit 0)"
+    out = []
+    for package, flavor in mine:
+        fits = _srun_types(flavor)
+        if plugin in fits:
+            continue
+        need = f"it needs --mpi={' or '.join(fits)}"
+        if given is not None:
+            out.append(f"{package} is built with {flavor}, but srun --mpi={given} (--mpi or SLURM_MPI_TYPE) is not "
+                       f"its PMI: {split}; {need}")
+        elif kind is None:
+            out.append(f"{package} is built with {flavor}, and no srun --mpi type here fits ({need}; srun --mpi=list "
+                       f"offers {offered}): {split}")
+        else:
+            out.append(f"{package} is built with {flavor}, but launch passes srun --mpi={kind} for {mine[0][0]} "
+                       f"({mine[0][1]}): {split}; {need} (rebuild one of them against the other's MPI)")
+    return (kind if given is None else None), out
 
 
 def declared(profile_launchers: List[Dict[str, Any]], argv0: str) -> Optional[Tuple[str, ...]]:

@@ -12,10 +12,14 @@ What it does, per rank, in this order:
    `jobenv.runtime.discovery` does (its docstring has the rules); bad or impossible values
    are one line `jobenv: error: ...` on stderr and exit 5.
 2. Exports RANK, LOCAL_RANK, WORLD_SIZE, LOCAL_WORLD_SIZE, GROUP_RANK, NODE_RANK,
-   MASTER_ADDR (left unset when it cannot be known: one rank, no record) and MASTER_PORT
-   (an existing one is kept; derived with `derived_port` otherwise).  Under torchrun it
-   exports nothing: torchrun has set all of them.
-3. With JOBENV_GPU_BIND set, exports one device per local rank (`gpu_bind_value`).
+   MASTER_ADDR (left unset when it cannot be known: one rank, no record), MASTER_PORT (as set:
+   `jobenv launch` sets one per attempt; else torchrun's 29500), and the rest of what torchrun
+   sets: ROLE_RANK, ROLE_WORLD_SIZE, ROLE_NAME, GROUP_WORLD_SIZE, TORCHELASTIC_RESTART_COUNT and
+   _MAX_RESTARTS (from JOBENV_RESTART_COUNT/_MAX_RESTARTS), and OMP_NUM_THREADS when unset (srun's
+   CPUs per task, else this host's online CPUs / local size, at least 1; torch alone would start
+   a thread per CPU in every rank).  Not TORCHELASTIC_RUN_ID: it is how jobenv.runtime and torch
+   tell a torchrun worker.  Under torchrun it exports nothing: torchrun has set all of them.
+3. With JOBENV_GPU_BIND set (`VAR:V0,V1,...`, from `gpu_bind_cycle`), exports VAR=V[local rank % count].
 4. Without JOBENV_RUN_DIR and JOBENV_LOG_DIR: `exec "$@"` (the wrapper is gone).
    Otherwise: `exec $JOBENV_PYTHON -I -S jobenv/rank/keeper.py LAUNCHER SIGIGN "$@"`: the rank
    keeper becomes the program's parent, so that how it ended is known, not inferred (a shell's
@@ -28,8 +32,7 @@ an absolute path; the keeper: an unwritable RUN_DIR or LOG_DIR, a log name that 
 ledger name that is not a regular file of ours); 2 without a program.
 
 Environment protocol (set by `jobenv launch` on the launcher's environment):
-- JOBENV_GPU_BIND   `VAR:MAP:DEVICES[:TILES]`, for map order `VAR:order:D0,D1,...` (see
-                    `gpu_bind_value`; from the profile's `gpu_bind`,
+- JOBENV_GPU_BIND   `VAR:V0,V1,...` (`gpu_bind_cycle` of the profile's `gpu_bind`,
                     `jobenv.profiles.load.gpu_bind_mode`), or empty for none.
 - JOBENV_RUN_DIR    a directory shared by the hosts; no file per rank in it, one ledger per host,
                     host-<H>.ledger (<H>: the kernel's node name), written by the rank keepers, the
@@ -41,20 +44,19 @@ Environment protocol (set by `jobenv launch` on the launcher's environment):
                     the user's own and removes the previous attempt's logs first.
 - JOBENV_HOSTFILE   optional: the hosts of this launch, one per line, each once, when it
                     runs on fewer hosts than the job (node rank and MASTER_ADDR follow it).
-Read, as a restored shell sets them: HOSTFILE, NHOSTS, NRANKS_PER_HOST, JOBENV_JOBID,
-JOBENV_SCHEDULER, JOBENV_LAUNCH_TIME, JOBENV_HOSTNAME.
+Read, as a restored shell sets them: HOSTFILE, NHOSTS, NRANKS_PER_HOST,
+JOBENV_SCHEDULER, JOBENV_HOSTNAME; and JOBENV_RESTART_COUNT, JOBENV_MAX_RESTARTS (set by the launch).
 """
 from __future__ import annotations
 
 import os
 
-from .schedulers import job_id_vars
-from .runtime.launchers import (CHECK, LAUNCHERS, LOCAL, LSIZE, MAX_DIGITS, NAME, NODE,
-                                PORT_SEED_VARS, RANK, REQUIRES, SIZE, SLURM_NOT_A_STEP)
+from .runtime.launchers import (CHECK, LAUNCHERS, LOCAL, LSIZE, MAX_DIGITS, NAME, NODE, RANK, REQUIRES, SIZE,
+                                SLURM_NOT_A_STEP)
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from typing import Any, List, Sequence, Tuple
+    from typing import Any, List, Tuple
 
 SCRIPT = "rankwrap.sh"
 # The signal the host agent sends a rank for its Python stacks (`stacks` requests): SIGRTMIN+4
@@ -87,98 +89,80 @@ def wrapper_argv() -> List[str]:
     return ["/bin/sh", script_path()]
 
 
-def gpu_bind_value(mode: str, local_rank: int) -> Tuple[str, str]:
-    """(variable, value) binding `local_rank` to one device; `mode` is VAR:MAP:DEVICES[:TILES].
+def gpu_bind_cycle(mode: str) -> str:
+    """A profile's binding `VAR:MAP:DEVICES[:TILES]` (`jobenv.profiles.load.gpu_bind_mode`) as the wrapper's
+    JOBENV_GPU_BIND `VAR:V0,V1,...`: local rank L gets V[L % count].  The maps are decided here,
+    once, and the wrapper only picks from the list.
 
-    identity: device local_rank % DEVICES; reverse: DEVICES - 1 - that (Polaris: NUMA
-    order); tile: `gpu.tile` over DEVICES x TILES (Aurora: ZE_AFFINITY_MASK, 6 x 2);
-    order: DEVICES is a comma list D0,D1,... (1..GPU_ORDER_MAX devices, each 0..MAX_DEVICE
-    in plain digits, no leading zero) and the device is D[local_rank % count] (Frontier:
-    the GCD closest to the rank's cores).  The wrapper computes the same in sh, with the
-    same refusals; ValueError names a malformed mode."""
+    identity: device L % DEVICES; reverse: DEVICES - 1 - that (Polaris: NUMA order); tile: `gpu.tile`
+    over DEVICES x TILES (Aurora: ZE_AFFINITY_MASK, 6 x 2); order: DEVICES is a comma list D0,D1,...
+    (Frontier: the GCD closest to the rank's cores).  Devices are 0..MAX_DEVICE in plain digits, and
+    a cycle holds 1..GPU_ORDER_MAX values; ValueError names a malformed mode."""
     parts = mode.split(":")
     if len(parts) not in (3, 4) or parts[0] not in GPU_VARS or parts[1] not in GPU_MAPS:
-        raise ValueError(f"JOBENV_GPU_BIND={mode!r}: expected VAR:MAP:DEVICES[:TILES] with VAR in "
+        raise ValueError(f"JOBENV_GPU_BIND={mode[:80]!r}: expected VAR:MAP:DEVICES[:TILES] with VAR in "
                          f"{', '.join(GPU_VARS)} and MAP in {', '.join(GPU_MAPS)}")
     var, how, nums = parts[0], parts[1], parts[2:]
     if how == "order":
-        order = nums[0].split(",")
-        if len(nums) != 1 or not 0 < len(order) <= GPU_ORDER_MAX or not all(_device(d) for d in order):
-            raise ValueError(f"JOBENV_GPU_BIND={mode[:80]!r}: map order takes 1 to {GPU_ORDER_MAX} devices, "
-                             f"comma-separated, each 0 to {MAX_DEVICE}")
-        return var, order[local_rank % len(order)]
-    if not all(_device(n) and n != "0" for n in nums) or (how == "tile") != (len(nums) == 2):
-        raise ValueError(f"JOBENV_GPU_BIND={mode!r}: DEVICES (and TILES, for tile only) must be positive")
-    devices = int(nums[0])
-    if how == "identity":
-        return var, str(local_rank % devices)
-    if how == "reverse":
-        return var, str(devices - 1 - local_rank % devices)
-    tiles = int(nums[1])
-    i = local_rank % (devices * tiles)
-    return var, f"{i // tiles}.{i % tiles}"
+        cycle = nums[0].split(",")
+        if len(nums) != 1 or not all(_device(d) for d in cycle):
+            raise ValueError(f"JOBENV_GPU_BIND={mode[:80]!r}: map order takes devices, comma-separated, "
+                             f"each 0 to {MAX_DEVICE}")
+    elif not all(_device(n) and n != "0" for n in nums) or (how == "tile") != (len(nums) == 2):
+        raise ValueError(f"JOBENV_GPU_BIND={mode[:80]!r}: DEVICES (and TILES, for tile only) must be positive")
+    elif how == "tile":
+        tiles = int(nums[1])
+        cycle = [f"{i // tiles}.{i % tiles}" for i in range(int(nums[0]) * tiles)]
+    else:
+        cycle = [str(i) for i in range(int(nums[0]))]
+        if how == "reverse":
+            cycle.reverse()
+    if len(cycle) > GPU_ORDER_MAX:
+        raise ValueError(f"JOBENV_GPU_BIND={mode[:80]!r}: binds {len(cycle)} devices; at most {GPU_ORDER_MAX}")
+    return f"{var}:{','.join(cycle)}"
+
+
+def gpu_bind_value(bind: str, local_rank: int) -> Tuple[str, str]:
+    """(variable, value) that the wrapper exports for `local_rank` under JOBENV_GPU_BIND=`bind`
+    (`VAR:V0,V1,...`, from `gpu_bind_cycle`): V[local_rank % count]."""
+    var, _, cycle = bind.partition(":")
+    values = cycle.split(",")
+    if var not in GPU_VARS or not 0 < len(values) <= GPU_ORDER_MAX or not all(_gpu(v) for v in values):
+        raise ValueError(f"JOBENV_GPU_BIND={bind[:80]!r}: expected VAR:V0,V1,... (VAR in {', '.join(GPU_VARS)})")
+    return var, values[local_rank % len(values)]
 
 
 def _device(text: str) -> bool:
-    """A device number as the wrapper accepts one: 1-4 ASCII digits, no leading zero."""
+    """A device number as a profile may write one: 1-4 ASCII digits, no leading zero."""
     return text.isascii() and text.isdigit() and len(text) <= len(str(MAX_DEVICE)) and \
         (text == "0" or not text.startswith("0"))
 
 
-def _first_set(names: Sequence[str], dest: str, who: str) -> List[str]:
-    """sh: parse the first of `names` that is set into $dest (empty when none is)."""
-    out = [f"    {dest}="]
-    for i, n in enumerate(names):
-        kw = "if" if i == 0 else "elif"
-        out.append(f'    {kw} [ -n "${{{n}+x}}" ]; then _je_num {n} "${n}" {who}; {dest}=$_je_n')
-    if names:
-        out.append("    fi")
-    return out
+def _gpu(text: str) -> bool:
+    """A value of the cycle: a device, or DEVICE.TILE."""
+    return all(_device(part) for part in text.split(".", 1))
 
 
-def _row(row: Tuple[Any, ...]) -> List[str]:
+def _row(row: Tuple[Any, ...]) -> str:
+    """One launcher row as one sh line: `_je_row` when its rank variable (and what it requires) is set."""
     name, rank_v = row[NAME], row[RANK][0]
     cond = [f'[ -n "${{{rank_v}+x}}" ]'] + [f'[ -n "${{{v}+x}}" ]' for v in row[REQUIRES]]
     if row[CHECK] == "srun":
         cond.append("_je_srun_live")
-    out = [f"# {name}: {row[-1]}", f"if {' && '.join(cond)}; then", "    _je_sv="]
-    for i, v in enumerate(row[SIZE]):
-        kw = "if" if i == 0 else "elif"
-        out.append(f'    {kw} [ -n "${{{v}+x}}" ]; then _je_sv={v}; _je_num {v} "${v}" {name}; _je_s=$_je_n')
-    out.append("    fi")
-    out.append('    if [ -n "$_je_sv" ]; then')
-    body = [f'    _je_num {rank_v} "${rank_v}" {name}; _je_r=$_je_n']
-    body += _first_set(row[LOCAL], "_je_lr", name) + _first_set(row[LSIZE], "_je_ls", name)
-    body += _first_set(row[NODE], "_je_nd", name)
-    if row[CHECK] == "srun":
-        body.append('    [ -n "$_je_ls" ] || _je_slurm_lsize')
-    body.append(f'    [ "$_je_r" -lt "$_je_s" ] || _je_die "{name}: {rank_v}=$_je_r is outside $_je_sv=$_je_s"')
-    body.append(f"    _je_found {name} {rank_v}")
-    out += ["    " + b for b in body] + ["    fi", "fi"]
-    return out
+    lists = " ".join("'" + " ".join(row[col]) + "'" for col in (SIZE, LOCAL, LSIZE, NODE))
+    check = f" {row[CHECK]}" if row[CHECK] else ""
+    return f"if {' && '.join(cond)}; then _je_row {name} {rank_v} {lists}{check}; fi  # {row[-1]}"
 
 
 def render() -> str:
     """The wrapper script, from the launcher table and the sh template rankwrap.sh.in."""
-    from jobenv.core.quoting import quote
-    from .runtime.discovery import PORT_LOW, PORT_SPAN
-
-    rows: List[str] = []
-    for row in LAUNCHERS:
-        rows += _row(row)
-    ascii_ = "".join(chr(c) for c in range(32, 127))
     with open(script_path() + ".in", encoding="utf-8") as f:
-        text = f.read().replace("@ROWS@", "\n".join(rows))
-    text = text.replace("@ASCII@", quote(ascii_))
-    text = text.replace("@SEEDS@", " ".join(PORT_SEED_VARS))
-    text = text.replace("@JOBIDS@", " ".join(job_id_vars()))
+        text = f.read().replace("@ROWS@", "\n".join(_row(row) for row in LAUNCHERS))
     text = text.replace("@NOTSTEP@", "|".join(SLURM_NOT_A_STEP))
     text = text.replace("@DIGITS@", "?" * (MAX_DIGITS + 1))
-    text = text.replace("@PORTLOW@", str(PORT_LOW)).replace("@PORTSPAN@", str(PORT_SPAN))
-    text = text.replace("@GPUVARS@", "|".join(GPU_VARS))
-    text = text.replace("@GPUORDERLEN@", str(GPU_ORDER_MAX * (len(str(MAX_DEVICE)) + 1) - 1))
-    text = text.replace("@GPUORDERMAX@", str(GPU_ORDER_MAX)).replace("@GPUMAXDEV@", str(MAX_DEVICE))
-    return text
+    text = text.replace("@GPUVARS@", "|".join(GPU_VARS)).replace("@GPUORDERMAX@", str(GPU_ORDER_MAX))
+    # at most GPU_ORDER_MAX values of DEVICE.TILE, each with its comma (the wrapper appends the last)
+    return text.replace("@GPUCYCLELEN@", str(GPU_ORDER_MAX * (2 * len(str(MAX_DEVICE)) + 2)))
 
 
 if __name__ == "__main__":

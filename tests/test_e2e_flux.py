@@ -10,34 +10,19 @@ from __future__ import annotations
 
 import json
 import os
-import sys
 import time
 from pathlib import Path
 
 import pytest
 
+from cluster import e2e
+from cluster.e2e import PY, PYBIN, cluster_fixture, run_fresh
 from cluster.flux import FluxCluster, available
 from conftest import REPO
 
 pytestmark = pytest.mark.e2e
-PYBIN = str(Path(sys.executable).parent)
-PY = sys.executable
-
-
-@pytest.fixture(scope="module")
-def cluster():
-    why = available()
-    if why:
-        pytest.skip(why)
-    c = FluxCluster().start()
-    print(f"\nFlux instance up in {c.startup_seconds:.2f} s")
-    yield c
-    c.stop()
-
-
-@pytest.fixture
-def store(tmp_path):
-    return str(tmp_path / "jobenv-home")
+store = e2e.store  # the fixture
+cluster = cluster_fixture(FluxCluster, available, "Flux instance")
 
 
 @pytest.fixture
@@ -60,9 +45,7 @@ def shell_env(cluster, host, store, **extra):
 
 
 def fresh(cluster, host, script, store, **extra):
-    env = shell_env(cluster, host, store, **extra)
-    argv = ["env", "-i", *[f"{k}={v}" for k, v in env.items()], "/bin/bash", "--norc", "--noprofile", "-c", script]
-    return cluster.hosts.run(host, argv, check=False, timeout=240)
+    return run_fresh(cluster, host, shell_env(cluster, host, store, **extra), script)
 
 
 def batch_job(cluster, jobs, store, tmp_path, nodes=2) -> str:
@@ -118,3 +101,71 @@ def test_submit_status_cancel(cluster, jobs, store, tmp_path):
     c = fresh(cluster, "flux1", f"jobenv cancel -j {jobid}", store)
     assert c.returncode == 0, c.stderr
     cluster.wait_inactive(jobid, timeout=60)
+
+
+def launch_behind(cluster, host, store, tmp_path, args: str):
+    """`launch ARGS` of the saved job from a fresh shell on HOST, left running (its output in
+    launch.out, its exit code in launch.rc); the Popen."""
+    import subprocess
+
+    script = tmp_path / "launch.sh"
+    script.write_text(f"source <(jobenv get) || exit 9\nlaunch {args} > {tmp_path}/launch.out 2>&1\n"
+                      f"echo $? > {tmp_path}/launch.rc\n")
+    env = shell_env(cluster, host, store)
+    argv = [*cluster.hosts.enter(host), "env", "-i", *[f"{k}={v}" for k, v in env.items()], "/bin/bash", "--norc",
+            "--noprofile", str(script)]
+    return subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                            start_new_session=True)
+
+
+def wait_file(path: Path, timeout: float, why) -> str:
+    deadline = time.time() + timeout
+    while not path.exists():
+        if time.time() > deadline:
+            pytest.fail(why())
+        time.sleep(0.3)
+    return path.read_text()
+
+
+def test_kill_from_a_fresh_shell_on_another_host_ends_every_rank(cluster, jobs, store, tmp_path):
+    import subprocess
+
+    batch_job(cluster, jobs, store, tmp_path)
+    mark = f"jobenv-kill-test-{os.getpid()}"
+    (tmp_path / "sleeper.py").write_text("import time\ntime.sleep(300)\n")
+    proc = launch_behind(cluster, "flux1", store, tmp_path, f"python3 {tmp_path}/sleeper.py {mark}")
+    deadline = time.time() + 90
+    while len(subprocess.run(["pgrep", "-f", f"sleeper.py {mark}"], capture_output=True, text=True).stdout.split()) < 4:
+        assert time.time() < deadline, (tmp_path / "launch.out").read_text()
+        time.sleep(0.3)
+    p = fresh(cluster, "flux2", "source <(jobenv get) && jobenv kill", store)
+    out = lambda: (tmp_path / "launch.out").read_text()  # noqa: E731
+    assert p.returncode == 0 and "ended 4 rank(s) (0; 1; 2; 3) on 2 host(s)" in p.stderr, p.stderr + out()
+    wait_file(tmp_path / "launch.rc", 30, lambda: "the launch did not end: " + out())
+    proc.wait(timeout=30)
+    left = subprocess.run(["pgrep", "-af", f"sleeper.py {mark}"], capture_output=True, text=True).stdout
+    assert not [ln for ln in left.splitlines() if "pgrep" not in ln], left
+
+
+def test_a_rank_killed_on_the_second_host_is_named_with_its_host(cluster, jobs, store, tmp_path):
+    import re
+
+    batch_job(cluster, jobs, store, tmp_path)
+    hosts = fresh(cluster, "flux1", 'source <(jobenv get) && cat "$HOSTFILE"', store).stdout.split()
+    prog = "sh -c 'if [ $RANK = 3 ]; then sleep 3; kill -9 $$; fi; sleep 300'"
+    proc = launch_behind(cluster, "flux1", store, tmp_path, prog)
+    out = lambda: (tmp_path / "launch.out").read_text() if (tmp_path / "launch.out").exists() else ""  # noqa: E731
+    rc = wait_file(tmp_path / "launch.rc", 120, lambda: "the launch did not end: " + out())
+    proc.wait(timeout=30)
+    found = re.search(r"jobenv: rank 3 on (\S+) failed(?: first)?: signal 9 \(SIGKILL\)", out())
+    assert rc.strip() != "0" and found and found.group(1) == hosts[1], (hosts, out())
+
+
+def test_requeue_says_flux_has_none(cluster, jobs, store, tmp_path):
+    """flux-core (v0.88) has no requeue: `flux job` offers attach, status, last, urgency, wait,
+    kill, killall, raise, raiseall, taskmap, timeleft, purge, info, hostpids, and a job never
+    goes back from RUN to SCHED.  A `--requeue` launch says so at once and runs no less."""
+    batch_job(cluster, jobs, store, tmp_path)
+    p = fresh(cluster, "flux1", "source <(jobenv get) && launch --requeue -- true", store)
+    assert p.returncode == 0, p.stdout + p.stderr
+    assert "jobenv: warning: --requeue: jobenv cannot requeue or resubmit a flux job" in p.stderr, p.stderr

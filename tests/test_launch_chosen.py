@@ -11,7 +11,7 @@ import machines
 from conftest import base_env, jobenv
 from jobenv.profiles import load as profiles
 from jobenv.profiles.load import gpu_bind_mode
-from jobenv.rankwrap import gpu_bind_value
+from jobenv.rankwrap import gpu_bind_cycle, gpu_bind_value
 
 POLARIS_HOSTS = ["x3006c0s13b0n0.hsn.cm.polaris.alcf.anl.gov", "x3006c0s19b0n0.hsn.cm.polaris.alcf.anl.gov",
                  "x3006c0s25b0n0.hsn.cm.polaris.alcf.anl.gov"]
@@ -66,7 +66,7 @@ def test_gpu_bind_on_every_shipped_gpu_profile(tmp_path, home, machine):
     p = jobenv(["launch", "--dry-run", "--gpu-bind", "--", "true"], env)
     assert p.returncode == 0, p.stderr
     mode = gpu_bind_mode(profiles.load_all({})[machine])
-    var, value = gpu_bind_value(mode, 1)
+    var, value = gpu_bind_value(gpu_bind_cycle(mode), 1)
     assert f"local rank 0 -> {var}=" in p.stderr and f", 1 -> {value}" in p.stderr, p.stderr
     if machine == "frontier":  # srun binds each task to its -c cores by default: the line says how many
         assert "CPU binding: none on the Slurm srun line (the launcher's default; CPUs per rank: -c 7)" in p.stderr

@@ -97,7 +97,8 @@ def test_pbs_resubmits_the_kept_copy_with_its_flags(tmp_path):
     kept, _ = keptscript.keep(rec, env)
     facts = pbs.REQUEUE.parse(qstat_json(["-l", "select=2", "-N", "run", "/shared/job.sh"], "run"))
     argv, cwd, why = preempt.resubmission(facts, pbs.REQUEUE, kept)
-    assert argv == ["qsub", "-l", "select=2", "-N", "run", kept] and cwd == "/home/alice/proj" and not why
+    assert argv == ["qsub", "-l", "select=2", "-N", "run", "-v", "JOBENV_RESUBMITS=1", kept] and \
+        cwd == "/home/alice/proj" and not why
 
 
 def test_a_pbs_launch_resubmits_the_copy_it_kept_not_the_workdirs_file(tmp_path):
@@ -157,5 +158,6 @@ def test_a_pbs_launch_resubmits_the_copy_it_kept_not_the_workdirs_file(tmp_path)
     p.send_signal(signal.SIGUSR1)
     out, err = p.communicate(timeout=60)
     assert "Traceback" not in err and f"job {jobid} resubmitted: 2024085.polaris-pbs-01" in err, err
-    assert (tmp_path / "qsub-argv").read_text().split() == [str(proj), "-l", "select=1", "-A", "datascience", str(kept)]
+    assert (tmp_path / "qsub-argv").read_text().split() == [str(proj), "-l", "select=1", "-A", "datascience",
+                                                            "-v", "JOBENV_RESUBMITS=1", str(kept)]
     assert (tmp_path / "qsub-script").read_text() == "#!/bin/sh\necho the script PBS ran\n"

@@ -76,18 +76,24 @@ def test_pbs_requeue_and_resubmission_on_polaris(tmp_path):
         ("R", "/home/alice/proj", True, 0, "")
     kept = str(tmp_path / "scripts" / "pbs-1.sh")
     argv, cwd, why = preempt.resubmission(facts, pbs.REQUEUE, kept)
+    # qsub passes no environment: the count of resubmissions goes by -v
     assert argv == ["qsub", "-l", "select=2:system=polaris", "-l", "walltime=1:00:00", "-A", "datascience",
-                    "-q", "debug", kept] and cwd == "/home/alice/proj"
+                    "-q", "debug", "-v", "JOBENV_RESUBMITS=1", kept] and cwd == "/home/alice/proj" and not why
     # a script on stdin: its flags, and the copy PBS ran (the last word is an option's value)
     stdin = pbs_requeue.parse_show(qstat_f(jobid, Account_Name="datascience", Submit_arguments="-l select=2 -A datascience"))
-    argv, _, why = preempt.resubmission(stdin, pbs.REQUEUE, kept)
-    assert argv == ["qsub", "-l", "select=2", "-A", "datascience", kept], why
+    argv, _, why = preempt.resubmission(stdin, pbs.REQUEUE, kept, restarts=2)
+    assert argv == ["qsub", "-l", "select=2", "-A", "datascience", "-v", "JOBENV_RESUBMITS=3", kept], why
     assert pbs_requeue.parse_show(qstat_f(jobid, Submit_arguments="-V train.sh")).submit == ("-V",)
     assert pbs_requeue.parse_show(qstat_f(jobid, run_count=3)).restarts == 2
     sub = preempt.resubmit_env({**env, "PBS_SERVER": "polaris-pbs-01", "HOME": "/home/alice"}, pbs.PREFIXES,
                                SITE_VARS, 0)
     assert not any(k.startswith("PBS_") and k not in SITE_VARS for k in sub) and sub["PBS_SERVER"] == "polaris-pbs-01"
     assert sub[preempt.RESUBMITS_VAR] == "1" and sub["HOME"] == "/home/alice"
+    # the old job's scratch (PBS: /var/tmp/pbs.<jobid>, gone with the job: qsub's temporary copy failed there)
+    tmp = {**env, "TMPDIR": f"/var/tmp/pbs.{jobid}"}
+    assert "TMPDIR" not in preempt.resubmit_env(tmp, pbs.PREFIXES, SITE_VARS, 0, jobid)
+    assert preempt.resubmit_env({**env, "TMPDIR": "/scratch/alice"}, pbs.PREFIXES, SITE_VARS, 0, jobid)["TMPDIR"] \
+        == "/scratch/alice"
 
 
 @pytest.mark.parametrize("sched,signame,state,brought_back", [
@@ -97,16 +103,38 @@ def test_pbs_requeue_and_resubmission_on_polaris(tmp_path):
     ("slurm", "TERM", "COMPLETING", False),  # what scontrol says right after scancel or at a time limit
     ("slurm", "TERM", "TIMEOUT", False),
     ("slurm", "USR2", "CANCELLED", True),  # USR1/USR2 never come from a cancel
-    ("pbs", "TERM", "R", True),  # SIGTERM before kill_delay, the job still R
+    ("pbs", "TERM", "R", True),  # no substate shown: the job still R, so pre-emption (qrerun's refusal says)
+    ("pbs", "TERM", "R/42", False),  # qdel or the walltime: R/41-42 while the MoM delivers SIGTERM
+    ("pbs", "TERM", "R/41", False),  # what a real server showed right after qdel
+    ("pbs", "USR1", "R/42", True),  # `qsig -s USR1`: a warning, the job runs on
+    ("pbs", "TERM", "R/60", False),  # PBS reruns it itself (qrerun, pre-emption by requeue): it comes back alone
+    ("pbs", "USR1", "R/63", False),
     ("pbs", "TERM", "E", False),  # qdel: exiting
 ])
 def test_which_signals_bring_the_job_back(tmp_path, sched, signame, state, brought_back):
     req = {"slurm": slurm.REQUEUE, "pbs": pbs.REQUEUE}[sched]
+    state, _, sub = state.partition("/")
     facts = (slurm.parse_show_job(SHOW_JOB.replace("JobState=RUNNING", f"JobState={state}")) if sched == "slurm"
-             else pbs_requeue.parse_show(qstat_f("2024084.polaris-pbs-01", job_state=state)))
-    why = preempt.decide(signame, facts, req, "2024084")
+             else pbs_requeue.parse_show(qstat_f("2024084.polaris-pbs-01", job_state=state,
+                                                 **({"substate": int(sub)} if sub else {}))))
+    why = preempt.decide(signame, facts, req, "2024084", sched)
     assert (why is None) is brought_back, why
+    if sub in ("60", "63"):
+        assert "rerun by pbs itself" in str(why) and "neither requeues nor resubmits" in str(why)
     assert preempt.decide(signame, None, req, "2024084") is None  # the scheduler did not answer: try
+
+
+def test_a_run_count_grown_since_the_launch_began_is_pbs_rerunning_the_job():
+    """A real qrerun: within a second the job is R/41 again with run_count 2 while the old
+    launch still ends (tests/test_e2e_pbs.py saw it): the count, not the state, says so."""
+    facts = pbs_requeue.parse_show(qstat_f("7.pbs1", run_count=2, substate=41))
+    why = preempt.decide("TERM", facts, pbs.REQUEUE, "7.pbs1", "pbs", runs_before=0)
+    assert why is not None and "grew from 1 to 2" in why and "neither requeues nor resubmits" in why
+    assert "grew" in str(preempt.decide("USR1", facts, pbs.REQUEUE, "7.pbs1", "pbs", runs_before=0))
+    assert preempt.decide("USR1", facts, pbs.REQUEUE, "7.pbs1", "pbs", runs_before=1) is None  # its own run: requeue
+    assert preempt.decide("USR1", facts, pbs.REQUEUE, "7.pbs1", "pbs", runs_before=None) is None  # unknown: no guess
+    assert "substate 51" in str(preempt.decide("TERM", pbs_requeue.parse_show(qstat_f("7.pbs1", job_state="E", substate=51)),
+                                               pbs.REQUEUE, "7.pbs1", "pbs", runs_before=0))
 
 
 def test_restart_count_sums_the_schedulers_and_jobenvs():
@@ -234,11 +262,12 @@ def test_a_pbs_rerun_tells_the_program_its_restart_count(tmp_path, answer, count
     counts = sorted(line for line in p.stdout.splitlines() if line.startswith("count="))
     assert counts == [f"count={count}"] * 2 + [f"count={int(count) + 1}"] * 2, p.stdout + p.stderr
     asked = (tmp_path / "asked").read_text().splitlines()
-    assert asked.count(f"-f -F json {jobid}") == 1, asked  # once, at the start
+    # once at the start for the run count, once by the launch's liveness check (pbs.query): both `qstat -x`
+    assert asked.count(f"-x -f -F json {jobid}") == 2, asked
     (tmp_path / "asked").unlink()
     p = shell(fresh, f"jobenv launch --job {jobid} -- sh -c 'echo count=$JOBENV_RESTART_COUNT'")
     assert p.returncode == 0 and p.stdout.split() == ["count=0", "count=0"], p.stdout + p.stderr
-    assert f"-f -F json {jobid}" not in (tmp_path / "asked").read_text().splitlines()
+    assert (tmp_path / "asked").read_text().splitlines().count(f"-x -f -F json {jobid}") == 1  # liveness alone
 
 
 def test_slurm_show_job_reads_a_name_whole_and_trusts_no_forged_field():

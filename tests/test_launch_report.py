@@ -26,7 +26,8 @@ def job3(tmp_path):
 
 def test_a_missing_script_is_named_once_with_every_rank(job3, tmp_path):
     """The issue's case: `python3 missing.py` on 3 ranks printed the Python error three times
-    in jobenv's summary; now once, under one line that names ranks 0-2 and their host."""
+    in jobenv's summary; now once, under one line that names ranks 0-2 and their host, and
+    no line of the live watch before it naming one of them alone: three lines in all."""
     p = shell(job3, f"cd {tmp_path} && jobenv launch -- python3 missing.py")
     assert p.returncode == 2, p.stderr
     host = os.uname().nodename
@@ -35,6 +36,7 @@ def test_a_missing_script_is_named_once_with_every_rank(job3, tmp_path):
     assert "jobenv: last lines of output, the same from each of the 3 failed ranks:" in ours, ours
     quoted = [ln for ln in ours if ln.startswith("jobenv:   | ")]
     assert len(quoted) == 1 and "missing.py" in quoted[0], ours
+    assert len(ours) == 3, ours
 
 
 def test_ranks_that_fail_differently_keep_every_line(job3):

@@ -7,6 +7,7 @@ Run under `flock /tmp/jobenv-slurm.lock`: one cluster at a time on a machine.
 from __future__ import annotations
 
 import re
+import shlex
 import time
 from pathlib import Path
 
@@ -198,3 +199,32 @@ def test_the_same_import_error_on_every_rank_retires_no_host(cluster, store, job
     assert "retired host" not in p.stdout and "retired node" not in p.stderr
     assert not list(Path(store, "runs").glob("*/bad-hosts.json"))
     print(p.stderr)
+
+
+MPI_SIZE = "from mpi4py import MPI\nc = MPI.COMM_WORLD\nprint(f'WORLD {c.Get_rank()}/{c.Get_size()}', flush=True)\n"
+
+
+def test_an_mpi_program_is_one_world_without_slurm_mpi_type_and_a_split_is_never_silent(
+        cluster, jobs, store, tmp_path):  # noqa: F811
+    """The issue: under srun an mpi4py program ran as N copies of rank 0 of 1 and exited 0 when
+    SLURM_MPI_TYPE was unset (this cluster's default is none).  `launch` now adds the --mpi type
+    the venv's MPICH needs (pmi2, from `srun --mpi=list`), shown by --dry-run; a type that does
+    not fit, given by the user, is theirs, and is said before any rank starts."""
+    pytest.importorskip("mpi4py")
+    batch_job(cluster, jobs, store, tmp_path, "-N", "2", "--ntasks-per-node", "2")
+    (tmp_path / "size.py").write_text(MPI_SIZE)
+    p = fresh(cluster, "node1", "bash", f"cd {tmp_path} && {RESTORE} && unset SLURM_MPI_TYPE && "
+              "launch --dry-run size.py && echo == && launch size.py && echo == && "
+              "SLURM_MPI_TYPE=none launch size.py", store)
+    assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-3000:]
+    dry, world, alone = p.stdout.split("==\n")
+    assert shlex.split(dry)[:3] == ["/usr/bin/srun", "--mpi=pmi2", "-N"], dry
+    assert sorted(re.findall(r"WORLD (\S+)", world)) == ["0/4", "1/4", "2/4", "3/4"], p.stdout + p.stderr
+    assert sorted(re.findall(r"WORLD (\S+)", alone)) == ["0/1"] * 4, p.stdout + p.stderr  # the user's choice
+    warned = [ln for ln in p.stderr.splitlines() if "mpi4py is built with" in ln]
+    assert warned == ["jobenv: warning: mpi4py is built with MPICH, but srun --mpi=none (--mpi or SLURM_MPI_TYPE) "
+                      "is not its PMI: every rank would start it as rank 0 of a world of 1 (and exit 0); it needs "
+                      "--mpi=pmi2 or pmix"], p.stderr
+    # this venv's horovod is built with Debian's Open MPI: its world is said to split too, on each launch
+    horovod = [ln for ln in p.stderr.splitlines() if ln.startswith("jobenv: warning: horovod is built with Open MPI")]
+    assert len(horovod) in (0, 3), p.stderr

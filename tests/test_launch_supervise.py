@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import re
 import shlex
+import signal
 import time
 from pathlib import Path
 
@@ -512,7 +513,10 @@ def test_a_rank_or_wrapper_killed_with_sigkill_is_named_at_once_and_the_rest_end
                    f"sh -c 'if [ $RANK = 1 ]; then sleep 1; {kill}; fi; sleep 300'")
     took = time.monotonic() - t
     host = os.uname().nodename
-    assert f"jobenv: rank 1 on {host} failed: {how}" in p.stderr, p.stderr
+    # named at once by the live watch while rank 0 still runs; Hydra may end rank 0 within the
+    # watch's first poll, and then the summary alone names it (jobenv.launch.live)
+    live = p.stderr.count(f"jobenv: rank 1 on {host} failed: {how}\n")
+    assert live <= 1 and p.stderr.count("jobenv: ") <= 5 + live, p.stderr
     assert f"rank 1 on {host} failed first: {how}" in p.stderr and took < 20, (took, p.stderr)
     assert p.returncode != 0 and _until(lambda: not _marked(token), 15)
 
@@ -529,7 +533,10 @@ def test_every_process_of_the_host_killed_names_the_host(tokened):
     launch = {p.pid} | {pid for pid in _marked(token)
                         if Path(f"/proc/{pid}/comm").read_text().strip() in ("mpiexec", "hydra_pmi_proxy", "python3")
                         or b"jobenv" in Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")[1:3]}
-    for pid in set(_marked(token)) - launch:
+    doomed = set(_marked(token)) - launch
+    for pid in doomed:  # a node dies at once: stopped first, no keeper outlives its program to write its end
+        os.kill(pid, signal.SIGSTOP)
+    for pid in doomed:
         os.kill(pid, 9)
     _, err = p.communicate(timeout=60)
     host = os.uname().nodename

@@ -109,7 +109,9 @@ def test_world_misfit_and_srun_mpi_are_one_rule():
     assert launcher_fit.srun_mpi({"mpi4py": "MPICH"}, listed) == "pmi2"
     assert launcher_fit.srun_mpi({"mpi4py": "Open MPI"}, listed) == "pmix"
     assert launcher_fit.srun_mpi({"mpi4py": "Open MPI"}, "none pmi2") is None  # Open MPI needs pmix
-    assert launcher_fit.srun_mpi({"mpi4py": "MPICH", "horovod": "Open MPI"}, listed) is None  # no one type
+    assert launcher_fit.srun_mpi({"mpi4py": "MPICH", "horovod": "Open MPI"}, listed) == "pmi2"  # mpi4py's
+    assert launcher_fit.srun_mpi({"horovod": "Open MPI"}, listed) == "pmix"
+    assert launcher_fit.srun_mpi({"mpi4py": "Cray MPICH"}, listed) == "cray_shasta"
     assert launcher_fit.soname_flavor(b"\0libc.so.6\0libmpi.so.40\0") == "Open MPI"
     assert launcher_fit.soname_flavor(b"\0libmpi.so.12\0") == "MPICH" and launcher_fit.soname_flavor(b"libmpi.so.4") is None
 
@@ -150,3 +152,29 @@ def test_save_says_when_mpi4py_is_not_the_recorded_launchers_mpi(tmp_path, home)
     assert "mpi4py is built with MPICH, but the launcher is Open MPI" in p.stderr, p.stderr
     rec = json.loads(jobenv(["show", "--json"], env).stdout)
     assert rec["software"]["mpi"]["mpi4py"] == "MPICH", rec["software"]
+
+
+def test_srun_world_adds_the_type_the_venvs_mpi_needs_or_says_the_world_would_split():
+    listed = "MPI plugin types are...\n\tnone\n\tpmi2\n\tcray_shasta\nspecific pmix plugin versions available: pmix_v4\n"
+    asked = []
+
+    def ask():
+        asked.append(1)
+        return listed
+    assert launcher_fit.srun_world({"mpi4py": "MPICH"}, None, ask) == ("pmi2", []) and asked == [1]
+    assert launcher_fit.srun_world({"mpi4py": "Open MPI"}, None, ask) == ("pmix", [])
+    assert launcher_fit.srun_world({}, None, ask) == (None, [])
+    asked.clear()
+    assert launcher_fit.srun_world({"mpi4py": "MPICH"}, "pmix_v4", ask) == (None, [])  # the user's, and it fits
+    assert launcher_fit.srun_world({"mpi4py": "Open MPI"}, "pmix", ask) == (None, []) and asked == []
+    assert launcher_fit.srun_world({"mpi4py": "Open MPI"}, "pmi2", ask) == (None, [
+        "mpi4py is built with Open MPI, but srun --mpi=pmi2 (--mpi or SLURM_MPI_TYPE) is not its PMI: every rank "
+        "would start it as rank 0 of a world of 1 (and exit 0); it needs --mpi=pmix"])
+    assert launcher_fit.srun_world({"mpi4py": "Open MPI"}, None, lambda: "MPI plugin types are...\n none\n pmi2\n") == (
+        None, ["mpi4py is built with Open MPI, and no srun --mpi type here fits (it needs --mpi=pmix; srun --mpi=list "
+               "offers none, pmi2): every rank would start it as rank 0 of a world of 1 (and exit 0)"])
+    # the venv: mpi4py from the MPICH wheel, horovod built with Debian's Open MPI
+    assert launcher_fit.srun_world({"mpi4py": "MPICH", "horovod": "Open MPI"}, None, ask) == ("pmi2", [
+        "horovod is built with Open MPI, but launch passes srun --mpi=pmi2 for mpi4py (MPICH): every rank would "
+        "start it as rank 0 of a world of 1 (and exit 0); it needs --mpi=pmix (rebuild one of them against the "
+        "other's MPI)"])

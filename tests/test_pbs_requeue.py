@@ -168,3 +168,35 @@ def test_split_arguments_is_qsubs_getopt():
     assert pbs_requeue.split_arguments("")[0:2] == ([], [])
     assert "two spaces" in pbs_requeue.split_arguments("-N a  b")[2]  # not what qstat prints: no guess
     assert pbs_qstat.AMBIGUOUS not in pbs_qstat.jobs(qstat_json(["job.sh"], "job.sh"))[JOBID]
+
+
+def test_resubmission_passes_its_count_by_qsubs_last_v():
+    """qsub passes no environment and keeps only its last -v (openpbs qsub.c): the count
+    joins the command line's -v, replacing an earlier count, escapes kept."""
+    def facts(args: str, variables: dict) -> object:
+        return pbs_requeue.parse_show(json.dumps({"Jobs": {"7.pbs1": {
+            "job_state": "R", "Submit_arguments": args,
+            "Variable_List": {"PBS_O_WORKDIR": "/home/alice", "PBS_O_HOME": "/home/alice", **variables}}}}))
+
+    add = {"JOBENV_RESUBMITS": "2"}
+    plain = facts("-l select=1 job.sh", {})
+    assert pbs_requeue.pass_vars(plain, add) == (("-l", "select=1", "-v", "JOBENV_RESUBMITS=2"), "")
+    given = facts("-v A=1,B=x\\,y,JOBENV_RESUBMITS=1 -q debug job.sh", {"A": 1, "B": "x,y", "JOBENV_RESUBMITS": 1})
+    assert given.why == "" and pbs_requeue.pass_vars(given, add) == (
+        ("-v", "A=1,B=x\\,y,JOBENV_RESUBMITS=2", "-q", "debug"), "")
+    # variables from the script's own `#PBS -v`: a command-line -v would drop them, so none is added
+    directive = facts("-q debug job.sh", {"FROM_SCRIPT": "1"})
+    flags, why = pbs_requeue.pass_vars(directive, add)
+    assert flags == ("-q", "debug") and "FROM_SCRIPT" in why and "#PBS -v" in why
+    assert pbs_requeue.pass_vars(facts("-V job.sh", {"HOME": "/x"}), add) == (("-V", "-v", "JOBENV_RESUBMITS=2"), "")
+
+
+def test_substate_is_read_whole_and_trusted_only_as_a_number():
+    base = {"job_state": "R", "Variable_List": {"PBS_O_WORKDIR": "/w"}}
+    for value, seen in ((60, 60), (41, 41), ("60", None), (True, None), (-1, None)):
+        out = json.dumps({"Jobs": {"7.pbs1": {**base, "substate": value}}})
+        assert pbs_requeue.parse_show(out).substate == seen, value
+    # the line reader (JSON PBS printed unescaped) takes it too
+    broken = '{"Jobs":{\n"7.pbs1":{\n"Job_Name":"a"b",\n"job_state":"R",\n"substate":60,\n"run_count":2\n}}}'
+    facts = pbs_requeue.parse_show(broken)
+    assert (facts.state, facts.substate, facts.restarts) == ("R", 60, 1) and facts.why

@@ -162,3 +162,18 @@ def test_only_the_process_that_ended_can_excuse_a_teardown_abort(tmp_path, then,
     state = ranks.read(str(run))
     assert state.ranks[0].clean, ledger(run, "clean")
     assert (teardown.excused(state, 1) is not None) == excused
+
+
+def test_local_rank_arg_is_put_after_the_script_and_refuses_a_bad_position():
+    from jobenv.rank.keeper import local_rank_arg
+
+    prog = ["python3", "train.py", "--lr", "1"]
+    assert local_rank_arg(prog, "", "3") == prog
+    assert local_rank_arg(prog, "2", "03") == ["python3", "train.py", "--local_rank=3", "--lr", "1"]
+    assert local_rank_arg(prog, "4", "1")[-1] == "--local_rank=1"
+    for at, lr in (("5", "0"), ("0", "0"), ("x", "0"), ("2", ""), ("2", "-1"), ("2", "\u0661")):
+        p = subprocess.run([sys.executable, "-c", "import sys; from jobenv.rank.keeper import local_rank_arg; "
+                            "local_rank_arg(['a', 'b', 'c', 'd'], sys.argv[1], sys.argv[2])", at, lr],
+                           capture_output=True, text=True, cwd=REPO)
+        assert p.returncode == 5 and p.stderr.startswith("jobenv: error: ") and p.stderr.count("\n") == 1, \
+            (at, lr, p.stderr)

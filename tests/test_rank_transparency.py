@@ -24,7 +24,8 @@ from test_launch_e2e import HOST, OMPI_ENV, profile
 pytestmark = pytest.mark.e2e
 PROBE = Path(__file__).with_name("rankprobe.py")
 DOCUMENTED = {"RANK", "LOCAL_RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE", "GROUP_RANK", "NODE_RANK", "MASTER_ADDR",
-              "MASTER_PORT", "PYTHONPATH"}
+              "MASTER_PORT", "PYTHONPATH", "ROLE_RANK", "ROLE_WORLD_SIZE", "ROLE_NAME", "GROUP_WORLD_SIZE",
+              "TORCHELASTIC_RESTART_COUNT", "TORCHELASTIC_MAX_RESTARTS", "OMP_NUM_THREADS"}
 HOOK = str(REPO / "jobenv" / "rankhook" / "sitecustomize.py")
 
 

@@ -347,21 +347,18 @@ def test_flux_ids_seed_ports_as_flux_job_id_to_dec_prints_them():
     assert discovery.port_seed(FLUX_LAUNCH, FLUX_LAUNCH["JOBENV_JOBID"]) == f"{dec}@1700000000.123456"
 
 
-def test_launch_hands_a_flux_jobs_ranks_the_port_their_wrapper_cannot_derive():
+def test_launch_hands_every_attempt_one_port_that_the_wrapper_keeps():
     from jobenv import rankwrap
     from jobenv.schedulers import flux
 
-    port = discovery.launch_port(FLUX_LAUNCH)
+    port = discovery.launch_port(FLUX_LAUNCH)  # a Flux F58 id: hashed as its decimal
     assert port == discovery.derived_port(f"{flux.decimal(FLUX_LAUNCH['JOBENV_JOBID'])}@1700000000.123456")
     show = ["/bin/sh", "-c", 'printf %s "$MASTER_PORT"']
-    env = {"PATH": "/usr/bin:/bin", **FLUX_TASK, **FLUX_LAUNCH}
-    bare = subprocess.run(["/bin/sh", rankwrap.script_path(), *show], env=env, capture_output=True, text=True)
-    assert bare.returncode == 5 and "not printable ASCII" in bare.stderr  # what launch's port spares the ranks
-    ok = subprocess.run(["/bin/sh", rankwrap.script_path(), *show], env={**env, "MASTER_PORT": str(port)},
-                        capture_output=True, text=True)
+    env = {"PATH": "/usr/bin:/bin", **FLUX_TASK, **FLUX_LAUNCH, "MASTER_PORT": str(port)}
+    ok = subprocess.run(["/bin/sh", rankwrap.script_path(), *show], env=env, capture_output=True, text=True)
     assert ok.returncode == 0 and ok.stdout == str(port), ok.stderr
     assert detect({**FLUX_TASK, **FLUX_LAUNCH, "MASTER_PORT": str(port)}).master_port == port
-    # everywhere else the wrapper derives its own: launch leaves MASTER_PORT alone
-    assert discovery.launch_port({**FLUX_LAUNCH, "MASTER_PORT": "1234"}) is None
-    assert discovery.launch_port({**FLUX_LAUNCH, "JOBENV_JOBID": "2024084.polaris-pbs-01"}) is None
-    assert discovery.launch_port({**FLUX_LAUNCH, "PMIX_NAMESPACE": "flux-pmix.77"}) is None
+    pbs = {"JOBENV_JOBID": "2024084.polaris-pbs-01", "JOBENV_LAUNCH_TIME": "1700000000.123456"}
+    assert discovery.launch_port(pbs) == discovery.derived_port("2024084.polaris-pbs-01@1700000000.123456")
+    assert discovery.launch_port({**pbs, "JOBENV_LAUNCH_TIME": "1700000000.123457"}) != discovery.launch_port(pbs)
+    assert discovery.launch_port({**FLUX_LAUNCH, "MASTER_PORT": "1234"}) is None  # the user's port is kept

@@ -9,22 +9,21 @@ import threading
 import time
 from pathlib import Path
 
-import pytest
 
-from jobenv.stage import relay
+from jobenv.stage import relay, relaydir
 
 
 def setup(tmp_path: Path, size: int = 3 << 20):
     archive = tmp_path / "a.tar"
     archive.write_bytes(os.urandom(size))
     sha = hashlib.sha256(archive.read_bytes()).hexdigest()
-    rdir, secret = relay.make_dir(str(tmp_path), ["127.0.0.1"] * 7, time.time() + 60)
+    rdir, secret = relaydir.make_dir(str(tmp_path), ["127.0.0.1"] * 7, time.time() + 60)
     return archive, sha, rdir, secret
 
 
 def node(tmp_path, archive, sha, rdir, secret, i, n, k=2, wait=5.0, key=None):
     spool = tmp_path / f"spool{i}"
-    return relay.Node(rdir, key or relay.read_secret(secret), ["127.0.0.1"] * n, i, k, str(archive),
+    return relay.Node(rdir, key or relaydir.read_secret(secret), ["127.0.0.1"] * n, i, k, str(archive),
                       archive.stat().st_size, sha, str(spool), wait)
 
 
@@ -37,7 +36,7 @@ def run_all(nodes, need):
             try:
                 path = nd.fetched()
                 got = hashlib.sha256(Path(path).read_bytes()).hexdigest()
-            except relay.RelayError as exc:
+            except relaydir.RelayError as exc:
                 got = f"error {exc}"
         out[i] = (got, nd.finish())
 
@@ -47,12 +46,6 @@ def run_all(nodes, need):
     for t in threads:
         t.join(60)
     return out
-
-
-def test_tree_shape():
-    assert [relay.parent(i, 2) for i in range(7)] == [None, 0, 0, 1, 1, 2, 2]
-    assert relay.children(1, 2, 7) == [3, 4] and relay.children(2, 3, 7) == [] and relay.children(0, 3, 3) == [1, 2]
-    assert relay.depth(1, 2) == 0 and relay.depth(7, 2) == 2 and relay.depth(4096, 8) == 4
 
 
 def test_every_host_gets_it_and_the_shared_archive_is_read_once(tmp_path):
@@ -70,7 +63,7 @@ def test_nothing_needed_reads_nothing_and_a_leaf_pulls_through_its_unchanged_par
     archive, sha, rdir, secret = setup(tmp_path)
     out = run_all({i: node(tmp_path, archive, sha, rdir, secret, i, 5) for i in range(5)}, lambda i: False)
     assert all(r["source"] == "none" and r["shared_bytes"] == 0 for _, r in out.values()), out
-    rdir2, secret2 = relay.make_dir(str(tmp_path), ["127.0.0.1"] * 7, time.time() + 60)
+    rdir2, secret2 = relaydir.make_dir(str(tmp_path), ["127.0.0.1"] * 7, time.time() + 60)
     out = run_all({i: node(tmp_path, archive, sha, rdir2, secret2, i, 5) for i in range(5)}, lambda i: i == 4)
     assert out[4][0] == sha and out[4][1]["source"] == "parent"
     assert out[1][1]["source"] == "parent" and out[1][1]["relayed_bytes"] == archive.stat().st_size  # unchanged, relays
@@ -97,24 +90,9 @@ def test_a_peer_without_the_secret_gets_nothing_and_gives_nothing(tmp_path):
     assert out[0][1]["relayed_bytes"] == 0 and out[0][1]["shared_bytes"] == 0
 
 
-@pytest.mark.parametrize("mode", [0o644, 0o620])
-def test_secret_readable_or_writable_by_others_is_refused(tmp_path, mode):
-    _, _, _, secret = setup(tmp_path, 10)
-    os.chmod(secret, mode)
-    with pytest.raises(relay.RelayError, match="not a private file"):
-        relay.read_secret(secret)
-
-
-def test_secret_of_another_user_is_refused(tmp_path, other_user):
-    _, _, _, secret = setup(tmp_path, 10)
-    os.chown(secret, other_user.uid, other_user.gid)
-    with pytest.raises(relay.RelayError, match="not a private file"):
-        relay.read_secret(secret)
-
-
 def test_join_finds_this_host_in_the_relay_directory(tmp_path):
     archive, sha, _, _ = setup(tmp_path, 10)
-    rdir, secret = relay.make_dir(str(tmp_path), [f"n{i:05d}" for i in range(10000)], time.time() + 60)  # no argv limit
+    rdir, secret = relaydir.make_dir(str(tmp_path), [f"n{i:05d}" for i in range(10000)], time.time() + 60)  # no argv limit
     assert oct(os.stat(rdir).st_mode & 0o777) == "0o700"
     assert all(oct(os.stat(os.path.join(rdir, f)).st_mode & 0o777) == "0o600" for f in ("hosts", "secret"))
     spec = {"name": "env", "archive": str(archive), "relay": {"dir": rdir, "secret": secret, "fanout": 2, "wait": 1}}
@@ -132,7 +110,7 @@ def test_a_parent_that_breaks_off_midway_leaves_only_the_rest_to_read(tmp_path):
     archive, sha, rdir, secret = setup(tmp_path, 4 << 20)
     half = tmp_path / "half.tar"  # what the root can read: the first half, then its fetch fails
     half.write_bytes(archive.read_bytes()[: 2 << 20])
-    key = relay.read_secret(secret)
+    key = relaydir.read_secret(secret)
     root = relay.Node(rdir, key, ["127.0.0.1"] * 2, 0, 2, str(half), 4 << 20, sha, str(tmp_path / "s0"), 5.0)
     kid = node(tmp_path, archive, sha, rdir, secret, 1, 2)
     out = run_all({0: root, 1: kid}, lambda i: True)
@@ -140,11 +118,3 @@ def test_a_parent_that_breaks_off_midway_leaves_only_the_rest_to_read(tmp_path):
     assert out[1][0] == sha and out[1][1]["source"] == "fallback", out
     assert "broke off" in out[1][1]["fallback"]
     assert out[1][1]["shared_bytes"] == (4 << 20) - out[0][1]["relayed_bytes"] and out[0][1]["relayed_bytes"] > 0
-
-
-def test_a_killed_stage_leaves_no_relay_directory_past_its_deadline(tmp_path):
-    old, _ = relay.make_dir(str(tmp_path), ["a"], time.time() - 120)
-    live, _ = relay.make_dir(str(tmp_path), ["a"], time.time() + 3600)  # sweeps the old one
-    (tmp_path / "relay.1.x").symlink_to(tmp_path / "elsewhere")  # not a directory of ours: left
-    assert not os.path.exists(old) and os.path.isdir(live) and (tmp_path / "relay.1.x").is_symlink()
-    assert relay.sweep(str(tmp_path), time.time()) == []

@@ -60,18 +60,26 @@ _SECONDS = Seconds(above=True)
                    "file at its path). The batch script must `exec jobenv launch ...`.")
 @click.option("--grace", type=Seconds(above=False), metavar="S",
               help="With --requeue: seconds the ranks get to checkpoint and end (default 60).")
+@click.option("-m", "--module", "module", is_flag=True,
+              help="COMMAND is a Python module the job's Python runs, as torchrun's -m: launch -m pkg.train ARGS.")
+@click.option("--local-rank-arg", "local_rank_arg", is_flag=True,
+              help="Give each rank's program --local_rank=<its local rank> after its script, as DeepSpeed's launcher does.")
 @click.argument("command", nargs=-1, required=True, type=click.UNPROCESSED)
 def launch(job: Optional[str], allow_stale: bool, dry_run: bool, nranks: Optional[int], ppn: Optional[int],
            nhosts: Optional[int], nproc_per_node: Optional[str], nnodes: Optional[str], hosts: Optional[str],
            exclude: Optional[str], launcher_args: Tuple[str, ...], label: bool, log_dir: Optional[str], tee: Optional[str],
            timeout: Optional[float], idle_timeout: Optional[float], retries: int, spare_nodes: int,
            exclude_failed: bool, gpu_bind: bool, no_python: bool, no_hook: bool, stacks: bool, requeue: bool,
-           grace: Optional[float], command: Tuple[str, ...]) -> None:
+           grace: Optional[float], module: bool, local_rank_arg: bool, command: Tuple[str, ...]) -> None:
     """Run COMMAND on every rank of the job: jobenv launch [OPTIONS] -- python3 train.py
 
     \b
     In a restored shell `launch ARGS` is `jobenv launch -- ARGS`, and options
     before the program are jobenv's: launch -n 4 python3 train.py.
+    As torchrun: `launch [--nproc-per-node N] train.py ARGS` runs train.py
+    with the job's Python when COMMAND's first word ends in .py and names
+    an existing file; `launch -m pkg.mod ARGS` runs a module.  Any other
+    first word is a program found on PATH.
     Launcher flags: --launcher-args='...' (after the launcher's own; one the
     profile sets is replaced).
     Exit code: the launcher's; 124 when --timeout/--idle-timeout killed it;
@@ -105,7 +113,8 @@ def launch(job: Optional[str], allow_stale: bool, dry_run: bool, nranks: Optiona
                        log_dir=os.path.abspath(log_dir) if log_dir else None,
                        limits=Limits(timeout, idle_timeout), retries=retries, exclude_failed=exclude_failed,
                        gpu_bind=gpu_bind, python=not no_python, spares=spare_nodes, tee=tee_ranks(tee or "0"),
-                       hook=not no_hook, stacks=stacks, requeue=requeue, grace=grace)
+                       hook=not no_hook, stacks=stacks, requeue=requeue, grace=grace, module=module,
+                       local_rank_arg=local_rank_arg)
     raise click.exceptions.Exit(start(job, allow_stale, list(command), opts, os.environ, warn, dry_run))
 
 

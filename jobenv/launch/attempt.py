@@ -25,15 +25,19 @@ if TYPE_CHECKING:
 
 
 def gpu_bind_mode(rec: JobRecord, environ: Mapping[str, str]) -> str:
-    """--gpu-bind: the job's profile's `gpu_bind`, as the wrapper's JOBENV_GPU_BIND."""
+    """--gpu-bind: the job's profile's `gpu_bind`, as the wrapper's JOBENV_GPU_BIND (`VAR:V0,V1,...`)."""
     from jobenv.profiles import load as profiles
+    from ..rankwrap import gpu_bind_cycle
 
     prof = profiles.load_all(environ).get(rec.machine)
     mode = profiles.gpu_bind_mode(prof) if prof is not None else ""
     if not mode:
         raise BadInput(f"--gpu-bind: profile {rec.machine!r} declares no gpu_bind (add `gpu_bind: {{var: "
                        "CUDA_VISIBLE_DEVICES, map: identity}` to it)")
-    return mode
+    try:
+        return gpu_bind_cycle(mode)
+    except ValueError as e:
+        raise BadInput(f"--gpu-bind: profile {rec.machine!r}: {e}") from None
 
 
 HOOK_DIR = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "rankhook")
@@ -91,7 +95,46 @@ def plan_attempt(rec: JobRecord, req: sizing.Request, opts: Options, hostfile: s
     if opts.gpu_bind and row.gpu_off and any(w.split("=", 1)[0] == row.gpu_off[0] for w in argv[row.words:]):
         argv = flags.override(argv, row, list(row.gpu_off))  # one binding: the wrapper's
     argv = flags.override(argv, row, opts.launcher_args)
+    if fam == "srun":
+        warnings += srun_mpi(rec, argv, row, environ)
     return Attempt(argv, text, size, fam), warnings
+
+
+def srun_mpi(rec: JobRecord, argv: List[str], row: families.Family, environ: Mapping[str, str]) -> List[str]:
+    """srun's --mpi for the job's recorded MPI packages (the rule: launcher_fit.srun_world), added
+    to `argv` when the user gave none (an --mpi flag, SLURM_MPI_TYPE); the warnings for the
+    worlds that would split into singletons."""
+    from jobenv.capture import software
+    from ..launcher_fit import srun_world
+
+    built = (software.validate(rec.software) or {}).get("mpi") or {}
+    if not built:
+        return []
+    kind, warnings = srun_world(built, _mpi_given(argv[row.words:], environ), lambda: _mpi_list(argv[0], environ))
+    if kind is not None:
+        families.insert(argv, row, [f"--mpi={kind}"])
+    return warnings
+
+
+def _mpi_given(words: List[str], environ: Mapping[str, str]) -> Optional[str]:
+    """The --mpi type the launch line (the profile's, --launcher-args) or SLURM_MPI_TYPE gives."""
+    for i, word in enumerate(words):
+        name, eq, value = word.partition("=")
+        if name == "--mpi":
+            return value if eq else words[i + 1] if i + 1 < len(words) else ""
+    return environ.get("SLURM_MPI_TYPE") or None
+
+
+def _mpi_list(srun: str, environ: Mapping[str, str]) -> str:
+    """What `srun --mpi=list` prints (both streams: Slurm versions differ), "" when it cannot run."""
+    import subprocess
+
+    try:
+        p = subprocess.run([srun, "--mpi=list"], env=dict(environ), capture_output=True, text=True,
+                           errors="replace", timeout=30, stdin=subprocess.DEVNULL)
+    except (OSError, subprocess.SubprocessError):
+        return ""
+    return p.stdout + p.stderr
 
 
 def per_host_plan(rec: JobRecord, environ: Mapping[str, str], hosts: List[str], hostfile: str
@@ -134,7 +177,7 @@ def attempt_env(plan: Attempt, base_env: Mapping[str, str], run_dir: str, log_di
     env["JOBENV_PYTHON"] = sys.executable  # runs each rank's keeper (jobenv/rank/keeper.py)
     if log_dir:
         env["JOBENV_LOG_DIR"] = log_dir
-    port = launch_port(env)  # a Flux job's F58 id: the ranks' wrapper cannot seed a port from it
+    port = launch_port(env)  # one port for every rank of this attempt: the wrapper derives none
     if port is not None:
         env["MASTER_PORT"] = str(port)
     if hook:

@@ -34,7 +34,7 @@ class Options:
                  retries: int = 0, exclude_failed: bool = False, gpu_bind: bool = False,
                  python: bool = True, spares: int = 0, tee: Optional[AbstractSet[int]] = frozenset({0}),
                  hook: bool = True, requeue: bool = False, grace: Optional[float] = None,
-                 stacks: bool = False) -> None:
+                 stacks: bool = False, module: bool = False, local_rank_arg: bool = False) -> None:
         self.request = request or sizing.Request()
         self.launcher_args = list(launcher_args or [])
         self.label, self.log_dir = label, log_dir
@@ -46,6 +46,8 @@ class Options:
         self.hook = hook  # the ranks' Python hook (jobenv/rankhook) first on their PYTHONPATH
         self.stacks = stacks  # the hook arms faulthandler for the dump signal (launch --stacks)
         self.requeue, self.grace = requeue, grace  # pre-emption: jobenv.launch.preempt
+        self.module = module  # -m: the command is a module the job's Python runs (jobenv.launch.program)
+        self.local_rank_arg = local_rank_arg  # each rank's program gets DeepSpeed's --local_rank=N
 
     @property
     def failover(self) -> bool:
@@ -78,21 +80,25 @@ def run(rec: JobRecord, command: List[str], opts: Options, base_env: Mapping[str
     """Launch `command` (with retries) in `base_env`, the restore plan's environment; the exit
     code of the last attempt.  `rank_prefix` goes between the per-rank wrapper and the command
     (the staged copy's, which the caller takes from jobenv.stage)."""
-    from .program import check
+    from jobenv.capture.software import validate
+    from .program import check, python_form, python_name, script_end
 
+    command = python_form(command, opts.module, python_name(validate(rec.software), opts.python), os.getcwd())
     check(command, base_env)
     runs = store.runs_dir(store.key_for(rec.scheduler, rec.jobid), dict(base_env))
     argv = rank_wrapper_argv() + list(rank_prefix) + command
+    # where the rank keeper (jobenv/rank/keeper.py) puts --local_rank=N in the words it runs
+    local_rank_at = str(len(rank_prefix) + script_end(command)) if opts.local_rank_arg else ""
     gpu_bind = gpu_bind_mode(rec, base_env) if opts.gpu_bind else ""
     hosts = _first_hosts(rec, opts, runs, dry_run)
     if dry_run:
-        return _dry_run(rec, hosts, opts, runs, argv, gpu_bind, base_env)
+        return _dry_run(rec, hosts, opts, runs, argv, gpu_bind, base_env, local_rank_at)
     rc, log_dir = 1, None
     from .requeue import keep_script, restarts_before
 
     if opts.requeue:  # before any rank runs: the script a resubmission would run (keptscript)
         keep_script(rec, base_env, _say)
-    before = restarts_before(rec, base_env, opts.requeue)
+    before, runs_before = restarts_before(rec, base_env, opts.requeue)
     for attempt in range(opts.retries + 1):
         run_dir = ranks.make_run_dir(runs, f"a{attempt}")
         if opts.log_dir:  # the wrapper sends a rank's output there instead of the launcher's
@@ -104,7 +110,9 @@ def run(rec: JobRecord, command: List[str], opts: Options, base_env: Mapping[str
         snapshot: List[ranks.RunState] = []
         env = attempt_env(plan, base_env, run_dir, log_dir, gpu_bind, opts.hook, opts.stacks)
         env.update(JOBENV_RESTART_COUNT=str(failover.restart_count(attempt, before)),
-                   JOBENV_MAX_RESTARTS=str(opts.retries))
+                   JOBENV_MAX_RESTARTS=str(opts.retries), JOBENV_LOCAL_RANK_ARG=local_rank_at)
+        if not local_rank_at:  # the launch's alone: not one the user's shell exported
+            del env["JOBENV_LOCAL_RANK_ARG"]
         started = time.time()
         follower = tee.start(log_dir, opts.tee, plan.size.nranks)
         out = _supervised(plan, argv, opts, env, log_dir, partial(_snapshot, snapshot, run_dir),
@@ -112,7 +120,7 @@ def run(rec: JobRecord, command: List[str], opts: Options, base_env: Mapping[str
         tee.stop(follower)
         rc = out.returncode = exit_code(out, run_dir)
         runs_history.record(run_dir, rec, command, plan, attempt, out, started, base_env, _warn)
-        ended = _ended(rec, out, plan, opts, run_dir, log_dir, snapshot, base_env)
+        ended = _ended(rec, out, plan, opts, run_dir, log_dir, snapshot, base_env, runs_before)
         if ended is not None:
             return ended
         if attempt < opts.retries:
@@ -130,21 +138,28 @@ def run(rec: JobRecord, command: List[str], opts: Options, base_env: Mapping[str
 
 
 def _dry_run(rec: JobRecord, hosts: failover.Hosts, opts: Options, runs: str, argv: List[str], gpu_bind: str,
-             base_env: Mapping[str, str]) -> int:
+             base_env: Mapping[str, str], local_rank_at: str = "") -> int:
     """--dry-run: print the first attempt's command line, say how it was chosen, run nothing."""
-    plan, _ = plan_attempt(rec, hosts.request, opts, os.path.join(runs, "<run>", "hostfile"), base_env)
+    plan, warnings = plan_attempt(rec, hosts.request, opts, os.path.join(runs, "<run>", "hostfile"), base_env)
     from jobenv.restore.shell import join
+
+    for w in warnings:
+        _say(f"warning: {w}")
 
     print(join(plan.launcher + argv), flush=True)
     from .chosen import describe
 
     for line in describe(plan.size, gpu_bind, plan.launcher, families.get(plan.family)):
         _say(line)
+    if local_rank_at:
+        word = argv[len(rank_wrapper_argv()) + int(local_rank_at) - 1]
+        _say(f"each rank's program gets --local_rank=<its local rank> after {word!r} (--local-rank-arg)")
     return 0
 
 
 def _ended(rec: JobRecord, out: supervise.Outcome, plan: Attempt, opts: Options, run_dir: str,
-           log_dir: Optional[str], snapshot: List[ranks.RunState], base_env: Mapping[str, str]) -> Optional[int]:
+           log_dir: Optional[str], snapshot: List[ranks.RunState], base_env: Mapping[str, str],
+           runs_before: Optional[int] = None) -> Optional[int]:
     """What an attempt's end means: the launch's exit code when the launch ends with it
     (success, pre-emption, a user's signal, a teardown-only failure), else None after the
     failure summary (the caller retries while it may)."""
@@ -152,7 +167,7 @@ def _ended(rec: JobRecord, out: supervise.Outcome, plan: Attempt, opts: Options,
     if out.preempted is not None:  # the ranks had their grace; bring the job back
         from .requeue import bring_back
 
-        bring_back(rec, base_env, out.preempted, _say)
+        bring_back(rec, base_env, out.preempted, _say, runs_before)
         return rc
     if rc == 0 and not out.expired:
         return 0

@@ -11,11 +11,31 @@ several processes never interleave), complete once they end in a newline:
   ack SEQ VERB EPOCH                     the host agent carried out request SEQ
   hook R PID START EPOCH                 the rank's Python hook armed in process PID
   clean R EPOCH                          that Python's main ended and its atexit callbacks ran
-and the host agent (jobenv/rank/agent.py) rewrites `host-<H>.beat` every BEAT_S.  Reading is
+and the host agent (jobenv/rank/agent.py) touches `host-<H>.beat` every BEAT_S (utime: its mtime
+moves, the directory's does not) and, after each beat in which the host's ledger grew, creates
+`news/<H>`.  Reading is
 tolerant: a line can be half-written, the directory is shared with user code (a FIFO or a huge
 file under a ledger's name), so only regular files are read (jobenv.core.readfile), at most
 LEDGER_BYTES of each per read, and a line that does not parse is skipped.  `Ledgers` reads
-incrementally: the supervisor polls every second and only what was appended since is read.
+incrementally: only what was appended since is read.
+
+Two ways to read, one state.  `poll` reads everything (every ledger stat'ed, every beat): one-off
+readers (`jobenv stacks`, the summary) and the launch's last look.  `step` is the supervisor's
+once-a-second poll, which must not cost a look at every host when nothing happened (1,000 hosts:
+2,000 stats a second; 10,000: 20,000 on the shared file system).  News comes by `news/`: a
+host's agent creates `news/<H>` after its host's ledger grew (a rank's `end` wakes the agent at
+once; `hook`, `clean` and its own `lost`/`ack` lines within a beat), and `step` lists `news/`
+(one small directory: an open, two getdents, a close when it is empty), removes each entry and
+only then reads that host's ledger, so a line appended after the removal makes a new entry: no
+news is ever lost, whatever the timing, and no clock or mtime granularity is trusted.  A
+per-run change file appended by every host was the other candidate; appends from many hosts
+to one file are not atomic on NFS (an overwritten line is a lost news), and a directory entry
+is.  Liveness cannot come as news (a dead host says nothing): `step` also stats the beats of
+STEP_HOSTS hosts in turn, so every host is looked at every ceil(hosts / STEP_HOSTS) polls; a
+rotation starts with a directory listing that finds hosts whose agent never announced them
+(their ledgers are read then).  Per quiet poll: the `news/` listing plus STEP_HOSTS stats plus
+1/rotation of a listing: O(1) in hosts; the price is a lost host named up to
+ceil(hosts / STEP_HOSTS) s later (jobenv.launch.live).
 """
 from __future__ import annotations
 
@@ -30,6 +50,8 @@ if TYPE_CHECKING:
 
 LEDGER_BYTES = 4 << 20  # read from one ledger per poll (8 ranks write ~1 KiB): a flood is skipped
 LINE_BYTES = 512  # the wrapper's lines are shorter (appends of that size never interleave)
+NEWS = "news"  # the directory of news/<H> entries (jobenv/rank/agent.py's NEWS)
+STEP_HOSTS = 100  # beats stat'ed per `step`: a host is looked at every ceil(hosts / 100) polls
 
 
 class RankState:
@@ -115,6 +137,73 @@ class Ledgers:
         self.run_dir = run_dir
         self.state = RunState()
         self._seen: Dict[str, Tuple[Tuple[int, int], int, bytes]] = {}  # name -> (dev, ino), offset, partial
+        self._turn: List[str] = []  # the hosts of this rotation of `step`'s beat stats
+        self._at = 0  # the next of them
+        self.changed = False  # a line was applied since the caller last cleared it
+
+    def step(self, hosts: int = STEP_HOSTS) -> List[str]:
+        """The supervisor's poll: read the ledgers of the hosts with news, stat the beats of the
+        next `hosts` hosts (a new rotation starts with a directory listing); the hosts whose
+        beats were stat'ed."""
+        self._news()
+        if self._at >= len(self._turn):
+            self._discover()
+            self._turn, self._at = sorted(self.state.hosts), 0
+        turn = self._turn[self._at:self._at + hosts]
+        self._at += hosts
+        for name in turn:
+            self._beat(self.state.hosts[name])
+        return turn
+
+    def reread(self, name: str) -> None:
+        """Read host `name`'s ledger now (news its agent could not give: it may be dead)."""
+        host = self.state.hosts.get(name)
+        if host is not None:
+            self._read(f"host-{name}.ledger", host)
+
+    def _news(self) -> None:
+        """Each `news/<H>` removed, then host H's ledger read (never through a link: entries
+        are removed only inside the run directory's own `news`)."""
+        try:
+            fd = os.open(os.path.join(self.run_dir, NEWS), os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
+        except OSError:
+            return
+        try:
+            with os.scandir(fd) as it:
+                names = [e.name for e in it]
+            for name in names:
+                try:
+                    os.unlink(name, dir_fd=fd)
+                except OSError:
+                    continue
+                if name.startswith("."):
+                    continue
+                host = self.state.hosts.get(name)
+                if host is None:
+                    host = self.state.hosts[name] = HostState(name)
+                self._read(f"host-{name}.ledger", host)
+        finally:
+            os.close(fd)
+
+    def _discover(self) -> None:
+        """The directory listed: hosts not known yet get their ledger read and their beat stat'ed."""
+        try:
+            with os.scandir(self.run_dir) as it:
+                names = [e.name for e in it if e.name.startswith("host-")]
+        except OSError:
+            return
+        for name in names:
+            stem, _, kind = name[5:].rpartition(".")
+            if stem and kind in ("ledger", "beat") and stem not in self.state.hosts:
+                host = self.state.hosts[stem] = HostState(stem)
+                self._read(f"host-{stem}.ledger", host)
+
+    def _beat(self, host: HostState) -> None:
+        try:
+            st = os.lstat(os.path.join(self.run_dir, f"host-{host.name}.beat"))
+            host.beat = st.st_mtime if stat.S_ISREG(st.st_mode) else host.beat
+        except OSError:
+            pass
 
     def poll(self) -> RunState:
         try:
@@ -130,11 +219,7 @@ class Ledgers:
             if host is None:
                 host = self.state.hosts[stem] = HostState(stem)
             if kind == "beat":
-                try:
-                    st = os.lstat(os.path.join(self.run_dir, name))
-                    host.beat = st.st_mtime if stat.S_ISREG(st.st_mode) else host.beat
-                except OSError:
-                    pass
+                self._beat(host)
             else:
                 self._read(name, host)
         return self.state
@@ -179,6 +264,7 @@ class Ledgers:
         for i, raw in enumerate(lines):
             if len(raw) <= LINE_BYTES and not (skip_first and i == 0):
                 _apply(self.state, host, raw.decode("ascii", "replace"))
+                self.changed = True
         return rest[-LINE_BYTES - 1:]
 
 

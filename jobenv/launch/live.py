@@ -1,13 +1,23 @@
 """Naming a failure the moment the ledgers show it, while the launch runs.
 
-The supervisor polls the run directory's ledgers every POLL_S (a scan of the directory,
-a stat per file, a read of what was appended: jobenv.launch.ranks.Ledgers) and
+The supervisor polls the run directory every POLL_S with jobenv.launch.ledger.Ledgers.step:
+the ledgers of the hosts whose agents left news (`news/<H>`) are read, and the beats of
+STEP_HOSTS hosts in turn are stat'ed, so a quiet poll costs the same at 10 hosts as at
+10,000 (a look at every host every second was 20,000 stats a second at 10,000 hosts), and
 - the first rank that ends with a failure (non-zero exit, signal, or the agent's `lost`)
-  is named at once on one line ("rank 3 on node2 failed: signal 9 (SIGKILL)");
+  is named at once on one line ("rank 3 on node2 failed: signal 9 (SIGKILL)") while other
+  ranks still run (its keeper's `end` wakes its host's agent, which leaves news at once, so
+  within a poll or two); when none runs any more (a missing script: every rank failed at once)
+  the launch is ending anyway and its failure summary (jobenv.launch.report) names it, once;
 - a host whose beat has not moved for LOST_S while ranks there have no end is named lost
   ("host node2 lost: ranks 2,3 stopped reporting at 12:00:01"): every process there was
   killed, or the host died.  The beat's age is measured on this host's clock, from when
-  the supervisor last saw its mtime change (no clock of two hosts is compared);
+  the supervisor last saw its mtime change (no clock of two hosts is compared); each host's
+  beat is looked at every ceil(hosts / STEP_HOSTS) polls, so a lost host is named within
+  LOST_S + ceil(hosts / STEP_HOSTS) * POLL_S: 11 s up to 100 hosts, 20 s at 1,000, 110 s at
+  10,000 (a dead host's agent leaves no news: only looking finds it).  Before naming it,
+  its ledger is read once more: a host whose agent alone died but whose ranks all recorded
+  their end is not lost;
 and the supervisor then ends the launch after FAIL_GRACE_S if the launcher has not (srun
 without --kill-on-bad-exit, mpiexec with a lost host, leave the other ranks waiting in a
 collective for ever), as torchrun ends the other workers of a failed one.
@@ -18,7 +28,7 @@ from . import ranks
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from typing import Callable, Dict, Optional, Tuple
+    from typing import Callable, Dict, List, Optional, Tuple
 
 POLL_S = 1.0
 LOST_S = 10.0
@@ -41,32 +51,50 @@ class Live:
         the first named failure has run out."""
         if now >= self._next and self.named is None:
             self._next = now + POLL_S
-            msg = self._first(self.ledgers.poll(), now)
+            msg = self._first(self.ledgers.step(), now)
             if msg:
                 self.named, self.end_at = msg, now + FAIL_GRACE_S
-                self.say(msg)
+                if _any_running(self.ledgers.state):
+                    self.say(msg)
         return self.end_at is not None and now >= self.end_at
 
-    def final(self, now: float) -> None:
-        """At the launch's end: name a recorded failure the polls had not seen yet (a launcher
-        that ends every rank within one POLL_S of the first failure)."""
-        if self.named is None:
-            first = ranks.first_failure(self.ledgers.poll())
-            if first is not None:
-                self.named = f"rank {first.rank} on {first.host} failed: {ranks.describe_exit(first.exit or '')}"
-                self.say(self.named)
+    def _first(self, looked: List[str], now: float) -> Optional[str]:
+        """The first failure, when a line came since the last poll; else a lost host among those
+        whose beats this poll `looked` at."""
+        failure = self._failure()
+        if failure:
+            return failure
+        state = self.ledgers.state
+        for name in looked:
+            beat, moved = self._beats.get(name, (None, now))
+            if state.hosts[name].beat != beat:
+                beat, moved = state.hosts[name].beat, now
+            self._beats[name] = (beat, moved)
+            if now - moved >= LOST_S and self._running(name):
+                self.ledgers.reread(name)  # its ends may have come without news (its agent died)
+                failure = self._failure()
+                if failure:
+                    return failure
+                running = self._running(name)
+                if running:
+                    return ranks.host_lost(name, running, beat)
+        return None
 
-    def _first(self, state: ranks.RunState, now: float) -> Optional[str]:
-        first = ranks.first_failure(state)
+    def _failure(self) -> Optional[str]:
+        if not self.ledgers.changed:  # nothing new: no failure the last look did not see
+            return None
+        self.ledgers.changed = False
+        first = ranks.first_failure(self.ledgers.state)
         if first is not None:
             return f"rank {first.rank} on {first.host} failed: {ranks.describe_exit(first.exit or '')}"
-        for name, host in state.hosts.items():
-            beat, moved = self._beats.get(name, (None, now))
-            if host.beat != beat:
-                beat, moved = host.beat, now
-            self._beats[name] = (beat, moved)
-            running = sorted(n for n in host.ranks if state.ranks[n].started is not None
-                             and state.ranks[n].exit is None)
-            if running and now - moved >= LOST_S:
-                return ranks.host_lost(name, running, beat)
         return None
+
+    def _running(self, name: str) -> List[int]:
+        state = self.ledgers.state
+        return sorted(n for n in state.hosts[name].ranks if state.ranks[n].started is not None
+                      and state.ranks[n].exit is None)
+
+
+def _any_running(state: ranks.RunState) -> bool:
+    """Some rank started and has no end yet."""
+    return any(r.started is not None and r.exit is None for r in state.ranks.values())

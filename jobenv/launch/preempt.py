@@ -11,9 +11,14 @@ scheduler file's `Requeue`: `scontrol requeue`, `qrerun`); where that is refused
 requeue rights, `--no-requeue`, a site that cancels pre-empted jobs) it resubmits, once,
 the copy of the job's batch script kept when the launch started (jobenv.launch.keptscript),
 never the file at the path it was submitted from.  A SIGTERM that comes with the job no longer running (scancel and
-a time limit make a Slurm job COMPLETING at once, qdel a PBS job E) brings nothing back:
-someone or something ended it on purpose.  (A pre-emption that cancels with no grace time
-looks the same, and is not brought back either.)
+a time limit make a Slurm job COMPLETING at once) brings nothing back: someone or something
+ended it on purpose.  (A pre-emption that cancels with no grace time looks the same, and is
+not brought back either.)  PBS says more (the scheduler file's `rules`): a job it reruns
+itself (qrerun, pre-emption by requeue) passes through substates 60-63 and, on a real
+server, runs again under the same id, run_count + 1, within a second, while this launch
+still ends (hence the run count compared first); a qdel or the walltime leaves it R with
+substate 41/42 while the SIGTERM is delivered, then E: on PBS a SIGTERM is never jobenv's
+to bring back, only a USR1/USR2 warning (`qsig -s USR1`).
 """
 from __future__ import annotations
 
@@ -71,25 +76,61 @@ def route(cancel: str, agent: bool) -> str:
     return "step" if cancel == "slurm-step" else "here"
 
 
-def decide(signame: str, facts: Optional[JobFacts], req: Requeue, jobid: str) -> Optional[str]:
-    """None: requeue the job.  Else why it is not brought back.  USR1/USR2 are only ever a
-    warning; a SIGTERM is pre-emption only while the job still runs (facts None or no state:
-    the scheduler did not say; requeue, its refusal then says)."""
-    if signame == "TERM" and facts is not None and facts.state and facts.state not in req.running:
-        return (f"job {jobid} is {facts.state}, no longer running: it was cancelled (scancel/qdel send "
-                "SIGTERM too) or reached its time limit, so it is not brought back (for a warning "
-                "before the limit ask for one: sbatch --signal=B:USR1@90)")
-    return None
+# Why a job is not brought back, by the verdict a scheduler's `Requeue.rules` (or `running`) gives.
+VERDICTS = {
+    "rerun": "job {jobid} was started again by {scheduler} itself (its run count grew from {before} to {now} since "
+             "this launch began: qrerun, or pre-emption by requeue), so jobenv neither requeues nor resubmits it",
+    "rerunning": "job {jobid} is being rerun by {scheduler} itself ({state}, substate {substate}): it comes back "
+                 "with the same id, so jobenv neither requeues nor resubmits it",
+    "ended": "job {jobid} is {state}{sub}, no longer running: it was cancelled (scancel/qdel send SIGTERM too) or "
+             "reached its time limit, so it is not brought back (for a warning before the limit ask for one: "
+             "sbatch --signal=B:USR1@90, qsig -s USR1)",
+}
+
+
+def verdict(signame: str, facts: Optional[JobFacts], req: Requeue, runs_before: Optional[int] = None) -> str:
+    """The one decision: "" (requeue the job) or a key of VERDICTS.  A run count grown since
+    the launch began (`runs_before`, the scheduler's own count then) first: the scheduler
+    already runs the job again (a real PBS starts the rerun within a second of `qrerun`,
+    while this launch still ends).  Then the scheduler's rules, then its running states: a
+    SIGTERM is pre-emption only while the job still runs.  USR1/USR2 are only ever a
+    warning.  No facts, or no state: the scheduler did not say; requeue, its refusal then says."""
+    if facts is None or not facts.state:
+        return ""
+    if runs_before is not None and facts.restarts is not None and facts.restarts > runs_before:
+        return "rerun"
+    for signals, states, substates, key in req.rules:
+        if (not signals or signame in signals) and (not states or facts.state in states) and \
+                (not substates or facts.substate in substates):
+            return key
+    return "ended" if signame == "TERM" and facts.state not in req.running else ""
+
+
+def decide(signame: str, facts: Optional[JobFacts], req: Requeue, jobid: str, scheduler: str = "",
+           runs_before: Optional[int] = None) -> Optional[str]:
+    """None: requeue the job.  Else why it is not brought back (verdict, rendered)."""
+    key = verdict(signame, facts, req, runs_before)
+    if not key or facts is None:
+        return None
+    sub = "" if facts.substate is None else f" (substate {facts.substate})"
+    return VERDICTS[key].format(jobid=jobid, scheduler=scheduler or "the scheduler", state=facts.state,
+                                substate=facts.substate, sub=sub, before=(runs_before or 0) + 1,
+                                now=(facts.restarts or 0) + 1)
 
 
 def fill(argv: Tuple[str, ...], jobid: str) -> List[str]:
     return [w.replace("{jobid}", jobid) for w in argv]
 
 
-def resubmission(facts: Optional[JobFacts], req: Requeue, kept: str, missing: str = "") -> Tuple[List[str], str, str]:
+def resubmission(facts: Optional[JobFacts], req: Requeue, kept: str, missing: str = "",
+                 restarts: int = 0) -> Tuple[List[str], str, str]:
     """(argv, directory, why not): the kept copy of the batch script (jobenv.launch.keptscript;
     `missing` says why there is none) submitted again with the flags the job was submitted
-    with.  Never the file at the path it was submitted from.  Empty argv: `why not` says."""
+    with.  Never the file at the path it was submitted from.  Empty argv: `why not` says.
+    Where the scheduler's submit passes no environment (`req.pass_vars`: qsub) the flags
+    carry RESUBMITS_VAR (`restarts` + 1, as resubmit_env); where they cannot without losing
+    the job's own variables, the argv comes with a non-empty `why` (a warning): the new job
+    then counts from 0."""
     if facts is None:
         return [], "", f"`{req.show[0]}` did not describe the job, so its flags are unknown"
     if facts.why:  # nothing trusted to pass on (an ambiguous answer): no guess
@@ -97,16 +138,23 @@ def resubmission(facts: Optional[JobFacts], req: Requeue, kept: str, missing: st
     if not kept:
         return [], "", f"no copy of its batch script was kept ({missing or 'none could be had'}); jobenv never " \
                        "resubmits the file at the path it was submitted from"
-    return [req.submit, *facts.submit, kept], facts.workdir, ""
+    flags, warn = facts.submit, ""
+    if req.pass_vars is not None:
+        flags, warn = req.pass_vars(facts, {RESUBMITS_VAR: str(restarts + 1)})
+    return [req.submit, *flags, kept], facts.workdir, warn
 
 
 def resubmit_env(env: Mapping[str, str], prefixes: Tuple[str, ...], keep: FrozenSet[str],
-                 restarts: int) -> Dict[str, str]:
+                 restarts: int, jobid: str = "") -> Dict[str, str]:
     """The submitting environment: ours without the old job's variables (a scheduler's
     site configuration stays), carrying the runs before it (`restarts`, scheduler_restarts)
-    and this one to the new job."""
+    and this one to the new job.  TMPDIR goes too where it is the old job's own scratch
+    directory (its last component names `jobid`: PBS's /var/tmp/pbs.<jobid>, removed as the
+    job ends, so a real qsub failed "could not create/open tmp file" with it)."""
     out = {k: v for k, v in env.items() if not k.startswith(prefixes) or k in keep}
     for k in ("JOBENV_RESTART_COUNT", "JOBENV_MAX_RESTARTS"):
         out.pop(k, None)
+    if jobid and jobid in out.get("TMPDIR", "").rstrip("/").rpartition("/")[2]:
+        del out["TMPDIR"]
     out[RESUBMITS_VAR] = str(restarts + 1)
     return out

@@ -11,7 +11,7 @@ from jobenv.core.errors import JobenvError
 
 TYPE_CHECKING = False  # `import typing` costs ~5 ms on every `launch`
 if TYPE_CHECKING:
-    from typing import Mapping, Sequence
+    from typing import Any, List, Mapping, Optional, Sequence
 
 
 def check(command: Sequence[str], environ: Mapping[str, str]) -> None:
@@ -29,3 +29,43 @@ def check(command: Sequence[str], environ: Mapping[str, str]) -> None:
         raise JobenvError(f"{prog}: permission denied on {host} (not an executable file)", 126)
     where = "" if "/" in prog else " (PATH has no such program)"
     raise JobenvError(f"{prog}: command not found on {host}{where}", 127)
+
+
+def python_form(command: Sequence[str], module: bool, python: str, cwd: str) -> List[str]:
+    """torchrun's two forms run with the job's Python (`python`, a name the ranks find on their
+    PATH, which the restore plan and a staged copy point at the job's environment):
+    `-m MODULE [ARG...]` (`module`), and `SCRIPT.py [ARG...]` where SCRIPT.py is a file in `cwd`
+    (or at its path): torchrun's `train.py` habit.  Anything else is a program, as given."""
+    if module:
+        return [python, "-m", *command]
+    first = command[0] if command else ""
+    if first.endswith(".py") and os.path.isfile(os.path.join(cwd, first)):
+        return [python, *command]
+    return list(command)
+
+
+def python_name(software: Optional[Mapping[str, Any]], saved_python: bool) -> str:
+    """The job's Python as the ranks' PATH names it: the saved interpreter's name (its directory
+    is first on the restored PATH), `python3` with --no-python or when none was saved."""
+    exe = ((software or {}).get("python") or {}).get("executable") if saved_python else None
+    return os.path.basename(exe) if isinstance(exe, str) and exe else "python3"
+
+
+def script_end(command: Sequence[str]) -> int:
+    """How many words of `command` are the program and its script, where DeepSpeed's launcher
+    puts `--local_rank=N`: `python3 [-u ...] train.py` or `python3 -m pkg.mod` -> after the
+    script or module; any other program -> after the program."""
+    if not command or not os.path.basename(command[0]).startswith("python"):
+        return min(1, len(command))
+    i = 1
+    while i < len(command):
+        word = command[i]
+        if word in ("-m", "-c"):
+            return min(i + 2, len(command))
+        if word in ("-W", "-X"):  # options that take the next word
+            i += 2
+        elif word.startswith("-") and word != "-":
+            i += 1
+        else:
+            return i + 1
+    return len(command)

@@ -13,7 +13,7 @@ from . import preempt
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from typing import Callable, List, Mapping
+    from typing import Callable, List, Mapping, Optional, Tuple
 
     from jobenv.store.record import JobRecord
     from ..schedulers.base import JobFacts, Requeue
@@ -74,22 +74,24 @@ def signal_programs_here(run_dir: str, signum: int) -> int:
     return count
 
 
-def restarts_before(rec: JobRecord, env: Mapping[str, str], ask: bool) -> int:
-    """How often the scheduler ran this job before this run (preempt.scheduler_restarts).
-    A scheduler that puts no count in the environment (PBS) is asked once, bounded, when
-    `ask` (a `--requeue` launch: after its `qrerun` the job's `run_count` is the only word,
-    and the program must see attempt 2 as one); other launches do not query the server."""
+def restarts_before(rec: JobRecord, env: Mapping[str, str], ask: bool) -> Tuple[int, Optional[int]]:
+    """(how often the scheduler ran this job before this run, preempt.scheduler_restarts;
+    the scheduler's own count as its job query said, None unless asked).  A scheduler that
+    puts no count in the environment (PBS) is asked once, bounded, when `ask` (a `--requeue`
+    launch: after its `qrerun` the job's `run_count` is the only word, and the program must
+    see attempt 2 as one; bring_back compares it to tell a rerun PBS began itself); other
+    launches do not query the server."""
     from .. import schedulers
     from ..schedulers.base import on_path, run_query
 
     req = schedulers.descriptor(rec.scheduler).requeue
     if req is None:
-        return preempt.scheduler_restarts(env, "")
+        return preempt.scheduler_restarts(env, ""), None
     counted = None
     if ask and not req.restart_var and on_path(req.show[0], env.get("PATH")):
         shown = run_query(preempt.fill(req.show, rec.jobid), env, START_TIMEOUT)
         counted = req.parse(shown[1]).restarts if shown and shown[0] == 0 else None
-    return preempt.scheduler_restarts(env, req.restart_var, counted)
+    return preempt.scheduler_restarts(env, req.restart_var, counted), counted
 
 
 def keep_script(rec: JobRecord, env: Mapping[str, str], say: Callable[[str], None]) -> None:
@@ -98,7 +100,9 @@ def keep_script(rec: JobRecord, env: Mapping[str, str], say: Callable[[str], Non
     from .. import schedulers
     from .keptscript import keep
 
-    if schedulers.descriptor(rec.scheduler).requeue is None:
+    if schedulers.descriptor(rec.scheduler).requeue is None:  # Flux (v0.88 has no requeue), LSF, Cobalt
+        say(f"warning: --requeue: jobenv cannot requeue or resubmit a {rec.scheduler} job: on pre-emption the "
+            "ranks get the signal and the grace, then the job ends")
         return
     path, why = keep(rec, env)
     if not path:
@@ -106,8 +110,11 @@ def keep_script(rec: JobRecord, env: Mapping[str, str], say: Callable[[str], Non
             "cannot be requeued it will not be resubmitted")
 
 
-def bring_back(rec: JobRecord, env: Mapping[str, str], signum: int, say: Callable[[str], None]) -> None:
-    """Requeue the job after its launch ended, else resubmit the kept copy of its batch script once."""
+def bring_back(rec: JobRecord, env: Mapping[str, str], signum: int, say: Callable[[str], None],
+               runs_before: Optional[int] = None) -> None:
+    """Requeue the job after its launch ended, else resubmit the kept copy of its batch script
+    once.  `runs_before`: the scheduler's own restart count when the launch began
+    (restarts_before), to tell a rerun the scheduler began by itself."""
     from .. import schedulers
     from ..schedulers.base import on_path, run_query
 
@@ -122,7 +129,7 @@ def bring_back(rec: JobRecord, env: Mapping[str, str], signum: int, say: Callabl
         return
     shown = run_query(preempt.fill(req.show, jobid), env, SHOW_TIMEOUT)
     facts = req.parse(shown[1]) if shown and shown[0] == 0 else None
-    why = preempt.decide(name, facts, req, jobid)
+    why = preempt.decide(name, facts, req, jobid, rec.scheduler, runs_before)
     if why:
         say(why)
         return
@@ -145,12 +152,14 @@ def _resubmit(rec: JobRecord, req: Requeue, facts: JobFacts | None, env: Mapping
 
     jobid = rec.jobid
     kept, missing = keep(rec, env)
-    argv, cwd, why = preempt.resubmission(facts, req, kept, missing)
+    restarts = preempt.scheduler_restarts(env, req.restart_var, facts.restarts if facts else None)
+    argv, cwd, why = preempt.resubmission(facts, req, kept, missing, restarts)
     if not argv:
         say(f"cannot resubmit job {jobid}: {why}")
         return
-    sub_env = preempt.resubmit_env(env, prefixes, schedulers.SITE_VARS,
-                                   preempt.scheduler_restarts(env, req.restart_var, facts.restarts if facts else None))
+    if why:
+        say(f"warning: {why}")
+    sub_env = preempt.resubmit_env(env, prefixes, schedulers.SITE_VARS, restarts, jobid)
     say(f"resubmitting: {' '.join(argv)}")
     out = _run_in(argv, sub_env, cwd)
     if out[0] == 0:

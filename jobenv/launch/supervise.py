@@ -201,10 +201,9 @@ def _copy(out_for: Dict[int, output.Sink], watch: Watch, forwarded: Dict[str, in
 
 def _wind_up(watch: Watch, watchdog: Optional[reaper.Watchdog], pgid: int, mark: bytes,
              sinks: Dict[int, output.Sink], forwarded: Dict[str, int], old: Dict[signal.Signals, Any]) -> None:
-    """After the launcher's end: name a failure the polls had not seen, end stragglers where we
-    ended the launch, stop the watchdog, flush our output, give back the signal handlers."""
-    if watch.live is not None and not watch.expired and "sig" not in forwarded:
-        watch.live.final(time.monotonic())
+    """After the launcher's end: end stragglers where we ended the launch, stop the watchdog,
+    flush our output, give back the signal handlers.  (A failure the polls had not named is the
+    failure summary's to name: jobenv.launch.report.)"""
     if watch.expired or watch.ended or forwarded:  # stragglers that closed their output or left the group
         reaper.end_launch(pgid, mark, grace=0.0 if watch.expired else GRACE_S)
     if watchdog is not None:

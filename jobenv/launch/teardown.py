@@ -37,5 +37,5 @@ def excused(state: ranks.RunState, nranks: int) -> Optional[List[str]]:
     if not late or not all(_after_clean(r) for r in late):
         return None
     return [f"warning: rank {r.rank} on {r.host or '?'} finished (atexit ran), then ended during interpreter "
-            f"teardown: {ranks.describe_exit(r.exit) if r.exit else 'no end recorded'}; counted as a success (see README: teardown aborts)"
+            f"teardown: {ranks.describe_exit(r.exit) if r.exit else 'no end recorded'}; counted as a success (docs/hangs.md: teardown aborts)"
             for r in late]

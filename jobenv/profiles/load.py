@@ -25,7 +25,7 @@ jobenv.rankwrap.GPU_VARS; `map` is identity (device = local rank % devices), rev
 (devices - 1 - that: Polaris's NUMA order), tile (`gpu.tile`, Aurora's
 ZE_AFFINITY_MASK, with `tiles` per device) or order (device = order[local rank %
 len(order)], `order` a list of 1 to 64 device numbers: Frontier's GCDs closest to each
-core group); `devices` defaults to gpus_per_host (divided by `tiles` for tile).  `gpu_bind_mode` renders it as the wrapper's JOBENV_GPU_BIND.
+core group); `devices` defaults to gpus_per_host (divided by `tiles` for tile).  `gpu_bind_mode` renders it as `VAR:MAP:DEVICES[:TILES]`, which `jobenv.rankwrap.gpu_bind_cycle` makes the wrapper's JOBENV_GPU_BIND.
 """
 from __future__ import annotations
 
@@ -137,7 +137,8 @@ def parse(text: str, source: str) -> Profile:
 
 
 def gpu_bind_mode(profile: Profile) -> str:
-    """The profile's binding as the per-rank wrapper's JOBENV_GPU_BIND (empty: none)."""
+    """The profile's binding as `VAR:MAP:DEVICES[:TILES]` (empty: none; `rankwrap.gpu_bind_cycle`
+    expands it into the per-rank wrapper's JOBENV_GPU_BIND)."""
     b = profile.gpu_bind
     if not b:
         return ""

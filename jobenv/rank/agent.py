@@ -2,7 +2,9 @@
 (jobenv/rank/keeper.py, which forks it twice: it is nobody's child that waits for it).
 
 Each beat (BEAT_S, or at once when a keeper's WINCH says its rank ended) it:
-- rewrites host-<H>.beat (its mtime is the heartbeat the supervisor watches);
+- touches host-<H>.beat (utime; created by a rename the first time): its mtime is the heartbeat
+  the supervisor watches.  A rename each beat moved the run directory's mtime too, so nothing
+  in the directory could say "nothing changed"; an utime changes the one file;
 - reads what was appended to host-<H>.ledger since the last beat (the one reader of the ledger
   format is jobenv/launch/ledger.py; this is the host's side of it, and reads the lines it acts on);
 - writes `lost R EPOCH` for a rank whose keeper is gone (two beats running) without an `end`;
@@ -11,6 +13,9 @@ Each beat (BEAT_S, or at once when a keeper's WINCH says its rank ended) it:
   hooked Python, only while the pid still names the process that wrote its `hook` line and that
   process catches the signal), `kill` (TERM to every running program, KILL from 5 s on to
   programs and keepers still running), `signal:NAME` (to every running program);
+- creates news/<H> when host-<H>.ledger grew since the last beat (its own lines included): the
+  supervisor lists news/ each poll instead of stat'ing every host's ledger, and removes the
+  entry before it reads the ledger (jobenv/launch/ledger.py says why a directory entry);
 - ends, removing agent-<H>, when no rank of the host runs.
 A pid is signalled only while /proc/PID/stat gives the start time its ledger line recorded: never
 a process that got the pid since, never another host's (a ledger is this host's alone: its name is
@@ -35,6 +40,7 @@ else:  # `agent`, beside it, in the keeper's isolated Python (sys.path[0]: this 
 BEAT_S = 1.0
 KILL_AFTER_S = 5.0
 READ_BYTES = 4 << 20
+NEWS = "news"  # jobenv.launch.ledger.NEWS
 SIGNALS = {"USR1": signal.SIGUSR1, "USR2": signal.SIGUSR2, "TERM": signal.SIGTERM, "INT": signal.SIGINT,
            "HUP": signal.SIGHUP}
 
@@ -94,6 +100,9 @@ class Agent:
         self.ledger = os.path.join(run_dir, f"host-{key}.ledger")
         self.beat = os.path.join(run_dir, f"host-{key}.beat")
         self.request = os.path.join(run_dir, "request")
+        self.news = os.path.join(run_dir, NEWS, key)
+        self.told = 0  # the ledger's size at the last news
+        self.beating = False  # host-<H>.beat made: from then on touched in place
         self.ranks: "dict[int, Rank]" = {}
         self.offset, self.partial = 0, b""
         self.done: "set[int]" = set()
@@ -115,10 +124,12 @@ class Agent:
                 if grace > 0:
                     grace -= 1
                 elif not self.leave():
+                    self.tell()  # the host's last `end`
                     return
             self.write_beat()
             self.carry_out()
             self.enforce_kill()
+            self.tell()
             signal.sigtimedwait({signal.SIGWINCH}, BEAT_S)
 
     def running(self) -> "list[Rank]":
@@ -191,13 +202,49 @@ class Agent:
         except OSError:
             pass
 
+    def tell(self) -> None:
+        """news/<H> when the ledger grew since the last news (`mkdir news` the first time)."""
+        try:
+            size = os.stat(self.ledger, follow_symlinks=False).st_size
+        except OSError:
+            return
+        if size == self.told:
+            return
+        for _ in range(2):
+            try:  # news/ itself never through a link (a rank may have planted one)
+                fd = os.open(os.path.dirname(self.news), os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
+            except FileNotFoundError:
+                try:
+                    os.mkdir(os.path.dirname(self.news), 0o700)
+                except OSError:
+                    pass
+                continue
+            except OSError:
+                return
+            try:
+                os.close(os.open(os.path.basename(self.news), os.O_WRONLY | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK
+                                 | os.O_CLOEXEC, 0o600, dir_fd=fd))
+                self.told = size
+            except OSError:
+                pass
+            finally:
+                os.close(fd)
+            return
+
     def write_beat(self) -> None:
+        if self.beating:
+            try:
+                os.utime(self.beat, follow_symlinks=False)
+                return
+            except OSError:
+                pass  # removed: made again
         tmp = f"{self.beat}.{os.getpid()}"
         try:
             fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
             os.write(fd, f"{time.time():.6f}\n".encode())
             os.close(fd)
             os.rename(tmp, self.beat)
+            self.beating = True
         except OSError:
             pass
 

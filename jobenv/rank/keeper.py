@@ -233,6 +233,20 @@ def _exit_as(code: int, sig: int) -> None:
     os._exit(code)
 
 
+def local_rank_arg(prog: "list[str]", at: str, local_rank: str) -> "list[str]":
+    """`launch --local-rank-arg`: DeepSpeed's launcher's `--local_rank=N` (this rank's LOCAL_RANK),
+    put after the first `at` words of the program's (its script: JOBENV_LOCAL_RANK_ARG, set by the
+    launch); here because only each rank knows its N, and the keeper alone runs the words."""
+    if not at:
+        return prog
+    if not (at.isascii() and at.isdigit() and 0 < int(at) <= len(prog)):
+        _die(f"JOBENV_LOCAL_RANK_ARG={at[:20]!r} is not a position in the program's {len(prog)} words")
+    if not (local_rank.isascii() and local_rank.isdigit() and len(local_rank) < 10):
+        _die(f"LOCAL_RANK={local_rank[:20]!r} is not a local rank")
+    n = int(at)
+    return [*prog[:n], f"--local_rank={int(local_rank)}", *prog[n:]]
+
+
 def main(argv: "list[str]") -> None:
     if len(argv) < 4:
         _die("usage: keeper.py LAUNCHER SIGIGN PROGRAM [ARGUMENT...]", 2)
@@ -241,6 +255,7 @@ def main(argv: "list[str]") -> None:
     rank = env.get("RANK", "0")
     if not (rank.isascii() and rank.isdigit() and len(rank) < 10):
         _die(f"RANK={rank[:20]!r} is not a rank")
+    prog = local_rank_arg(prog, env.pop("JOBENV_LOCAL_RANK_ARG", ""), env.get("LOCAL_RANK", ""))
     run_dir, log_dir = env.get("JOBENV_RUN_DIR", ""), env.get("JOBENV_LOG_DIR", "")
     key, led = host_key(), -1
     if run_dir:

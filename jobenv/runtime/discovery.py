@@ -1,7 +1,7 @@
 """Rank discovery: a pure function of (environment, this process's ancestry, host name,
 job record), built from the launcher table in `launchers.py`.
 
-The per-rank wrapper (`jobenv/rankwrap.sh`) implements the same rules in POSIX sh;
+The per-rank wrapper (`jobenv/rankwrap.sh`) implements rules 1-4 in POSIX sh;
 tests/test_rankwrap.py proves the two agree on every row of the table and on every
 rejection below.  The rules, in order:
 
@@ -16,8 +16,8 @@ rejection below.  The rules, in order:
 4. MASTER_ADDR: as set; else loopback for one rank, for one host and for the local
    scheduler; else srun's first step host; else the first host of the launch.
 5. MASTER_PORT: as set; else 29500 for one rank; else `derived_port` of a per-launch seed
-   (a Flux F58 job id in it as its decimal: `seed_id`; `launch` sets MASTER_PORT itself
-   where the wrapper cannot hash the seed: `launch_port`).
+   (a Flux F58 job id in it as its decimal: `seed_id`).  `jobenv launch` always sets it
+   (`launch_port`), so the wrapper only keeps it (29500 when a hand-run wrapper finds none).
 """
 from __future__ import annotations
 
@@ -238,9 +238,9 @@ def derived_port(seed: str) -> int:
 
 
 def seed_id(jobid: str) -> str:
-    """A job id as a port seed holds it: a Flux F58 id (`ƒ2oLkTLb`: `ƒ` is not ASCII, and the
-    wrapper hashes printable ASCII only) as the decimal `flux job id --to=dec` prints; every
-    other id as it is (an ASCII F58 id, `f2oLkTLb`, too: both sides hash it as written)."""
+    """A job id as a port seed holds it: a Flux F58 id (`ƒ2oLkTLb`) as the decimal `flux job id
+    --to=dec` prints, the form every tool shows in ASCII; every other id as it is (an ASCII F58
+    id, `f2oLkTLb`, too)."""
     if not jobid.startswith("\u0192"):
         return jobid
     from ..schedulers.flux import decimal
@@ -264,17 +264,14 @@ def port_seed(env: Mapping[str, str], jobid: Optional[str]) -> str:
 
 
 def launch_port(env: Mapping[str, str]) -> Optional[int]:
-    """The MASTER_PORT `launch` hands its ranks when their wrapper could not derive one:
-    the seed it would use (`env` is the launch's, JOBENV_JOBID the job's) is not printable
-    ASCII (a Flux job's F58 id); derived as `port_seed` does, from the decimal id.  None
-    when MASTER_PORT is set or the wrapper derives the same port itself."""
+    """The MASTER_PORT `jobenv launch` hands every rank of one attempt (the per-rank wrapper derives
+    none): `derived_port` of the job's id (`seed_id`: a Flux F58 id as its decimal) and the attempt's
+    start time, so back-to-back and concurrent launches in one job use different ports.  None when
+    MASTER_PORT is set (`env` is the launch's, JOBENV_JOBID the job's)."""
     if env.get("MASTER_PORT"):
         return None
     jobid = env.get("JOBENV_JOBID") or None
-    raw = _seed(env, jobid)
-    if raw.isascii() and raw.isprintable():
-        return None
-    return derived_port(port_seed(env, jobid))
+    return derived_port(f"{seed_id(jobid) if jobid else 'jobenv'}@{env.get('JOBENV_LAUNCH_TIME', '')}")
 
 
 def master_port(env: Mapping[str, str], size: int, jobid: Optional[str]) -> int:

@@ -131,8 +131,11 @@ class JobFacts:
     (a scheduler file's `Requeue.parse` makes it from the `show` command's output)."""
 
     def __init__(self, state: str = "", workdir: str = "", submit: Tuple[str, ...] = (),
-                 requeueable: Optional[bool] = None, restarts: Optional[int] = None, why: str = "") -> None:
+                 requeueable: Optional[bool] = None, restarts: Optional[int] = None, why: str = "",
+                 substate: Optional[int] = None, keeps_vars: str = "") -> None:
         self.state = state  # the scheduler's own word: RUNNING, PREEMPTED, CANCELLED; R, E
+        self.substate = substate  # PBS's substate number (42 running, 60-63 being rerun); None elsewhere
+        self.keeps_vars = keeps_vars  # why passing a variable by the submit flag would lose the job's own ("": it may)
         self.workdir = workdir  # where it was submitted from
         self.submit = submit  # the submission's flags (the script apart), as a resubmission passes them
         self.requeueable, self.restarts = requeueable, restarts
@@ -150,15 +153,26 @@ class Requeue:
     resubmits that copy; `running` are the states in which a SIGTERM means "you are
     pre-empted, the job stays" (in any other, such as Slurm's COMPLETING right after
     `scancel` or a time limit, someone or something ended the job: it is not brought back);
-    `needs` says what a container without the client commands must bind in."""
+    `needs` says what a container without the client commands must bind in.
 
-    __slots__ = ("argv", "show", "parse", "script", "submit", "restart_var", "running", "needs")
+    `rules` come first: (signals, states, substates, verdict) each, the first whose three
+    match decides (an empty tuple matches anything; a rule needs a substate in `substates`
+    when it names some); its verdict, a key of jobenv.launch.preempt.VERDICTS, says why the
+    job is not brought back.  `pass_vars(facts, {name: value})` gives the submit flags
+    that hand the new job those variables ((flags, "") or (facts.submit, why not)), for a
+    scheduler whose submit passes no environment (qsub); None: the environment passes."""
+
+    __slots__ = ("argv", "show", "parse", "script", "submit", "restart_var", "running", "needs", "rules", "pass_vars")
 
     def __init__(self, argv: Tuple[str, ...], show: Tuple[str, ...], parse: Callable[[str], JobFacts], *,
                  submit: str, needs: str, script: Callable[[str, Mapping[str, str]], Tuple[Optional[bytes], str]],
-                 restart_var: str = "", running: Tuple[str, ...] = ()) -> None:
+                 restart_var: str = "", running: Tuple[str, ...] = (),
+                 rules: Tuple[Tuple[Tuple[str, ...], Tuple[str, ...], Tuple[int, ...], str], ...] = (),
+                 pass_vars: Optional[Callable[[JobFacts, Mapping[str, str]], Tuple[Tuple[str, ...], str]]] = None
+                 ) -> None:
         self.argv, self.show, self.parse, self.script, self.submit = argv, show, parse, script, submit
-        self.restart_var, self.running, self.needs = restart_var, running, needs
+        self.restart_var, self.running, self.needs, self.rules, self.pass_vars = (
+            restart_var, running, needs, rules, pass_vars)
 
 
 def run_parsed(argv: List[str], jobids: Sequence[str], parse: Parser, env: Optional[Mapping[str, str]],

@@ -201,9 +201,14 @@ OUTSIDE = Outside(show=("qstat", "-f", "-F", "json"), parse=parse_job,
                   id_ok=lambda j: _query_safe(j), running=("R",), ended=tuple(_ENDED))
 
 REQUEUE = Requeue(
-    ("qrerun", "{jobid}"), ("qstat", "-f", "-F", "json", "{jobid}"), pbs_requeue.parse_show, submit="qsub",
-    script=pbs_requeue.script,
+    # -x: a job qdel ended a moment ago is F, not "Job has finished" (rc 35, which says nothing)
+    ("qrerun", "{jobid}"), ("qstat", "-x", "-f", "-F", "json", "{jobid}"), pbs_requeue.parse_show, submit="qsub",
+    script=pbs_requeue.script, pass_vars=pbs_requeue.pass_vars,
     running=("R",),  # E (exiting): qdel, or the walltime
+    # PBS reruns it itself (qrerun, pre-emption by requeue): substates 60-63 (a real server showed E/63, then R/41
+    # with run_count + 1 while the old script still ran); qdel or the walltime: R/41-42 while SIGTERM is delivered
+    # (the fixture qstat-f-json-just-after-qdel), then E/51 (tests/test_e2e_pbs.py)
+    rules=(((), (), pbs_qstat.RERUNNING, "rerunning"), (("TERM",), ("R",), pbs_qstat.RUNNING, "ended")),
     needs="PBS's client commands (qrerun, qsub, qstat) on PATH and pbs.conf (PBS_CONF_FILE) inside the container")
 
 SCHEDULER = Scheduler(

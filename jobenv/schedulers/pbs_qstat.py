@@ -26,7 +26,7 @@ if TYPE_CHECKING:
 # The attributes the line reader takes (values PBS may write unescaped, such as
 # Variable_List and Submit_arguments, are never among them).
 KEYS = ("Job_Name", "job_state", "euser", "Job_Owner", "exec_host", "exec_vnode", "queue", "Account_Name", "ngpus",
-        "nodect", "select", "Exit_status", "Output_Path", "Rerunable", "run_count")
+        "nodect", "select", "Exit_status", "Output_Path", "Rerunable", "run_count", "substate")
 # Set on a job whose attributes cannot be told apart from a value's text: the key named twice.
 AMBIGUOUS = "_ambiguous"
 # Set on a job read line by line: its free-text attributes (Submit_arguments) were not read.
@@ -103,6 +103,21 @@ def text(attrs: Dict[str, Any], key: str) -> str:
     """An attribute as text ("" when absent or not text; cJSON prints numbers as numbers)."""
     val = attrs.get(key)
     return val if isinstance(val, str) else str(val) if isinstance(val, int) and not isinstance(val, bool) else ""
+
+
+def number(attrs: Dict[str, Any], key: str) -> Optional[int]:
+    """An attribute that is a count or a code (run_count, substate): None when absent or not a
+    whole number (a bool is none: cJSON's true is not 1)."""
+    val = attrs.get(key)
+    return val if isinstance(val, int) and not isinstance(val, bool) and 0 <= val < 10**9 else None
+
+
+# Substates PBS reports while it reruns a job itself (openpbs src/include/job.h:
+# JOB_SUBSTATE_RERUN..RERUN3; req_rerun.c sets R/60 until the MoM has ended the job).
+RERUNNING = (60, 61, 62, 63)
+# R while a job runs, and still after `qdel` or at the walltime while the MoM delivers
+# SIGTERM (req_delete.c; seen on a real server: R/41 right after qdel returns).
+RUNNING = (41, 42)
 
 
 def match(jobids: List[str], qid: str) -> List[str]:

@@ -151,26 +151,77 @@ def submit_flags(attrs: Dict[str, Any], workdir: str) -> Tuple[Tuple[str, ...], 
 
 def parse_show(out: str) -> JobFacts:
     """The facts of `qstat -f -F json ID`: qsub's flags from `Submit_arguments`, PBS_O_WORKDIR,
-    `Rerunable`, `run_count`, `job_state` (pbs_qstat.jobs, the one reader)."""
+    `Rerunable`, `run_count`, `job_state`, `substate` (pbs_qstat.jobs, the one reader)."""
     found = pbs_qstat.jobs(out)
     attrs = next(iter(found.values()), {}) if len(found) == 1 else {}
-    runs = attrs.get("run_count")
+    runs = pbs_qstat.number(attrs, "run_count")
     state, requeueable = pbs_qstat.text(attrs, "job_state"), {"True": True, "False": False}.get(
         pbs_qstat.text(attrs, "Rerunable"))
-    restarts = runs - 1 if isinstance(runs, int) and runs >= 1 else None
+    restarts, substate = runs - 1 if runs else None, pbs_qstat.number(attrs, "substate")
     if not attrs or pbs_qstat.AMBIGUOUS in attrs:
         return JobFacts(why="qstat did not describe the job unambiguously: jobenv passes on no flag read from it")
     if pbs_qstat.PARTIAL in attrs:
-        return JobFacts(state=state, requeueable=requeueable, restarts=restarts,
+        return JobFacts(state=state, requeueable=requeueable, restarts=restarts, substate=substate,
                         why="qstat's JSON does not parse (a value PBS printed unescaped), so its Submit_arguments "
                             "cannot be read")
     variables = attrs.get("Variable_List")
     workdir = variables.get("PBS_O_WORKDIR", "") if isinstance(variables, dict) else ""
     if not isinstance(workdir, str) or not os.path.isabs(workdir):
-        return JobFacts(state=state, requeueable=requeueable, restarts=restarts,
+        return JobFacts(state=state, requeueable=requeueable, restarts=restarts, substate=substate,
                         why="qstat names no PBS_O_WORKDIR to submit from")
     flags, why = submit_flags(attrs, workdir)
-    return JobFacts(state=state, workdir=workdir, submit=flags, requeueable=requeueable, restarts=restarts, why=why)
+    return JobFacts(state=state, workdir=workdir, submit=flags, requeueable=requeueable, restarts=restarts,
+                    substate=substate, why=why,
+                    keeps_vars=_script_vars(flags, variables if isinstance(variables, dict) else {}))
+
+
+def _script_vars(flags: Tuple[str, ...], variables: Dict[str, Any]) -> str:
+    """Why a `-v` on qsub's command line would lose variables of the job's own ("" when it
+    would not).  qsub takes the last -v it is given, and the command line's over the
+    script's `#PBS -v` (openpbs qsub.c: `if_cmd_line`): a variable PBS recorded that is
+    neither PBS's (PBS_O_*) nor on the command line's -v came from the script's directives
+    (or its `#PBS -V`), and a -v added now would drop it."""
+    if "-V" in flags:
+        return ""
+    given = {n for i, f in enumerate(flags[:-1]) if f == "-v" for n, _ in _variables(flags[i + 1])}
+    lost = sorted(n for n in variables if not n.startswith("PBS_O_") and n not in given)
+    return "" if not lost else (f"the job's batch script sets {', '.join(lost[:3])}{' ...' if len(lost) > 3 else ''} "
+                                "by `#PBS -v`, which a `qsub -v` would override")
+
+
+def pass_vars(facts: JobFacts, add: Mapping[str, str]) -> Tuple[Tuple[str, ...], str]:
+    """qsub's flags with `add` passed by `-v` (qsub passes no environment without -V): merged
+    into the command line's last -v, whose earlier entries of those names are dropped (qsub
+    keeps only the last -v), else a -v of their own.  (facts.submit, why not) where a -v
+    would lose the job's own variables (facts.keeps_vars) or a value holds a comma."""
+    flags = list(facts.submit)
+    if facts.keeps_vars:
+        return facts.submit, f"{facts.keeps_vars}: the resubmitted job is not told it was resubmitted"
+    if any("," in v or "\\" in v for v in add.values()):
+        return facts.submit, "a value to pass by qsub -v holds a comma or backslash"
+    mine = ",".join(f"{k}={v}" for k, v in add.items())
+    at = max((i for i, f in enumerate(flags[:-1]) if f == "-v"), default=-1)
+    if at < 0:
+        return (*flags, "-v", mine), ""
+    kept = [item for item in _raw_items(flags[at + 1]) if item.partition("=")[0] not in add]
+    flags[at + 1] = ",".join([*kept, mine])
+    return tuple(flags), ""
+
+
+def _raw_items(value: str) -> List[str]:
+    """A -v list split at its unescaped commas, each item as written (escapes kept)."""
+    out, item, esc = [], "", False
+    for ch in value:
+        if esc:
+            item, esc = item + ch, False
+        elif ch == "\\":
+            item, esc = item + ch, True
+        elif ch == ",":
+            out.append(item)
+            item = ""
+        else:
+            item += ch
+    return [*out, item] if item or out else []
 
 
 def pbs_home(env: Mapping[str, str]) -> str:

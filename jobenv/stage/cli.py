@@ -18,6 +18,7 @@ from jobenv.core.numparse import MAX_HOSTS, plural
 from jobenv.store.record import JobRecord
 from . import outcome
 from .outcome import Fraction
+from .progress import Progress, mb as _mb
 
 if TYPE_CHECKING:
     from .manifest import Entry, Env
@@ -29,10 +30,6 @@ def _say(msg: str) -> None:
 
 def _warn(msg: str) -> None:
     sys.stderr.write(f"jobenv: warning: {one_line(msg)}\n")
-
-
-def _mb(n: float) -> str:
-    return f"{n / 1e6:,.1f} MB"
 
 
 def source_prefix(rec: JobRecord, environ: Mapping[str, str]) -> str:
@@ -71,58 +68,6 @@ def update_record(path: str, staged: Dict[str, Optional[Dict[str, Any]]]) -> Non
                 rec.staged[host] = entry
 
     store.update(path, change)
-
-
-class Progress:
-    """hosts done / total, bytes, rate: rich on a terminal, plain lines otherwise."""
-
-    def __init__(self, nhosts: int, per_host: int, tty: bool) -> None:
-        self.nhosts, self.per_host, self.t0 = nhosts, per_host, time.time()
-        self.bytes: Dict[str, int] = {}
-        self.done = 0
-        self.bar = None
-        if tty:
-            from rich.progress import BarColumn, DownloadColumn, Progress as RP, TextColumn, TransferSpeedColumn
-
-            from jobenv.core.output import console
-
-            self.bar = RP(TextColumn("{task.description}"), BarColumn(), DownloadColumn(),
-                          TransferSpeedColumn(), transient=True, console=console(sys.stderr))
-            self.task = self.bar.add_task(f"hosts 0/{nhosts}", total=max(1, nhosts * per_host))
-            self.bar.start()
-
-    def event(self, rep: Dict[str, Any]) -> None:
-        host = str(rep.get("host"))
-        if rep.get("event") == "progress":
-            self.bytes[host] = int(rep.get("bytes", 0))
-        else:
-            self.done += 1
-            self.bytes[host] = self.per_host
-            if self.bar is None:
-                _say(f"{host}: {describe(rep)} [{self.done}/{self.nhosts} hosts]")
-        if self.bar is not None:
-            self.bar.update(self.task, completed=sum(self.bytes.values()),
-                            description=f"hosts {self.done}/{self.nhosts}")
-
-    def stop(self) -> None:
-        if self.bar is not None:
-            self.bar.stop()
-
-
-def describe(rep: Dict[str, Any]) -> str:
-    if not rep.get("ok"):
-        return f"FAILED: {rep.get('error')}"
-    if "removed" in rep or "would_remove" in rep:
-        return ("would remove " if rep.get("would_remove") else "removed " if rep.get("removed") else "nothing at ") + str(rep.get("prefix"))
-    if rep.get("unchanged"):
-        return f"unchanged {rep.get('prefix')} ({rep.get('entries')} entries verified)"
-    secs = float(rep.get("seconds") or 0)
-    rate = f", {_mb(rep['bytes'] / secs)}/s" if secs else ""
-    got = rep.get("relay")
-    relay: Dict[str, Any] = got if isinstance(got, dict) else {}
-    how = {"shared": ", read from the shared file system", "parent": ", received from a peer",
-           "fallback": f", read from the shared file system (relay: {relay.get('fallback')})"}.get(str(relay.get("source")), "")
-    return f"staged {rep.get('prefix')}: {_mb(rep.get('bytes', 0))} in {secs:.1f} s{rate}, verified{how}"
 
 
 def _run_hosts(rec: JobRecord, rec_path: str, spec: Dict[str, Any], python: str, timeout: float,
@@ -250,9 +195,9 @@ def _stage_one(job: Optional[str], src: Optional[Env], env_path: Optional[str], 
     spec = {"archive": archive, "sidecar": side, "key": key, "to": to, "name": name}
     rdir = None
     if rec.nhosts > 1 and fan_out > 0:  # a broadcast: one host reads the archive, the others get it from a peer
-        from . import relay
+        from . import relaydir
 
-        rdir, secret = relay.make_dir(sdir, list(rec.hosts), time.time() + timeout)
+        rdir, secret = relaydir.make_dir(sdir, list(rec.hosts), time.time() + timeout)
         spec["relay"] = {"dir": rdir, "secret": secret, "fanout": fan_out, "wait": peer_timeout}
     try:
         results = _run_hosts(rec, path, spec, python, timeout, Progress(rec.nhosts, nbytes, tty))

@@ -16,12 +16,9 @@ Reports are single lines `@@jobenv-stage@@ {json}` on stdout (progress, then one
 """
 from __future__ import annotations
 
-import errno
 import json
 import os
-import shutil
 import socket
-import stat
 import sys
 import tarfile
 import time
@@ -29,16 +26,12 @@ from typing import Any, Dict, List, Mapping, Optional
 
 from jobenv.core.errors import BadInput, JobenvError
 from jobenv.store.paths import own_dir
-from . import manifest, relay, relocate
+from . import manifest, relay, relaydir, relocate
 from .manifest import BASE_DIR
 from .restore import HINT, STAMP, check_copy, check_root
+from .untar import Failure, cause, dest, rmtree, unpack
 
 MARK = "@@jobenv-stage@@ "
-CHUNK = 1 << 20
-
-
-class Failure(Exception):
-    pass
 
 
 def emit(obj: Dict[str, Any]) -> None:
@@ -85,89 +78,6 @@ def copy_walk(copy: str) -> List[manifest.Entry]:
     return items
 
 
-def _rmtree(path: str) -> None:
-    """Remove a tree this worker made, read-only directories included, without ever
-    following a symbolic link: a link (at the top or inside) is removed, not entered, and
-    only real directories are made writable (chmod follows links, so each is lstat-ed)."""
-    try:
-        st = os.lstat(path)
-    except FileNotFoundError:
-        return
-    if not stat.S_ISDIR(st.st_mode):
-        try:
-            os.unlink(path)
-        except OSError:
-            pass
-        return
-
-    def real_dir(p: str) -> bool:
-        try:
-            return stat.S_ISDIR(os.lstat(p).st_mode)
-        except OSError:
-            return False
-
-    _chmod_own(path)
-    for dirpath, dirnames, _ in os.walk(path):  # does not descend into links to directories
-        for d in dirnames:
-            full = os.path.join(dirpath, d)
-            if real_dir(full):
-                _chmod_own(full)
-    shutil.rmtree(path, onerror=lambda func, p, exc: None)  # fd-based: does not follow links
-
-
-def _chmod_own(path: str) -> None:
-    try:
-        os.chmod(path, 0o700)
-    except OSError:
-        pass
-
-
-def _cause(exc: OSError, where: str) -> str:
-    if exc.errno in (errno.ENOSPC, errno.EDQUOT):
-        return f"no space left in {where}"
-    if exc.errno in (errno.EACCES, errno.EPERM, errno.EROFS):
-        return f"cannot write {exc.filename or where}: {exc.strerror}"
-    return f"{exc.strerror or exc} ({exc.filename or where})"
-
-
-def _dest(tmp: str, name: str) -> str:
-    tree, _, rel = name.partition("/")
-    if tree not in ("env", "base") or name.startswith("/") or ".." in rel.split("/"):
-        raise Failure(f"archive member {name!r} is outside the environment; refusing the archive")
-    root = tmp if tree == "env" else os.path.join(tmp, BASE_DIR)
-    return os.path.join(root, rel) if rel else root
-
-
-def unpack(archive: str, tmp: str, host: str) -> int:
-    dirs = []
-    written, last = 0, time.time()
-    with tarfile.open(archive, "r|", bufsize=CHUNK) as tar:
-        for m in tar:
-            path = _dest(tmp, m.name)
-            if m.isdir():
-                os.makedirs(path, 0o700, exist_ok=True)
-                dirs.append((path, m.mode))
-            elif m.issym():
-                os.symlink(m.linkname, path)
-            elif m.isreg():
-                src = tar.extractfile(m)
-                assert src is not None
-                fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-                with os.fdopen(fd, "wb") as out:
-                    shutil.copyfileobj(src, out, CHUNK)
-                    os.fchmod(out.fileno(), m.mode & 0o7777)
-                os.utime(path, (m.mtime, m.mtime))
-                written += m.size
-                if time.time() - last > 1.0:
-                    last = time.time()
-                    emit({"event": "progress", "host": host, "bytes": written})
-            else:
-                raise Failure(f"archive member {m.name!r} has an unexpected type")
-    for path, mode in reversed(dirs):
-        os.chmod(path, mode & 0o7777)
-    return written
-
-
 def _private_root(root: str) -> None:
     """Create the stage directory (mkdir, 0700) or find it yours and private, or fail."""
     try:
@@ -175,7 +85,7 @@ def _private_root(root: str) -> None:
     except JobenvError as exc:
         raise Failure(exc.message) from None
     except OSError as exc:
-        raise Failure(_cause(exc, root)) from None
+        raise Failure(cause(exc, root)) from None
 
 
 def stage(spec: Dict[str, Any], host: str, meta: Dict[str, Any]) -> Dict[str, Any]:
@@ -188,7 +98,7 @@ def stage(spec: Dict[str, Any], host: str, meta: Dict[str, Any]) -> Dict[str, An
     if not spec.get("dry_run"):
         try:
             node = relay.join(spec, meta, host, root)
-        except (relay.RelayError, OSError) as exc:
+        except (relaydir.RelayError, OSError) as exc:
             raise Failure(f"relay: {exc}") from None
     try:
         out = _stage(spec, host, meta, root, copy, node)
@@ -221,13 +131,14 @@ def _stage(spec: Dict[str, Any], host: str, meta: Dict[str, Any], root: str, cop
     t = time.time()
     try:
         os.mkdir(tmp, 0o700)
-        nbytes = unpack(node.fetched() if node is not None else spec["archive"], tmp, host)
+        nbytes = unpack(node.fetched() if node is not None else spec["archive"], tmp,
+                        lambda n: emit({"event": "progress", "host": host, "bytes": n}))
         got = copy_walk(tmp)
         if len(got) != meta["entries"] or manifest.digest(got) != key:
             raise Failure(f"verification failed: {len(got)} of {meta['entries']} entries, "
                           f"hash {manifest.digest(got)[:12]} != {key[:12]}")
         pairs = relocate.mapping(meta["roots"], copy, BASE_DIR)
-        counts = relocate.relocate(meta["relocate"], lambda name: _dest(tmp, name), pairs, meta["kind"])
+        counts = relocate.relocate(meta["relocate"], lambda name: dest(tmp, name), pairs, meta["kind"])
         info = {"key": key, "source": meta["source"], "kind": meta["kind"], "entries": len(got),
                 "host": host, "staged_at": time.time(), "base_staged": meta.get("base_staged", False),
                 "relocated": counts}
@@ -240,12 +151,12 @@ def _stage(spec: Dict[str, Any], host: str, meta: Dict[str, Any], root: str, cop
             os.rename(copy, old)
         os.rename(tmp, copy)
         if old:
-            _rmtree(old)
+            rmtree(old)
     except OSError as exc:
-        _rmtree(tmp) if os.path.isdir(tmp) else None
-        raise Failure(_cause(exc, root)) from None
-    except (Failure, relocate.RelocError, relay.RelayError, tarfile.TarError, manifest.EnvError) as exc:
-        _rmtree(tmp) if os.path.isdir(tmp) else None
+        rmtree(tmp) if os.path.isdir(tmp) else None
+        raise Failure(cause(exc, root)) from None
+    except (Failure, relocate.RelocError, relaydir.RelayError, tarfile.TarError, manifest.EnvError) as exc:
+        rmtree(tmp) if os.path.isdir(tmp) else None
         raise Failure(str(exc)) from None
     return {"prefix": copy, "unchanged": False, "entries": len(got), "bytes": nbytes,
             "seconds": round(time.time() - t, 3), "relocated": counts}
@@ -258,7 +169,7 @@ def _leftovers(root: str, name: str, host: str, all_of_them: bool = False) -> No
             head = f".{name}.{kind}.{host}."
             pid = entry[len(head):]
             if entry.startswith(head) and pid.isdigit() and (all_of_them or not _alive(int(pid))):
-                _rmtree(os.path.join(root, entry))
+                rmtree(os.path.join(root, entry))
 
 
 def _alive(pid: int) -> bool:
@@ -287,9 +198,9 @@ def clean(spec: Dict[str, Any], host: str) -> Dict[str, Any]:
         gone = os.path.join(root, f".{spec['name']}.old.{host}.{os.getpid()}")
         try:
             os.rename(copy, gone)
-            _rmtree(gone)
+            rmtree(gone)
         except OSError as exc:
-            raise Failure(_cause(exc, root)) from None
+            raise Failure(cause(exc, root)) from None
         removed = True
     if os.path.isdir(root):
         _leftovers(root, spec["name"], host)
@@ -311,7 +222,7 @@ def main(argv: List[str]) -> int:
     except Failure as exc:
         out.update(ok=False, error=str(exc))
     except OSError as exc:
-        out.update(ok=False, error=_cause(exc, "the store"))
+        out.update(ok=False, error=cause(exc, "the store"))
     emit(out)
     return 0 if out["ok"] else 1
 
