@@ -7,7 +7,7 @@ import socket
 import pytest
 
 from conftest import mpich
-from launchkit import RESTORE, fresh_env, save, shell, tools
+from launchkit import RESTORE, fresh_env, local_job, save, shell, tools
 
 
 @pytest.mark.parametrize("cmd,rc,words", [
@@ -43,11 +43,7 @@ print("ARGV", os.environ["RANK"], sys.executable, sys.argv[1:], flush=True)
 
 @pytest.fixture
 def job2(tmp_path):
-    mpich()
-    home = tmp_path / "home"
-    home.mkdir()
-    env = fresh_env(home, f"{tools(tmp_path / 'bin')}:/usr/bin:/bin")
-    save(env, "--ranks-per-host", "2")
+    env = local_job(tmp_path, 2)
     (tmp_path / "train.py").write_text(DS_STYLE)
     (tmp_path / "pkg").mkdir()
     (tmp_path / "pkg" / "__init__.py").write_text("")

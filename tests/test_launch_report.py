@@ -6,7 +6,7 @@ import os
 
 import pytest
 
-from launchkit import BIN, fresh_env, save, shell, tools
+from launchkit import local_job, shell
 from jobenv.launch.report import once
 
 pytestmark = pytest.mark.e2e
@@ -15,13 +15,7 @@ pytestmark = pytest.mark.e2e
 @pytest.fixture
 def job3(tmp_path):
     """A local job of 3 ranks saved with the MPICH wheel's mpiexec."""
-    if not (BIN / "mpiexec").exists():
-        pytest.skip("the mpich wheel is not installed")
-    home = tmp_path / "home"
-    home.mkdir()
-    env = fresh_env(home, f"{tools(tmp_path / 'bin')}:/usr/bin:/bin")
-    save(env, "--ranks-per-host", "3")
-    return env
+    return local_job(tmp_path, 3)
 
 
 def test_a_missing_script_is_named_once_with_every_rank(job3, tmp_path):

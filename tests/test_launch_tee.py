@@ -4,22 +4,16 @@ from __future__ import annotations
 
 import pytest
 
-from conftest import mpich
 from jobenv.core.errors import BadInput
 from jobenv.launch.tee import parse_ranks
-from launchkit import RESTORE, fresh_env, save, shell, tools
+from launchkit import RESTORE, local_job, shell
 
 SAY = "sh -c 'echo first-$RANK; sleep 0.5; printf last-$RANK'"  # the last line has no newline
 
 
 @pytest.fixture
 def job(tmp_path):
-    mpich()
-    home = tmp_path / "home"
-    home.mkdir()
-    env = fresh_env(home, f"{tools(tmp_path / 'bin')}:/usr/bin:/bin")
-    save(env, "--ranks-per-host", "3")
-    return env
+    return local_job(tmp_path, 3)
 
 
 def test_log_dir_still_shows_rank_0(tmp_path, job):
