@@ -176,27 +176,16 @@ class Ledgers:
                     os.unlink(name, dir_fd=fd)
                 except OSError:
                     continue
-                if name.startswith("."):
-                    continue
-                host = self.state.hosts.get(name)
-                if host is None:
-                    host = self.state.hosts[name] = HostState(name)
-                self._read(f"host-{name}.ledger", host)
+                if not name.startswith("."):
+                    self._read(f"host-{name}.ledger", self._host(name))
         finally:
             os.close(fd)
 
     def _discover(self) -> None:
-        """The directory listed: hosts not known yet get their ledger read and their beat stat'ed."""
-        try:
-            with os.scandir(self.run_dir) as it:
-                names = [e.name for e in it if e.name.startswith("host-")]
-        except OSError:
-            return
-        for name in names:
-            stem, _, kind = name[5:].rpartition(".")
-            if stem and kind in ("ledger", "beat") and stem not in self.state.hosts:
-                host = self.state.hosts[stem] = HostState(stem)
-                self._read(f"host-{stem}.ledger", host)
+        """The directory listed: hosts not known yet get their ledger read."""
+        for stem, _ in self._listing():
+            if stem not in self.state.hosts:
+                self._read(f"host-{stem}.ledger", self._host(stem))
 
     def _beat(self, host: HostState) -> None:
         try:
@@ -206,23 +195,30 @@ class Ledgers:
             pass
 
     def poll(self) -> RunState:
+        for stem, kind in self._listing():
+            host = self._host(stem)
+            if kind == "beat":
+                self._beat(host)
+            else:
+                self._read(f"host-{stem}.ledger", host)
+        return self.state
+
+    def _listing(self) -> List[Tuple[str, str]]:
+        """(host, "ledger" or "beat") for each host-<H>.ledger and host-<H>.beat the run directory
+        lists (none when it cannot be listed)."""
         try:
             with os.scandir(self.run_dir) as it:
                 names = [e.name for e in it if e.name.startswith("host-")]
         except OSError:
-            return self.state
-        for name in names:
-            stem, _, kind = name[5:].rpartition(".")
-            if not stem or kind not in ("ledger", "beat"):
-                continue
-            host = self.state.hosts.get(stem)
-            if host is None:
-                host = self.state.hosts[stem] = HostState(stem)
-            if kind == "beat":
-                self._beat(host)
-            else:
-                self._read(name, host)
-        return self.state
+            return []
+        pairs = [name[5:].rpartition(".") for name in names]
+        return [(stem, kind) for stem, _, kind in pairs if stem and kind in ("ledger", "beat")]
+
+    def _host(self, name: str) -> HostState:
+        host = self.state.hosts.get(name)
+        if host is None:
+            host = self.state.hosts[name] = HostState(name)
+        return host
 
     def _read(self, name: str, host: HostState) -> None:
         from jobenv.core.readfile import open_regular

@@ -254,7 +254,11 @@ def _seed(env: Mapping[str, str], jobid: Optional[str]) -> str:
             return env[k]
     if env.get("SLURM_JOB_ID") and env.get("SLURM_STEP_ID"):
         return f"{env['SLURM_JOB_ID']}.{env['SLURM_STEP_ID']}"
-    # stamped by `launch` and forwarded by every launcher to every rank
+    return _launch_seed(env, jobid)
+
+
+def _launch_seed(env: Mapping[str, str], jobid: Optional[str]) -> str:
+    # JOBENV_LAUNCH_TIME: stamped by `launch` and forwarded by every launcher to every rank
     return f"{jobid or 'jobenv'}@{env.get('JOBENV_LAUNCH_TIME', '')}"
 
 
@@ -271,7 +275,7 @@ def launch_port(env: Mapping[str, str]) -> Optional[int]:
     if env.get("MASTER_PORT"):
         return None
     jobid = env.get("JOBENV_JOBID") or None
-    return derived_port(f"{seed_id(jobid) if jobid else 'jobenv'}@{env.get('JOBENV_LAUNCH_TIME', '')}")
+    return derived_port(_launch_seed(env, seed_id(jobid) if jobid else None))
 
 
 def master_port(env: Mapping[str, str], size: int, jobid: Optional[str]) -> int:
