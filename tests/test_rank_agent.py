@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import signal
+import subprocess
 import time
 
 from jobenv.launch import ranks
@@ -54,3 +55,32 @@ def test_news_is_told_once_per_growth_and_never_through_a_link(tmp_path):
         f.write("end 0 exit:0 6.0\n")
     a.tell()
     assert os.listdir(tmp_path / "news") == ["n1"]
+
+
+def test_a_keeper_killed_with_its_process_group_is_recorded_lost_by_the_agent(tmp_path):
+    """Hydra's proxy, after one rank failed, ends the others by SIGKILL to each rank's process
+    group (seen on the real PBS: `EXIT CODE: 9`).  The agent was forked by one of those keepers;
+    in its own session it outlives the group and writes `lost` for each keeper killed outright,
+    so that `jobenv kill` from any host reads every rank as ended."""
+    from test_launch_requests import PY, RANK, WRAPPER
+
+    run = tmp_path / "run"
+    run.mkdir()
+    procs = []
+    for r in range(2):  # each rank leads its own group, as Hydra's proxy makes them
+        env = {"PATH": "/usr/bin:/bin", "JOBENV_RUN_DIR": str(run), "PMI_RANK": str(r), "PMI_SIZE": "2",
+               "JOBENV_PYTHON": PY}
+        procs.append(subprocess.Popen([POSIX_SHELLS[0], WRAPPER, PY, "-c", RANK, str(tmp_path / f"got{r}")],
+                                      env=env, stdin=subprocess.DEVNULL, start_new_session=True))
+    try:
+        assert _until(lambda: len(ranks.read(str(run)).ranks) == 2 and (run / f"agent-{HOST}").exists(), 20)
+        agent = int((run / f"agent-{HOST}").read_text().split()[0])
+        assert os.getsid(agent) not in {os.getsid(p.pid) for p in procs}
+        for p in procs:
+            os.killpg(p.pid, signal.SIGKILL)
+            p.wait()
+        assert _until(lambda: all(r.exit == "lost" for r in ranks.read(str(run)).ranks.values()), 10), \
+            ranks.read(str(run)).ranks
+        assert _until(lambda: not (run / f"agent-{HOST}").exists(), 5), "the agent outlived the host's ranks"
+    finally:
+        _end(run, procs)

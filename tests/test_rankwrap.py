@@ -458,8 +458,8 @@ def test_supervised_wrapper_forwards_term_and_keeps_stdin(tmp_path):
     env = {**HYDRA, "JOBENV_HOSTNAME": "n2", "JOBENV_RUN_DIR": str(run)}
     p = wrap(env, ["/bin/sh", "-c", "read x; echo got $x"], input="hello\n")
     assert p.stdout == "got hello\n"
-    for f in run.iterdir():
-        f.unlink(missing_ok=True)  # the host agent removes its lock as it ends
+    for f in run.iterdir():  # the host agent removes its lock as it ends; news/ is a directory
+        shutil.rmtree(f, ignore_errors=True) if f.is_dir() else f.unlink(missing_ok=True)
     # Hydra (these are its variables) signals the rank's process group: the program, in its keeper's
     # group, gets SIGTERM itself (the keeper passes on none its group-signalling parent sent)
     proc = subprocess.Popen(["dash", WRAPPER, "sleep", "60"], start_new_session=True,

@@ -46,8 +46,17 @@ SIGNALS = {"USR1": signal.SIGUSR1, "USR2": signal.SIGUSR2, "TERM": signal.SIGTER
 
 
 def detach(keep: int) -> None:
-    """The agent holds nothing of the launcher's (its pipes would keep the launcher waiting) and
-    takes no signal the step's processes all get as a warning (USR1, USR2)."""
+    """The agent holds nothing of the launcher's (its pipes would keep the launcher waiting),
+    takes no signal the step's processes all get as a warning (USR1, USR2), and leaves the rank's
+    process group and session (setsid): a launcher that ends a rank by SIGKILL to its group
+    (Hydra's proxy after another rank failed, Open MPI's orted, a terminal's ^C to the foreground
+    group) kills that keeper outright, and the agent, outside the group, is the one left to
+    write its `lost`.  It ends by itself within two beats of the host's last keeper, so it never
+    outlives the launch; a step's cgroup (srun, Flux) still ends it with the step."""
+    try:
+        os.setsid()
+    except OSError:
+        pass
     null = os.open(os.devnull, os.O_RDWR)
     for fd in (0, 1, 2):
         os.dup2(null, fd)
