@@ -15,7 +15,7 @@ from jobenv.store import liveness
 from jobenv.restore import plan
 from jobenv.profiles import load as profiles
 from jobenv.runtime import discovery
-from jobenv.schedulers import base, render
+from jobenv.schedulers import parse, render
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -33,7 +33,7 @@ def test_every_scheduler_fact_table_is_derived_from_the_descriptors():
     jobids = tuple(v for d in descs for v in d.jobid_vars)
     prefixes = tuple(p for d in descs for p in d.prefixes)
     assert plan.SITE_VARS is schedulers.SITE_VARS
-    assert plan.is_secret is schedulers.is_secret and base.is_secret is schedulers.is_secret
+    assert plan.is_secret is schedulers.is_secret and parse.is_secret is schedulers.is_secret
     assert liveness._QUERY_VARS == tuple(v for d in descs for v in d.query_vars)
     assert importer.SCHEDULER_PREFIXES == prefixes
     assert all(p in plan._LAUNCH_DENY_PREFIXES for p in prefixes)
@@ -79,5 +79,5 @@ def test_a_left_over_job_whose_nodefile_is_gone_loses_a_tie(tmp_path):
 
 def test_secrets_are_one_rule_for_capture_and_restore():
     env = {"PBS_JOBCOOKIE": "c", "SLURM_TOKEN": "t", "SLURM_api_key": "k", "SLURM_JOB_ID": "1"}
-    assert base.pick_env(env, ("PBS_", "SLURM_")) == {"SLURM_JOB_ID": "1"}
+    assert parse.pick_env(env, ("PBS_", "SLURM_")) == {"SLURM_JOB_ID": "1"}
     assert [k for k in env if plan.job_var_ok(k, "slurm") or plan.job_var_ok(k, "pbs")] == ["SLURM_JOB_ID"]

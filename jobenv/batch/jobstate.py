@@ -15,7 +15,8 @@ import re
 from typing import Callable, Dict, List, Mapping, Optional, Tuple
 
 from jobenv.core.errors import BadInput
-from ..schedulers.base import run_query, table_rows
+from ..schedulers.base import run_query
+from ..schedulers.parse import table_rows
 
 Runner = Callable[[List[str], Optional[Mapping[str, str]], float], Optional[Tuple[int, str]]]
 TIMEOUT = 10.0
@@ -40,10 +41,10 @@ _SLURM_QUEUED = {"PENDING", "REQUEUED", "REQUEUE_HOLD", "REQUEUE_FED", "RESV_DEL
 
 
 def slurm_phase(state: str) -> str:
-    from ..schedulers.slurm import _ENDED
+    from ..schedulers.slurm import OUTSIDE  # its `ended`: the one list of Slurm's end states
 
     base = state.split()[0].rstrip("+") if state else ""  # sacct writes `CANCELLED by 0`, `CANCELLED+`
-    return "ended" if base in _ENDED else "queued" if base in _SLURM_QUEUED else "running"
+    return "ended" if base in OUTSIDE.ended else "queued" if base in _SLURM_QUEUED else "running"
 
 
 def parse_squeue(out: str, jobid: str) -> Optional[str]:
@@ -104,7 +105,7 @@ def parse_pbs(out: str, jobid: str) -> Optional[JobStatus]:
     the job (its id exact, or by its numeric part), read by the PBS scheduler file's one
     reader (schedulers.pbs_qstat): an answer it finds ambiguous says nothing of the job."""
     from ..schedulers import pbs_qstat
-    from ..schedulers.pbs import _ENDED
+    from ..schedulers.pbs import OUTSIDE  # its `ended`: the one list of PBS's end states
 
     _, attrs = pbs_qstat.job(out, jobid)
     if attrs is None:
@@ -115,7 +116,7 @@ def parse_pbs(out: str, jobid: str) -> Optional[JobStatus]:
     state = attrs.get("job_state")
     if not isinstance(state, str):
         return None
-    phase = "ended" if state in _ENDED else "queued" if state in _PBS_QUEUED else "running"
+    phase = "ended" if state in OUTSIDE.ended else "queued" if state in _PBS_QUEUED else "running"
     code = pbs_qstat.text(attrs, "Exit_status")
     path = pbs_qstat.text(attrs, "Output_Path")
     output = path.split(":", 1)[1] if ":" in path else path or None

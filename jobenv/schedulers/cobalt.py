@@ -6,7 +6,8 @@ processes, not nodes, so hosts come from the nodefile alone, in the scheduler's 
 from __future__ import annotations
 
 from jobenv.core.errors import BadInput
-from .base import Batch, Capture, Outside, Scheduler, parse_nodefile, pick_env, run_parsed, read_text, table_rows
+from .base import Batch, Capture, Outside, Scheduler, run_parsed
+from .parse import parse_nodefile, pick_env, read_text, table_rows
 
 TYPE_CHECKING = False  # `import typing` costs ~5 ms per shell; type checkers still read the block below
 if TYPE_CHECKING:

@@ -23,7 +23,8 @@ from a nested instance the question may have gone to the wrong one.
 from __future__ import annotations
 
 from jobenv.core.errors import BadInput
-from .base import Batch, Capture, Scheduler, pick_env, run_parsed, run_query
+from .base import Batch, Capture, Scheduler, run_parsed, run_query
+from .parse import pick_env
 
 TYPE_CHECKING = False  # `import typing` costs ~5 ms per shell; type checkers still read the block below
 if TYPE_CHECKING:

@@ -16,7 +16,8 @@ purged job is `Job <ID> is not found`: ended.
 from __future__ import annotations
 
 from jobenv.core.errors import BadInput
-from .base import Batch, Capture, Scheduler, parse_nodefile, pick_env, run_parsed, read_text
+from .base import Batch, Capture, Scheduler, run_parsed
+from .parse import parse_nodefile, pick_env, read_text
 
 TYPE_CHECKING = False  # `import typing` costs ~5 ms per shell; type checkers still read the block below
 if TYPE_CHECKING:

@@ -11,7 +11,8 @@ from __future__ import annotations
 from jobenv.core.errors import BadInput
 from jobenv.core.numparse import MAX_PER_HOST, is_uint
 from . import pbs_qstat, pbs_requeue
-from .base import Batch, Capture, Outside, Requeue, Scheduler, parse_nodefile, pick_env, run_parsed, read_text, table_rows
+from .base import Batch, Capture, Outside, Requeue, Scheduler, run_parsed
+from .parse import parse_nodefile, pick_env, read_text, table_rows
 
 TYPE_CHECKING = False  # `import typing` costs ~5 ms per shell; type checkers still read the block below
 if TYPE_CHECKING:

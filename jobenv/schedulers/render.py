@@ -19,7 +19,7 @@ from .base import Scheduler
 HERE = os.path.dirname(os.path.abspath(__file__))
 INIT = os.path.join(HERE, "__init__.py")
 SHELL = os.path.join(os.path.dirname(os.path.dirname(HERE)), "shell", "jobenv.sh")
-NOT_SCHEDULERS = ("__init__", "base", "render")
+NOT_SCHEDULERS = ("__init__", "base", "parse", "render")
 _BEGIN, _END = "# BEGIN tables:", "# END tables\n"
 _GATE_BEGIN, _GATE_END = "    # a job's marks: schedulers.JOB_MARKERS;", '    d="${JOBENV_HOME'
 

@@ -11,7 +11,8 @@ import os
 
 from jobenv.core.errors import BadInput
 from jobenv.core.numparse import MAX_PER_HOST, is_uint, parse_uint
-from .base import Batch, Capture, Outside, Requeue, Scheduler, pick_env, run_parsed
+from .base import Batch, Capture, Outside, Requeue, Scheduler, run_parsed
+from .parse import pick_env
 from .slurm_scontrol import NAME, batch_script, expand_nodes, parse_job, parse_show_job
 
 TYPE_CHECKING = False  # `import typing` costs ~5 ms per shell; type checkers still read the block below
