@@ -14,7 +14,7 @@ import machines
 from conftest import base_env, jobenv, record
 from jobenv.store import record as record_mod
 from jobenv.stage import manifest, pack, relocate, restore
-from jobenv.stage.cli import copy_name
+from jobenv.cli.stage import copy_name
 
 BASE_PY = os.path.realpath(sys._base_executable if hasattr(sys, "_base_executable") else sys.executable)
 
@@ -246,7 +246,7 @@ def test_recording_a_copy_keeps_the_saved_time(tmp_path, job, monkeypatch):
     """stage writes its `staged` field through the store's one record writer, which keeps
     the record's saved time as its mtime: `get` picks the newest record by it."""
     from jobenv.store import files as store
-    from jobenv.stage.cli import update_record
+    from jobenv.cli.stage import update_record
 
     monkeypatch.setenv("JOBENV_HOME", job["JOBENV_HOME"])
     (path, rec), = [(p, r) for p, r in store.iter_records(job) if not isinstance(r, Exception)]

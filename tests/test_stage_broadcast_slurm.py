@@ -15,7 +15,7 @@ import pytest
 from launchkit import RESTORE
 from test_e2e_slurm import batch_job, cluster, fresh, jobs, store  # noqa: F401 (the Slurm test bed's fixtures)
 from test_stage import make_venv
-from jobenv.stage.cli import copy_name
+from jobenv.cli.stage import copy_name
 
 pytestmark = pytest.mark.e2e
 

@@ -16,7 +16,7 @@ from test_e2e_slurm import cluster, jobs, store  # noqa: F401  (the Slurm test b
 from jobenv.store import record as record_mod
 from jobenv.restore import shell
 from jobenv.stage import restore
-from jobenv.stage.cli import copy_name
+from jobenv.cli.stage import copy_name
 from launchkit import train_reports, write_train
 
 pytestmark = pytest.mark.e2e

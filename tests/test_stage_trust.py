@@ -16,7 +16,7 @@ import pytest
 from conftest import base_env, jobenv, record
 from jobenv.store import record as record_mod
 from jobenv.stage import manifest, restore, worker
-from jobenv.stage.cli import copy_name
+from jobenv.cli.stage import copy_name
 from test_stage import make_venv
 
 HOST = socket.gethostname()  # the worker's own name for this host

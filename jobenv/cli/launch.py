@@ -13,7 +13,7 @@ import click
 
 from jobenv.cli.common import warn
 from jobenv.core.params import Count, Seconds
-from jobenv.launch.cli_args import LaunchCommand
+from jobenv.cli.launch_args import LaunchCommand
 from jobenv.core.numparse import MAX_HOSTS, MAX_PER_HOST
 
 
@@ -90,9 +90,9 @@ def launch(job: Optional[str], allow_stale: bool, dry_run: bool, nranks: Optiona
     import shlex
 
     from jobenv.fastlaunch import start
-    from jobenv.launch.cli_args import refuse_conflicts, same, tee_ranks
-    from jobenv.launch.cli_args import nnodes as parse_nnodes
-    from jobenv.launch.cli_args import nproc_per_node as parse_nproc
+    from jobenv.cli.launch_args import refuse_conflicts, same, tee_ranks
+    from jobenv.cli.launch_args import nnodes as parse_nnodes
+    from jobenv.cli.launch_args import nproc_per_node as parse_nproc
     from jobenv.launch import command as cmd
     from jobenv.launch.sizing import Request
     from jobenv.launch.supervise import Limits

@@ -110,19 +110,19 @@ def profiles(as_json: bool) -> None:
                 ["name", "scheduler", "GPUs/host", "description", "file"])
 
 
-from jobenv.restore import init  # noqa: E402  (commands in their own modules)
-from jobenv.cli import completion, doctor, records as cli_records  # noqa: E402
+from jobenv.cli import completion, doctor, records as cli_records  # noqa: E402  (commands in their own modules)
+from jobenv.cli.init import init_cmd  # noqa: E402
 
 for _cmd in (cli_records.show, cli_records.list_cmd, cli_records.rm, cli_records.clean, cli_records.import_cmd,
              cli_records.watch):
     cli.add_command(_cmd)
 
-cli.add_command(init.command())
+cli.add_command(init_cmd)
 cli.add_command(doctor.doctor_cmd)
 cli.add_command(completion.completion_cmd)
 
 
-from jobenv.stage.cli import stage as _stage  # noqa: E402  (jobenv stage; heavy imports stay inside it)
+from jobenv.cli.stage import stage as _stage  # noqa: E402  (jobenv stage; heavy imports stay inside it)
 
 cli.add_command(_stage)
 

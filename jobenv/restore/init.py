@@ -10,7 +10,7 @@ allocation not yet saved, save it; in any other interactive shell on a host of a
 job, restore it.
 
 Every login shell pays for this, so this module is click-free (`jobenv init` takes a fast
-path in `jobenv.__main__`, like `get`), and the emitted code starts no process when no job
+path in `jobenv.__main__`, like `get`; the click command for the rest is jobenv/cli/init.py), and the emitted code starts no process when no job
 is around.  The emitted code never prints on its own and never fails the shell: no
 `jobenv` on PATH, a corrupt store, `set -eu` or zsh's err_exit/nounset all leave the shell
 as it was (tests/test_init.py runs real bash, zsh, fish and dash from empty environments).
@@ -28,8 +28,6 @@ from jobenv.schedulers import all_jobid_vars
 TYPE_CHECKING = False  # `import typing` costs ~5 ms per login shell
 if TYPE_CHECKING:
     from typing import Any, Dict, List, Optional
-
-    import click
 
 SHELLS = ("bash", "zsh", "fish", "sh")
 # click's name for the completion function (ShellComplete.func_name; test_init checks it)
@@ -244,29 +242,3 @@ def run(args: List[str]) -> Optional[int]:
     sys.stdout.write(text)
     sys.stdout.flush()
     return 0
-
-
-def command() -> click.Command:
-    """The click command (help, completion, usage errors); normally the fast path answers."""
-    import click
-
-    @click.command("init")
-    @click.argument("shell", type=click.Choice(SHELLS))
-    @click.option("--auto", is_flag=True,
-                  help="Also save a new allocation in its first shell and restore a saved job in other shells "
-                       "on its hosts (JOBENV_AUTO=0 turns it off again, JOBENV_AUTO=1 turns it on without this).")
-    @click.option("--install", is_flag=True,
-                  help="Add the line that evaluates this to your rc file (~/.bashrc, ~/.zshrc, fish's conf.d), "
-                       "naming this jobenv by its absolute path; running it again replaces that line.")
-    def init_cmd(shell: str, auto: bool, install: bool) -> None:
-        """Print shell code for your rc file: eval "$(jobenv init bash)" (fish: jobenv init fish | source)."""
-        if install:
-            from jobenv.restore.init_install import install as add_line
-
-            path, line, changed = add_line(shell, exe_path(sys.argv[0], sys.executable), auto, os.environ)
-            click.echo(f"{'added to' if changed else 'already in'} {path}:\n  {line}\n"
-                       "new shells now have getjobenv, savejobenv and `jobenv` itself (as $JOBENV_EXE)")
-            return
-        click.echo(output(shell, auto), nl=False)
-
-    return init_cmd

@@ -1,7 +1,7 @@
 """What `jobenv stage` shows while the hosts stage: hosts done / total, bytes and rate (rich on a
 terminal, one plain line per host otherwise), and each host's report in one phrase.
 
-Apart from jobenv.stage.cli because it is the one place that turns a worker's JSON report
+Apart from jobenv.cli.stage because it is the one place that turns a worker's JSON report
 (jobenv.stage.worker's `emit`) into words: the stage, its --clean and the tests read the same
 phrases ("staged ... verified, received from a peer"), and nothing here decides anything.
 """

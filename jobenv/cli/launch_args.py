@@ -83,7 +83,7 @@ def _names(text: str) -> List[str]:
 
 def tee_ranks(text: str) -> Optional[Set[int]]:
     """--tee RANKS (jobenv.launch.tee.parse_ranks) as a click usage error when malformed."""
-    from .tee import parse_ranks
+    from jobenv.launch.tee import parse_ranks
 
     try:
         return parse_ranks(text)

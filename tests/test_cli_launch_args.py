@@ -13,7 +13,7 @@ import machines
 from conftest import base_env, jobenv, mpich, need
 from jobenv.core.errors import BadInput
 from jobenv.launch import sizing
-from jobenv.launch.cli_args import options_first
+from jobenv.cli.launch_args import options_first
 from launchkit import RESTORE, fresh_env, save, shell, tools
 
 RANKS = "python3 -c 'import os, sys; print(\"R\", os.environ[\"RANK\"], os.environ[\"WORLD_SIZE\"], sys.argv[1:])'"

@@ -16,12 +16,12 @@ from jobenv.core.params import Count, Seconds
 from jobenv.core.errors import BadInput, JobenvError, JobEnded, one_line
 from jobenv.core.numparse import MAX_HOSTS, plural
 from jobenv.store.record import JobRecord
-from . import outcome
-from .outcome import Fraction
-from .progress import Progress, mb as _mb
+from jobenv.stage import outcome
+from jobenv.stage.outcome import Fraction
+from jobenv.stage.progress import Progress, mb as _mb
 
 if TYPE_CHECKING:
-    from .manifest import Entry, Env
+    from jobenv.stage.manifest import Entry, Env
 
 
 def _say(msg: str) -> None:
@@ -73,7 +73,7 @@ def update_record(path: str, staged: Dict[str, Optional[Dict[str, Any]]]) -> Non
 def _run_hosts(rec: JobRecord, rec_path: str, spec: Dict[str, Any], python: str, timeout: float,
                progress: Progress) -> Dict[str, Dict[str, Any]]:
     """Run the worker on every host; {record host: report} (missing hosts get an error report)."""
-    from . import hosts as hosts_mod
+    from jobenv.stage import hosts as hosts_mod
 
     argv = hosts_mod.per_host_argv(rec, os.environ) + hosts_mod.worker_argv(python, spec)
     env = hosts_mod.launcher_environ(rec, rec_path, os.environ)
@@ -123,8 +123,8 @@ def stage(job: Optional[str], args: Tuple[str, ...], env_path: Optional[str], to
           base: str, timeout: float) -> None:
     """Copy the job's Python environment (or each DIR: data sets, checkpoints; an argument
     with a `/` in it, like ./data) to node-local disk on every host."""
-    from . import manifest
-    from .manifest import EnvError
+    from jobenv.stage import manifest
+    from jobenv.stage.manifest import EnvError
 
     dirs = [a for a in args if "/" in a]
     ids = list(dict.fromkeys([a for a in args if "/" not in a] + ([job] if job is not None else [])))
@@ -149,9 +149,9 @@ def _stage_one(job: Optional[str], src: Optional[Env], env_path: Optional[str], 
     from jobenv.store import files as store
     from jobenv.store.lookup import which_job
     from jobenv.store.liveness import job_state
-    from . import hosts as hosts_mod
-    from . import manifest, pack
-    from .manifest import EnvError
+    from jobenv.stage import hosts as hosts_mod
+    from jobenv.stage import manifest, pack
+    from jobenv.stage.manifest import EnvError
 
     path, rec = which_job(os.environ, job, _warn)
     state, reason = job_state(rec, os.environ)
@@ -195,7 +195,7 @@ def _stage_one(job: Optional[str], src: Optional[Env], env_path: Optional[str], 
     spec = {"archive": archive, "sidecar": side, "key": key, "to": to, "name": name}
     rdir = None
     if rec.nhosts > 1 and fan_out > 0:  # a broadcast: one host reads the archive, the others get it from a peer
-        from . import relaydir
+        from jobenv.stage import relaydir
 
         rdir, secret = relaydir.make_dir(sdir, list(rec.hosts), time.time() + timeout)
         spec["relay"] = {"dir": rdir, "secret": secret, "fanout": fan_out, "wait": peer_timeout}
@@ -231,8 +231,8 @@ def _say_base(env: Env) -> None:
 
 def _say_dry_run(rec: JobRecord, sdir: str, key: str, where: str, name: str) -> None:
     """What `stage --dry-run` would do: the archive, each host's copy (the first 8), the launcher."""
-    from . import hosts as hosts_mod
-    from .worker import host_path
+    from jobenv.stage import hosts as hosts_mod
+    from jobenv.stage.worker import host_path
 
     exists = os.path.exists(os.path.join(sdir, key[:16] + ".json"))
     _say(f"archive {os.path.join(sdir, key[:16] + '.tar')} ({'exists, reused' if exists else 'would be packed'})")
@@ -246,8 +246,8 @@ def _say_dry_run(rec: JobRecord, sdir: str, key: str, where: str, name: str) -> 
 
 def _pack(env: Env, items: List[Entry], key: str, sdir: str, nbytes: int) -> Tuple[str, str]:
     """Pack the environment into the shared stage directory (reused when current); (archive, sidecar)."""
-    from . import pack
-    from .manifest import EnvError
+    from jobenv.stage import pack
+    from jobenv.stage.manifest import EnvError
 
     from jobenv.core.output import progress
 
@@ -264,7 +264,7 @@ def _pack(env: Env, items: List[Entry], key: str, sdir: str, nbytes: int) -> Tup
 
 
 def manifest_root_hint() -> str:
-    from .worker import default_root
+    from jobenv.stage.worker import default_root
 
     return default_root(os.environ)
 
