@@ -263,6 +263,9 @@ def test_kill_from_a_fresh_shell_ends_every_rank(cluster, jobs, store, tmp_path,
     took = time.monotonic() - t
     out = (tmp_path / "launch.out").read_text() if (tmp_path / "launch.out").exists() else ""
     out += "".join(f"\n{f}:\n{f.read_text()}" for f in sorted(Path(store).glob("runs/*/*/host-*")))
+    out += "\nrun directory: " + " ".join(sorted(f.name for f in Path(store).glob("runs/*/*/*")))
+    out += "\n" + subprocess.run(["ps", "-eo", "pid,ppid,sid,pgid,stat,lstart,args"], capture_output=True,
+                                  text=True).stdout
     assert p.returncode == 0, p.stdout + p.stderr + out
     assert "ended 4 rank(s) (0; 1; 2; 3) on 2 host(s)" in p.stderr, p.stderr + out
     print(f"\njobenv kill took {took:.1f} s")

@@ -9,6 +9,7 @@ import time
 import pytest
 
 from jobenv.launch import reaper
+from test_rankwrap import HOST
 
 
 def test_marked_processes_are_signalled_through_a_pidfd_never_by_number(tmp_path, monkeypatch):
@@ -37,3 +38,23 @@ def test_marked_processes_are_signalled_through_a_pidfd_never_by_number(tmp_path
         monkeypatch.undo()
         proc.kill()
         proc.wait()
+
+
+def test_the_reaper_spares_the_runs_host_agent_which_records_what_it_killed(tmp_path):
+    """SIGKILL to every marked process (the reaper's last step, and what `jobenv kill` on one
+    host of the test clusters, which share one /proc, did to every host's): the keepers die
+    without an `end`, and the host agent, never reaped, writes their `lost` and ends by itself."""
+    from test_rank_agent import every_rank_lost_then_the_agent_ends, ranks_in_groups
+    from test_launch_requests import _end
+
+    run, procs = ranks_in_groups(tmp_path)
+    try:
+        agent = int((run / f"agent-{HOST}").read_text().split()[0])
+        mark = reaper.marker(str(run))
+        assert agent not in reaper.marked(mark) and len(reaper.marked(mark)) >= 4  # 2 keepers, 2 programs
+        reaper.signal_marked(mark, signal.SIGKILL)
+        for p in procs:
+            p.wait(timeout=10)
+        every_rank_lost_then_the_agent_ends(run)
+    finally:
+        _end(run, procs)

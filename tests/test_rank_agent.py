@@ -57,30 +57,41 @@ def test_news_is_told_once_per_growth_and_never_through_a_link(tmp_path):
     assert os.listdir(tmp_path / "news") == ["n1"]
 
 
-def test_a_keeper_killed_with_its_process_group_is_recorded_lost_by_the_agent(tmp_path):
-    """Hydra's proxy, after one rank failed, ends the others by SIGKILL to each rank's process
-    group (seen on the real PBS: `EXIT CODE: 9`).  The agent was forked by one of those keepers;
-    in its own session it outlives the group and writes `lost` for each keeper killed outright,
-    so that `jobenv kill` from any host reads every rank as ended."""
+def ranks_in_groups(tmp_path, n=2):
+    """`n` wrapped ranks, each leading its own process group as Hydra's proxy makes them, once
+    each has written its `start` and the host's agent runs."""
     from test_launch_requests import PY, RANK, WRAPPER
 
     run = tmp_path / "run"
     run.mkdir()
     procs = []
-    for r in range(2):  # each rank leads its own group, as Hydra's proxy makes them
-        env = {"PATH": "/usr/bin:/bin", "JOBENV_RUN_DIR": str(run), "PMI_RANK": str(r), "PMI_SIZE": "2",
+    for r in range(n):
+        env = {"PATH": "/usr/bin:/bin", "JOBENV_RUN_DIR": str(run), "PMI_RANK": str(r), "PMI_SIZE": str(n),
                "JOBENV_PYTHON": PY}
         procs.append(subprocess.Popen([POSIX_SHELLS[0], WRAPPER, PY, "-c", RANK, str(tmp_path / f"got{r}")],
                                       env=env, stdin=subprocess.DEVNULL, start_new_session=True))
+    assert _until(lambda: len(ranks.read(str(run)).ranks) == n and (run / f"agent-{HOST}").exists(), 20)
+    return run, procs
+
+
+def every_rank_lost_then_the_agent_ends(run):
+    assert _until(lambda: all(r.exit == "lost" for r in ranks.read(str(run)).ranks.values()), 10), \
+        ranks.read(str(run)).ranks
+    assert _until(lambda: not (run / f"agent-{HOST}").exists(), 5), "the agent outlived the host's ranks"
+
+
+def test_a_keeper_killed_with_its_process_group_is_recorded_lost_by_the_agent(tmp_path):
+    """Hydra's proxy, after one rank failed, ends the others by SIGKILL to each rank's process
+    group (seen on the real PBS: `EXIT CODE: 9`).  The agent was forked by one of those keepers;
+    in its own session it outlives the group and writes `lost` for each keeper killed outright,
+    so that `jobenv kill` from any host reads every rank as ended."""
+    run, procs = ranks_in_groups(tmp_path)
     try:
-        assert _until(lambda: len(ranks.read(str(run)).ranks) == 2 and (run / f"agent-{HOST}").exists(), 20)
         agent = int((run / f"agent-{HOST}").read_text().split()[0])
         assert os.getsid(agent) not in {os.getsid(p.pid) for p in procs}
         for p in procs:
             os.killpg(p.pid, signal.SIGKILL)
             p.wait()
-        assert _until(lambda: all(r.exit == "lost" for r in ranks.read(str(run)).ranks.values()), 10), \
-            ranks.read(str(run)).ranks
-        assert _until(lambda: not (run / f"agent-{HOST}").exists(), 5), "the agent outlived the host's ranks"
+        every_rank_lost_then_the_agent_ends(run)
     finally:
         _end(run, procs)

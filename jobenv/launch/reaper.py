@@ -15,7 +15,11 @@ Three pieces, for three ways the supervisor can go:
   launcher, its proxies, the wrappers and the programs inherit).  It finds what left the
   launcher's process group: Open MPI's ranks (each in a group of its own), a daemon a rank
   started with `setsid`.  A process that cleared its environment, or runs on another
-  host, is the launcher's (or the scheduler's) to end.
+  host, is the launcher's (or the scheduler's) to end.  Never the run's host agents (each
+  names itself, pid and start time, in the run directory's `agent-<H>`): an agent ends by
+  itself with its host's last rank keeper, and it is the one that writes `lost` for a keeper
+  the launcher kills outright, as Hydra does to the ranks left after one failed; reaped
+  first, those ranks would have no end at all.
 """
 from __future__ import annotations
 
@@ -26,16 +30,19 @@ import time
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from typing import Callable, List, Optional
+    from typing import Callable, List, Optional, Set
 
 GRACE_S = 3.0
 _PR_SET_PDEATHSIG = 1
 _DONE = b"done"
 
 
+_MARK = b"JOBENV_RUN_DIR="
+
+
 def marker(run_dir: str) -> bytes:
     """What marks the launch's processes (nothing without a run directory)."""
-    return b"JOBENV_RUN_DIR=" + os.fsencode(run_dir) if run_dir else b""
+    return _MARK + os.fsencode(run_dir) if run_dir else b""
 
 
 def _has_mark(name: str, needle: bytes, uid: int) -> bool:
@@ -50,8 +57,35 @@ def _has_mark(name: str, needle: bytes, uid: int) -> bool:
     return needle in b"\0" + env + b"\0"
 
 
+def agents(mark: bytes) -> Set[int]:
+    """The pids of the marked run's host agents, each only while it is the process its
+    `agent-<H>` file names (pid and start time: never a pid reused since)."""
+    from jobenv.rank.keeper import started
+
+    run_dir = mark[len(_MARK):]
+    try:
+        names = [n for n in os.listdir(run_dir) if n.startswith(b"agent-")]
+    except OSError:
+        return set()
+    out = set()
+    for name in names:
+        try:
+            fd = os.open(os.path.join(run_dir, name), os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+            try:
+                words = os.read(fd, 64).split()
+            finally:
+                os.close(fd)
+        except OSError:
+            continue
+        if len(words) == 2 and words[0].isdigit() and len(words[0]) < 11 and \
+                started(int(words[0])) == words[1].decode("ascii", "replace"):
+            out.add(int(words[0]))
+    return out
+
+
 def marked(mark: bytes) -> List[int]:
-    """Pids of this user's processes (not us) whose environment holds `mark` exactly."""
+    """Pids of this user's processes (not us, not the run's host agents) whose environment
+    holds `mark` exactly."""
     me, uid = os.getpid(), os.getuid()
     if not mark:
         return []
@@ -60,7 +94,9 @@ def marked(mark: bytes) -> List[int]:
         names = os.listdir("/proc")
     except OSError:
         return []
-    return [int(n) for n in names if n.isdigit() and int(n) != me and _has_mark(n, needle, uid)]
+    found = [int(n) for n in names if n.isdigit() and int(n) != me and _has_mark(n, needle, uid)]
+    spare = agents(mark) if found else set()
+    return [p for p in found if p not in spare]
 
 
 def signal_marked(mark: bytes, sig: int) -> int:
