@@ -143,8 +143,8 @@ def test_kill_from_a_fresh_shell_on_another_host_ends_every_rank(cluster, jobs, 
     assert p.returncode == 0 and "ended 4 rank(s) (0; 1; 2; 3) on 2 host(s)" in p.stderr, p.stderr + out()
     wait_file(tmp_path / "launch.rc", 30, lambda: "the launch did not end: " + out())
     proc.wait(timeout=30)
-    left = subprocess.run(["pgrep", "-af", f"sleeper.py {mark}"], capture_output=True, text=True).stdout
-    assert not [ln for ln in left.splitlines() if "pgrep" not in ln], left
+    left = e2e.left_running(f"sleeper.py {mark}")
+    assert not left, f"outlived jobenv kill: {left}"
 
 
 def test_a_rank_killed_on_the_second_host_is_named_with_its_host(cluster, jobs, store, tmp_path):

@@ -269,8 +269,8 @@ def test_kill_from_a_fresh_shell_ends_every_rank(cluster, jobs, store, tmp_path,
     assert p.returncode == 0, p.stdout + p.stderr + out
     assert "ended 4 rank(s) (0; 1; 2; 3) on 2 host(s)" in p.stderr, p.stderr + out
     print(f"\njobenv kill took {took:.1f} s")
-    left = subprocess.run(["pgrep", "-af", mark], capture_output=True, text=True).stdout
-    assert not [ln for ln in left.splitlines() if "pgrep" not in ln and " launch " not in ln], left  # no rank
+    left = e2e.left_running(mark, but=" launch ")
+    assert not left, f"outlived jobenv kill: {left}"
     deadline = time.time() + 30
     while not (tmp_path / "launch.rc").exists():
         assert time.time() < deadline, "the launch did not end"
