@@ -19,7 +19,7 @@ from jobenv.capture import software
 from jobenv.store import files as store
 from jobenv.core.errors import BadInput, JobenvError
 from jobenv.core.hostlist import this_host
-from jobenv.launch import families as launch_families
+from jobenv.runtime import families as launch_families
 from jobenv.store.record import JobRecord
 from jobenv.schedulers.base import Capture
 
@@ -103,9 +103,9 @@ def build(env: Mapping[str, str], opts: Options,
     status: Dict[str, object] = {"state": "live", "reason": "saved inside the job", "gpus_from": gpu_source,
                                  "nodefile": cap.nodefile}
     if prov is not None:
-        from jobenv.launch import families, sizing
+        from jobenv.launch import sizing
 
-        sizing.attach(argv, families.family(argv[0]), cap.jobid)  # the recorded line runs inside the job
+        sizing.attach(argv, launch_families.family(argv[0]), cap.jobid)  # the recorded line runs inside the job
         prov["fields"]["gpus_per_host"] = gpu_source  # type: ignore[index]
         status["reason"] = f"captured from outside: `{prov['command']}` says {cap.state}"
     try:

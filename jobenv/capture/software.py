@@ -142,7 +142,7 @@ def world_warning(argv0: str, launcher: str, built: Mapping[str, str]) -> Option
     packages (`built`, recorded by save) as one world (the rule: launcher_fit.world_misfit)."""
     if not built:
         return None
-    from jobenv.launch.families import known
+    from jobenv.runtime.families import known
     from jobenv.launcher_fit import world_misfit
 
     row = known(argv0, launcher)

@@ -13,7 +13,8 @@ import time
 
 from jobenv.core.errors import BadInput, JobenvError
 from ..runtime.discovery import launch_port
-from . import families, flags, ranks, sizing
+from jobenv.runtime import families
+from . import flags, ranks, sizing
 
 TYPE_CHECKING = False  # `import typing`/`dataclasses` cost ~50 ms: `launch` starts on every run
 if TYPE_CHECKING:

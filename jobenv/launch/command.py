@@ -15,7 +15,8 @@ from functools import partial
 from jobenv.history import record as runs_history
 from jobenv.store import files as store
 from jobenv.core.errors import JobenvError, one_line
-from . import badhosts, failover, families, preempt, ranks, report, sizing, supervise, tee, teardown
+from jobenv.runtime import families
+from . import badhosts, failover, preempt, ranks, report, sizing, supervise, tee, teardown
 from .attempt import attempt_env, gpu_bind_mode, plan_attempt
 
 TYPE_CHECKING = False  # `import typing`/`dataclasses` cost ~50 ms: `launch` starts on every run

@@ -139,7 +139,7 @@ def rank_of(name: str, prefix: str, kinds: Tuple[str, ...]) -> Optional[int]:
 def lines_of(lines: List[str], family: str, rank: int) -> List[str]:
     """The lines of `rank` in output labelled by `family`'s --label flag (families.py); empty
     when the output carries no labels or the family is not known."""
-    from .families import BY_NAME, label_rank
+    from jobenv.runtime.families import BY_NAME, label_rank
 
     row = BY_NAME.get(family)
     return [line for line in lines if row is not None and label_rank(row, line) == rank]

@@ -158,7 +158,7 @@ def why_missing(state: RankState, acked: Mapping[str, float]) -> str:
 
 def silence_of(lines: Sequence[Tuple[float, bytes]], family: str) -> Dict[int, float]:
     """Rank -> age in s of its last labelled line in `lines` ((age, line): what the supervisor kept)."""
-    from .families import BY_NAME, label_rank
+    from jobenv.runtime.families import BY_NAME, label_rank
 
     row = BY_NAME.get(family)
     seen: Dict[int, float] = {}

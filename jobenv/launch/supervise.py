@@ -232,7 +232,7 @@ def _outcome(rc: int, watch: Watch, forwarded: Dict[str, int], last_lines: List[
 
 def cancel_step(how: str, env: Mapping[str, str], name: str, signame: str = "") -> None:
     """Cancel the launch named `name` in this job, whose tasks on other nodes are not in our
-    process group: `how` is the launcher family's `cancel` (jobenv.launch.families).  With
+    process group: `how` is the launcher family's `cancel` (jobenv.runtime.families).  With
     `signame` (USR1...), Slurm sends that signal to every process of the step instead."""
     try:
         if how == "slurm-step":
