@@ -44,7 +44,8 @@ def _kept(path: str, what: str = "the kept batch script") -> str:
     import stat
 
     from jobenv.core.errors import BadRecord
-    from jobenv.store.paths import check_ancestors, check_safe
+    from jobenv.core.trust import check_ancestors
+    from jobenv.store.paths import check_safe
 
     try:
         check_ancestors(path, what, last=True)
