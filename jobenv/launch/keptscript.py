@@ -62,8 +62,8 @@ def _kept(path: str, what: str = "the kept batch script") -> str:
 
 
 def _from_submit(rec: JobRecord, env: Mapping[str, str]) -> Optional[bytes]:
-    """The script `jobenv submit` wrote for this job, in the store (jobenv.batch.submissions)."""
-    from ..batch import submissions
+    """The script `jobenv submit` wrote for this job, in the store (jobenv.store.submissions)."""
+    from jobenv.store import submissions
     from jobenv.core.errors import JobenvError
     from jobenv.core.readfile import read_bytes
 
