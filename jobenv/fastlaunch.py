@@ -43,7 +43,7 @@ def kill(job: Optional[str], run: Optional[str], environ: Mapping[str, str], say
     from jobenv.store import files as store
     from jobenv.restore.get import restore_plan
     from jobenv.core.hostlist import this_host
-    from jobenv.capture.software import launcher_path
+    from .launch.software import launcher_path
     from .runtime import families
     from .launch.attempt import find_program
     from .launch.kill import kill as end_run
