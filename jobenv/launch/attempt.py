@@ -21,7 +21,7 @@ if TYPE_CHECKING:
     from typing import Any, Callable, Dict, List, Mapping, Optional, Tuple
 
     from jobenv.store.record import JobRecord
-    from .command import Options
+    from .types import Options
     Which = Callable[[str, Mapping[str, str]], Optional[str]]
 
 

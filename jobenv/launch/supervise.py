@@ -35,17 +35,13 @@ if TYPE_CHECKING:
     from typing import Any, Callable, Deque, Dict, List, Mapping, Optional, Tuple
 
     from .preempt import Preempt
+    from .types import Limits
 
 TIMEOUT_EXIT = 124  # as timeout(1)
 # The failure summary quotes the failed rank's last lines from the last `keep_lines` lines
 # of all output (the other ranks' and the launcher's dying words come after them: 20 was
 # too few for 8 srun ranks), each cut to LINE_BYTES: at most ~800 KiB held.
 LINE_BYTES = 4096
-
-
-class Limits:
-    def __init__(self, timeout: Optional[float] = None, idle_timeout: Optional[float] = None) -> None:
-        self.timeout, self.idle_timeout = timeout, idle_timeout
 
 
 class Outcome:
