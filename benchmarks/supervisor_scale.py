@@ -5,7 +5,7 @@
 
 A run directory is filled as a launch of N hosts x R ranks leaves it while the ranks run:
 per host `host-<H>.ledger` (R `start` and R `hook` lines, as jobenv.rank.keeper and the rank
-hook write them), `host-<H>.beat` and `agent-<H>`.  jobenv.launch.ledger.Ledgers reads it once
+hook write them), `host-<H>.beat` and `agent-<H>`.  jobenv.rank.ledger.Ledgers reads it once
 (the launch's start), then polls it as the supervisor does every second, both ways side by side:
 - before: `Ledgers.poll` (what the supervisor did each second until 2026-11-27: list the
   directory, stat every ledger and beat);
@@ -84,7 +84,7 @@ def news(run_dir: Path, h: int) -> None:
 CHILD = """
 import sys, time
 sys.path.insert(0, {repo!r})
-from jobenv.launch.ledger import Ledgers
+from jobenv.rank.ledger import Ledgers
 led = Ledgers({run_dir!r})
 led.poll()
 for _ in range({setup}):
@@ -96,7 +96,7 @@ for _ in range({polls}):
 
 def rotation(hosts: int, polls: int) -> int:
     """Polls measured for `step`: whole rotations, at least `polls`."""
-    from jobenv.launch.ledger import STEP_HOSTS
+    from jobenv.rank.ledger import STEP_HOSTS
 
     turn = -(-hosts // STEP_HOSTS)
     return turn * -(-polls // turn)
@@ -177,7 +177,7 @@ def timed(f: Callable[[], object], n: int) -> float:
 
 
 def measure(n: int, ranks: int, polls: int) -> str:
-    from jobenv.launch.ledger import STEP_HOSTS, Ledgers
+    from jobenv.rank.ledger import STEP_HOSTS, Ledgers
     from jobenv.launch.live import LOST_S, POLL_S
 
     tmp = Path(tempfile.mkdtemp(prefix="supscale-"))

@@ -16,7 +16,7 @@ TYPE_CHECKING = False  # `import typing`/`dataclasses` cost ~50 ms: `launch` sta
 if TYPE_CHECKING:
     from typing import Callable, List, Mapping, Optional
 
-    from .launch.command import Options
+    from .launch.types import Options
 
 
 def start(job: Optional[str], allow_stale: bool, command: List[str], opts: Options,
@@ -43,8 +43,8 @@ def kill(job: Optional[str], run: Optional[str], environ: Mapping[str, str], say
     from jobenv.store import files as store
     from jobenv.restore.get import restore_plan
     from jobenv.core.hostlist import this_host
-    from jobenv.capture.software import launcher_path
-    from .launch import families
+    from .launch.software import launcher_path
+    from .runtime import families
     from .launch.attempt import find_program
     from .launch.kill import kill as end_run
     from .launch.liverun import find
@@ -74,7 +74,8 @@ def run(argv: List[str]) -> Optional[int]:
     if rest[:1] != ["--"] or len(rest) < 2 or rest[1].startswith("-"):
         return None
     from jobenv.core.errors import JobenvError, report_error
-    from .launch.command import Options, _say
+    from .launch.command import _say
+    from .launch.types import Options
 
     try:
         return start(job, False, rest[1:], Options(), os.environ, lambda m: _say(f"warning: {m}"))

@@ -14,7 +14,7 @@ from __future__ import annotations
 import re
 from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple, Union
 
-from .launch import families
+from .runtime import families
 
 # What puts a family's program first on PATH, per family a profile can be written for.
 _HOW = {
@@ -40,7 +40,7 @@ _KNOWN_TYPES = ("none", "pmi2", "pmix", "cray_shasta", "openmpi", "pmi1", "mvapi
 
 def mpi_flavor(text: str) -> Optional[str]:
     """Which MPI a `--version` banner or MPI_Get_library_version string names: a launcher
-    family's (jobenv.launch.families) or an MPI library's."""
+    family's (jobenv.runtime.families) or an MPI library's."""
     t = text.lower()
     if _LIBRARIES[0][1] in t:
         return _LIBRARIES[0][0]

@@ -36,7 +36,7 @@ Environment protocol (set by `jobenv launch` on the launcher's environment):
                     `jobenv.profiles.load.gpu_bind_mode`), or empty for none.
 - JOBENV_RUN_DIR    a directory shared by the hosts; no file per rank in it, one ledger per host,
                     host-<H>.ledger (<H>: the kernel's node name), written by the rank keepers, the
-                    host agent and the ranks' Python hook; formats in jobenv/launch/ledger.py,
+                    host agent and the ranks' Python hook; formats in jobenv/rank/ledger.py,
                     the agent in jobenv/rank/agent.py.
 - JOBENV_PYTHON     the interpreter that runs the keeper (the job's: `jobenv launch`'s own).
 - JOBENV_LOG_DIR    a directory; the program's stdout and stderr go to rank-<RANK>.log

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from conftest import jobenv
-from jobenv.launch import families
+from jobenv.runtime import families
 from jobenv.launch.flags import override
 from test_launch_chosen import polaris  # noqa: F401  (a fixture)
 

@@ -69,7 +69,7 @@ def test_no_copy_no_resubmission_and_never_the_path(tmp_path):
 
 def test_jobenv_submits_own_script_stands_in(tmp_path):
     """Where PBS's copy cannot be read, the script `jobenv submit` wrote into the store."""
-    from jobenv.batch import submissions
+    from jobenv.store import submissions
 
     rec = record()
     env = {"JOBENV_HOME": str(tmp_path / "home"), "PBS_HOME": str(tmp_path / "nopbs"), "PATH": "/usr/bin:/bin"}

@@ -7,9 +7,10 @@ from __future__ import annotations
 import math
 import os
 
-from jobenv.launch import ledger, live
+from jobenv.launch import live
+from jobenv.rank import ledger
 from jobenv.launch.live import FAIL_GRACE_S, Live
-from test_launch_ledger import fill
+from test_rank_ledger import fill
 
 
 def _news(d, host, line):

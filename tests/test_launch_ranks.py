@@ -6,7 +6,8 @@ import os
 import time
 import subprocess
 
-from jobenv.launch import executable, ledger, ranks
+from jobenv.launch import executable, ranks
+from jobenv.rank import ledger
 from jobenv.launch.sizing import Request, choose
 
 

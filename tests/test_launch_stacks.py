@@ -16,7 +16,8 @@ from typing import Dict, Optional
 
 import pytest
 
-from jobenv.launch import ledger, stacks
+from jobenv.launch import stacks
+from jobenv.rank import ledger
 from launchkit import need_torch, shell
 from test_e2e_slurm import cluster, jobs, store  # noqa: F401 (fixtures)
 from test_launch_supervise import _until, job  # noqa: F401 (job: a saved 2-rank MPICH job, a fixture)

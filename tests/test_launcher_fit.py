@@ -13,7 +13,7 @@ from pathlib import Path
 import machines
 from conftest import base_env, jobenv
 from jobenv import launcher_fit
-from jobenv.launch import families
+from jobenv.runtime import families
 
 VENV_BIN = os.path.dirname(sys.executable)
 

@@ -53,7 +53,8 @@ def _launch_of(name: str) -> str:
 
 def _refusal(path: str) -> str:
     """Why the noted log directory `path` is not read ('' when it may be)."""
-    from jobenv.store.paths import check_ancestors, check_safe
+    from jobenv.core.trust import check_ancestors
+    from jobenv.store.paths import check_safe
 
     if not os.path.lexists(path):
         return f"its log directory {path} no longer exists"

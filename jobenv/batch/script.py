@@ -32,7 +32,7 @@ _PATH_WORD = re.compile(r"[A-Za-z0-9_./+=,@-]{1,4000}")
 
 
 class Paths:
-    """Where one submission's files live: its own directory in the store (submissions.py)."""
+    """Where one submission's files live: its own directory in the store (jobenv.store.submissions)."""
 
     def __init__(self, directory: str) -> None:
         import os

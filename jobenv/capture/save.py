@@ -19,8 +19,9 @@ from jobenv.capture import software
 from jobenv.store import files as store
 from jobenv.core.errors import BadInput, JobenvError
 from jobenv.core.hostlist import this_host
-from jobenv.launch import families as launch_families
+from jobenv.runtime import families as launch_families
 from jobenv.store.record import JobRecord
+from jobenv.store.software import validate
 from jobenv.schedulers.base import Capture
 
 
@@ -103,9 +104,9 @@ def build(env: Mapping[str, str], opts: Options,
     status: Dict[str, object] = {"state": "live", "reason": "saved inside the job", "gpus_from": gpu_source,
                                  "nodefile": cap.nodefile}
     if prov is not None:
-        from jobenv.launch import families, sizing
+        from jobenv.launch import sizing
 
-        sizing.attach(argv, families.family(argv[0]), cap.jobid)  # the recorded line runs inside the job
+        sizing.attach(argv, launch_families.family(argv[0]), cap.jobid)  # the recorded line runs inside the job
         prov["fields"]["gpus_per_host"] = gpu_source  # type: ignore[index]
         status["reason"] = f"captured from outside: `{prov['command']}` says {cap.state}"
     try:
@@ -142,10 +143,10 @@ def save(env: Mapping[str, str], opts: Options, warn: Optional[Callable[[str], N
     json_path = store.paths_for(meta["key"], env)[0]
     if warn is not None and os.path.lexists(json_path):
         try:
-            old = software.validate(store.load(json_path).software) or {}
+            old = validate(store.load(json_path).software) or {}
         except (OSError, ValueError, BadInput, JobenvError):
             old = {}
-        for line in launcher_fit.changed(old, software.validate(rec.software) or {}):
+        for line in launcher_fit.changed(old, validate(rec.software) or {}):
             warn(line)
     env_text = shell.render_sh(rec, json_path)
     hosts_text = "".join(h + "\n" for h in rec.hosts)

@@ -52,7 +52,7 @@ def resolve(env: Mapping[str, str], job: Optional[str]) -> Handle:
     from jobenv import schedulers
     from jobenv.store import liveness
     from jobenv.store import lookup
-    from jobenv.batch import submissions
+    from jobenv.store import submissions
 
     if job is None:
         live = schedulers.env_jobid(env)

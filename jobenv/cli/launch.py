@@ -93,9 +93,8 @@ def launch(job: Optional[str], allow_stale: bool, dry_run: bool, nranks: Optiona
     from jobenv.cli.launch_args import refuse_conflicts, same, tee_ranks
     from jobenv.cli.launch_args import nnodes as parse_nnodes
     from jobenv.cli.launch_args import nproc_per_node as parse_nproc
-    from jobenv.launch import command as cmd
     from jobenv.launch.sizing import Request
-    from jobenv.launch.supervise import Limits
+    from jobenv.launch.types import Limits, Options
 
     ppn = same("--ppn", ppn, "--nproc-per-node", parse_nproc(nproc_per_node))
     nhosts = same("--nhosts", nhosts, "--nnodes", parse_nnodes(nnodes))
@@ -109,7 +108,7 @@ def launch(job: Optional[str], allow_stale: bool, dry_run: bool, nranks: Optiona
         extra = [a for text in launcher_args for a in shlex.split(text)]
     except ValueError as exc:
         raise click.BadParameter(str(exc), param_hint="--launcher-args") from None
-    opts = cmd.Options(request=Request(nranks, ppn, nhosts, hosts, exclude), launcher_args=extra, label=label,
+    opts = Options(request=Request(nranks, ppn, nhosts, hosts, exclude), launcher_args=extra, label=label,
                        log_dir=os.path.abspath(log_dir) if log_dir else None,
                        limits=Limits(timeout, idle_timeout), retries=retries, exclude_failed=exclude_failed,
                        gpu_bind=gpu_bind, python=not no_python, spares=spare_nodes, tee=tee_ranks(tee or "0"),

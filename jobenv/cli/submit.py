@@ -98,7 +98,8 @@ def submit_cmd(profile: Optional[str], nodes: int, walltime: str, queue: Optiona
     --retries, --exclude-failed, --gpu-bind, --label and --launcher-args go to `jobenv launch`.
     """
     from jobenv import __version__
-    from jobenv.batch import queues, submissions
+    from jobenv.batch import queues
+    from jobenv.store import submissions
     from jobenv.batch import script as sc
     from jobenv.schedulers import descriptor
     from jobenv.store.paths import home

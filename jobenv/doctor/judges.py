@@ -2,7 +2,7 @@
 version string, an import's report, a GPU count) to a Check(name, status, detail, fix).
 
 Which launcher a banner names and which MPI it speaks come from the launcher-family table
-(jobenv.launch.families); which MPI a library string names, from jobenv.launcher_fit (the
+(jobenv.runtime.families); which MPI a library string names, from jobenv.launcher_fit (the
 rule `save` and `launch` warn by).
 """
 from __future__ import annotations
@@ -11,7 +11,7 @@ import os
 import sys
 from typing import Any, Dict, List, NamedTuple, Optional, Tuple
 
-from jobenv.launch import families
+from jobenv.runtime import families
 from jobenv.launcher_fit import mpi_abi as _abi
 from jobenv.launcher_fit import mpi_flavor
 from jobenv.core.numparse import plural

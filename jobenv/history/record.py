@@ -38,9 +38,10 @@ def _record(run_dir: str, rec: Any, command: Sequence[str], plan: Any, attempt: 
 
     from jobenv.core.atomic import write_atomic
     from jobenv.core.hostlist import compress
-    from jobenv.launch import ranks
+    from jobenv.rank.ends import describe_exit, first_failure
+    from jobenv.rank.ledger import read
 
-    first = ranks.first_failure(ranks.read(run_dir)) if out.returncode != 0 and out.signalled is None else None
+    first = first_failure(read(run_dir)) if out.returncode != 0 and out.signalled is None else None
     size = plan.size
     summary = {"version": 1, "command": list(command), "job": rec.jobid, "scheduler": rec.scheduler,
                "hosts": compress(list(size.hosts)), "nhosts": len(size.hosts), "nranks": size.nranks,
@@ -50,7 +51,7 @@ def _record(run_dir: str, rec: Any, command: Sequence[str], plan: Any, attempt: 
                "interrupted": out.signalled == 2,
                "duration": round(time.time() - started, 3),
                "first_failure": None if first is None else {"rank": first.rank, "host": first.host,
-                                                           "exit": ranks.describe_exit(first.exit or "")}}
+                                                           "exit": describe_exit(first.exit or "")}}
     write_atomic(os.path.join(run_dir, SUMMARY), json.dumps(summary).encode())
     try:
         prune(env)

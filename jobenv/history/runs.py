@@ -203,7 +203,8 @@ def scan(env: Optional[Mapping[str, str]] = None, job: Optional[str] = None, sum
     entry shaped like a run that is not a directory, or whose name no clock gives, is no
     run: skipped, with one line through `warn` (neither listed nor pruned).  What a run's
     files hold is read as hostile: a field that does not check out reads as absent."""
-    from jobenv.store.paths import check_ancestors, check_safe
+    from jobenv.core.trust import check_ancestors
+    from jobenv.store.paths import check_safe
 
     base = root(env)
     check_ancestors(base, "the runs directory")

@@ -2,7 +2,7 @@
 
 The phases come from `phases.json` when the program reported them (the selftest: launch,
 interpreter, imports, rendezvous, first collective, first step), else from the rank
-records that jobenv.launch.ranks.read gives (launch -> the rank's wrapper started -> it
+records that jobenv.rank.ledger.read gives (launch -> the rank's wrapper started -> it
 ended).  Both are hostile input: only numbers in range and short strings are kept, and a
 Row keeps a phase only as `seconds` makes it (0 to 1e7 s in whole microseconds), so that
 every length the charts divide by is 0 or at least RESOLUTION: no NaN, infinity, negative
@@ -101,10 +101,10 @@ def from_phases(data: Dict[str, object]) -> List[Row]:
 
 
 def from_records(run: Run) -> List[Row]:
-    from jobenv.launch import ranks
+    from jobenv.rank.ledger import read
 
     rows = []
-    for r in ranks.read(run.path).ranks.values():
+    for r in read(run.path).ranks.values():
         if r.started is None:
             continue
         phases = [("launch", r.started - run.started)]  # Row drops what is no duration

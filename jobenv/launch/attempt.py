@@ -13,14 +13,15 @@ import time
 
 from jobenv.core.errors import BadInput, JobenvError
 from ..runtime.discovery import launch_port
-from . import families, flags, ranks, sizing
+from jobenv.runtime import families
+from . import flags, ranks, sizing
 
 TYPE_CHECKING = False  # `import typing`/`dataclasses` cost ~50 ms: `launch` starts on every run
 if TYPE_CHECKING:
     from typing import Any, Callable, Dict, List, Mapping, Optional, Tuple
 
     from jobenv.store.record import JobRecord
-    from .command import Options
+    from .types import Options
     Which = Callable[[str, Mapping[str, str]], Optional[str]]
 
 
@@ -67,11 +68,11 @@ def _profile_template(rec: JobRecord, environ: Mapping[str, str]) -> Tuple[Any, 
 def plan_attempt(rec: JobRecord, req: sizing.Request, opts: Options, hostfile: str, environ: Mapping[str, str],
                  which: Optional[Which] = None) -> Tuple[Attempt, List[str]]:
     """Decide one attempt (reads profiles only when sizing differs from the saved job)."""
-    from jobenv.capture import software
+    from .software import launcher_path
 
     warnings: List[str] = []
     size = sizing.choose(rec.hosts, rec.ranks_per_host, req, rec.jobid, oversubscribe=rec.scheduler == "local")
-    prog, warn = software.launcher_path(rec, rec.launch[0])
+    prog, warn = launcher_path(rec, rec.launch[0])
     if warn:
         if (which or find_program)(prog, environ) is None:
             raise JobenvError(f"cannot run {prog!r}: {warn.split(';')[0]} and it is not on PATH", 127)
@@ -104,10 +105,10 @@ def srun_mpi(rec: JobRecord, argv: List[str], row: families.Family, environ: Map
     """srun's --mpi for the job's recorded MPI packages (the rule: launcher_fit.srun_world), added
     to `argv` when the user gave none (an --mpi flag, SLURM_MPI_TYPE); the warnings for the
     worlds that would split into singletons."""
-    from jobenv.capture import software
+    from jobenv.store.software import validate
     from ..launcher_fit import srun_world
 
-    built = (software.validate(rec.software) or {}).get("mpi") or {}
+    built = (validate(rec.software) or {}).get("mpi") or {}
     if not built:
         return []
     kind, warnings = srun_world(built, _mpi_given(argv[row.words:], environ), lambda: _mpi_list(argv[0], environ))
@@ -142,10 +143,10 @@ def per_host_plan(rec: JobRecord, environ: Mapping[str, str], hosts: List[str], 
     """(launcher argv, hostfile text or None): one process on each of `hosts` of the job, by
     the recorded launcher (what `jobenv stage` runs on every host).  The caller writes the text
     to `hostfile` when it is not None, then appends its command."""
-    from jobenv.capture import software
+    from .software import launcher_path
 
     template, variables = _profile_template(rec, environ)
-    prog, _ = software.launcher_path(rec, rec.launch[0])
+    prog, _ = launcher_path(rec, rec.launch[0])
     fam = families.family(rec.launch[0], prog if os.path.isabs(prog) else find_program(prog, environ))
     argv, text = sizing.per_host(rec.hosts, template, hosts, rec.jobid, variables, hostfile, fam)
     argv[0] = prog

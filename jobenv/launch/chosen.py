@@ -15,7 +15,7 @@ TYPE_CHECKING = False  # `import typing` costs ~5 ms on every `launch`
 if TYPE_CHECKING:
     from typing import List, Sequence
 
-    from .families import Family
+    from jobenv.runtime.families import Family
     from .sizing import Size
 
 SHOWN = 8  # hosts and local ranks listed one by one; the rest are counted

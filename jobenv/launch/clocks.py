@@ -19,7 +19,7 @@ if TYPE_CHECKING:
     from typing import Callable, Dict, Optional, Tuple
 
     from .preempt import Preempt
-    from .supervise import Limits
+    from .types import Limits
 
 GRACE_S = 5.0  # from SIGTERM to SIGKILL of the launch's group
 

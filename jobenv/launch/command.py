@@ -15,45 +15,17 @@ from functools import partial
 from jobenv.history import record as runs_history
 from jobenv.store import files as store
 from jobenv.core.errors import JobenvError, one_line
-from . import badhosts, failover, families, preempt, ranks, report, sizing, supervise, tee, teardown
+from jobenv.runtime import families
+from . import badhosts, failover, preempt, ranks, report, sizing, supervise, tee, teardown
 from .attempt import attempt_env, gpu_bind_mode, plan_attempt
 
 TYPE_CHECKING = False  # `import typing`/`dataclasses` cost ~50 ms: `launch` starts on every run
 if TYPE_CHECKING:
-    from typing import AbstractSet, Callable, Dict, List, Mapping, Optional, Sequence, Tuple
+    from typing import Callable, Dict, List, Mapping, Optional, Sequence, Tuple
 
     from jobenv.store.record import JobRecord
     from .attempt import Attempt
-
-
-class Options:
-    """How to launch, beyond the command: sizing, pass-through flags, supervision."""
-
-    def __init__(self, request: Optional[sizing.Request] = None, launcher_args: Optional[List[str]] = None,
-                 label: bool = False, log_dir: Optional[str] = None, limits: Optional[supervise.Limits] = None,
-                 retries: int = 0, exclude_failed: bool = False, gpu_bind: bool = False,
-                 python: bool = True, spares: int = 0, tee: Optional[AbstractSet[int]] = frozenset({0}),
-                 hook: bool = True, requeue: bool = False, grace: Optional[float] = None,
-                 stacks: bool = False, module: bool = False, local_rank_arg: bool = False) -> None:
-        self.request = request or sizing.Request()
-        self.launcher_args = list(launcher_args or [])
-        self.label, self.log_dir = label, log_dir
-        self.limits = limits or supervise.Limits()
-        self.retries, self.exclude_failed = retries, exclude_failed
-        self.gpu_bind, self.python = gpu_bind, python  # gpu_bind: use the profile's binding
-        self.spares = spares  # --spare-nodes: hosts held out of the first attempt
-        self.tee = tee  # with log_dir: the ranks whose output the terminal gets too (None: all)
-        self.hook = hook  # the ranks' Python hook (jobenv/rankhook) first on their PYTHONPATH
-        self.stacks = stacks  # the hook arms faulthandler for the dump signal (launch --stacks)
-        self.requeue, self.grace = requeue, grace  # pre-emption: jobenv.launch.preempt
-        self.module = module  # -m: the command is a module the job's Python runs (jobenv.launch.program)
-        self.local_rank_arg = local_rank_arg  # each rank's program gets DeepSpeed's --local_rank=N
-
-    @property
-    def failover(self) -> bool:
-        """A failed host is retired and replaced on a retry (--spare-nodes, --exclude-failed:
-        then the job's hosts this launch does not use are its spares)."""
-        return self.retries > 0 and (self.spares > 0 or self.exclude_failed)
+    from .types import Options
 
 
 def rank_wrapper_argv() -> List[str]:
@@ -80,7 +52,7 @@ def run(rec: JobRecord, command: List[str], opts: Options, base_env: Mapping[str
     """Launch `command` (with retries) in `base_env`, the restore plan's environment; the exit
     code of the last attempt.  `rank_prefix` goes between the per-rank wrapper and the command
     (the staged copy's, which the caller takes from jobenv.stage)."""
-    from jobenv.capture.software import validate
+    from jobenv.store.software import validate
     from .program import check, python_form, python_name, script_end
 
     command = python_form(command, opts.module, python_name(validate(rec.software), opts.python), os.getcwd())

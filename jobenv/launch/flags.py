@@ -14,7 +14,7 @@ TYPE_CHECKING = False  # `import typing` costs ~5 ms on every `launch`
 if TYPE_CHECKING:
     from typing import List, Sequence, Set
 
-    from .families import Family
+    from jobenv.runtime.families import Family
 
 # Flags that accumulate (each use adds an item): Open MPI's -x/--mca, Hydra's -genv/-env and
 # their list forms, PALS's --env, flux's -o/--setattr/--env, srun's --export is one list

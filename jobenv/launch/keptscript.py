@@ -44,7 +44,8 @@ def _kept(path: str, what: str = "the kept batch script") -> str:
     import stat
 
     from jobenv.core.errors import BadRecord
-    from jobenv.store.paths import check_ancestors, check_safe
+    from jobenv.core.trust import check_ancestors
+    from jobenv.store.paths import check_safe
 
     try:
         check_ancestors(path, what, last=True)
@@ -61,8 +62,8 @@ def _kept(path: str, what: str = "the kept batch script") -> str:
 
 
 def _from_submit(rec: JobRecord, env: Mapping[str, str]) -> Optional[bytes]:
-    """The script `jobenv submit` wrote for this job, in the store (jobenv.batch.submissions)."""
-    from ..batch import submissions
+    """The script `jobenv submit` wrote for this job, in the store (jobenv.store.submissions)."""
+    from jobenv.store import submissions
     from jobenv.core.errors import JobenvError
     from jobenv.core.readfile import read_bytes
 

@@ -1,6 +1,6 @@
 """Naming a failure the moment the ledgers show it, while the launch runs.
 
-The supervisor polls the run directory every POLL_S with jobenv.launch.ledger.Ledgers.step:
+The supervisor polls the run directory every POLL_S with jobenv.rank.ledger.Ledgers.step:
 the ledgers of the hosts whose agents left news (`news/<H>`) are read, and the beats of
 STEP_HOSTS hosts in turn are stat'ed, so a quiet poll costs the same at 10 hosts as at
 10,000 (a look at every host every second was 20,000 stats a second at 10,000 hosts), and

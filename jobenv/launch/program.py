@@ -14,11 +14,23 @@ if TYPE_CHECKING:
     from typing import Any, List, Mapping, Optional, Sequence
 
 
+def _which(name: str, path: str) -> Optional[str]:
+    """The user's own command as exec will find it, relative PATH entries included (`launch
+    CMD` checks CMD is there).  Not for what jobenv records or runs on its own behalf (the
+    launcher, python3): schedulers.base.command_path finds those, never in the working
+    directory.  shutil.which without importing shutil (it is on the `get`/`launch` path)."""
+    if "/" in name:
+        return os.path.abspath(name) if os.access(name, os.X_OK) else None
+    for d in path.split(os.pathsep):
+        p = os.path.join(d or ".", name)
+        if os.path.isfile(p) and os.access(p, os.X_OK):
+            return os.path.abspath(p)
+    return None
+
+
 def check(command: Sequence[str], environ: Mapping[str, str]) -> None:
     """JobenvError (exit 127, or 126 for a file that is not executable) unless `command[0]` is
     a program the ranks can start."""
-    from jobenv.capture.software import _which
-
     prog = command[0] if command else ""
     host = environ.get("JOBENV_HOSTNAME") or os.uname().nodename
     if "/" in prog and os.path.isdir(prog):

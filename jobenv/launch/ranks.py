@@ -1,8 +1,9 @@
 """What the ranks left behind, and the summaries made of it (pure functions of what was read).
 
-The hosts' ledgers and beats are read by jobenv.launch.ledger (`read`, re-exported here:
-`ranks.read(run_dir)` is what the other modules call); the ranks' logs `rank-<R>.log` in
-JOBENV_LOG_DIR by `tail`.
+The hosts' ledgers and beats are read by jobenv.rank.ledger (`read`, re-exported here:
+`ranks.read(run_dir)` is what the other modules call), how a rank ended by jobenv.rank.ends
+(re-exported too: run history reads both from there, below launch); the ranks' logs
+`rank-<R>.log` in JOBENV_LOG_DIR by `tail`.
 """
 from __future__ import annotations
 
@@ -10,21 +11,15 @@ import os
 import time
 
 from jobenv.core.errors import one_line
-# the API the other modules call: ranks.read(run_dir) and its types
-from .ledger import HostState as HostState, Ledgers as Ledgers, RankState as RankState, RunState as RunState
-from .ledger import normalize as normalize, read as read
+# the API the other modules call: ranks.read(run_dir) and its types, and how a rank ended
+from jobenv.rank.ends import describe_exit as describe_exit, exit_code as exit_code, exit_parts as exit_parts
+from jobenv.rank.ends import first_failure as first_failure, recording_hosts
+from jobenv.rank.ledger import HostState as HostState, Ledgers as Ledgers, RankState as RankState
+from jobenv.rank.ledger import RunState as RunState, normalize as normalize, read as read
 
 TYPE_CHECKING = False  # `import typing`/`dataclasses` cost ~50 ms: `launch` starts on every run
 if TYPE_CHECKING:
-    from typing import Callable, List, Optional, Set, Tuple
-
-_SIGNALS = {1: "SIGHUP", 2: "SIGINT", 3: "SIGQUIT", 4: "SIGILL", 6: "SIGABRT", 7: "SIGBUS", 8: "SIGFPE",
-            9: "SIGKILL", 11: "SIGSEGV", 13: "SIGPIPE", 14: "SIGALRM", 15: "SIGTERM"}
-
-
-_GONE = {"lost": "lost: its wrapper vanished without recording an end (killed with SIGKILL?)",
-         "vanished": "vanished: neither it nor its host's agent recorded an end (killed with SIGKILL, or the "
-                     "host lost)"}
+    from typing import Callable, List, Optional, Tuple
 
 
 def make_run_dir(base: str, tag: str) -> str:
@@ -139,40 +134,10 @@ def rank_of(name: str, prefix: str, kinds: Tuple[str, ...]) -> Optional[int]:
 def lines_of(lines: List[str], family: str, rank: int) -> List[str]:
     """The lines of `rank` in output labelled by `family`'s --label flag (families.py); empty
     when the output carries no labels or the family is not known."""
-    from .families import BY_NAME, label_rank
+    from jobenv.runtime.families import BY_NAME, label_rank
 
     row = BY_NAME.get(family)
     return [line for line in lines if row is not None and label_rank(row, line) == rank]
-
-
-def exit_parts(text: str) -> Tuple[Optional[int], Optional[int]]:
-    """(exit code, signal number) of an exit as the ledger and the launchers spell it: "3",
-    "-1", "signal 11", "SIG11", "signal:11"; (None, None) for anything else ("lost")."""
-    if text.lstrip("-").isdigit() and len(text) < 12:
-        return int(text), None
-    num = text.lower().replace("signal", "").replace("sig", "").strip(" :")
-    return (None, int(num)) if num.isdigit() and len(num) < 4 else (None, None)
-
-
-def exit_code(text: str) -> Optional[int]:
-    """The exit code a rank's end stands for, as a shell or torchrun reports it: N for an exit, 128+S
-    for signal S; None for an end that has none ("lost", "vanished")."""
-    code, sig = exit_parts(text)
-    return code % 256 if code is not None else 128 + sig if sig is not None and 0 < sig < 128 else None
-
-
-def describe_exit(text: str) -> str:
-    """'exit code 3', 'signal 11 (SIGSEGV)', 'exit code 137 (128+9: SIGKILL?)'."""
-    if text in _GONE:
-        return _GONE[text]
-    code, sig = exit_parts(text)
-    if code is not None:
-        if code > 128 and code - 128 in _SIGNALS:
-            return f"exit code {code} (128+{code - 128}: {_SIGNALS[code - 128]}?)"
-        return f"exit code {code}"
-    if sig is not None:
-        return f"signal {sig}" + (f" ({_SIGNALS[sig]})" if sig in _SIGNALS else "")
-    return f"signal {text}" if not text.lower().startswith("signal") else text
 
 
 def infer_vanished(state: RunState) -> List[RankState]:
@@ -201,32 +166,6 @@ def host_lost(host: str, silent: List[int], when: Optional[float]) -> str:
     return f"host {host} lost: rank{'s' if len(silent) > 1 else ''} {','.join(map(str, silent))} stopped reporting{at}"
 
 
-def first_failure(state: RunState) -> Optional[RankState]:
-    """The failure that came first.  A recorded one (an `end` or the agent's `lost`) goes
-    before a vanished rank unless it came more than BEAT_S after that rank's last beat: the
-    rank died after its last beat, but may have died only because of the recorded failure."""
-    from ..rankwrap import BEAT_S
-
-    def key(r: RankState) -> Tuple[float, int]:
-        return (r.ended if r.ended is not None else float("inf"), r.rank)
-
-    failed = [r for r in state.ranks.values() if r.failed]
-    recorded = min((r for r in failed if r.exit != "vanished"), key=key, default=None)
-    # a rank that vanished on a host where another rank recorded its failure died with the
-    # launcher's teardown, not with its host: that host was alive to record
-    alive = _recording_hosts(failed)
-    silent = min((r for r in failed if r.exit == "vanished" and r.host not in alive), key=key, default=None)
-    if silent is None or recorded is not None and key(recorded)[0] <= key(silent)[0] + BEAT_S:
-        return recorded
-    return silent
-
-
-def _recording_hosts(failed: List[RankState]) -> Set[Optional[str]]:
-    """The hosts where a failure was recorded (a wrapper's `end`, the agent's `lost`): alive
-    then, so a rank that vanished there went with the launcher's teardown, not its host."""
-    return {r.host for r in failed if r.exit != "vanished"}
-
-
 _STOPS = {1, 2, 9, 15}  # SIGHUP, SIGINT, SIGKILL, SIGTERM: how launchers and jobenv end the rest
 
 
@@ -238,7 +177,7 @@ def stopped_after(state: RunState, first: RankState) -> List[int]:
     A summary counts them apart, so that one fault is not "8 of 8 ranks failed"."""
     from ..rankwrap import BEAT_S
 
-    alive = _recording_hosts([r for r in state.ranks.values() if r.failed])
+    alive = recording_hosts([r for r in state.ranks.values() if r.failed])
     when = first.ended if first.ended is not None else float("-inf")
     out = []
     for r in state.ranks.values():

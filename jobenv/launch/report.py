@@ -12,7 +12,7 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import List, Optional, Tuple
 
-    from .command import Options
+    from .types import Options
 
 
 def summarize(out: supervise.Outcome, run_dir: str, log_dir: Optional[str], size: sizing.Size, opts: Options,

@@ -15,7 +15,8 @@ from __future__ import annotations
 from jobenv.core.errors import BadInput
 from jobenv.core.hostlist import compress, expand, host_index
 from jobenv.core.numparse import plural
-from . import context, families, render
+from jobenv.runtime import families
+from . import context, render
 
 TYPE_CHECKING = False  # `import typing`/`dataclasses` cost ~50 ms: `launch` starts on every run
 if TYPE_CHECKING:

@@ -30,7 +30,7 @@ TYPE_CHECKING = False  # `import typing` costs ~5 ms: `launch` imports this on e
 if TYPE_CHECKING:
     from typing import Callable, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple
 
-    from .ledger import Ledgers, RankState
+    from jobenv.rank.ledger import Ledgers, RankState
 
     Frame = Tuple[str, str, str]  # file, line, function, as faulthandler wrote them
     Stack = Tuple[Frame, ...]  # innermost call first
@@ -158,7 +158,7 @@ def why_missing(state: RankState, acked: Mapping[str, float]) -> str:
 
 def silence_of(lines: Sequence[Tuple[float, bytes]], family: str) -> Dict[int, float]:
     """Rank -> age in s of its last labelled line in `lines` ((age, line): what the supervisor kept)."""
-    from .families import BY_NAME, label_rank
+    from jobenv.runtime.families import BY_NAME, label_rank
 
     row = BY_NAME.get(family)
     seen: Dict[int, float] = {}
@@ -251,7 +251,8 @@ def collect(run_dir: str, cont: bool, nranks: int = 0, log_dir: Optional[str] = 
     most `deadline`), and return the report's lines.  `cont`: a time limit ran out, resume
     a stopped rank so it dumps too.  The dumps stay in `<run_dir>/stacks/`."""
     from jobenv.store.paths import own_dir
-    from . import ledger, requests
+    from jobenv.rank import ledger
+    from . import requests
 
     where = os.path.join(run_dir, "stacks")
     if not os.path.lexists(where):  # made at the attempt's start by --stacks alone

@@ -35,17 +35,13 @@ if TYPE_CHECKING:
     from typing import Any, Callable, Deque, Dict, List, Mapping, Optional, Tuple
 
     from .preempt import Preempt
+    from .types import Limits
 
 TIMEOUT_EXIT = 124  # as timeout(1)
 # The failure summary quotes the failed rank's last lines from the last `keep_lines` lines
 # of all output (the other ranks' and the launcher's dying words come after them: 20 was
 # too few for 8 srun ranks), each cut to LINE_BYTES: at most ~800 KiB held.
 LINE_BYTES = 4096
-
-
-class Limits:
-    def __init__(self, timeout: Optional[float] = None, idle_timeout: Optional[float] = None) -> None:
-        self.timeout, self.idle_timeout = timeout, idle_timeout
 
 
 class Outcome:
@@ -232,7 +228,7 @@ def _outcome(rc: int, watch: Watch, forwarded: Dict[str, int], last_lines: List[
 
 def cancel_step(how: str, env: Mapping[str, str], name: str, signame: str = "") -> None:
     """Cancel the launch named `name` in this job, whose tasks on other nodes are not in our
-    process group: `how` is the launcher family's `cancel` (jobenv.launch.families).  With
+    process group: `how` is the launcher family's `cancel` (jobenv.runtime.families).  With
     `signame` (USR1...), Slurm sends that signal to every process of the step instead."""
     try:
         if how == "slurm-step":

@@ -122,7 +122,7 @@ def launchers(cands: Any, known: Set[str], fail: Fail) -> List[Dict[str, Any]]:
         if first_unknown(cand, ("argv", "requires", "family")) or not isinstance(cand.get("requires", ""), str):
             raise fail("launchers", "an entry is {argv: [...], requires: program name, family: launcher family}")
         if "family" in cand:
-            from jobenv.launch.families import BY_NAME
+            from jobenv.runtime.families import BY_NAME
 
             fams = cand["family"] if isinstance(cand["family"], list) and cand["family"] else [cand["family"]]
             for fam in fams:

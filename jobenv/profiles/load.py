@@ -176,7 +176,7 @@ def _judged(path: Path) -> str:
     a sticky directory another user's link would choose which of your files is read)."""
     import stat
 
-    from jobenv.store.paths import check_ancestors
+    from jobenv.core.trust import check_ancestors
 
     p, uid = str(path), os.getuid()
     for _ in range(40):

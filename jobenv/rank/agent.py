@@ -6,7 +6,7 @@ Each beat (BEAT_S, or at once when a keeper's WINCH says its rank ended) it:
   the supervisor watches.  A rename each beat moved the run directory's mtime too, so nothing
   in the directory could say "nothing changed"; an utime changes the one file;
 - reads what was appended to host-<H>.ledger since the last beat (the one reader of the ledger
-  format is jobenv/launch/ledger.py; this is the host's side of it, and reads the lines it acts on);
+  format is jobenv/rank/ledger.py; this is the host's side of it, and reads the lines it acts on);
 - writes `lost R EPOCH` for a rank whose keeper is gone (two beats running) without an `end`;
 - carries out the run directory's `request` (`<seq> <verb>`, jobenv/launch/requests.py) once,
   with an `ack <seq> <verb> EPOCH` line: `stacks`/`stacks:cont` (the dump signal to each rank's
@@ -15,7 +15,7 @@ Each beat (BEAT_S, or at once when a keeper's WINCH says its rank ended) it:
   programs and keepers still running), `signal:NAME` (to every running program);
 - creates news/<H> when host-<H>.ledger grew since the last beat (its own lines included): the
   supervisor lists news/ each poll instead of stat'ing every host's ledger, and removes the
-  entry before it reads the ledger (jobenv/launch/ledger.py says why a directory entry);
+  entry before it reads the ledger (jobenv/rank/ledger.py says why a directory entry);
 - ends, removing agent-<H>, when no rank of the host runs.
 A pid is signalled only while /proc/PID/stat gives the start time its ledger line recorded: never
 a process that got the pid since, never another host's (a ledger is this host's alone: its name is
@@ -40,7 +40,7 @@ else:  # `agent`, beside it, in the keeper's isolated Python (sys.path[0]: this 
 BEAT_S = 1.0
 KILL_AFTER_S = 5.0
 READ_BYTES = 4 << 20
-NEWS = "news"  # jobenv.launch.ledger.NEWS
+NEWS = "news"  # jobenv.rank.ledger.NEWS
 SIGNALS = {"USR1": signal.SIGUSR1, "USR2": signal.SIGUSR2, "TERM": signal.SIGTERM, "INT": signal.SIGINT,
            "HUP": signal.SIGHUP}
 

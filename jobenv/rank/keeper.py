@@ -27,7 +27,7 @@ twice); any other sender's (a launcher that signals the rank's pid, a user's `ki
 the host agent) TERM, INT, HUP, QUIT, USR1 and USR2 go on.
 
 Ledger lines (one write each, < 512 bytes, appended to the host's ledger; format in
-jobenv/launch/ledger.py): `start R KPID KSTART PID PSTART EPOCH` once the program runs, `end R
+jobenv/rank/ledger.py): `start R KPID KSTART PID PSTART EPOCH` once the program runs, `end R
 exit:N|signal:S EPOCH` when it ended.  KSTART/PSTART: start times in clock ticks after boot
 (/proc/PID/stat field 22): with the pid they name one process, so the host agent never signals
 a pid that was reused.  The first keeper of a host starts the host agent (jobenv/rank/agent.py).

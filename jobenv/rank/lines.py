@@ -1,5 +1,5 @@
-"""The one reader of ledger lines (formats: jobenv/launch/ledger.py's docstring), shared by the
-supervisor's side (jobenv.launch.ledger) and the host agent (jobenv/rank/agent.py, which runs in
+"""The one reader of ledger lines (formats: jobenv/rank/ledger.py's docstring), shared by the
+supervisor's side (jobenv.rank.ledger) and the host agent (jobenv/rank/agent.py, which runs in
 the keeper's isolated Python: so the standard library alone, and nothing at import).
 
 A line that does not parse is None: the directory is shared with user code, so any line may be

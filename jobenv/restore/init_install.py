@@ -64,11 +64,11 @@ TRUST_HINT = "point HOME, ZDOTDIR or XDG_CONFIG_HOME at a directory of your own,
 
 def _target(path: str) -> str:
     """The file that writing `path` changes, after judging the way there by the store's rule
-    (jobenv.store.paths.check_ancestors, the rc file's own link included): every directory
+    (jobenv.core.trust.check_ancestors, the rc file's own link included): every directory
     and link yours or root's, no directory writable by others unless sticky.  Otherwise
     another user (ZDOTDIR, XDG_CONFIG_HOME or HOME in a shared /tmp) could point it at any
     file of yours, or at a new file anywhere, for jobenv to rewrite."""
-    from jobenv.store.paths import check_ancestors
+    from jobenv.core.trust import check_ancestors
 
     check_ancestors(path, "the rc file", TRUST_HINT, last=True)
     return os.path.realpath(path)

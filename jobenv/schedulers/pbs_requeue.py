@@ -249,7 +249,7 @@ def script(jobid: str, env: Mapping[str, str]) -> Tuple[Optional[bytes], str]:
 
     from jobenv.core.errors import BadRecord
     from jobenv.core.readfile import Refused, open_regular, read_open
-    from jobenv.store.paths import check_ancestors
+    from jobenv.core.trust import check_ancestors
 
     if not jobid or "/" in jobid or jobid.startswith("."):
         return None, f"job id {jobid!r} names no file"

@@ -29,7 +29,8 @@ HINT = "stage to a directory of your own (--to DIR or JOBENV_STAGE_DIR)"
 def check_root(root: str) -> None:
     """Raise JobenvError unless the stage directory `root` (if it exists) and every one
     above it pass the store's rule (store.paths): nobody but you could put a copy there."""
-    from jobenv.store.paths import check_ancestors, check_safe
+    from jobenv.core.trust import check_ancestors
+    from jobenv.store.paths import check_safe
 
     check_ancestors(root, "the stage directory", HINT)
     check_safe(root, True, "stage directory", HINT)

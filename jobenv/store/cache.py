@@ -16,7 +16,7 @@ exact conditions under which it still holds, so the verdict is reused only while
   clock reads before the first holds it void), the shell's LOADEDMODULES (the one
   variable of a shell in no job that the plan reads: the modules warning), and the type,
   owner, mode, device and inode of the cache directory (as cache_dir judged it) and of
-  every directory above the store that `get` judges (store.paths.dirs_above).  getjobenv
+  every directory above the store that `get` judges (core.trust.dirs_above).  getjobenv
   opens it once and sources it only while one `stat` call (of those paths and of the open
   snippet) prints the same; otherwise it asks `jobenv get`, which rewrites it.
 A file is written only when every time stamp it relies on is at least RACY seconds old,
@@ -30,7 +30,7 @@ import time
 
 from jobenv.store import files as store
 from jobenv.core.errors import BadRecord
-from jobenv.store.paths import check_ancestors, dirs_above
+from jobenv.core.trust import check_ancestors, dirs_above
 
 TYPE_CHECKING = False  # `import typing` costs ~5 ms per shell; type checkers still read the block below
 if TYPE_CHECKING:
@@ -240,7 +240,7 @@ def _ancestors_pass(jobs: str) -> bool:
 
 
 def _above(jobs: str) -> Optional[List[str]]:
-    """`# above SIG|PATH` for every directory store.paths.check_ancestors judges, as that
+    """`# above SIG|PATH` for every directory core.trust.check_ancestors judges, as that
     check passed them, or None: no cache."""
     dirs = dirs_above(jobs)
     if len(dirs) > MAX_ABOVE or any(c in p for p in dirs for c in "\n\r"):

@@ -9,8 +9,9 @@ import pytest
 
 from jobenv.profiles import load as profiles
 from jobenv.core.errors import BadInput
-from jobenv.launch import families, ranks
-from jobenv.launch.families import FAMILIES, family, from_banner
+from jobenv.launch import ranks
+from jobenv.runtime import families
+from jobenv.runtime.families import FAMILIES, family, from_banner
 from jobenv.launch.sizing import Request, choose, render_sized
 from jobenv.runtime.launchers import LAUNCHERS, NAME
 

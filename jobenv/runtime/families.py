@@ -17,7 +17,7 @@ PALS (`mpiexec version 1.8.0 revision ...`; its usage line reads `[global_option
 [command_options]`) from MPICH Hydra (`HYDRA build details:`) when the path does not.
 
 `runtime/launchers.py` is the other table: the variables each launcher sets in its ranks.
-`env_row` names that table's row for each family; tests/test_launch_families.py proves the
+`env_row` names that table's row for each family; tests/test_runtime_families.py proves the
 two agree.  Plain data, no imports beyond the error type: `jobenv launch` loads it on every run.
 """
 from __future__ import annotations

@@ -42,7 +42,7 @@ from __future__ import annotations
 import os
 import stat
 
-from ..rank.lines import parse
+from .lines import parse
 
 TYPE_CHECKING = False  # `import typing`/`dataclasses` cost ~50 ms: `launch` starts on every run
 if TYPE_CHECKING:

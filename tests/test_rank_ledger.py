@@ -1,4 +1,4 @@
-"""The supervisor's quiet poll (jobenv.launch.ledger.Ledgers.step): news read, a batch of beats
+"""The supervisor's quiet poll (jobenv.rank.ledger.Ledgers.step): news read, a batch of beats
 stat'ed in turn, a cost that does not grow with the hosts.  (The ledger lines themselves:
 tests/test_launch_ranks.py.)"""
 from __future__ import annotations
@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from jobenv.launch import ledger
+from jobenv.rank import ledger
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -62,7 +62,7 @@ def test_news_through_a_link_is_not_taken(tmp_path):
 
 CHILD = """
 import sys
-from jobenv.launch.ledger import Ledgers
+from jobenv.rank.ledger import Ledgers
 led = Ledgers(sys.argv[1])
 for _ in range(int(sys.argv[3])):
     getattr(led, sys.argv[2])()
