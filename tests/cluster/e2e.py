@@ -3,9 +3,12 @@ the module-scoped cluster, the per-test jobenv store, and a "fresh shell" on a h
 inside the host's network and UTS namespaces, as after `ssh HOST`)."""
 from __future__ import annotations
 
+import os
+import signal
 import sys
+import time
 from pathlib import Path
-from typing import Callable, Dict, Optional
+from typing import Callable, Dict, List, Optional
 
 import pytest
 
@@ -38,3 +41,43 @@ def run_fresh(cluster, host: str, env: Dict[str, str], script: str, timeout: flo
     """SCRIPT in a fresh bash on HOST with nothing but `env`."""
     argv = ["env", "-i", *[f"{k}={v}" for k, v in env.items()], "/bin/bash", "--norc", "--noprofile", "-c", script]
     return cluster.hosts.run(host, argv, check=False, timeout=timeout)
+
+
+def host_procs(cluster, host: str, run_dir: str) -> List[int]:
+    """Pids of the launch's processes on HOST: those in HOST's UTS namespace (the hosts share
+    this machine's pid space) whose environment names the launch's run directory."""
+    uts = os.readlink(f"/proc/{cluster.hosts.holders[host].pid}/ns/uts")
+    want = f"JOBENV_RUN_DIR={run_dir}".encode()
+    out = []
+    for name in os.listdir("/proc"):
+        try:
+            if not name.isdigit() or os.readlink(f"/proc/{name}/ns/uts") != uts:
+                continue
+            env = Path(f"/proc/{name}/environ").read_bytes().split(b"\0")
+        except OSError:
+            continue
+        if want in env:
+            out.append(int(name))
+    return out
+
+
+def kill_host(cluster, host: str, run_dir: str) -> List[int]:
+    """Every process of the launch on HOST stopped, then killed (what a dead host leaves: nothing
+    there sees the others die); the pids."""
+    procs = host_procs(cluster, host, run_dir)
+    for pid in procs:
+        os.kill(pid, signal.SIGSTOP)
+    for pid in procs:
+        os.kill(pid, signal.SIGKILL)
+    return procs
+
+
+def ledger(store: str, host: str, nstarts: int, timeout: float = 90) -> Path:
+    """HOST's ledger of the launch once NSTARTS ranks started there and its agent beats."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        for path in Path(store).glob(f"runs/*/*/host-{host}.ledger"):
+            if path.read_text().count("start ") >= nstarts and (path.parent / f"host-{host}.beat").exists():
+                return path
+        time.sleep(0.2)
+    raise AssertionError(f"no ledger of {nstarts} ranks from {host}")
