@@ -14,7 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from cluster.e2e import kill_host, ledger
+from cluster.e2e import KILLER, kill_host, ledger
+from test_launch_slurm import restart_cost
 from test_e2e_pbs import batch_job, cluster, jobs, store, tm_shim  # noqa: F401 (fixtures)
 
 pytestmark = pytest.mark.e2e
@@ -53,13 +54,6 @@ def test_every_process_of_the_second_host_killed_names_the_host(cluster, jobs, s
     print(f"\n{second} killed -> launch ended in {took:.1f} s\n{err}")
 
 
-KILLER = """import os, socket, sys
-print(f"rank {os.environ['RANK']} on {socket.gethostname()} restart={os.environ.get('JOBENV_RESTART_COUNT')}", flush=True)
-if socket.gethostname() == sys.argv[1]:
-    os.kill(os.getpid(), 9)
-"""
-
-
 def test_a_host_that_kills_its_ranks_is_replaced_by_a_spare(cluster, jobs, store, tmp_path):  # noqa: F811
     prog, logs = tmp_path / "killer.py", tmp_path / "logs"
     prog.write_text(KILLER)
@@ -88,7 +82,9 @@ def test_a_host_that_kills_its_ranks_is_replaced_by_a_spare(cluster, jobs, store
     assert again == sorted(f"rank {r} on {h} restart=1\n" for r, h in enumerate([first, first, spare, spare])), again
     assert re.search(rf"retired host +{second}: signal 9 \(SIGKILL\) of rank [23], named", out), out
     assert sorted(w for w in out.split("==")[-1].split() if w in cluster.names) == sorted([first, spare]), out
-    print(f"\n{err}{out}")
+    cost, own = restart_cost(store)
+    print(f"\n{err}{out}\nrestart cost of one failover: {cost:.2f} s from the failure to attempt 2's first rank "
+          f"({own:.2f} s from attempt 1's last rank end)")
 
 
 def test_a_lost_host_is_retired_and_the_spare_takes_its_place(cluster, jobs, store, tmp_path):  # noqa: F811

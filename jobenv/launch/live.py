@@ -21,6 +21,8 @@ STEP_HOSTS hosts in turn are stat'ed, so a quiet poll costs the same at 10 hosts
 and the supervisor then ends the launch after FAIL_GRACE_S if the launcher has not (srun
 without --kill-on-bad-exit, mpiexec with a lost host, leave the other ranks waiting in a
 collective for ever), as torchrun ends the other workers of a failed one.
+After a failed end, `settle` waits (at most SETTLE_S) for the agents still beating to write the
+`lost` of ranks their launcher killed outright, so the verdict tells a silent host from its peers.
 """
 from __future__ import annotations
 

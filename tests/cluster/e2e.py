@@ -1,6 +1,7 @@
-"""What the real-cluster test files share (tests/test_e2e_pbs.py, tests/test_e2e_flux.py):
-the module-scoped cluster, the per-test jobenv store, and a "fresh shell" on a host (`env -i`
-inside the host's network and UTS namespaces, as after `ssh HOST`)."""
+"""What the real-cluster test files share (tests/test_e2e_pbs.py, tests/test_e2e_flux.py,
+tests/test_resilience_pbs.py, tests/test_resilience_flux.py): the module-scoped cluster, the
+per-test jobenv store, a "fresh shell" on a host (`env -i` inside the host's network and UTS
+namespaces, as after `ssh HOST`), and a host's death (every process of a launch there killed)."""
 from __future__ import annotations
 
 import os
@@ -14,6 +15,12 @@ import pytest
 
 PYBIN = str(Path(sys.executable).parent)
 PY = sys.executable
+# a rank that says where it runs and which attempt it is, and kills itself on the host argv[1] names
+KILLER = """import os, socket, sys
+print(f"rank {os.environ['RANK']} on {socket.gethostname()} restart={os.environ.get('JOBENV_RESTART_COUNT')}", flush=True)
+if socket.gethostname() == sys.argv[1]:
+    os.kill(os.getpid(), 9)
+"""
 
 
 def cluster_fixture(make: Callable[[], object], available: Callable[[], Optional[str]], what: str):
