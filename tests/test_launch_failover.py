@@ -99,6 +99,18 @@ def test_a_host_whose_heartbeat_stopped_with_a_rank_running_is_named():
     assert (judge(Failure(st, {}, [])).host, judge(Failure(st, {}, [])).named) == ("node1", False)
 
 
+
+def test_a_silent_host_is_named_before_the_lost_ranks_its_loss_made_elsewhere():
+    """Hydra after a lost host (the real PBS, tests/test_resilience_pbs.py): node1's keepers were
+    killed by SIGKILL to their groups and node1's agent, alive, wrote their `lost` two beats
+    later; node2 went silent (its ranks vanished at its last beat).  node2 is retired."""
+    st = state((0, "node1", "lost", 12.6), (1, "node1", "lost", 12.6), (2, "node2", None, None),
+               (3, "node2", None, None))
+    st.hosts = {"node1": SimpleNamespace(beat=12.6, ranks=[0, 1]), "node2": SimpleNamespace(beat=11.2, ranks=[2, 3])}
+    ranks.infer_vanished(st)  # the launch is over: what the launch's verdict reads
+    v = judge(Failure(st, {}, []))
+    assert (v.host, v.rank, v.named) == ("node2", 2, True) and "heartbeat lost" in v.how
+
 TRACE = ["Traceback (most recent call last):", '  File "train.py", line 3, in <module>']
 
 

@@ -82,3 +82,49 @@ def test_a_failure_of_every_rank_at_once_is_left_to_the_summary_but_still_ends_t
     assert live.poll(100.0) is False and said == []
     assert live.poll(100.0 + FAIL_GRACE_S) is True  # a launcher that lingers is still ended
     assert not hasattr(live, "final") and os.path.exists(tmp_path / "host-n1.ledger")
+
+
+class _Clock:
+    """A fake monotonic clock whose `sleep` advances it and lets `agents(now)` act."""
+
+    def __init__(self, agents) -> None:
+        self.now, self.agents, self.sleeps = 0.0, agents, 0
+
+    def __call__(self) -> float:
+        return self.now
+
+    def sleep(self, s: float) -> None:
+        self.now += s
+        self.sleeps += 1
+        self.agents(self.now)
+
+
+def test_settle_waits_for_a_live_agents_lost_and_not_for_a_dead_host(tmp_path):
+    """Hydra killed n0's keepers (its agent lives, beats, and writes `lost` two beats later);
+    every process of n1 was killed (its beat stays still): settle returns once n0 has written."""
+    fill(tmp_path, 2)
+
+    def agents(now: float) -> None:
+        os.utime(tmp_path / "host-n0.beat", (10 + now, 10 + now))
+        if now >= 2.0 and "lost" not in (tmp_path / "host-n0.ledger").read_text():
+            with open(tmp_path / "host-n0.ledger", "a") as f:
+                f.write(f"lost 0 {12 + now}\n")
+
+    clock = _Clock(agents)
+    live.settle(str(tmp_path), clock, clock.sleep)
+    state = ledger.read(str(tmp_path))
+    assert state.ranks[0].exit == "lost" and state.ranks[1].exit is None
+    assert 2.0 <= clock.now < live.SETTLE_S, clock.now
+
+
+def test_settle_gives_up_on_hosts_whose_beats_stay_still_and_skips_a_run_with_every_end(tmp_path):
+    fill(tmp_path, 2)  # srun's teardown took every host's agent with it: nobody will write
+    clock = _Clock(lambda now: None)
+    live.settle(str(tmp_path), clock, clock.sleep)
+    assert live.DEAD_AFTER_S <= clock.now < live.DEAD_AFTER_S + 0.5, clock.now
+    for h in range(2):
+        with open(tmp_path / f"host-n{h}.ledger", "a") as f:
+            f.write(f"end {h} exit:3 12.0\n")
+    clock = _Clock(lambda now: None)
+    live.settle(str(tmp_path), clock, clock.sleep)
+    assert clock.sleeps == 0

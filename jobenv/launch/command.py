@@ -16,7 +16,7 @@ from jobenv.history import record as runs_history
 from jobenv.store import files as store
 from jobenv.core.errors import JobenvError, one_line
 from jobenv.runtime import families
-from . import badhosts, failover, preempt, ranks, report, sizing, supervise, tee, teardown
+from . import badhosts, failover, live, preempt, ranks, report, sizing, supervise, tee, teardown
 from .attempt import attempt_env, gpu_bind_mode, plan_attempt
 
 TYPE_CHECKING = False  # `import typing`/`dataclasses` cost ~50 ms: `launch` starts on every run
@@ -90,6 +90,8 @@ def run(rec: JobRecord, command: List[str], opts: Options, base_env: Mapping[str
         out = _supervised(plan, argv, opts, env, log_dir, partial(_snapshot, snapshot, run_dir),
                           partial(_stacks, run_dir, plan.size.nranks, log_dir, plan.family))
         tee.stop(follower)
+        if out.returncode != 0 and not out.expired and out.preempted is None and out.signalled is None:
+            live.settle(run_dir, time.monotonic, time.sleep)  # the agents' `lost` lines, before any verdict
         rc = out.returncode = exit_code(out, run_dir)
         runs_history.record(run_dir, rec, command, plan, attempt, out, started, base_env, _warn)
         ended = _ended(rec, out, plan, opts, run_dir, log_dir, snapshot, base_env, runs_before)
@@ -98,6 +100,8 @@ def run(rec: JobRecord, command: List[str], opts: Options, base_env: Mapping[str
         if attempt < opts.retries:
             at_expiry = snapshot[0] if snapshot else None
             state = at_expiry if out.expired and at_expiry is not None else ranks.read(run_dir)
+            if not out.expired:  # as the summary judged it: the launch is over, a rank with no end vanished
+                ranks.infer_vanished(state)
             failure = _failure(state, out, log_dir, plan.family)
             why = "" if out.expired else failover.futile(failure)
             if why:

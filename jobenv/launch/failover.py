@@ -149,9 +149,11 @@ def judge(f: Failure) -> Verdict:
         if test(f):
             return Verdict(fault=name, why=why)
     gone = _gone(f.state)
+    first = ranks.first_failure(f.state)
+    if not gone and first is not None and first.exit == "vanished":  # its host went silent first (infer_vanished)
+        gone = [first]
     if gone:
         return Verdict(gone[0].host, gone[0].rank, "heartbeat lost (the rank vanished with its host)", True)
-    first = ranks.first_failure(f.state)
     if first is None or not first.host:
         return Verdict(why="no rank recorded a failure on any host")
     how = ranks.describe_exit(first.exit or "")

@@ -21,6 +21,8 @@ STEP_HOSTS hosts in turn are stat'ed, so a quiet poll costs the same at 10 hosts
 and the supervisor then ends the launch after FAIL_GRACE_S if the launcher has not (srun
 without --kill-on-bad-exit, mpiexec with a lost host, leave the other ranks waiting in a
 collective for ever), as torchrun ends the other workers of a failed one.
+After a failed end, `settle` waits (at most SETTLE_S) for the agents still beating to write the
+`lost` of ranks their launcher killed outright, so the verdict tells a silent host from its peers.
 """
 from __future__ import annotations
 
@@ -28,7 +30,7 @@ from . import ranks
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from typing import Callable, Dict, List, Optional, Tuple
+    from typing import Callable, Dict, List, Optional, Set, Tuple
 
 POLL_S = 1.0
 LOST_S = 10.0
@@ -98,3 +100,32 @@ class Live:
 def _any_running(state: ranks.RunState) -> bool:
     """Some rank started and has no end yet."""
     return any(r.started is not None and r.exit is None for r in state.ranks.values())
+
+
+SETTLE_S = 2.5  # a host agent writes `lost` two beats (BEAT_S 1 s) after its rank's keeper vanished
+DEAD_AFTER_S = 1.5  # a beat that has not moved for 1.5 beats: that host's agent is gone
+
+
+def settle(run_dir: str, clock: Callable[[], float], sleep: Callable[[float], None]) -> None:
+    """After a launcher ended with a failure: wait, at most SETTLE_S, for the word of the agents
+    still alive about their ranks with no end.  A launcher that ends its ranks by SIGKILL to
+    their process groups (Hydra after a failed or lost host) leaves keepers that write no `end`;
+    their host's agent, outside the group, writes `lost` two beats later.  Read before that,
+    every host's ranks look alike (no end), and which host was lost would be a guess between
+    beats a few milliseconds apart.  A host whose beat moves is alive (its agent will write);
+    one whose beat stays still for DEAD_AFTER_S is gone (nobody will): waiting ends when no live
+    host has a rank without an end."""
+    start = clock()
+    first: Dict[str, Optional[float]] = {}
+    alive: Set[str] = set()
+    while True:
+        state = ranks.read(run_dir)
+        waiting = {r.host for r in state.ranks.values() if r.started is not None and r.exit is None and r.host}
+        for host in waiting:
+            beat = state.hosts[host].beat if host in state.hosts else None
+            if first.setdefault(host, beat) != beat:
+                alive.add(host)
+        took = clock() - start
+        if not waiting or took >= SETTLE_S or (took >= DEAD_AFTER_S and not waiting & alive):
+            return
+        sleep(0.25)

@@ -1,8 +1,11 @@
-"""What the real-cluster test files share (tests/test_e2e_pbs.py, tests/test_e2e_flux.py):
-the module-scoped cluster, the per-test jobenv store, and a "fresh shell" on a host (`env -i`
-inside the host's network and UTS namespaces, as after `ssh HOST`)."""
+"""What the real-cluster test files share (tests/test_e2e_pbs.py, tests/test_e2e_flux.py,
+tests/test_resilience_pbs.py, tests/test_resilience_flux.py): the module-scoped cluster, the
+per-test jobenv store, a "fresh shell" on a host (`env -i` inside the host's network and UTS
+namespaces, as after `ssh HOST`), and a host's death (every process of a launch there killed)."""
 from __future__ import annotations
 
+import os
+import signal
 import subprocess
 import sys
 import time
@@ -13,6 +16,12 @@ import pytest
 
 PYBIN = str(Path(sys.executable).parent)
 PY = sys.executable
+# a rank that says where it runs and which attempt it is, and kills itself on the host argv[1] names
+KILLER = """import os, socket, sys
+print(f"rank {os.environ['RANK']} on {socket.gethostname()} restart={os.environ.get('JOBENV_RESTART_COUNT')}", flush=True)
+if socket.gethostname() == sys.argv[1]:
+    os.kill(os.getpid(), 9)
+"""
 
 
 def cluster_fixture(make: Callable[[], object], available: Callable[[], Optional[str]], what: str):
@@ -53,3 +62,43 @@ def left_running(pattern: str, but: str = "", wait: float = 5.0) -> List[str]:
     while now() and time.time() < deadline:
         time.sleep(0.3)
     return now()
+
+
+def host_procs(cluster, host: str, run_dir: str) -> List[int]:
+    """Pids of the launch's processes on HOST: those in HOST's UTS namespace (the hosts share
+    this machine's pid space) whose environment names the launch's run directory."""
+    uts = os.readlink(f"/proc/{cluster.hosts.holders[host].pid}/ns/uts")
+    want = f"JOBENV_RUN_DIR={run_dir}".encode()
+    out = []
+    for name in os.listdir("/proc"):
+        try:
+            if not name.isdigit() or os.readlink(f"/proc/{name}/ns/uts") != uts:
+                continue
+            env = Path(f"/proc/{name}/environ").read_bytes().split(b"\0")
+        except OSError:
+            continue
+        if want in env:
+            out.append(int(name))
+    return out
+
+
+def kill_host(cluster, host: str, run_dir: str) -> List[int]:
+    """Every process of the launch on HOST stopped, then killed (what a dead host leaves: nothing
+    there sees the others die); the pids."""
+    procs = host_procs(cluster, host, run_dir)
+    for pid in procs:
+        os.kill(pid, signal.SIGSTOP)
+    for pid in procs:
+        os.kill(pid, signal.SIGKILL)
+    return procs
+
+
+def ledger(store: str, host: str, nstarts: int, timeout: float = 90) -> Path:
+    """HOST's ledger of the launch once NSTARTS ranks started there and its agent beats."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        for path in Path(store).glob(f"runs/*/*/host-{host}.ledger"):
+            if path.read_text().count("start ") >= nstarts and (path.parent / f"host-{host}.beat").exists():
+                return path
+        time.sleep(0.2)
+    raise AssertionError(f"no ledger of {nstarts} ranks from {host}")
