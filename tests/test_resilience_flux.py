@@ -15,7 +15,7 @@ import time
 import pytest
 
 from jobenv.core.hostlist import expand
-from cluster.e2e import KILLER, kill_host, ledger
+from cluster.e2e import KILLER, failed_over, kill_host, ledger
 from test_launch_slurm import restart_cost
 from test_e2e_flux import batch_job, cluster, fresh, jobs, launch_behind, store, wait_file  # noqa: F401 (fixtures)
 
@@ -62,19 +62,7 @@ def test_a_host_that_kills_its_ranks_is_replaced_by_a_spare(cluster, jobs, store
               "jobenv launch --dry-run -- true", store)
     out, err = p.stdout, p.stderr
     assert p.returncode == 0, out + err
-    assert re.search(rf"jobenv: (rank [23] on {second} failed first|ranks 2-3 on {second} failed the same way): "
-                     r"signal 9 \(SIGKILL\)", err), err
-    retired = re.search(rf"jobenv: retired {second} \(signal 9 \(SIGKILL\) of rank ([23]), named; ledger "
-                        rf"\S+/bad-hosts.json\): {spare} takes its place\njobenv: retrying \(2 of 2\)", err)
-    assert retired, err
-    attempt1 = {f.name: f.read_text() for f in (logs / "attempt-1").iterdir()}
-    assert sorted(attempt1) == [f"rank-{r}.log" for r in range(4)], attempt1
-    # attempt 1's logs set aside intact; a rank the launcher ended before it printed has an empty one
-    assert attempt1[f"rank-{retired.group(1)}.log"] == f"rank {retired.group(1)} on {second} restart=0\n", attempt1
-    assert all(attempt1[f"rank-{r}.log"] in ("", f"rank {r} on {h} restart=0\n")
-               for r, h in enumerate([first, first, second, second])), attempt1
-    again = sorted((logs / f"rank-{r}.log").read_text() for r in range(4))
-    assert again == sorted(f"rank {r} on {h} restart=1\n" for r, h in enumerate([first, first, spare, spare])), again
+    failed_over(err, logs, first, second, spare)
     shown, ran, dry = out.split("==\n")
     assert re.search(rf"retired host +{second}: signal 9 \(SIGKILL\) of rank [23], named", shown), out
     assert sorted(w for w in ran.split() if w in cluster.names) == sorted([first, spare]), out

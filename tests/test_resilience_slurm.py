@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pytest
 
+from cluster.e2e import ledger as e2e_ledger
 from launchkit import RESTORE
 from test_launch_slurm import no_step_left
 from test_e2e_slurm import PYBIN, batch_job, cluster, jobs, store  # noqa: F401 (fixtures)
@@ -51,16 +52,6 @@ def _node_procs(node: str, run_dir: str) -> list:
     return out
 
 
-def _ledger(store: str, node: str, nstarts: int, timeout: float = 60) -> Path:  # noqa: F811
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        for path in Path(store).glob(f"runs/*/*/host-{node}.ledger"):
-            if path.read_text().count("start ") >= nstarts and (path.parent / f"host-{node}.beat").exists():
-                return path
-        time.sleep(0.2)
-    raise AssertionError(f"no ledger of {nstarts} ranks from {node}")
-
-
 def test_a_rank_killed_with_sigkill_on_node2_is_named_with_its_host(cluster, store, job4):  # noqa: F811
     p = _launch(cluster, store, "timeout -s KILL 120 jobenv launch -- sh -c "
                                 "'if [ $RANK = 3 ]; then sleep 3; kill -9 $$; fi; sleep 300'")
@@ -84,7 +75,7 @@ def test_every_process_of_node2_killed_names_the_host(cluster, store, job4):  # 
     t0 = time.monotonic()
     p = _launch(cluster, store, "timeout -s KILL 150 jobenv launch -- sh -c 'sleep 300'")
     try:
-        ledger = _ledger(store, "node2", 2)
+        ledger = e2e_ledger(store, "node2", 2, timeout=60)
         time.sleep(1.5)
         procs = _node_procs("node2", str(ledger.parent))
         assert len(procs) >= 5, procs  # 2 wrappers, 2 programs (sh, sleep), the agent

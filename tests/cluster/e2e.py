@@ -102,3 +102,25 @@ def ledger(store: str, host: str, nstarts: int, timeout: float = 90) -> Path:
                 return path
         time.sleep(0.2)
     raise AssertionError(f"no ledger of {nstarts} ranks from {host}")
+
+
+def failed_over(err: str, logs: Path, first: str, second: str, spare: str) -> None:
+    """A 3-host job's 4-rank launch with `--spare-nodes 1 --retries 1 --log-dir LOGS` whose
+    ranks on SECOND killed themselves (KILLER): SECOND named and retired, SPARE in its place,
+    attempt 1's logs set aside intact and attempt 2's ranks on FIRST and SPARE (the PBS and
+    Flux failover tests' one reading of it; Slurm's, in tests/test_launch_slurm.py, has 6 ranks)."""
+    import re
+
+    assert re.search(rf"jobenv: (rank [23] on {second} failed first|ranks 2-3 on {second} failed the same way): "
+                     r"signal 9 \(SIGKILL\)", err), err
+    retired = re.search(rf"jobenv: retired {second} \(signal 9 \(SIGKILL\) of rank ([23]), named; ledger "
+                        rf"\S+/bad-hosts.json\): {spare} takes its place\njobenv: retrying \(2 of 2\)", err)
+    assert retired, err
+    attempt1 = {f.name: f.read_text() for f in (logs / "attempt-1").iterdir()}
+    assert sorted(attempt1) == [f"rank-{r}.log" for r in range(4)], attempt1
+    # attempt 1's logs set aside intact; a rank the launcher ended before it printed has an empty one
+    assert attempt1[f"rank-{retired.group(1)}.log"] == f"rank {retired.group(1)} on {second} restart=0\n", attempt1
+    assert all(attempt1[f"rank-{r}.log"] in ("", f"rank {r} on {h} restart=0\n")
+               for r, h in enumerate([first, first, second, second])), attempt1
+    again = sorted((logs / f"rank-{r}.log").read_text() for r in range(4))
+    assert again == sorted(f"rank {r} on {h} restart=1\n" for r, h in enumerate([first, first, spare, spare])), again
