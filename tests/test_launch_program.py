@@ -37,7 +37,10 @@ p.add_argument("--local_rank", type=int, required=True)
 p.add_argument("rest", nargs="*")
 a = p.parse_args()
 assert a.local_rank == int(os.environ["LOCAL_RANK"]), (a.local_rank, os.environ["LOCAL_RANK"])
-print("ARGV", os.environ["RANK"], sys.executable, sys.argv[1:], flush=True)
+# one write per line: under `python3 -u` print() writes each of its pieces apart, and two
+# ranks' pieces interleaved on the launcher's shared output ("ARGVARGV 1 ...")
+sys.stdout.write(f"ARGV {os.environ['RANK']} {sys.executable} {sys.argv[1:]}\\n")
+sys.stdout.flush()
 '''
 
 
