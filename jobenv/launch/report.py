@@ -75,9 +75,12 @@ def interrupted(state: ranks.RunState, signum: int) -> str:
 
 
 def same_failure(state: ranks.RunState, first: ranks.RankState) -> List[ranks.RankState]:
-    """Every failed rank, when two or more failed and each ended as the first did (a missing
-    script, a bad argument: the summary names them once); else []."""
-    failed = sorted((r for r in state.ranks.values() if r.failed), key=lambda r: r.rank)
+    """Every rank that failed on its own, when two or more did and each ended as the first did
+    (a missing script, a bad argument: the summary names them once); else [].  Ranks that were
+    only stopped after the first (`ranks.stopped_after`: Hydra's SIGKILL to the rest, recorded
+    `lost` like a wrapper killed first) are not alike: the count says they were stopped."""
+    stopped = set(ranks.stopped_after(state, first))
+    failed = sorted((r for r in state.ranks.values() if r.failed and r.rank not in stopped), key=lambda r: r.rank)
     return failed if len(failed) >= 2 and all(r.exit == first.exit for r in failed) else []
 
 
