@@ -58,29 +58,16 @@ def _has_mark(name: str, needle: bytes, uid: int) -> bool:
 
 
 def agents(mark: bytes) -> Set[int]:
-    """The pids of the marked run's host agents, each only while it is the process its
-    `agent-<H>` file names (pid and start time: never a pid reused since)."""
-    from jobenv.rank.keeper import started
+    """The pids of the marked run's host agents (each named by its `agent-<H>` lock, read by
+    the keeper's one reader of it)."""
+    from jobenv.rank.keeper import agent_pid
 
     run_dir = mark[len(_MARK):]
     try:
         names = [n for n in os.listdir(run_dir) if n.startswith(b"agent-")]
     except OSError:
         return set()
-    out = set()
-    for name in names:
-        try:
-            fd = os.open(os.path.join(run_dir, name), os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
-            try:
-                words = os.read(fd, 64).split()
-            finally:
-                os.close(fd)
-        except OSError:
-            continue
-        if len(words) == 2 and words[0].isdigit() and len(words[0]) < 11 and \
-                started(int(words[0])) == words[1].decode("ascii", "replace"):
-            out.add(int(words[0]))
-    return out
+    return {pid for pid in (agent_pid(os.fsdecode(os.path.join(run_dir, n))) for n in names) if pid}
 
 
 def marked(mark: bytes) -> List[int]:

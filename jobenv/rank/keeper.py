@@ -181,20 +181,33 @@ def _agent(run_dir: str, key: str) -> None:
     os.waitpid(pid, 0)
 
 
-def _wake(run_dir: str, key: str) -> None:
-    """WINCH to the host agent (the pid and start time its lock names, only while they match):
-    after the host's last rank it ends now, not at its next beat, and so do the launcher and step."""
+def agent_pid(path: str) -> int:
+    """The pid of the host agent that the lock file `path` (agent-<H>) names, while it is still
+    the process that started when the file says (never a pid reused since); 0 when none.  The
+    one reader of the lock: the keeper wakes that agent, the reaper spares it."""
     try:
-        fd = os.open(os.path.join(run_dir, f"agent-{key}"), os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
         try:
             words = os.read(fd, 64).split()
         finally:
             os.close(fd)
-        if len(words) == 2 and words[0].isdigit() and len(words[0]) < 11 and started(int(words[0])) == \
-                words[1].decode("ascii", "replace"):
-            os.kill(int(words[0]), signal.SIGWINCH)
-    except (OSError, ValueError):
-        pass
+    except OSError:
+        return 0
+    if len(words) == 2 and words[0].isdigit() and len(words[0]) < 11 and started(int(words[0])) == \
+            words[1].decode("ascii", "replace"):
+        return int(words[0])
+    return 0
+
+
+def _wake(run_dir: str, key: str) -> None:
+    """WINCH to the host agent (the pid and start time its lock names, only while they match):
+    after the host's last rank it ends now, not at its next beat, and so do the launcher and step."""
+    pid = agent_pid(os.path.join(run_dir, f"agent-{key}"))
+    if pid:
+        try:
+            os.kill(pid, signal.SIGWINCH)
+        except OSError:
+            pass
 
 
 def outcome(status: int) -> "tuple[str, int, int]":
