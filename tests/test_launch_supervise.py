@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from cluster.e2e import left_running
 from launchkit import BIN, RESTORE, fresh_env, save, shell, tools
 
 pytestmark = pytest.mark.e2e
@@ -118,15 +119,7 @@ def test_idle_timeout_kills_a_silent_launch(job):
     # a sleep no other test (or another checkout's tests on this machine) runs: counted below
     p = shell(job, "jobenv launch --idle-timeout 5 -- sh -c 'echo hi; sleep 300.117'")
     assert p.returncode == 124 and "printed nothing for --idle-timeout 5 s" in p.stderr, p.stderr
-    assert _none_left(job, "300.117"), "the launch's processes were not all killed"
-
-
-def _none_left(job, mark: str) -> bool:
-    """No process's command line holds `sleep MARK`, within 5 s: the host agent is a fork of a
-    rank's keeper (the keeper's command line, the program's words in it) and, in a session of
-    its own, ends by itself within two beats of its host's last rank."""
-    count = lambda: shell(job, f"ps -eo args | grep -c '[s]leep {mark}' || true").stdout.strip()  # noqa: E731
-    return _until(lambda: count() == "0", 5)
+    assert not left_running("sleep 300.117"), "the launch's processes were not all killed"
 
 
 def test_retries_keep_each_attempts_logs_and_count_restarts(job, tmp_path):
@@ -234,7 +227,7 @@ def test_timeout_1_stops_the_whole_launch(job):
     t = time.monotonic()
     p = shell(job, f"{RESTORE} && timeout 5 launch sh -c 'sleep 300.189'; echo rc=$?")
     assert p.stdout.strip().endswith("rc=124") and time.monotonic() - t < 60, p.stdout + p.stderr
-    assert _none_left(job, "300.189"), "the launch's processes were not all killed"
+    assert not left_running("sleep 300.189"), "the launch's processes were not all killed"
 
 
 def test_log_dir_is_the_users_own_and_never_followed_through_a_link(job, other_user, shared_tmp):
