@@ -129,3 +129,21 @@ def local_job(tmp_path: Path, ranks_per_host: int) -> Dict[str, str]:
     env = fresh_env(home, f"{tools(tmp_path / 'bin')}:/usr/bin:/bin")
     save(env, "--ranks-per-host", str(ranks_per_host))
     return env
+
+
+def ending(r):
+    """A rank's end as the ledger reader gives it, in one comparable value: None (no end yet),
+    ("exit", N), ("signal", S), ("lost", None) or ("vanished", None)."""
+    return None if r.how is None else (r.how, r.code if r.how == "exit" else r.signal)
+
+
+def set_ending(r, end, when=None):
+    """Give a RankState built by a test the end `end`: "exit:N" or "signal:S" (the keeper's words),
+    "lost", "vanished", or None (still running)."""
+    from jobenv.rank.ledger import set_end
+
+    if end in ("lost", "vanished"):
+        r.how, r.ended, r.lost = end, when, end == "lost" or r.lost
+    elif end is not None:
+        set_end(r, end, when)
+    return r

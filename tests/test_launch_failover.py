@@ -9,17 +9,27 @@ import pytest
 from jobenv.core.errors import BadInput
 from jobenv.launch import failover, ranks, sizing
 from jobenv.launch.failover import Failure, judge
+from jobenv.rank.ends import first_failure, infer_vanished
+from jobenv.rank.verdict import Verdict
+from launchkit import set_ending
 
 NODES = ["node1", "node2", "node3", "node4"]
 
 
 def state(*rows):
-    """RunState from (rank, host, exit, ended) rows; exit None: still running."""
+    """RunState from (rank, host, end, ended) rows (end: the keeper's "exit:N"/"signal:S", "lost",
+    "vanished"); end None: still running."""
     st = ranks.RunState()
-    for rank, host, code, ended in rows:
+    for rank, host, end, ended in rows:
         r = st.ranks[rank] = ranks.RankState(rank)
-        r.host, r.started, r.exit, r.ended = host, 1.0, code, ended
+        r.host, r.started = host, 1.0
+        set_ending(r, end, ended)
     return st
+
+
+def failure(st, lines, shared):
+    """The Failure of an attempt whose verdict's first failure is `st`'s (nothing inferred)."""
+    return Failure(Verdict("failed", "rank", 1, 1, len(st.ranks), st, first=first_failure(st)), lines, shared)
 
 
 def hosts_of(h: failover.Hosts):
@@ -75,28 +85,29 @@ def test_retired_hosts_are_left_out_unless_hosts_names_them():
 
 
 def test_a_signal_names_the_host_an_exit_code_guesses_it():
-    v = judge(Failure(state((0, "node1", "0", 5.0), (3, "node2", "signal 9", 2.0), (2, "node2", "1", 3.0)), {}, []))
+    v = judge(failure(state((0, "node1", "exit:0", 5.0), (3, "node2", "signal:9", 2.0), (2, "node2", "exit:1", 3.0)), {}, []))
     assert (v.host, v.rank, v.how, v.named, v.fault) == ("node2", 3, "signal 9 (SIGKILL)", True, "")
-    v = judge(Failure(state((1, "node2", "4", 2.0), (0, "node1", "1", 3.0)), {1: ["ECC error"]}, []))
+    v = judge(failure(state((1, "node2", "exit:4", 2.0), (0, "node1", "exit:1", 3.0)), {1: ["ECC error"]}, []))
     assert (v.host, v.rank, v.how, v.named) == ("node2", 1, "exit code 4", False)
-    assert judge(Failure(state((0, "node1", None, None)), {}, [])).host is None  # nothing failed
+    assert judge(failure(state((0, "node1", None, None)), {}, [])).host is None  # nothing failed
 
 
 def test_a_vanished_rank_names_its_host_before_the_deaths_that_followed():
-    st = state((0, "node1", "signal 9", 9.0))  # killed by the launcher after node3 went
+    st = state((0, "node1", "signal:9", 9.0))  # killed by the launcher after node3 went
     # as the run directory's reader gives the host agent's `lost` line: no exit, gone with its host
-    st.ranks[2] = SimpleNamespace(rank=2, host="node3", started=1.0, exit=None, ended=None, failed=False, lost=True)
-    v = judge(Failure(st, {}, []))
+    st.ranks[2] = SimpleNamespace(rank=2, host="node3", started=1.0, how=None, code=None, signal=None, ended=None,
+                                  failed=False, lost=True)
+    v = judge(failure(st, {}, []))
     assert (v.host, v.rank, v.named) == ("node3", 2, True) and "heartbeat lost" in v.how
 
 
 def test_a_host_whose_heartbeat_stopped_with_a_rank_running_is_named():
-    st = state((0, "node1", "1", 20.0), (1, "node2", None, None))
+    st = state((0, "node1", "exit:1", 20.0), (1, "node2", None, None))
     st.hosts = {"node1": SimpleNamespace(beat=20.0, ranks=[0]), "node2": SimpleNamespace(beat=10.0, ranks=[1])}
-    v = judge(Failure(st, {}, []))
+    v = judge(failure(st, {}, []))
     assert (v.host, v.rank, v.named) == ("node2", 1, True)
     st.hosts["node2"].beat = 18.0  # beating until moments ago: the exit code on node1 is the guess
-    assert (judge(Failure(st, {}, [])).host, judge(Failure(st, {}, [])).named) == ("node1", False)
+    assert (judge(failure(st, {}, [])).host, judge(failure(st, {}, [])).named) == ("node1", False)
 
 
 
@@ -107,8 +118,8 @@ def test_a_silent_host_is_named_before_the_lost_ranks_its_loss_made_elsewhere():
     st = state((0, "node1", "lost", 12.6), (1, "node1", "lost", 12.6), (2, "node2", None, None),
                (3, "node2", None, None))
     st.hosts = {"node1": SimpleNamespace(beat=12.6, ranks=[0, 1]), "node2": SimpleNamespace(beat=11.2, ranks=[2, 3])}
-    ranks.infer_vanished(st)  # the launch is over: what the launch's verdict reads
-    v = judge(Failure(st, {}, []))
+    infer_vanished(st)  # the launch is over: what the launch's verdict reads
+    v = judge(failure(st, {}, []))
     assert (v.host, v.rank, v.named) == ("node2", 2, True) and "heartbeat lost" in v.how
 
 TRACE = ["Traceback (most recent call last):", '  File "train.py", line 3, in <module>']
@@ -121,26 +132,26 @@ TRACE = ["Traceback (most recent call last):", '  File "train.py", line 3, in <m
     (['    x = = 1', "SyntaxError: invalid syntax"], "syntax error"),
 ])
 def test_the_programs_own_failures_retire_no_host(last, fault):
-    st = state((0, "node1", "1", 2.0), (1, "node1", "signal 9", 3.0))
+    st = state((0, "node1", "exit:1", 2.0), (1, "node1", "signal:9", 3.0))
     for lines, shared in (({0: TRACE + last}, []), ({}, ["1: hello"] + TRACE + last)):  # per rank, or all output
-        v = judge(Failure(st, lines, shared))
+        v = judge(failure(st, lines, shared))
         assert v.host is None and v.fault == fault and v.why, (lines, shared)
 
 
 def test_usage_exit_2_retires_no_host():
-    v = judge(Failure(state((0, "node2", "2", 1.0), (1, "node1", "signal 15", 2.0)), {}, ["usage: train.py"]))
+    v = judge(failure(state((0, "node2", "exit:2", 1.0), (1, "node1", "signal:15", 2.0)), {}, ["usage: train.py"]))
     assert v.host is None and v.fault == "usage (exit 2)"
 
 
 def test_the_same_exception_on_ranks_of_two_hosts_is_the_programs():
-    st = state((0, "node1", "1", 2.0), (2, "node2", "1", 2.5))
+    st = state((0, "node1", "exit:1", 2.0), (2, "node2", "exit:1", 2.5))
     same = {0: TRACE + ["ValueError: loss is nan"], 2: ["[2] ValueError: loss is nan"]}
-    assert judge(Failure(st, same, [])).fault == "same exception on every failed rank"
+    assert judge(failure(st, same, [])).fault == "same exception on every failed rank"
     other = {0: TRACE + ["ValueError: loss is nan"], 2: TRACE + ["RuntimeError: CUDA error: ECC error"]}
-    assert judge(Failure(st, other, [])).host == "node1"
-    one_host = state((0, "node1", "1", 2.0), (1, "node1", "1", 2.5))  # a host's GPU fails both its ranks alike
+    assert judge(failure(st, other, [])).host == "node1"
+    one_host = state((0, "node1", "exit:1", 2.0), (1, "node1", "exit:1", 2.5))  # a host's GPU fails both its ranks alike
     ecc = ["RuntimeError: CUDA error: uncorrectable ECC error encountered"]
-    assert judge(Failure(one_host, {0: ecc, 1: ecc}, [])).host == "node1"
+    assert judge(failure(one_host, {0: ecc, 1: ecc}, [])).host == "node1"
 
 
 def test_the_rule_is_one_table_with_a_reason_per_row():

@@ -58,7 +58,7 @@ def test_a_host_whose_agent_died_after_its_ranks_ended_is_not_lost(tmp_path):
     for t in range(1, 30):
         os.utime(tmp_path / "host-n0.beat", (100 + t, 100 + t))
         w.poll(float(t))
-    assert said == [] and w.ledgers.state.ranks[1].exit == "0"
+    assert said == [] and (w.ledgers.state.ranks[1].how, w.ledgers.state.ranks[1].code) == ("exit", 0)
 
 
 def _ledger(d, text):
@@ -113,7 +113,7 @@ def test_settle_waits_for_a_live_agents_lost_and_not_for_a_dead_host(tmp_path):
     clock = _Clock(agents)
     live.settle(str(tmp_path), clock, clock.sleep)
     state = ledger.read(str(tmp_path))
-    assert state.ranks[0].exit == "lost" and state.ranks[1].exit is None
+    assert state.ranks[0].how == "lost" and state.ranks[1].how is None
     assert 2.0 <= clock.now < live.SETTLE_S, clock.now
 
 

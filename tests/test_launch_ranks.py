@@ -7,7 +7,11 @@ import time
 import subprocess
 
 from jobenv.launch import executable, ranks
+from jobenv.launch.report import failure_count
 from jobenv.rank import ledger
+from jobenv.rank.ends import describe, first_failure, host_silent, infer_vanished, stopped_after, words
+from jobenv.rank.verdict import Verdict
+from launchkit import ending, set_ending
 from jobenv.launch.sizing import Request, choose
 
 
@@ -33,8 +37,8 @@ def test_read_and_first_failure(tmp_path):
     assert sorted(state.hosts) == ["node1", "node2"] and state.hosts["node2"].ranks == [2, 3]
     assert state.hosts["node2"].beat and state.hosts["node1"].beat is None
     assert state.hosts["node2"].acks == {7: 11.0}
-    first = ranks.first_failure(state)
-    assert (first.rank, first.host, first.exit) == (2, "node2", "signal 11")
+    first = first_failure(state)
+    assert (first.rank, first.host, ending(first)) == (2, "node2", ("signal", 11))
     size = choose(["node1", "node2", "node3"], 2, Request(), "j")
     assert ranks.unfinished(state, size.nranks, size.host_of) == [
         "rank 3 on node2 still running", "rank 4 never started (placed on node3)",
@@ -65,23 +69,25 @@ def test_keeper_exit_records_are_normalized(tmp_path):
     write(tmp_path, "host-node2.ledger", "end 1 signal:9 4.0\nend 2 exit:3 3.0\nend 3 either:15 6.0\n"
                                          "end 4 unknown:15 6.0\n")
     state = ranks.read(str(tmp_path))
-    assert sorted(state.ranks) == [0, 1, 2] and [state.ranks[r].exit for r in range(3)] == ["0", "signal 9", "3"]
-    assert [ranks.exit_code(t) for t in ("0", "3", "signal 9", "signal 15", "lost", "vanished")] == \
-        [0, 3, 137, 143, None, None]
-    assert not state.ranks[0].failed and ranks.first_failure(state).rank == 2
-    assert ranks.describe_exit(state.ranks[1].exit) == "signal 9 (SIGKILL)"
+    assert sorted(state.ranks) == [0, 1, 2] and [ending(state.ranks[r]) for r in range(3)] == \
+        [("exit", 0), ("signal", 9), ("exit", 3)]
+    assert [state.ranks[r].status for r in range(3)] == [0, 137, 3]
+    assert [set_ending(ledger.RankState(0), end).status for end in
+            ("exit:0", "exit:3", "signal:9", "signal:15", "lost", "vanished")] == [0, 3, 137, 143, None, None]
+    assert not state.ranks[0].failed and first_failure(state).rank == 2
+    assert words(state.ranks[1]) == "signal 9 (SIGKILL)"
 
 
 def test_ledgers_are_read_incrementally_and_a_torn_line_waits_for_its_end(tmp_path):
     led = tmp_path / "host-n1.ledger"
     led.write_bytes(b"start 0 10 1 11 2 1.0\nend 0 sig")
     reader = ranks.Ledgers(str(tmp_path))
-    assert reader.poll().ranks[0].exit is None
+    assert reader.poll().ranks[0].how is None
     with open(led, "ab") as f:
         f.write(b"nal:9 2.0\nlost 1 3.0\n")
     state = reader.poll()
-    assert state.ranks[0].exit == "signal 9" and state.ranks[1].exit == "lost" and state.ranks[1].lost
-    assert ranks.describe_exit("lost").startswith("lost: its wrapper vanished")
+    assert ending(state.ranks[0]) == ("signal", 9) and ending(state.ranks[1]) == ("lost", None) and state.ranks[1].lost
+    assert describe("lost").startswith("lost: its wrapper vanished")
 
 
 def test_a_huge_ledger_is_read_in_bounded_pieces(tmp_path):
@@ -92,7 +98,7 @@ def test_a_huge_ledger_is_read_in_bounded_pieces(tmp_path):
         f.write(b"x" * (ledger.LEDGER_BYTES * 3) + b"\n")  # one endless line
         f.write(b"end 0 exit:4 9.0\n")
     state = ranks.read(str(tmp_path))
-    assert state.ranks[0].exit == "4" and state.ranks[0].started == 1.0
+    assert ending(state.ranks[0]) == ("exit", 4) and state.ranks[0].started == 1.0
 
 
 def test_vanished_ranks_name_their_host_unless_a_failure_was_recorded_first(tmp_path):
@@ -105,14 +111,14 @@ def test_vanished_ranks_name_their_host_unless_a_failure_was_recorded_first(tmp_
         write(tmp_path, f"host-{host}.beat", "")
         os.utime(tmp_path / f"host-{host}.beat", (beat, beat))
     state = ranks.read(str(tmp_path))
-    assert ranks.first_failure(state).rank == 1  # nothing inferred while it runs
-    assert sorted(r.rank for r in ranks.infer_vanished(state)) == [0, 2, 3]
-    first = ranks.first_failure(state)
-    assert (first.host, first.ended) == ("n2", 20.0) and ranks.host_silent(state, "n2") == [2, 3]
-    assert ranks.host_silent(state, "n1") == []
+    assert first_failure(state).rank == 1  # nothing inferred while it runs
+    assert sorted(r.rank for r in infer_vanished(state)) == [0, 2, 3]
+    first = first_failure(state)
+    assert (first.host, first.ended) == ("n2", 20.0) and host_silent(state, "n2") == [2, 3]
+    assert host_silent(state, "n1") == []
     assert ranks.host_lost("n2", [2, 3], None) == "host n2 lost: ranks 2,3 stopped reporting"
     state.ranks[1].ended = 20.5  # within a beat of n2's last: it may have come first
-    assert ranks.first_failure(state).rank == 1
+    assert first_failure(state).rank == 1
 
 
 def test_lines_of_a_rank_in_each_launchers_labels():
@@ -124,16 +130,19 @@ def test_lines_of_a_rank_in_each_launchers_labels():
     assert ranks.lines_of(["[0] a"], "unknown", 0) == []
 
 
-def test_describe_exit():
-    assert ranks.describe_exit("3") == "exit code 3"
-    assert ranks.describe_exit("137") == "exit code 137 (128+9: SIGKILL?)"
-    assert ranks.describe_exit("SIGSEGV") == "signal SIGSEGV"
-    assert ranks.describe_exit("signal 11") == "signal 11 (SIGSEGV)"
-    assert ranks.describe_exit("SIG9") == "signal 9 (SIGKILL)"
-    assert ranks.describe_exit("either 99999") == "signal either 99999"  # not the keeper's: shown as it is
-    # one parser for both the summary's wording and stopped_after's count
-    assert [ranks.exit_parts(t) for t in ("143", "-1", "signal 15", "signal:9", "lost", "signal 99999", "9" * 40)] \
-        == [(143, None), (-1, None), (None, 15), (None, 9), (None, None), (None, None), (None, None)]
+def test_describe():
+    """Words are made from the integers the ledger reader gives, never parsed back: the keeper's
+    `exit:N`/`signal:S` are the only ends (jobenv.rank.lines refuses any other spelling)."""
+    assert describe("exit", 3) == "exit code 3"
+    assert describe("exit", 137) == "exit code 137 (128+9: SIGKILL?)"
+    assert describe("signal", None, 11) == "signal 11 (SIGSEGV)"
+    assert describe("signal", None, 9) == "signal 9 (SIGKILL)"
+    assert describe("signal", None, 64) == "signal 64"  # no name known: the number as it is
+    assert describe(None) == "no end recorded"
+    from jobenv.rank.lines import parse
+    assert [parse(f"end 0 {t} 1.0") is not None for t in ("exit:143", "signal:15", "signal:9", "SIGSEGV", "lost",
+                                                         "signal:99999", "exit:" + "9" * 40, "-1")] \
+        == [True, True, True, False, False, False, False, False]
 
 
 def test_tail_is_lenient(tmp_path):
@@ -255,9 +264,9 @@ def test_a_rank_vanished_beside_a_recorded_failure_is_collateral(tmp_path):
     write(tmp_path, "host-n1.beat", "")
     os.utime(tmp_path / "host-n1.beat", (9.0, 9.0))
     state = ranks.read(str(tmp_path))
-    assert [r.rank for r in ranks.infer_vanished(state)] == [0]
-    first = ranks.first_failure(state)
-    assert (first.rank, first.exit) == (1, "signal 9")
+    assert [r.rank for r in infer_vanished(state)] == [0]
+    first = first_failure(state)
+    assert (first.rank, ending(first)) == (1, ("signal", 9))
 
 
 def test_ranks_stopped_after_the_first_failure_are_counted_apart(tmp_path):
@@ -277,12 +286,18 @@ def test_ranks_stopped_after_the_first_failure_are_counted_apart(tmp_path):
     write(tmp_path, "host-n2.beat", "")
     os.utime(tmp_path / "host-n2.beat", (3.5, 3.5))
     state = ranks.read(str(tmp_path))
-    ranks.infer_vanished(state)
-    first = ranks.first_failure(state)
+    infer_vanished(state)
+    first = first_failure(state)
     assert first.rank == 4
-    assert ranks.stopped_after(state, first) == [0, 2, 3, 6, 7, 8]
-    assert ranks.failure_count(state, first, 9) == "(3 of 9 ranks failed; 6 were stopped after it)"
+    assert stopped_after(state, first) == [0, 2, 3, 6, 7, 8]
+    assert failure_count(verdict(state), 9) == "(3 of 9 ranks failed; 6 were stopped after it)"
     alone = ranks.read(str(tmp_path))
     alone.ranks = {n: alone.ranks[n] for n in (1, 2)}
-    assert ranks.failure_count(alone, ranks.first_failure(alone), 2) == \
+    assert failure_count(verdict(alone), 2) == \
         "(1 of 2 ranks failed; 1 was stopped after it)"
+
+
+def verdict(state):
+    """A failed attempt's verdict on `state` as read (nothing inferred)."""
+    first = first_failure(state)
+    return Verdict("failed", "rank", 1, 1, len(state.ranks), state, first=first, stopped=stopped_after(state, first))

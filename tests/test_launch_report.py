@@ -59,6 +59,12 @@ def test_ranks_stopped_after_the_first_are_never_its_same_failure(tmp_path):
     that each failed on their own, alike, are still named once."""
     from jobenv.launch import ranks
     from jobenv.launch.report import same_failure
+    from jobenv.rank.ends import first_failure, stopped_after
+    from jobenv.rank.verdict import Verdict
+
+    def verdict(state: ranks.RunState) -> Verdict:
+        first = first_failure(state)
+        return Verdict("failed", "rank", 1, 1, 2, state, first=first, stopped=stopped_after(state, first))
 
     def state(lines: str) -> ranks.RunState:
         (tmp_path / "host-n1.ledger").write_text(lines)
@@ -66,9 +72,9 @@ def test_ranks_stopped_after_the_first_are_never_its_same_failure(tmp_path):
 
     starts = "start 0 10 1 11 1 100.0\nstart 1 20 1 21 1 100.0\n"
     killed = state(starts + "lost 1 102.0\nlost 0 102.000001\n")
-    first = ranks.first_failure(killed)
-    assert first is not None and first.rank == 1 and ranks.stopped_after(killed, first) == [0]
-    assert same_failure(killed, first) == []
+    first = first_failure(killed)
+    assert first is not None and first.rank == 1 and stopped_after(killed, first) == [0]
+    assert same_failure(verdict(killed)) == []
     alike = state(starts + "end 1 exit:2 101.0\nend 0 exit:2 101.2\n")
-    first = ranks.first_failure(alike)
-    assert first is not None and [r.rank for r in same_failure(alike, first)] == [0, 1]
+    first = first_failure(alike)
+    assert first is not None and [r.rank for r in same_failure(verdict(alike))] == [0, 1]

@@ -12,6 +12,7 @@ import time
 import pytest
 
 from jobenv.launch import ranks, requests
+from launchkit import ending
 from test_launch_supervise import _until
 from test_rankwrap import HOST, POSIX_SHELLS, RUNS, WRAPPER
 
@@ -103,7 +104,7 @@ def test_kill_request_ends_every_rank_and_the_agent_then_ends(tmp_path, shell):
     rcs = [p.wait(timeout=30) for p in procs]
     assert rcs == [-signal.SIGTERM] * 2, rcs
     state = ranks.read(str(run))
-    assert [state.ranks[r].exit for r in range(2)] == ["signal 15"] * 2
+    assert [ending(state.ranks[r]) for r in range(2)] == [("signal", 15)] * 2
     assert _until(lambda: not (run / f"agent-{HOST}").exists(), 10), "the agent never ended"
     beat = os.stat(run / f"host-{HOST}.beat").st_mtime
     time.sleep(2)
@@ -118,7 +119,7 @@ def test_a_wrapper_killed_with_sigkill_is_recorded_lost_by_the_agent(tmp_path, s
         procs[1].wait()
         assert _until(lambda: ranks.read(str(run)).ranks[1].lost, 10)
         state = ranks.read(str(run))
-        assert state.ranks[1].exit == "lost" and state.ranks[0].exit is None
+        assert ending(state.ranks[1]) == ("lost", None) and ending(state.ranks[0]) is None
         assert state.hosts[HOST].beat and time.time() - state.hosts[HOST].beat < 5
     finally:
         _end(run, procs)
@@ -195,7 +196,7 @@ def _each_round(tmp_path, shell, sig, rounds, check, program=None, timeout=10):
         try:
             _signal_all(run, sig)
             rcs = [p.wait(timeout=timeout) for p in procs]
-            check(round_, rcs, [ranks.read(str(run)).ranks[r].exit for r in range(2)])
+            check(round_, rcs, [ending(ranks.read(str(run)).ranks[r]) for r in range(2)])
         finally:
             _end(run, procs)
 
@@ -207,10 +208,10 @@ def test_a_program_that_exits_on_the_step_wide_signal_is_never_recorded_as_kille
     round and exits 3.  A pre-emption warning (USR1 to all), which the program answers with exit 0,
     is exit 0 too."""
     def on_term(round_, rcs, got):
-        assert rcs == [3, 3] and got == ["3", "3"], (round_, rcs, got)
+        assert rcs == [3, 3] and got == [("exit", 3), ("exit", 3)], (round_, rcs, got)
 
     def on_usr1(round_, rcs, got):
-        assert rcs == [0, 0] and got == ["0", "0"], round_
+        assert rcs == [0, 0] and got == [("exit", 0), ("exit", 0)], round_
 
     _each_round(tmp_path, shell, signal.SIGTERM, 5, on_term, CATCHER)
     _each_round(tmp_path, shell, signal.SIGUSR1, 5, on_usr1, CATCHER)
@@ -238,6 +239,6 @@ def test_a_signal_to_every_process_of_the_step_is_recorded_as_that_signal(tmp_pa
     once.  Each round, each rank ends at once as signal 15, exact (the old sh wrapper said
     `unknown 15` when bash lost the status), and its keeper dies of TERM too."""
     def check(round_, rcs, got):
-        assert rcs == [-15, -15] and got == ["signal 15", "signal 15"], (round_, rcs, got)
+        assert rcs == [-15, -15] and got == [("signal", 15), ("signal", 15)], (round_, rcs, got)
 
     _each_round(tmp_path, shell, signal.SIGTERM, 6, check, timeout=4)

@@ -150,11 +150,12 @@ def restart_cost(home: str) -> tuple:
     """(seconds from attempt 1's first failure to attempt 2's first rank start, from attempt 1's
     last rank end to it): from the ranks' own records in the two run directories."""
     from jobenv.launch import ranks
+    from jobenv.rank.ends import first_failure
 
     second = next(Path(home, "runs").glob("*/*-a1"))
     pid = second.name.split("-")[-2]  # <stamp>-<pid>-a<N>: the same launch's first attempt has its pid
     a0, a1 = ranks.read(str(next(second.parent.glob(f"*-{pid}-a0")))), ranks.read(str(second))
-    failed = ranks.first_failure(a0)
+    failed = first_failure(a0)
     assert failed is not None and failed.ended is not None
     started = min(r.started for r in a1.ranks.values() if r.started is not None)
     last = max(r.ended for r in a0.ranks.values() if r.ended is not None)

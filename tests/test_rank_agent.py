@@ -29,7 +29,7 @@ def test_a_quiet_host_moves_only_its_beat_and_a_rank_end_leaves_news_at_once(tmp
         os.kill(ranks.read(str(run)).ranks[1].pid or 0, signal.SIGKILL)
         t = time.monotonic()
         assert _until(news.exists, 5) and time.monotonic() - t < 1.5, "the end's news waited for a beat"
-        assert ranks.read(str(run)).ranks[1].exit == "signal 9"
+        assert (ranks.read(str(run)).ranks[1].how, ranks.read(str(run)).ranks[1].signal) == ("signal", 9)
     finally:
         _end(run, procs)
 
@@ -75,7 +75,7 @@ def ranks_in_groups(tmp_path, n=2):
 
 
 def every_rank_lost_then_the_agent_ends(run):
-    assert _until(lambda: all(r.exit == "lost" for r in ranks.read(str(run)).ranks.values()), 10), \
+    assert _until(lambda: all(r.how == "lost" for r in ranks.read(str(run)).ranks.values()), 10), \
         ranks.read(str(run)).ranks
     assert _until(lambda: not (run / f"agent-{HOST}").exists(), 5), "the agent outlived the host's ranks"
 

@@ -16,7 +16,8 @@ import pytest
 from pathlib import Path
 
 from conftest import REPO, mpich
-from jobenv.launch import ranks, teardown
+from jobenv.launch import ranks
+from jobenv.rank import teardown
 from jobenv.rank import keeper
 from test_rankwrap import WRAPPER, ledger
 

@@ -31,11 +31,11 @@ def test_a_step_reads_a_ledger_on_its_news_only_and_takes_the_news(tmp_path):
     with open(tmp_path / "host-n1.ledger", "a") as f:
         f.write("end 1 exit:3 12.0\n")
     led.step()
-    assert led.state.ranks[1].exit is None  # no news, no read: nothing stat'ed but news/ and the beats
+    assert led.state.ranks[1].how is None  # no news, no read: nothing stat'ed but news/ and the beats
     (tmp_path / "news").mkdir()
     (tmp_path / "news" / "n1").touch()
     led.step()
-    assert led.state.ranks[1].exit == "3" and os.listdir(tmp_path / "news") == []
+    assert (led.state.ranks[1].how, led.state.ranks[1].code) == ("exit", 3) and os.listdir(tmp_path / "news") == []
 
 
 def test_a_rotation_looks_at_every_host_and_finds_new_ones(tmp_path):

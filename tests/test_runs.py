@@ -70,7 +70,8 @@ def test_list_names_every_launch_newest_first(history):
         assert r["nhosts"] == 1 and r["launcher"] == "mpiexec" and r["attempt"] == 0
         assert r["duration"] > 0 and r["run"].startswith("local-")
     assert [r["exit"] for r in runs] == [0, 3, 0, 0]
-    assert runs[1]["first_failure"].startswith("rank 1 on ") and runs[1]["first_failure"].endswith("exit code 3")
+    first = runs[1]["first_failure"]
+    assert (first["rank"], first["exit"], first["signal"]) == (1, 3, None) and first["description"] == "exit code 3"
     assert runs[0]["first_failure"] is None
     table = jobenv(history, "runs").stdout  # `jobenv runs` alone lists
     assert table.splitlines()[0].split()[:3] == ["run", "started", "attempt"] and HOSTILE in table
@@ -88,7 +89,7 @@ def test_show_gives_the_selftest_phases_of_every_rank(history):
     text = jobenv(history, "runs", "show", selftest.split("/")[1]).stdout  # the name alone is enough
     for word in ("python3 -m jobenv.selftest -q", "rendezvous", "first_step", "slowest rank", "start-up phases"):
         assert word in text, text
-    assert [line.split() for line in text.splitlines() if line.startswith("exit ")] == [["exit", "ok"]]
+    assert [line.split() for line in text.splitlines() if line.startswith("outcome ")] == [["outcome", "ok"]]
 
 
 def test_show_on_a_terminal_draws_the_timeline(history):

@@ -27,7 +27,7 @@ def test_selftest_on_two_nodes_is_listed_and_reported(cluster, jobs, store, tmp_
     runs = json.loads(p.stdout)
     assert [(r["job"], r["nranks"], r["nhosts"], r["hosts"], r["launcher"], r["exit"]) for r in runs] == \
         [(jobid, 4, 2, "node[1-2]", "srun", 1), (jobid, 4, 2, "node[1-2]", "srun", 0)]
-    assert runs[0]["first_failure"].endswith("exit code 1")
+    assert runs[0]["first_failure"]["description"].endswith("exit code 1")
     page = tmp_path / "report.html"
     p = fresh(cluster, None, "bash", f"jobenv report {runs[1]['run']} --html {page}", store)
     assert p.returncode == 0, p.stderr

@@ -3,7 +3,7 @@
 A job is launched into from inside its allocation (`jobenv launch`, `launch`), by a batch
 script `submit` wrote, or many times by hand; run history keeps one directory per attempt
 (jobenv.history.runs) and each attempt given --log-dir notes that directory there as it starts
-(history.record.note_log_dir).  So the launches of a job are its run directories, oldest first, and
+(history.write.note_log_dir).  So the launches of a job are its run directories, oldest first, and
 each one's rank logs are in its noted directory, except when a later attempt of the same
 launch moved them into `DIR/attempt-<N>/` (ranks.set_aside) or a later launch given the
 same --log-dir removed them (ranks.prepare_log_dir).  A launch without --log-dir kept no

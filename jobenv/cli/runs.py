@@ -26,8 +26,8 @@ def _secs(x: Optional[float]) -> str:
 def as_dict(r: Run) -> Dict[str, Any]:
     return {"run": r.ident, "job": r.job, "scheduler": r.scheduler, "started": r.started, "attempt": r.attempt,
             "command": r.command, "hosts": r.hosts, "nhosts": r.nhosts, "nranks": r.nranks,
-            "launcher": r.launcher, "exit": r.exit, "expired": r.expired or None, "duration": r.duration,
-            "first_failure": r.first_failure or None, "state": r.state, "path": r.path}
+            "launcher": r.launcher, "outcome": r.outcome, "cause": r.cause, "exit": r.exit, "signal": r.signal,
+            "duration": r.duration, "first_failure": r.first, "state": r.state, "path": r.path}
 
 
 @click.group("runs", invoke_without_command=True)
@@ -59,7 +59,7 @@ def list_runs(job: Optional[str], as_json: bool) -> None:
 
     print_table([[r.ident, _when(r.started), str(r.attempt), str(r.nranks or ""), str(r.nhosts or ""), r.state,
                   _secs(r.duration), join(r.command)[:80]] for r in runs],
-                ["run", "started", "attempt", "ranks", "hosts", "exit", "took", "command"])
+                ["run", "started", "attempt", "ranks", "hosts", "outcome", "took", "command"])
 
 
 @runs_cmd.command("show")
@@ -83,7 +83,7 @@ def show_run(run: str, as_json: bool) -> None:
     print_table([["run", r.ident], ["job", f"{r.job} ({r.scheduler})" if r.scheduler else r.job],
                  ["command", join(r.command)], ["started", _when(r.started)], ["attempt", str(r.attempt)],
                  ["hosts", f"{r.nhosts}: {r.hosts}" if r.nhosts else ""], ["ranks", str(r.nranks or "")],
-                 ["launcher", r.launcher], ["exit", r.state], ["took", _secs(r.duration)],
+                 ["launcher", r.launcher], ["outcome", r.state], ["took", _secs(r.duration)],
                  ["first failure", r.first_failure or "none"], ["directory", r.path]])
     stats = tl.stats()
     if stats:

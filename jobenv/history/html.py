@@ -174,7 +174,7 @@ def section(run: Run, tl: Timeline, scale: Optional[Scale] = None) -> str:
 
     rows = [("job", run.job), ("command", join(run.command)), ("started", time.strftime("%Y-%m-%d %H:%M:%S",
             time.localtime(run.started))), ("hosts", f"{run.nhosts}: {run.hosts}"), ("ranks", run.nranks),
-            ("attempt", run.attempt), ("exit", run.state),
+            ("attempt", run.attempt), ("outcome", run.state),
             ("took", "" if run.duration is None else f"{run.duration:.1f} s"),
             ("first failure", run.first_failure or "none"), ("phases from", tl.source)]
     table = "".join(f"<tr><th>{esc(k)}</th><td><code>{esc(v)}</code></td></tr>" for k, v in rows)
@@ -186,7 +186,7 @@ def section(run: Run, tl: Timeline, scale: Optional[Scale] = None) -> str:
                  + (heatmap(tl, scale.span if scale else None) if len(tl.rows) >= HEAT_AT
                     else bars(tl, scale.longest if scale else None)))
     out = run.outcome
-    badge = "" if out == "ok" else f'<span class="badge {out}">{out}: {esc(run.state)}</span>'
+    badge = "" if out == "ok" else f'<span class="badge {out}">{esc(run.state)}</span>'
     return (f'<section class="{out}"><h2>{esc(run.ident)}{badge}</h2><table>{table}</table>{chart}</section>')
 
 

@@ -2,8 +2,10 @@
 
 Each attempt has its run directory `<JOBENV_HOME>/runs/<job key>/<stamp>-<pid>-a<N>/`
 (jobenv.launch.ranks.make_run_dir).  At the attempt's end launch writes `summary.json`
-there (jobenv.history.record, atomically: jobenv.core.atomic): command, job, hosts, ranks, attempt, exit, duration,
-first failure.  An attempt given --log-dir notes that directory there as it starts, in
+there (jobenv.history.write, atomically: jobenv.core.atomic): command, job, hosts, ranks, attempt,
+duration, and the attempt's verdict as decided (jobenv.rank.verdict): outcome, cause, the launch's
+exit code, the first failure with its exit code and signal as numbers.  Every reader (runs list,
+runs show, the report) reads those fields; none judges the run again.  An attempt given --log-dir notes that directory there as it starts, in
 `logdir.json` (note_log_dir: `jobenv logs` finds a launch's rank logs by it, a running one's
 too).  A program whose rank 0 knows every rank's start-up phases (the selftest)
 writes `phases.json` beside it, once per run, not a file per rank.
@@ -32,6 +34,7 @@ if TYPE_CHECKING:
     from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple
 
 SUMMARY, PHASES, LOG_DIR = "summary.json", "phases.json", "logdir.json"
+SUMMARY_VERSION = 2  # 2: the verdict's outcome, cause and numeric first failure (1 had none)
 MAX_SUMMARY_BYTES = 1 << 20
 MAX_PHASES_BYTES = 64 << 20  # about 300 bytes per rank: room for 200,000 ranks
 KEEP_RUNS, KEEP_DAYS = 200, 30.0
@@ -115,9 +118,9 @@ def text(value: Any, most: int = 4096) -> str:
     return one_line(value)[:most] if isinstance(value, str) else ""
 
 
-# launch's exit codes for a signal from outside (docs/record.md): HUP, INT (Ctrl-C), USR1 and USR2
-# (pre-emption, --requeue), PIPE (its reader went away), TERM (scancel, qdel)
-INTERRUPTED_EXITS = frozenset((129, 130, 138, 140, 141, 143))
+# Version 1 summaries (before the verdict was recorded) carry no outcome: they read by the rule
+# of their day, the exit codes of a signal from outside (HUP, INT, USR1, USR2, PIPE, TERM).
+_V1_INTERRUPTED_EXITS = frozenset((129, 130, 138, 140, 141, 143))
 
 
 class Run:
@@ -139,36 +142,64 @@ class Run:
         self.nhosts = int(num(s.get("nhosts"), 0, 1e7) or 0)
         self.nranks = int(num(s.get("nranks"), 0, 1e8) or 0)
         self.launcher = text(s.get("launcher"), 256)
-        ex = num(s.get("exit"), -1e3, 1e3)
-        self.exit: Optional[int] = None if ex is None else int(ex)
-        self.expired = text(s.get("expired"), 32)
-        self.interrupted = s.get("interrupted") is True
-        ff = s.get("first_failure")
-        self.first_failure = (f"rank {int(num(ff.get('rank'), 0, 1e8) or 0)} on {text(ff.get('host'), 256)}: "
-                              f"{text(ff.get('exit'), 64)}") if isinstance(ff, dict) else ""
+        self.exit = integer(s.get("exit"), -1000, 1000)
+        self.signal = integer(s.get("signal"), 1, 128)
+        self.outcome, self.cause = _verdict(s, self.has_summary, self.exit)
+        self.first = first_failure(s.get("first_failure"))
+
+    @property
+    def first_failure(self) -> str:
+        """'rank 1 on node2: exit code 3', or ''."""
+        f = self.first
+        return f"rank {f['rank']} on {f['host']}: {f['description']}" if f else ""
+
+    @property
+    def state(self) -> str:
+        """The one phrase for how it ended (jobenv.rank.verdict.label), or 'no summary'."""
+        from jobenv.rank.verdict import label
+
+        return label(self.outcome, self.cause, self.exit, self.signal) if self.has_summary else "no summary"
 
     @property
     def ident(self) -> str:
         return f"{self.key}/{self.name}"
 
-    @property
-    def state(self) -> str:
-        if not self.has_summary:
-            return "no summary"
-        if self.expired:
-            return self.expired
-        if self.interrupted:
-            return "interrupted"
-        return "ok" if self.exit == 0 else f"exit {self.exit}"
 
-    @property
-    def outcome(self) -> str:
-        """ok, failed (the program or a rank did), or interrupted (stopped from outside: a
-        --timeout, --idle-timeout or pre-emption, a signal to the launch, or no summary:
-        the launch itself was killed before it could write one)."""
-        if not self.has_summary or self.expired or self.exit in INTERRUPTED_EXITS:
-            return "interrupted"
-        return "ok" if self.exit == 0 else "failed"
+
+def integer(value: Any, low: int, high: int) -> Optional[int]:
+    """A whole number in [low, high], else None."""
+    got = num(value, low, high)
+    return None if got is None or got != int(got) else int(got)
+
+
+def _verdict(s: Dict[str, Any], has_summary: bool, code: Optional[int]) -> Tuple[str, str]:
+    """(outcome, cause) as launch recorded them; for a run without a summary (the launch itself
+    was killed before it could write one) ("interrupted", "none"); for a version 1 summary, by
+    its day's rule."""
+    from jobenv.rank.verdict import CAUSES, OUTCOMES
+
+    if not has_summary:
+        return "interrupted", "none"
+    outcome, cause = s.get("outcome"), s.get("cause")
+    if outcome in OUTCOMES and cause in CAUSES:
+        return outcome, cause
+    expired = s.get("expired") if s.get("expired") in ("timeout", "idle-timeout") else None
+    if expired:
+        return "interrupted", expired
+    if s.get("interrupted") is True or code in _V1_INTERRUPTED_EXITS:
+        return "interrupted", "signal"
+    return ("ok", "none") if code == 0 else ("failed", "rank" if isinstance(s.get("first_failure"), dict) else "launcher")
+
+
+def first_failure(ff: Any) -> Optional[Dict[str, Any]]:
+    """The summary's first failure, its fields checked: rank, host, exit and signal (numbers or
+    None), description (version 1 kept only the words, in `exit`)."""
+    if not isinstance(ff, dict):
+        return None
+    words = text(ff.get("description"), 256) or text(ff.get("exit"), 64)
+    return {"rank": integer(ff.get("rank"), 0, 10**8) or 0, "host": text(ff.get("host"), 256),
+            "exit": integer(ff.get("exit"), -1000, 1000), "signal": integer(ff.get("signal"), 1, 128),
+            "description": words}
 
 
 def noted_log_dir(run_dir: str) -> Optional[str]:

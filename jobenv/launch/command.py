@@ -12,17 +12,19 @@ import sys
 import time
 from functools import partial
 
-from jobenv.history import record as runs_history
+from jobenv.history import write as runs_history
 from jobenv.store import files as store
 from jobenv.core.errors import JobenvError, one_line
 from jobenv.runtime import families
-from . import badhosts, failover, live, preempt, ranks, report, sizing, supervise, tee, teardown
+from jobenv.rank.verdict import decide
+from . import badhosts, failover, live, preempt, ranks, report, sizing, supervise, tee
 from .attempt import attempt_env, gpu_bind_mode, plan_attempt
 
 TYPE_CHECKING = False  # `import typing`/`dataclasses` cost ~50 ms: `launch` starts on every run
 if TYPE_CHECKING:
     from typing import Callable, Dict, List, Mapping, Optional, Sequence, Tuple
 
+    from jobenv.rank.verdict import Verdict
     from jobenv.store.record import JobRecord
     from .attempt import Attempt
     from .types import Options
@@ -90,20 +92,14 @@ def run(rec: JobRecord, command: List[str], opts: Options, base_env: Mapping[str
         out = _supervised(plan, argv, opts, env, log_dir, partial(_snapshot, snapshot, run_dir),
                           partial(_stacks, run_dir, plan.size.nranks, log_dir, plan.family))
         tee.stop(follower)
-        if out.returncode != 0 and not out.expired and out.preempted is None and out.signalled is None:
-            live.settle(run_dir, time.monotonic, time.sleep)  # the agents' `lost` lines, before any verdict
-        rc = out.returncode = exit_code(out, run_dir)
-        runs_history.record(run_dir, rec, command, plan, attempt, out, started, base_env, _warn)
-        ended = _ended(rec, out, plan, opts, run_dir, log_dir, snapshot, base_env, runs_before)
-        if ended is not None:
-            return ended
+        verdict = _verdict(out, run_dir, plan.size.nranks, snapshot)
+        rc = verdict.exit_code
+        runs_history.record(run_dir, rec, command, plan, attempt, verdict, started, base_env, _warn)
+        if _ended(rec, verdict, out, plan, opts, run_dir, log_dir, base_env, runs_before):
+            return rc
         if attempt < opts.retries:
-            at_expiry = snapshot[0] if snapshot else None
-            state = at_expiry if out.expired and at_expiry is not None else ranks.read(run_dir)
-            if not out.expired:  # as the summary judged it: the launch is over, a rank with no end vanished
-                ranks.infer_vanished(state)
-            failure = _failure(state, out, log_dir, plan.family)
-            why = "" if out.expired else failover.futile(failure)
+            failure = _failure(verdict, out, log_dir, plan.family)
+            why = "" if verdict.cause in ("timeout", "idle-timeout") else failover.futile(failure)
             if why:
                 _say(f"not retrying: {why} (a retry would fail the same way)")
                 return rc
@@ -111,6 +107,20 @@ def run(rec: JobRecord, command: List[str], opts: Options, base_env: Mapping[str
                 hosts = _fail_over(rec, hosts, plan, failure, run_dir, runs, base_env)
             _say(f"retrying ({attempt + 2} of {opts.retries + 1})")
     return rc
+
+
+def _verdict(out: supervise.Supervised, run_dir: str, nranks: int, snapshot: List[ranks.RunState]) -> Verdict:
+    """The attempt's verdict, from the ranks' ledgers read once: after a limit, the snapshot taken
+    before the kill (the exits the kill caused say nothing about what went wrong); after a
+    launcher's failed end, the state `live.settle` read last, once the agents still beating had
+    written the `lost` of the ranks their launcher killed outright."""
+    if out.expired and snapshot:
+        state = snapshot[0]
+    elif out.launcher_exit != 0 and not out.expired and out.preempted is None and out.signalled is None:
+        state = live.settle(run_dir, time.monotonic, time.sleep)
+    else:
+        state = ranks.read(run_dir)
+    return decide(state, nranks, out.launcher_exit, out.expired, out.signalled, out.preempted)
 
 
 def _dry_run(rec: JobRecord, hosts: failover.Hosts, opts: Options, runs: str, argv: List[str], gpu_bind: str,
@@ -133,45 +143,29 @@ def _dry_run(rec: JobRecord, hosts: failover.Hosts, opts: Options, runs: str, ar
     return 0
 
 
-def _ended(rec: JobRecord, out: supervise.Outcome, plan: Attempt, opts: Options, run_dir: str,
-           log_dir: Optional[str], snapshot: List[ranks.RunState], base_env: Mapping[str, str],
-           runs_before: Optional[int] = None) -> Optional[int]:
-    """What an attempt's end means: the launch's exit code when the launch ends with it
-    (success, pre-emption, a user's signal, a teardown-only failure), else None after the
-    failure summary (the caller retries while it may)."""
-    rc = out.returncode
-    if out.preempted is not None:  # the ranks had their grace; bring the job back
+def _ended(rec: JobRecord, verdict: Verdict, out: supervise.Supervised, plan: Attempt, opts: Options, run_dir: str,
+           log_dir: Optional[str], base_env: Mapping[str, str], runs_before: Optional[int] = None) -> bool:
+    """Say what the attempt's end means; True when the launch ends with it (success, pre-emption,
+    a user's signal, a teardown-only failure), False after the failure summary of an attempt a
+    retry may follow."""
+    if verdict.cause == "preempted":  # the ranks had their grace; bring the job back
         from .requeue import bring_back
 
-        bring_back(rec, base_env, out.preempted, _say, runs_before)
-        return rc
-    if rc == 0 and not out.expired:
-        return 0
-    if out.signalled is not None:  # the user (or timeout(1)) stopped it: one line, no summary, no retry
-        if out.signalled != signal.SIGPIPE:
-            _say(report.interrupted(ranks.read(run_dir), out.signalled))
-        return rc
-    late = None if out.expired else teardown.excused(ranks.read(run_dir), plan.size.nranks)
-    if late is not None:  # every program finished; some died in interpreter teardown after
-        for line in late:
-            _say(line)
-        return 0
-    at_expiry = snapshot[0] if snapshot else None
-    lines, _ = report.summarize(out, run_dir, log_dir, plan.size, opts, plan.family, at_expiry)
-    for line in lines:
+        bring_back(rec, base_env, verdict.signal or 0, _say, runs_before)
+        return True
+    if verdict.cause == "signal":  # the user (or timeout(1)) stopped it: one line, no summary, no retry
+        if verdict.signal != signal.SIGPIPE:
+            _say(report.interrupted(verdict))
+        return True
+    if verdict.outcome == "ok":
+        from jobenv.rank.teardown import warning
+
+        for r in verdict.excused:  # every program finished; some died in interpreter teardown after
+            _say(warning(r))
+        return True
+    for line in report.summarize(verdict, out, run_dir, log_dir, plan.size, opts, plan.family):
         _say(line)
-    return None
-
-
-def exit_code(out: supervise.Outcome, run_dir: str) -> int:
-    """The launch's exit code after a failed attempt: the first failed rank's own (N, or 128+S for
-    signal S: what torchrun reports as the root cause), the launcher's only when no rank recorded
-    one (or a limit, a pre-emption or a user's signal ended it: theirs)."""
-    if out.expired or out.preempted is not None or out.signalled is not None or out.returncode == 0:
-        return out.returncode
-    first = ranks.first_failure(ranks.read(run_dir))
-    code = ranks.exit_code(first.exit) if first is not None and first.exit else None
-    return out.returncode if code is None else code
+    return False
 
 
 def _first_hosts(rec: JobRecord, opts: Options, runs: str, dry_run: bool) -> failover.Hosts:
@@ -190,18 +184,17 @@ def _first_hosts(rec: JobRecord, opts: Options, runs: str, dry_run: bool) -> fai
     return hosts
 
 
-def _failure(state: ranks.RunState, out: supervise.Outcome, log_dir: Optional[str], family: str
-             ) -> failover.Failure:
+def _failure(verdict: Verdict, out: supervise.Supervised, log_dir: Optional[str], family: str) -> failover.Failure:
     lines: Dict[int, List[str]] = {}
     shared: List[str] = []
-    for r in state.ranks.values():
-        if r.failed or getattr(r, "lost", False):
+    for r in verdict.state.ranks.values():
+        if r.failed or r.lost:
             where, last = report.rank_lines(out, log_dir, family, r.rank)
             if where:
                 lines[r.rank] = last
             else:
                 shared = last
-    return failover.Failure(state, lines, shared)
+    return failover.Failure(verdict, lines, shared)
 
 
 def _fail_over(rec: JobRecord, hosts: failover.Hosts, plan: Attempt, failure: failover.Failure, run_dir: str,
@@ -239,7 +232,7 @@ def _fail_over(rec: JobRecord, hosts: failover.Hosts, plan: Attempt, failure: fa
 def _supervised(plan: Attempt, argv: List[str], opts: Options, env: Dict[str, str], log_dir: Optional[str],
                 before_kill: Callable[[], None],
                 on_stacks: Optional[Callable[[List[Tuple[float, bytes]], bool], List[str]]] = None
-                ) -> supervise.Outcome:
+                ) -> supervise.Supervised:
     """Run one attempt under supervision.  A launcher whose ranks on other hosts outlive its
     process group (srun, flux run) is given a name to be cancelled by (at a time limit, when a
     failed rank leaves the others running, by `jobenv kill`, on pre-emption), `jobenv-<run directory's name>`."""

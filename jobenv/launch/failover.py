@@ -1,7 +1,7 @@
 """Failover to spare hosts: which hosts an attempt gets, which host a failure retires, and why.
 
 Pure functions of the job's hosts, the request, the bad-host ledger (jobenv.launch.badhosts)
-and what the failed attempt left behind (jobenv.launch.ranks' RunState and the failed ranks'
+and what the failed attempt left behind (its verdict, jobenv.rank.verdict, and the failed ranks'
 last lines); jobenv.launch.command does the I/O.
 
 The hosts of a launch are the job's hosts that --hosts/--exclude and the ledger leave, in the
@@ -16,22 +16,26 @@ import re
 
 from jobenv.core.errors import BadInput
 from jobenv.core.hostlist import compress, expand, host_index
+from jobenv.rank.ends import words
 from . import ranks, sizing
 
 TYPE_CHECKING = False  # `import typing` costs ~5 ms on every `launch`
 if TYPE_CHECKING:
     from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
+    from jobenv.rank.verdict import Verdict as AttemptVerdict
+
 
 class Failure:
-    """What a failed attempt left: the ranks' records, the last lines of each failed rank that
-    could be told apart (its log or labelled output), and the output of all ranks otherwise."""
+    """What a failed attempt left: its verdict (the ranks' records, the first failure), the last
+    lines of each failed rank that could be told apart (its log or labelled output), and the
+    output of all ranks otherwise."""
 
-    def __init__(self, state: ranks.RunState, lines: Dict[int, List[str]], shared: List[str]) -> None:
-        self.state, self.lines, self.shared = state, lines, shared
+    def __init__(self, verdict: AttemptVerdict, lines: Dict[int, List[str]], shared: List[str]) -> None:
+        self.verdict, self.state, self.lines, self.shared = verdict, verdict.state, lines, shared
 
     def failed(self) -> List[ranks.RankState]:
-        return [r for r in self.state.ranks.values() if r.failed or getattr(r, "lost", False)]
+        return [r for r in self.state.ranks.values() if r.failed or r.lost]
 
     def texts(self) -> List[List[str]]:
         """The lines to judge: each failed rank's own, else everyone's."""
@@ -71,8 +75,8 @@ _USAGE = re.compile(r"^(?:\s*\d+: |\[\d+\] )?\s*usage:", re.I)
 def _usage(f: Failure) -> bool:
     """Exit 2 with a usage line (argparse, getopt): exit 2 alone is also grep's, make's, or
     Python's "can't open file", which a retry may not repeat."""
-    first = ranks.first_failure(f.state)
-    return first is not None and first.exit == "2" and any(_USAGE.match(line) for text in f.texts() for line in text)
+    first = f.verdict.first
+    return first is not None and first.how == "exit" and first.code == 2 and any(_USAGE.match(line) for text in f.texts() for line in text)
 
 
 def _same_exception(f: Failure) -> bool:
@@ -131,9 +135,9 @@ def _gone(state: ranks.RunState) -> List[ranks.RankState]:
     while a rank of it had not ended (the agent went too: the whole host)."""
     rows = list(state.ranks.values())
     ends = [r.ended for r in rows if r.ended is not None]
-    beats = {name: getattr(h, "beat", None) for name, h in getattr(state, "hosts", {}).items()}
+    beats = {name: h.beat for name, h in state.hosts.items()}
     silent = {name for name, beat in beats.items() if beat is not None and ends and max(ends) - beat > STALE_S}
-    return sorted((r for r in rows if r.host and r.exit is None and (getattr(r, "lost", False) or r.host in silent)),
+    return sorted((r for r in rows if r.host and r.how is None and (r.lost or r.host in silent)),
                   key=lambda r: r.rank)
 
 
@@ -149,15 +153,14 @@ def judge(f: Failure) -> Verdict:
         if test(f):
             return Verdict(fault=name, why=why)
     gone = _gone(f.state)
-    first = ranks.first_failure(f.state)
-    if not gone and first is not None and first.exit == "vanished":  # its host went silent first (infer_vanished)
+    first = f.verdict.first
+    if not gone and first is not None and first.how == "vanished":  # its host went silent first (infer_vanished)
         gone = [first]
     if gone:
         return Verdict(gone[0].host, gone[0].rank, "heartbeat lost (the rank vanished with its host)", True)
     if first is None or not first.host:
         return Verdict(why="no rank recorded a failure on any host")
-    how = ranks.describe_exit(first.exit or "")
-    return Verdict(first.host, first.rank, how, named=(first.exit or "").startswith("signal"))
+    return Verdict(first.host, first.rank, words(first), named=first.how == "signal")
 
 
 class Hosts:

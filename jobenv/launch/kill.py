@@ -47,7 +47,7 @@ def running(run_dir: str, host: str) -> Dict[int, Optional[str]]:
     state = ranks.read(run_dir)
     out = {}
     for r in state.ranks.values():
-        if r.started is None or r.exit is not None:
+        if r.started is None or r.how is not None:
             continue
         pid = r.wrapper_pid
         if r.host == host and pid and r.started and not started_before(pid, r.started):

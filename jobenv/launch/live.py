@@ -26,6 +26,7 @@ After a failed end, `settle` waits (at most SETTLE_S) for the agents still beati
 """
 from __future__ import annotations
 
+from jobenv.rank.ends import first_failure, words
 from . import ranks
 
 TYPE_CHECKING = False
@@ -86,27 +87,27 @@ class Live:
         if not self.ledgers.changed:  # nothing new: no failure the last look did not see
             return None
         self.ledgers.changed = False
-        first = ranks.first_failure(self.ledgers.state)
+        first = first_failure(self.ledgers.state)
         if first is not None:
-            return f"rank {first.rank} on {first.host} failed: {ranks.describe_exit(first.exit or '')}"
+            return f"rank {first.rank} on {first.host} failed: {words(first)}"
         return None
 
     def _running(self, name: str) -> List[int]:
         state = self.ledgers.state
         return sorted(n for n in state.hosts[name].ranks if state.ranks[n].started is not None
-                      and state.ranks[n].exit is None)
+                      and state.ranks[n].how is None)
 
 
 def _any_running(state: ranks.RunState) -> bool:
     """Some rank started and has no end yet."""
-    return any(r.started is not None and r.exit is None for r in state.ranks.values())
+    return any(r.started is not None and r.how is None for r in state.ranks.values())
 
 
 SETTLE_S = 2.5  # a host agent writes `lost` two beats (BEAT_S 1 s) after its rank's keeper vanished
 DEAD_AFTER_S = 1.5  # a beat that has not moved for 1.5 beats: that host's agent is gone
 
 
-def settle(run_dir: str, clock: Callable[[], float], sleep: Callable[[float], None]) -> None:
+def settle(run_dir: str, clock: Callable[[], float], sleep: Callable[[float], None]) -> ranks.RunState:
     """After a launcher ended with a failure: wait, at most SETTLE_S, for the word of the agents
     still alive about their ranks with no end.  A launcher that ends its ranks by SIGKILL to
     their process groups (Hydra after a failed or lost host) leaves keepers that write no `end`;
@@ -114,18 +115,19 @@ def settle(run_dir: str, clock: Callable[[], float], sleep: Callable[[float], No
     every host's ranks look alike (no end), and which host was lost would be a guess between
     beats a few milliseconds apart.  A host whose beat moves is alive (its agent will write);
     one whose beat stays still for DEAD_AFTER_S is gone (nobody will): waiting ends when no live
-    host has a rank without an end."""
+    host has a rank without an end.  Returns the state last read: the attempt's verdict is built
+    from it (jobenv.rank.verdict), so the ledgers are not read again."""
     start = clock()
     first: Dict[str, Optional[float]] = {}
     alive: Set[str] = set()
     while True:
         state = ranks.read(run_dir)
-        waiting = {r.host for r in state.ranks.values() if r.started is not None and r.exit is None and r.host}
+        waiting = {r.host for r in state.ranks.values() if r.started is not None and r.how is None and r.host}
         for host in waiting:
             beat = state.hosts[host].beat if host in state.hosts else None
             if first.setdefault(host, beat) != beat:
                 alive.add(host)
         took = clock() - start
         if not waiting or took >= SETTLE_S or (took >= DEAD_AFTER_S and not waiting & alive):
-            return
+            return state
         sleep(0.25)

@@ -1,9 +1,10 @@
-"""What the ranks left behind, and the summaries made of it (pure functions of what was read).
+"""What the ranks left behind: their run directory and log directory, and the phrases the
+summaries make of them.
 
 The hosts' ledgers and beats are read by jobenv.rank.ledger (`read`, re-exported here:
-`ranks.read(run_dir)` is what the other modules call), how a rank ended by jobenv.rank.ends
-(re-exported too: run history reads both from there, below launch); the ranks' logs
-`rank-<R>.log` in JOBENV_LOG_DIR by `tail`.
+`ranks.read(run_dir)` is what the other modules call), how a rank ended by jobenv.rank.ends and
+the attempt's verdict by jobenv.rank.verdict (below launch: run history reads them too); the
+ranks' logs `rank-<R>.log` in JOBENV_LOG_DIR by `tail`.
 """
 from __future__ import annotations
 
@@ -11,11 +12,9 @@ import os
 import time
 
 from jobenv.core.errors import one_line
-# the API the other modules call: ranks.read(run_dir) and its types, and how a rank ended
-from jobenv.rank.ends import describe_exit as describe_exit, exit_code as exit_code, exit_parts as exit_parts
-from jobenv.rank.ends import first_failure as first_failure, recording_hosts
+# the API the other modules call: ranks.read(run_dir) and its types
 from jobenv.rank.ledger import HostState as HostState, Ledgers as Ledgers, RankState as RankState
-from jobenv.rank.ledger import RunState as RunState, normalize as normalize, read as read
+from jobenv.rank.ledger import RunState as RunState, read as read
 
 TYPE_CHECKING = False  # `import typing`/`dataclasses` cost ~50 ms: `launch` starts on every run
 if TYPE_CHECKING:
@@ -140,68 +139,10 @@ def lines_of(lines: List[str], family: str, rank: int) -> List[str]:
     return [line for line in lines if row is not None and label_rank(row, line) == rank]
 
 
-def infer_vanished(state: RunState) -> List[RankState]:
-    """After the launch ended: the ranks that started and recorded no end, nor did any agent
-    (the wrapper and its host's agent killed, e.g. every process of the host): each marked
-    "vanished" at its host's last beat (when it was last known alive), and returned."""
-    out = []
-    for r in state.ranks.values():
-        if r.started is not None and r.exit is None:
-            host = state.hosts.get(r.host or "")
-            r.exit, r.ended = "vanished", (host.beat if host is not None and host.beat else r.started)
-            out.append(r)
-    return out
-
-
-def host_silent(state: RunState, host: str) -> List[int]:
-    """The ranks of `host` when every one that started there vanished (the host lost), else []."""
-    h = state.hosts.get(host)
-    started = [state.ranks[n] for n in (h.ranks if h else []) if state.ranks[n].started is not None]
-    return sorted(r.rank for r in started) if started and all(r.exit == "vanished" for r in started) else []
-
-
 def host_lost(host: str, silent: List[int], when: Optional[float]) -> str:
     """'host node2 lost: ranks 2,3 stopped reporting at 12:00:01' (one phrasing, live and after)."""
     at = time.strftime(" at %H:%M:%S", time.localtime(when)) if when else ""
     return f"host {host} lost: rank{'s' if len(silent) > 1 else ''} {','.join(map(str, silent))} stopped reporting{at}"
-
-
-_STOPS = {1, 2, 9, 15}  # SIGHUP, SIGINT, SIGKILL, SIGTERM: how launchers and jobenv end the rest
-
-
-def stopped_after(state: RunState, first: RankState) -> List[int]:
-    """The failed ranks that only ended because `first` did, after it: by a stop signal (or
-    128 + one, as a shell reports it); lost (the launcher killed the wrapper too); or vanished
-    where the host was alive to record a failure or beat within BEAT_S of it (the launcher
-    killed the host's agent with the rest; a lost host's ranks stop beating long before).
-    A summary counts them apart, so that one fault is not "8 of 8 ranks failed"."""
-    from ..rankwrap import BEAT_S
-
-    alive = recording_hosts([r for r in state.ranks.values() if r.failed])
-    when = first.ended if first.ended is not None else float("-inf")
-    out = []
-    for r in state.ranks.values():
-        if r is first or not r.failed:
-            continue
-        text, ended = r.exit or "", r.ended if r.ended is not None else float("inf")
-        code, sig = exit_parts(text)
-        if text == "vanished":
-            lost_with = first.exit == "vanished" and r.host == first.host  # the host died: theirs too
-            late = not lost_with and (r.host in alive or ended >= when - BEAT_S)
-        else:
-            late = ended >= when and (text == "lost" or sig in _STOPS or code is not None and code - 128 in _STOPS)
-        if late:
-            out.append(r.rank)
-    return sorted(out)
-
-
-def failure_count(state: RunState, first: RankState, nranks: int) -> str:
-    """'(1 of 4 ranks failed; 3 were stopped after it)', in the summary after the launch (live,
-    the rest are still being stopped: no count yet)."""
-    stopped = stopped_after(state, first)
-    nfailed = sum(1 for r in state.ranks.values() if r.failed) - len(stopped)
-    tail = f"; {len(stopped)} {'was' if len(stopped) == 1 else 'were'} stopped after it" if stopped else ""
-    return f"({nfailed} of {nranks} ranks failed{tail})"
 
 
 def unfinished(state: RunState, nranks: int, host_of: Callable[[int], Optional[str]]) -> List[str]:
@@ -209,10 +150,10 @@ def unfinished(state: RunState, nranks: int, host_of: Callable[[int], Optional[s
     out = []
     for rank in range(nranks):
         r = state.ranks.get(rank)
-        if r is None or r.started is None and r.exit is None:
+        if r is None or r.started is None and r.how is None:
             where = host_of(rank)
             out.append(f"rank {rank} never started" + (f" (placed on {where})" if where else ""))
-        elif r.exit is None:
+        elif r.how is None:
             out.append(f"rank {rank} on {r.host} still running")
     return out
 

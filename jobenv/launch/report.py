@@ -1,52 +1,47 @@
 """The failure summary: which rank failed first, where, how, and its last lines of output;
-after a timeout, which ranks never finished.  A pure function of what the ranks left
-behind (jobenv.launch.ranks) and what the supervisor saw (jobenv.launch.supervise)."""
+after a timeout, which ranks never finished.  Words made of the attempt's verdict
+(jobenv.rank.verdict: decided once, read here, never re-derived) and of the output the
+supervisor kept (jobenv.launch.supervise)."""
 from __future__ import annotations
 
 import os
 
 from jobenv.core.errors import one_line
+from jobenv.rank.ends import code_words, host_silent, words
 from . import ranks, sizing, supervise
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import List, Optional, Tuple
 
+    from jobenv.rank.verdict import Verdict
     from .types import Options
 
 
-def summarize(out: supervise.Outcome, run_dir: str, log_dir: Optional[str], size: sizing.Size, opts: Options,
-              family: str = "", at_expiry: Optional[ranks.RunState] = None) -> Tuple[List[str], Optional[str]]:
-    """Lines naming what went wrong, and the host of the first failed rank (for --exclude-failed).
-
-    After a timeout the ranks' state is the one seen just before the kill: the exits the
-    kill itself caused say nothing about what went wrong."""
-    state = at_expiry if out.expired and at_expiry is not None else ranks.read(run_dir)
-    if not out.expired:  # the launch is over: a rank with no end vanished
-        ranks.infer_vanished(state)
+def summarize(verdict: Verdict, out: supervise.Supervised, run_dir: str, log_dir: Optional[str], size: sizing.Size,
+              opts: Options, family: str = "") -> List[str]:
+    """Lines naming what went wrong in a failed attempt or one a limit ended."""
+    state, first = verdict.state, verdict.first
     lines: List[str] = []
-    if out.expired:
-        limit = opts.limits.timeout if out.expired == "timeout" else opts.limits.idle_timeout
-        what = "ran past" if out.expired == "timeout" else "printed nothing for"
-        lines.append(f"launch {what} --{out.expired} {limit:g} s: killed it")
+    if verdict.cause in ("timeout", "idle-timeout"):
+        limit = opts.limits.timeout if verdict.cause == "timeout" else opts.limits.idle_timeout
+        what = "ran past" if verdict.cause == "timeout" else "printed nothing for"
+        lines.append(f"launch {what} --{verdict.cause} {limit:g} s: killed it")
         left = ranks.unfinished(state, size.nranks, size.host_of)
         if state.ranks:
             lines.append("ranks that never finished: " + (ranks.compact(left) or "none recorded"))
         else:
-            lines.append(f"no rank records in {run_dir} (no per-rank wrapper); hosts: "
-                         f"{', '.join(size.hosts)}")
-    first = ranks.first_failure(state)
+            lines.append(f"no rank records in {run_dir} (no per-rank wrapper); hosts: {', '.join(size.hosts)}")
     if first is not None:
-        count = ranks.failure_count(state, first, size.nranks)
-        silent = ranks.host_silent(state, first.host or "") if first.exit == "vanished" else []
-        alike = same_failure(state, first)
+        count = failure_count(verdict, size.nranks)
+        silent = host_silent(state, first.host or "") if first.how == "vanished" else []
+        alike = same_failure(verdict)
         if silent:
             lines.append(f"{ranks.host_lost(first.host or '', silent, first.ended)} first {count}")
         elif alike:
-            lines.append(f"ranks {named(alike)} failed the same way: {ranks.describe_exit(first.exit or '')} {count}")
+            lines.append(f"ranks {named(alike)} failed the same way: {words(first)} {count}")
         else:
-            lines.append(f"rank {first.rank} on {first.host} failed first: {ranks.describe_exit(first.exit or '')}"
-                         f" {count}")
+            lines.append(f"rank {first.rank} on {first.host} failed first: {words(first)} {count}")
         where, last = rank_lines(out, log_dir, family, first.rank)
         last, copies = once(last, 1 if where else len(alike))
         if where:
@@ -56,32 +51,44 @@ def summarize(out: supervise.Outcome, run_dir: str, log_dir: Optional[str], size
         elif last:  # unlabelled output: every rank's, and the launcher's own
             lines.append("last lines of output (all ranks; --label or --log-dir DIR tell them apart):")
         lines += [f"  | {line}" for line in last]
-    elif not out.expired:
-        lines.append(f"launcher exited with {ranks.describe_exit(str(out.returncode))}; "
-                     "no rank recorded a failure")
+    elif verdict.cause == "launcher":
+        lines.append(f"launcher exited with {code_words(verdict.launcher_exit)}; no rank recorded a failure")
         if out.last_lines:
             lines.append("last lines of output:")
             lines += [f"  | {one_line(b.decode('utf-8', 'replace'))}" for b in out.last_lines[-10:]]
-    return lines, first.host if first is not None else None
+    return lines
 
 
-def interrupted(state: ranks.RunState, signum: int) -> str:
+def failure_count(verdict: Verdict, nranks: int) -> str:
+    """'(1 of 4 ranks failed; 3 were stopped after it)', in the summary after the launch (live,
+    the rest are still being stopped: no count yet)."""
+    stopped = len(verdict.stopped)
+    tail = f"; {stopped} {'was' if stopped == 1 else 'were'} stopped after it" if stopped else ""
+    return f"({verdict.failed_count()} of {nranks} ranks failed{tail})"
+
+
+def interrupted(verdict: Verdict) -> str:
     """The one line after a user's signal ended the launch: ^C is "interrupted", as torchrun says."""
     import signal
 
-    ended = sum(1 for r in state.ranks.values() if r.exit is not None)
-    what = "interrupted" if signum == signal.SIGINT else f"stopped by {signal.Signals(signum).name}"
-    return f"{what}: {ended} rank{'' if ended == 1 else 's'} ended"
+    ended = sum(1 for r in verdict.state.ranks.values() if r.how is not None)
+    sig = verdict.signal or signal.SIGINT
+    what = "interrupted" if sig == signal.SIGINT else f"stopped by {signal.Signals(sig).name}"
+    return f"{what}: {ended} of {verdict.nranks} rank{'' if verdict.nranks == 1 else 's'} ended"
 
 
-def same_failure(state: ranks.RunState, first: ranks.RankState) -> List[ranks.RankState]:
+def same_failure(verdict: Verdict) -> List[ranks.RankState]:
     """Every rank that failed on its own, when two or more did and each ended as the first did
     (a missing script, a bad argument: the summary names them once); else [].  Ranks that were
-    only stopped after the first (`ranks.stopped_after`: Hydra's SIGKILL to the rest, recorded
+    only stopped after the first (the verdict's `stopped`: Hydra's SIGKILL to the rest, recorded
     `lost` like a wrapper killed first) are not alike: the count says they were stopped."""
-    stopped = set(ranks.stopped_after(state, first))
-    failed = sorted((r for r in state.ranks.values() if r.failed and r.rank not in stopped), key=lambda r: r.rank)
-    return failed if len(failed) >= 2 and all(r.exit == first.exit for r in failed) else []
+    first, stopped = verdict.first, set(verdict.stopped)
+    if first is None:
+        return []
+    failed = sorted((r for r in verdict.state.ranks.values() if r.failed and r.rank not in stopped),
+                    key=lambda r: r.rank)
+    end = (first.how, first.code, first.signal)
+    return failed if len(failed) >= 2 and all((r.how, r.code, r.signal) == end for r in failed) else []
 
 
 def named(failed: List[ranks.RankState]) -> str:
@@ -102,7 +109,7 @@ def once(lines: List[str], copies: int) -> Tuple[List[str], int]:
     return lines, 1
 
 
-def rank_lines(out: supervise.Outcome, log_dir: Optional[str], family: str, rank: int) -> Tuple[str, List[str]]:
+def rank_lines(out: supervise.Supervised, log_dir: Optional[str], family: str, rank: int) -> Tuple[str, List[str]]:
     """(where, last lines) of `rank`: its log (where: the log's path), else its lines of labelled
     output (where: "label"), else ("", the last lines of all output, which do not tell ranks apart)."""
     log = os.path.join(log_dir, f"rank-{rank}.log") if log_dir else ""

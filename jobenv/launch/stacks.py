@@ -260,7 +260,7 @@ def collect(run_dir: str, cont: bool, nranks: int = 0, log_dir: Optional[str] = 
     own_dir(where, "stacks directory")
     ledgers = ledger.Ledgers(run_dir)
     state = ledgers.poll()
-    running = {r: s for r, s in state.ranks.items() if s.exit is None and not s.lost}
+    running = {r: s for r, s in state.ranks.items() if s.how is None and not s.lost}
     pids = {r: s.hook_pid for r, s in running.items() if s.hook_pid is not None}
     before = _sizes(where, pids)
     seq = requests.send(run_dir, "stacks:cont" if cont else "stacks")

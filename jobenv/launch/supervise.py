@@ -37,18 +37,22 @@ if TYPE_CHECKING:
     from .preempt import Preempt
     from .types import Limits
 
-TIMEOUT_EXIT = 124  # as timeout(1)
 # The failure summary quotes the failed rank's last lines from the last `keep_lines` lines
 # of all output (the other ranks' and the launcher's dying words come after them: 20 was
 # too few for 8 srun ranks), each cut to LINE_BYTES: at most ~800 KiB held.
 LINE_BYTES = 4096
 
 
-class Outcome:
-    def __init__(self, returncode: int, expired: Optional[str] = None, signalled: Optional[int] = None,
+class Supervised:
+    """What supervising one attempt saw: the launcher's own exit code (a signal as 128+N), a limit
+    that ran out, a signal forwarded to it (the user's, or SIGPIPE when our reader went away), a
+    pre-emption (--requeue), and the output kept for the summary.  No verdict: the attempt's
+    verdict (jobenv.rank.verdict) is decided once from this and the ranks' ledgers."""
+
+    def __init__(self, launcher_exit: int, expired: Optional[str] = None, signalled: Optional[int] = None,
                  last_lines: Optional[List[bytes]] = None, seconds: float = 0.0, dropped: int = 0,
                  preempted: Optional[int] = None) -> None:
-        self.returncode = returncode
+        self.launcher_exit = launcher_exit
         self.preempted = preempted  # the pre-emption signal (--requeue) that ended the launch
         self.expired = expired  # "timeout" | "idle-timeout"
         self.signalled = signalled  # a signal we forwarded (Ctrl-C, timeout(1))
@@ -129,7 +133,7 @@ def run(argv: List[str], env: Mapping[str, str], limits: Limits, log_dir: Option
         on_expire: Optional[Callable[[], None]] = None, before_kill: Optional[Callable[[], None]] = None,
         keep_lines: int = 200, preempt: Optional[Preempt] = None,
         stdout_fd: int = 1, stderr_fd: int = 2,
-        on_stacks: Optional[Callable[[List[Tuple[float, bytes]], bool], List[str]]] = None) -> Outcome:
+        on_stacks: Optional[Callable[[List[Tuple[float, bytes]], bool], List[str]]] = None) -> Supervised:
     """Start argv, copy its output, enforce the limits; JobenvError if it cannot start.
     `on_stacks(last lines with their age in s, at a limit)` gives the report of the ranks' stacks, printed when
     a limit runs out (before the kill) and on SIGUSR1 (unless --requeue takes SIGUSR1 as pre-emption)."""
@@ -211,19 +215,14 @@ def _wind_up(watch: Watch, watchdog: Optional[reaper.Watchdog], pgid: int, mark:
 
 
 def _outcome(rc: int, watch: Watch, forwarded: Dict[str, int], last_lines: List[bytes],
-             sinks: Dict[int, output.Sink]) -> Outcome:
-    """The attempt's Outcome; its exit code says first why we ended it (a limit, our reader
-    gone, a pre-emption), else the launcher's own (a signal's as 128+N)."""
+             sinks: Dict[int, output.Sink]) -> Supervised:
+    """What this attempt's supervision saw; the launcher's exit code as a shell gives it (128+N
+    for signal N)."""
     preempted = forwarded.get("preempt") if watch.preempt_at is not None else None
     expired = None if watch.expired == "preempted" else watch.expired
-    sig = forwarded.get("sig")
-    # a user's signal (^C, timeout(1), a closing terminal, our reader gone) ends the launch with 128+N, as
-    # torchrun and mpiexec exit after it, whatever the ranks it ended said
-    code = TIMEOUT_EXIT if expired else 128 + preempted if preempted else 128 + sig if sig \
-        else (128 - rc if rc < 0 else rc)
-    return Outcome(returncode=code, expired=expired, signalled=forwarded.get("sig"), preempted=preempted,
-                   last_lines=last_lines, seconds=time.monotonic() - watch.start,
-                   dropped=sum(s.dropped for s in sinks.values()))
+    return Supervised(launcher_exit=128 - rc if rc < 0 else rc, expired=expired, signalled=forwarded.get("sig"),
+                      preempted=preempted, last_lines=last_lines, seconds=time.monotonic() - watch.start,
+                      dropped=sum(s.dropped for s in sinks.values()))
 
 
 def cancel_step(how: str, env: Mapping[str, str], name: str, signame: str = "") -> None:

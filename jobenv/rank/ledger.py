@@ -55,16 +55,19 @@ STEP_HOSTS = 100  # beats stat'ed per `step`: a host is looked at every ceil(hos
 
 
 class RankState:
-    __slots__ = ("rank", "host", "started", "exit", "ended", "pid", "wrapper_pid", "hook_pid", "hook_start", "clean",
-                 "clean_pid", "lost")
+    __slots__ = ("rank", "host", "started", "how", "code", "signal", "ended", "pid", "wrapper_pid", "hook_pid",
+                 "hook_start", "clean", "clean_pid", "lost")
 
     def __init__(self, rank: int) -> None:
         self.rank = rank
         self.host: Optional[str] = None
         self.started: Optional[float] = None
-        # a code ("3"), a signal ("signal 11"), as `normalize` makes it; "lost" (the agent saw its
-        # wrapper vanish), "vanished" (no end and no agent left to tell: `infer_vanished`)
-        self.exit: Optional[str] = None
+        # how it ended, as integers (never words): "exit" with `code`, "signal" with `signal` (the
+        # keeper's waitpid, exact), "lost" (the agent saw its keeper vanish without an end),
+        # "vanished" (no end and no agent left to tell: jobenv.rank.verdict); None: no end yet
+        self.how: Optional[str] = None
+        self.code: Optional[int] = None
+        self.signal: Optional[int] = None
         self.ended: Optional[float] = None
         self.pid: Optional[int] = None  # the program's
         self.wrapper_pid: Optional[int] = None  # the rank keeper's (jobenv/rank/keeper.py)
@@ -81,7 +84,20 @@ class RankState:
 
     @property
     def failed(self) -> bool:
-        return self.exit is not None and self.exit != "0"
+        return self.how is not None and not (self.how == "exit" and self.code == 0)
+
+    @property
+    def status(self) -> Optional[int]:
+        """The exit code this end stands for, as a shell or torchrun reports it: N for an exit,
+        128+S for signal S; None for an end that has none (lost, vanished) or no end yet."""
+        return self.code if self.how == "exit" else 128 + self.signal if self.signal is not None else None
+
+
+def set_end(r: RankState, status: str, when: Optional[float]) -> None:
+    """Rank `r` ended as the keeper's `exit:N` or `signal:S` says (as parse checked it), at `when`."""
+    how, _, value = status.partition(":")
+    r.how, r.ended = how, when
+    r.code, r.signal = (int(value), None) if how == "exit" else (None, int(value))
 
 
 class HostState:
@@ -117,16 +133,16 @@ def _apply(state: RunState, host: HostState, line: str) -> None:
         host.ranks.append(num)
     if kind == "start":  # start R KPID KSTART PID PSTART EPOCH
         r.wrapper_pid, r.pid, r.started = int(mid[0]), int(mid[2]), when
-    elif kind == "end":
-        r.exit, r.ended = normalize(mid[0]), when
+    elif kind == "end":  # exit:N | signal:S, both checked by parse
+        set_end(r, mid[0], when)
     elif kind == "hook":  # the rank's next Python (`prep.py; train.py`) supersedes the last
         r.hook_pid, r.hook_start, r.clean = int(mid[0]), int(mid[1]), False
     elif kind == "clean":
         r.clean, r.clean_pid, r.hook_pid, r.hook_start = True, r.hook_pid, None, None
     elif kind == "lost":
         r.lost = True
-        if r.exit is None:
-            r.exit, r.ended = "lost", when
+        if r.how is None:
+            r.how, r.ended = "lost", when
 
 
 class Ledgers:
@@ -267,13 +283,3 @@ class Ledgers:
 def read(run_dir: str) -> RunState:
     """Every rank of every host ledger, with the hosts' last beats."""
     return Ledgers(run_dir).poll()
-
-
-def normalize(text: str) -> str:
-    """The keeper's `exit:3` / `signal:9` as "3" / "signal 9" (other spellings kept)."""
-    kind, _, value = text.partition(":")
-    if kind == "exit" and value.isdigit():
-        return value
-    if kind == "signal" and value.isdigit():
-        return f"{kind} {value}"
-    return text

@@ -11,7 +11,7 @@ sys.modules and os.environ as it found them.  It arms only in a process the rank
 - registers one atexit callback (the first registered, so it runs last) that waits until torch's
   gloo worker threads are idle (see `_quiesce`), then appends `clean <R> <epoch>`: this process's
   main ended without an unhandled exception and every atexit callback ran.  The supervisor excuses a teardown abort only when
-  the pid that wrote `clean` is the program the keeper saw end (jobenv/launch/teardown.py).
+  the pid that wrote `clean` is the program the keeper saw end (jobenv/rank/teardown.py).
 With JOBENV_STACKS=1 (`jobenv launch --stacks`, a documented difference) it also registers
 faulthandler for JOBENV_DUMP_SIGNAL, writing every thread's stack into
 <JOBENV_RUN_DIR>/stacks/rank-<R>.<pid>.txt straight from the C handler (no thread), and

@@ -9,7 +9,7 @@ from typing import Any, Callable, List, Optional, TypeVar
 
 from jobenv.core.errors import BadInput
 from jobenv.core.numparse import parse_seconds, parse_uint
-from jobenv.history.record import write_phases
+from jobenv.history.write import write_phases
 from ..runtime import DetectError, detect
 from ..runtime.checkin import CheckinError
 from . import EXIT_FAILED, EXIT_OK, EXIT_SETUP, EXIT_TIMEOUT, T_INTERP

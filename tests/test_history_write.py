@@ -1,9 +1,9 @@
-"""Writing run history (jobenv.history.record): advisory, so it never raises into a launch."""
+"""Writing run history (jobenv.history.write): advisory, so it never raises into a launch."""
 from __future__ import annotations
 
 from types import SimpleNamespace
 
-from jobenv.history import record as runs_record
+from jobenv.history import write as runs_record
 
 
 def test_a_failure_to_record_is_one_warning_never_an_exception(tmp_path):

@@ -13,29 +13,36 @@ dies of SIGSEGV has a clean prep.py, a different process: a failure).
 """
 from __future__ import annotations
 
-from . import ranks
+from .ends import words
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import List, Optional
 
+    from .ledger import RankState, RunState
 
-def _after_clean(r: ranks.RankState) -> bool:
+
+def _after_clean(r: RankState) -> bool:
     """Ended after its program finished cleanly: the Python that wrote `clean` is the process the
     keeper saw end, by a signal, or with no end recorded (the launcher ended its keeper after
     another rank's abort)."""
     return r.clean and r.clean_pid is not None and r.clean_pid == r.pid and \
-        (r.exit is None or r.exit.startswith("signal") or r.exit in ("lost", "vanished"))
+        r.how in (None, "signal", "lost", "vanished")
 
 
-def excused(state: ranks.RunState, nranks: int) -> Optional[List[str]]:
-    """The warning lines when every failed rank only died after finishing cleanly; None otherwise."""
+def excused(state: RunState, nranks: int) -> Optional[List[RankState]]:
+    """The ranks that died after finishing cleanly, when every rank that did not exit 0 is one of
+    them (some are); None otherwise."""
     rows = [state.ranks.get(r) for r in range(nranks)]
     if not rows or any(r is None or not r.clean for r in rows):
         return None
-    late = [r for r in rows if r is not None and r.exit != "0"]
+    late = [r for r in rows if r is not None and not (r.how == "exit" and r.code == 0)]
     if not late or not all(_after_clean(r) for r in late):
         return None
-    return [f"warning: rank {r.rank} on {r.host or '?'} finished (atexit ran), then ended during interpreter "
-            f"teardown: {ranks.describe_exit(r.exit) if r.exit else 'no end recorded'}; counted as a success (docs/hangs.md: teardown aborts)"
-            for r in late]
+    return late
+
+
+def warning(r: RankState) -> str:
+    """The line that names an excused rank."""
+    return (f"warning: rank {r.rank} on {r.host or '?'} finished (atexit ran), then ended during interpreter "
+            f"teardown: {words(r)}; counted as a success (docs/hangs.md: teardown aborts)")

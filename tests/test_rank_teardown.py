@@ -1,11 +1,12 @@
-"""The exit-code policy for ranks that finished, then died in interpreter teardown (launch/teardown.py):
+"""The exit-code policy for ranks that finished, then died in interpreter teardown (rank/teardown.py):
 real `jobenv launch` with the MPICH wheel's mpiexec, real SIGABRT during finalization."""
 from __future__ import annotations
 
 import pytest
 
-from jobenv.launch import ranks, teardown
-from launchkit import local_job, shell
+from jobenv.launch import ranks
+from jobenv.rank import teardown
+from launchkit import local_job, set_ending, shell
 
 # a global whose __del__ runs while the interpreter finalizes, after every atexit callback
 # (a second later: the other rank has finished too, as after a real run's last collective)
@@ -36,18 +37,19 @@ def _state(*rows):
     st = ranks.RunState()
     for i, (clean, exit) in enumerate(rows):
         r = st.ranks[i] = ranks.RankState(i)
-        r.host, r.clean, r.exit, r.pid, r.clean_pid = "vm", clean, exit, 100 + i, 100 + i if clean else None
+        r.host, r.clean, r.pid, r.clean_pid = "vm", clean, 100 + i, 100 + i if clean else None
+        set_ending(r, exit)
     return st
 
 
 def test_excused_only_when_every_rank_finished_cleanly():
-    assert teardown.excused(_state((True, "signal 6"), (True, "signal 9")), 2) is not None
-    assert teardown.excused(_state((True, "signal 6"), (True, "0"), (True, "lost")), 3) is not None
-    assert teardown.excused(_state((True, "0"), (True, "0")), 2) is None  # nothing to excuse
-    assert teardown.excused(_state((True, "signal 6"), (False, "signal 9")), 2) is None
-    assert teardown.excused(_state((True, "signal 6"), (True, "3")), 2) is None
-    other = _state((True, "signal 11"))
+    assert teardown.excused(_state((True, "signal:6"), (True, "signal:9")), 2) is not None
+    assert teardown.excused(_state((True, "signal:6"), (True, "exit:0"), (True, "lost")), 3) is not None
+    assert teardown.excused(_state((True, "exit:0"), (True, "exit:0")), 2) is None  # nothing to excuse
+    assert teardown.excused(_state((True, "signal:6"), (False, "signal:9")), 2) is None
+    assert teardown.excused(_state((True, "signal:6"), (True, "exit:3")), 2) is None
+    other = _state((True, "signal:11"))
     other.ranks[0].clean_pid = 99  # `python3 prep.py && exec ./solver`: prep was clean, the solver died
     assert teardown.excused(other, 1) is None
-    assert teardown.excused(_state((True, "signal 6")), 2) is None  # rank 1 never recorded
-    assert teardown.excused(_state((True, "signal 6"), (True, None)), 2) is not None  # killed with its wrapper
+    assert teardown.excused(_state((True, "signal:6")), 2) is None  # rank 1 never recorded
+    assert teardown.excused(_state((True, "signal:6"), (True, None)), 2) is not None  # killed with its wrapper

@@ -10,21 +10,24 @@ import os
 import time
 
 from jobenv.core.errors import JobenvError
-from jobenv.history.runs import LOG_DIR, PHASES, SUMMARY, is_real_dir, prune
+from jobenv.history.runs import LOG_DIR, PHASES, SUMMARY, SUMMARY_VERSION, is_real_dir, prune
 
 TYPE_CHECKING = False  # `import typing` costs ~5 ms; launch imports this module on every run
 if TYPE_CHECKING:
     from typing import Any, Callable, Mapping, Optional, Sequence
 
+    from jobenv.rank.verdict import Verdict
 
-def record(run_dir: str, rec: Any, command: Sequence[str], plan: Any, attempt: int, out: Any, started: float,
-           env: Mapping[str, str], warn: Optional[Callable[[str], None]] = None) -> None:
-    """launch, at an attempt's end: write its summary, then prune the history.  History is
+
+def record(run_dir: str, rec: Any, command: Sequence[str], plan: Any, attempt: int, verdict: Verdict,
+           started: float, env: Mapping[str, str], warn: Optional[Callable[[str], None]] = None) -> None:
+    """launch, at an attempt's end: write its summary (with the attempt's verdict, as decided:
+    jobenv.rank.verdict), then prune the history.  History is
     advisory, so nothing here can change the launch's verdict: whatever the ranks left in
     the run directories (they write there) or a full disk does, the summary is lost with
     one line through `warn`, and the launch's exit code stands."""
     try:
-        _record(run_dir, rec, command, plan, attempt, out, started, env)
+        _record(run_dir, rec, command, plan, attempt, verdict, started, env)
     except Exception as exc:  # advisory: no failure of it may become the launch's
         if warn is not None:
             from jobenv.core.errors import one_line
@@ -32,26 +35,19 @@ def record(run_dir: str, rec: Any, command: Sequence[str], plan: Any, attempt: i
             warn(f"run history not recorded for {run_dir}: {one_line(str(exc) or type(exc).__name__)}")
 
 
-def _record(run_dir: str, rec: Any, command: Sequence[str], plan: Any, attempt: int, out: Any, started: float,
-            env: Mapping[str, str]) -> None:
+def _record(run_dir: str, rec: Any, command: Sequence[str], plan: Any, attempt: int, verdict: Verdict,
+            started: float, env: Mapping[str, str]) -> None:
     import json
 
     from jobenv.core.atomic import write_atomic
     from jobenv.core.hostlist import compress
-    from jobenv.rank.ends import describe_exit, first_failure
-    from jobenv.rank.ledger import read
 
-    first = first_failure(read(run_dir)) if out.returncode != 0 and out.signalled is None else None
     size = plan.size
-    summary = {"version": 1, "command": list(command), "job": rec.jobid, "scheduler": rec.scheduler,
+    summary = {"version": SUMMARY_VERSION, "command": list(command), "job": rec.jobid, "scheduler": rec.scheduler,
                "hosts": compress(list(size.hosts)), "nhosts": len(size.hosts), "nranks": size.nranks,
                "ppn": size.ppn, "launcher": os.path.basename(plan.launcher[0]) if plan.launcher else "",
-               "attempt": attempt, "exit": out.returncode, "expired": out.expired, "started": started,
-               # ^C (SIGINT forwarded to the ranks): the user's doing, not a failure
-               "interrupted": out.signalled == 2,
-               "duration": round(time.time() - started, 3),
-               "first_failure": None if first is None else {"rank": first.rank, "host": first.host,
-                                                           "exit": describe_exit(first.exit or "")}}
+               "attempt": attempt, "started": started, "duration": round(time.time() - started, 3),
+               **verdict.to_json()}
     write_atomic(os.path.join(run_dir, SUMMARY), json.dumps(summary).encode())
     try:
         prune(env)
