@@ -47,6 +47,10 @@ def start(job: Optional[str], allow_stale: bool, command: List[str], opts: Optio
         env["MASTER_PORT"] = str(opts.master_port)
     if opts.standalone and rec.nhosts > 1:
         opts.request = opts.request.replace(hosts=_this_host_of(rec, environ))
+    if opts.local_rank_arg:
+        from .launch.program import shell_named
+
+        command = shell_named(command)  # `sh -c SCRIPT`: --local_rank=N goes to the script's "$@"
     return run(rec, command, opts, env, dry_run, rank_prefix(rec))
 
 
