@@ -17,6 +17,7 @@ if TYPE_CHECKING:
     from typing import Callable, List, Mapping, Optional
 
     from .launch.types import Options
+    from .store.record import JobRecord
 
 
 def start(job: Optional[str], allow_stale: bool, command: List[str], opts: Options,
@@ -25,15 +26,61 @@ def start(job: Optional[str], allow_stale: bool, command: List[str], opts: Optio
 
     Liveness is asked of the scheduler now, not taken from `get`'s one-minute cache: a job
     cancelled since is refused here, naming it, before any launcher runs into it."""
+    from jobenv.core.errors import NoRecord
     from jobenv.restore import plan
     from jobenv.restore.get import restore_plan
     from .launch.command import run
     from .stage import rank_prefix
 
-    p, _, rec = restore_plan(environ, job, allow_stale, python=opts.python, fresh=True)
+    try:
+        p, _, rec = restore_plan(environ, job, allow_stale, python=opts.python, fresh=True)
+    except NoRecord:
+        if job is not None or not _this_host_alone(environ, warn):
+            raise
+        p, _, rec = restore_plan(environ, None, allow_stale, python=opts.python, fresh=True)
     for w in p.warnings:
         warn(w)
-    return run(rec, command, opts, plan.apply(p, environ), dry_run, rank_prefix(rec))
+    env = plan.apply(p, environ)
+    if opts.master_addr is not None:  # torchrun's flags: the ranks keep them (runtime.discovery)
+        env["MASTER_ADDR"] = opts.master_addr
+    if opts.master_port is not None:
+        env["MASTER_PORT"] = str(opts.master_port)
+    if opts.standalone and rec.nhosts > 1:
+        opts.request = opts.request.replace(hosts=_this_host_of(rec, environ))
+    if opts.local_rank_arg:
+        from .launch.program import shell_named
+
+        command = shell_named(command)  # `sh -c SCRIPT`: --local_rank=N goes to the script's "$@"
+    return run(rec, command, opts, env, dry_run, rank_prefix(rec))
+
+
+def _this_host_alone(environ: Mapping[str, str], warn: Callable[[str], None]) -> bool:
+    """No job saved and no scheduler's job around: save this host as `jobenv save` would
+    (the local scheduler) and say so, so that `launch --nproc-per-node 2 train.py` runs as
+    torchrun does, on this host.  False inside a scheduler's job: that one must be saved."""
+    from jobenv import schedulers
+    from .capture.save import Options, save
+
+    if schedulers.which_scheduler(environ) != "local":
+        return False
+    rec, _ = save(environ, Options(scheduler="local"))
+    from .core.errors import visible
+
+    warn(f"no saved job and no scheduler: launching on this host ({visible(rec.hosts[0])}), as torchrun does "
+         f"(saved as local job {visible(rec.jobid)}; `jobenv save` in an allocation launches there)")
+    return True
+
+
+def _this_host_of(rec: JobRecord, environ: Mapping[str, str]) -> str:
+    """--standalone in a job of several hosts: this host, which must be one of them."""
+    from jobenv.core.errors import BadInput, visible
+    from jobenv.core.hostlist import host_index, this_host
+
+    here = this_host(environ)
+    at = host_index(rec.hosts, here)
+    if at is None:
+        raise BadInput(f"--standalone: this host ({visible(here)}) is not one of job {visible(rec.jobid)}'s hosts")
+    return rec.hosts[at]
 
 
 def kill(job: Optional[str], run: Optional[str], environ: Mapping[str, str], say: Callable[[str], None]) -> int:

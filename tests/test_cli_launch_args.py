@@ -3,6 +3,7 @@ slots on a local job, and refuses contradicting flags in one line: in real resto
 under the MPICH wheel's mpiexec and Debian's Open MPI."""
 from __future__ import annotations
 
+import os
 import shutil
 import subprocess
 from pathlib import Path
@@ -119,3 +120,77 @@ def test_torchrun_aliases_size_like_ppn_and_nhosts(tmp_path, home):
              ["--nproc_per_node=2", "--nnodes=1:1"])]
     assert all(p.returncode == 0 for p in same), [p.stderr for p in same]
     assert len({p.stdout for p in same}) == 1 and " -n 2 -ppn 2 " in same[0].stdout, same[0].stdout
+
+
+PORTS = "python3 -c 'import os; print(\"P\", os.environ[\"RANK\"], os.environ[\"MASTER_ADDR\"], os.environ[\"MASTER_PORT\"])'"
+
+
+@pytest.mark.parametrize("mpi", ["mpich", "openmpi"])
+def test_torchrun_habits_with_no_saved_job(tmp_path, mpi):
+    """Issue 33: with no saved job and no scheduler, `jobenv launch --nproc-per-node 2 train.py`
+    runs 2 ranks on this host, as torchrun does, saying so in one line; --standalone is
+    accepted; --master-port/--master_port and --rdzv-endpoint set what the ranks get.  As root
+    under Open MPI (no OMPI_ALLOW_RUN_AS_ROOT given), launch passes Open MPI's consent and says so."""
+    if mpi == "mpich":
+        mpich()
+        path = f"{tools(tmp_path / 'bin')}:/usr/bin:/bin"
+        extra: dict = {}
+    else:
+        if not shutil.which("mpirun.openmpi") or "orterun" not in str(Path("/usr/bin/mpiexec").resolve()):
+            pytest.skip("Debian's Open MPI is not /usr/bin/mpiexec")
+        path = f"{tools(tmp_path / 'bin', mpi=False)}:/usr/bin:/bin"
+        extra = {k: v for k, v in OMPI_ENV.items() if "ROOT" not in k}
+    home = tmp_path / "home"
+    home.mkdir()
+    env = fresh_env(home, path, **extra)
+    (tmp_path / "train.py").write_text("import os\nprint('T', os.environ['RANK'], os.environ['WORLD_SIZE'], "
+                                       "os.environ['LOCAL_RANK'], flush=True)\n")
+    p = shell(env, "jobenv launch --nproc-per-node 2 train.py", cwd=tmp_path)
+    assert p.returncode == 0, p.stdout + p.stderr
+    assert sorted(ln for ln in p.stdout.splitlines() if ln.startswith("T ")) == ["T 0 2 0", "T 1 2 1"], p.stdout
+    said = [ln for ln in p.stderr.splitlines() if "no saved job and no scheduler" in ln]
+    assert len(said) == 1 and "launching on this host" in said[0], p.stderr
+    root = [ln for ln in p.stderr.splitlines() if "running as root" in ln]
+    assert len(root) == (1 if mpi == "openmpi" and os.geteuid() == 0 else 0), p.stderr
+    # the record now exists: the next launch says nothing of it
+    for flags, port in ((["--standalone", "--master-port", "29731"], "29731"), (["--master_port=29732"], "29732"),
+                        (["--rdzv-endpoint", "127.0.0.1:29733"], "29733"), (["--rdzv_endpoint=localhost"], None)):
+        p = shell(env, f"jobenv launch {' '.join(flags)} -n 2 -- {PORTS}", cwd=tmp_path)
+        assert p.returncode == 0 and "no saved job" not in p.stderr, (flags, p.stdout, p.stderr)
+        got = sorted(ln.split()[1:] for ln in p.stdout.splitlines() if ln.startswith("P "))
+        assert [g[0] for g in got] == ["0", "1"] and len({tuple(g[1:]) for g in got}) == 1, (flags, got)
+        assert got[0][1] == ("localhost" if "--rdzv_endpoint=localhost" in flags else "127.0.0.1"), got
+        assert port is None or got[0][2] == port, (flags, got)
+
+
+def test_no_fallback_inside_a_scheduler_job(tmp_path, home):
+    """Inside an allocation with no record, launch still asks for `jobenv save` (exit 3)."""
+    env = base_env(home, machines.polaris(tmp_path))
+    p = jobenv(["launch", "--dry-run", "--", "true"], env)
+    assert p.returncode == 3 and "jobenv save" in p.stderr and "torchrun" not in p.stderr, p.stderr
+
+
+@pytest.mark.parametrize("flags,words", [
+    (["--rdzv-endpoint", "h:1", "--master-port", "2"], "--master-port 2 and --rdzv-endpoint 1 disagree"),
+    (["--rdzv-endpoint", "h:x"], "--rdzv-endpoint's port"),
+    (["--rdzv-endpoint", ":29500"], "expected HOST or HOST:PORT"),
+    (["--master-port", "70000"], "--master-port"),
+    (["--standalone", "--nnodes", "2"], "--standalone is this host alone"),
+])
+def test_rendezvous_flags_refused_in_one_line(tmp_path, home, flags, words):
+    env = base_env(home, machines.polaris(tmp_path))
+    jobenv(["save", "-q"], env, check=True)
+    p = jobenv(["launch", "--dry-run", *flags, "--", "true"], env)
+    assert p.returncode == 2 and p.stderr.count("\n") == 1 and words in p.stderr, p.stderr
+
+
+def test_standalone_in_a_job_of_two_hosts_is_this_host(tmp_path, home):
+    """--standalone in a two-host job launches on this host alone; a host outside the job is refused."""
+    env = base_env(home, machines.polaris(tmp_path))
+    jobenv(["save", "-q"], env, check=True)
+    second = machines.polaris(tmp_path)["PBS_NODEFILE"]
+    host = Path(second).read_text().split()[1]
+    p = jobenv(["launch", "--dry-run", "--standalone", "--", "true"], {**env, "JOBENV_HOSTNAME": host})
+    assert p.returncode == 0 and f"hosts: 1, 4 ranks, 4 per host: {host.split('.')[0]}" in p.stderr, p.stderr
+    p = jobenv(["launch", "--dry-run", "--standalone", "--", "true"], {**env, "JOBENV_HOSTNAME": "elsewhere"})
+    assert p.returncode == 5 and "--standalone: this host (elsewhere) is not one of job" in p.stderr, p.stderr

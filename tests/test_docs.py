@@ -215,3 +215,27 @@ def test_missing_paths_finds_a_moved_file(tmp_path):
     (tmp_path / "jobenv" / "store.py").write_text("")
     text = "see `jobenv/store.py`, `jobenv/fastget.py`, `tests/test_<module>.py`, `benchmarks/results/bench-<day>.txt`"
     assert missing_paths(text, tmp_path) == ["jobenv/fastget.py"]
+
+
+def test_every_command_summary_is_a_whole_sentence():
+    """The command reference lists each command by its help's first line (mkdocs-click's
+    subcommand list; `jobenv --help` likewise): a first paragraph that runs on to a second line
+    was cut mid-sentence there (issue 33: report, rm, stage)."""
+    from jobenv.cli.main import cli
+
+    def walk(group, prefix=""):
+        for name, cmd in group.commands.items():
+            yield prefix + name, cmd
+            if hasattr(cmd, "commands"):
+                yield from walk(cmd, prefix + name + " ")
+
+    cut = [name for name, cmd in walk(cli) if not cmd.short_help and cmd.help
+           and len(lines := cmd.help.strip().splitlines()) > 1 and lines[1].strip()]
+    assert cut == [], f"first help paragraph runs past its first line: {cut}"
+
+
+def test_report_html_is_shown_with_its_file():
+    """`jobenv report --html` requires FILE; the README and the docs show it with one."""
+    texts = [(REPO / "README.md").read_text()] + [p.read_text() for p in (REPO / "docs").rglob("*.md")]
+    bare = [m.group(0) for t in texts for m in re.finditer(r"report --html(?![ =]\S)[^\n]{0,20}", t)]
+    assert bare == [], bare

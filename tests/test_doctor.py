@@ -66,6 +66,13 @@ def test_doctor_warns_when_a_new_shell_would_not_find_jobenv(tmp_path, home):
     subprocess.run([str(exe), "init", "bash", "--install"], env=env, check=True, capture_output=True, timeout=60)
     rc, c = doctor(env)
     assert c["shell"]["status"] == "ok" and str(exe) in c["shell"]["detail"], c["shell"]
+    assert "a login bash too, from ~/.profile" in c["shell"]["detail"], c["shell"]
+    profile = (home / ".profile").read_text()
+    (home / ".profile").write_text("# the line of an install from before login shells were covered: gone\n")
+    rc, c = doctor(env)  # issue 33: an interactive bash finds jobenv, a login bash (`bash -l -c`) does not
+    assert rc == 0 and c["shell"]["status"] == "warn" and "a new login bash" in c["shell"]["detail"], c["shell"]
+    assert "init bash --install" in c["shell"]["fix"] and "~/.profile" in c["shell"]["fix"], c["shell"]
+    (home / ".profile").write_text(profile)
     exe.unlink()  # the line names a jobenv that is gone: that one is broken, a failure
     rc, c = doctor(env)
     assert rc == 1 and c["shell"]["status"] == "fail" and "the jobenv it names is gone" in c["shell"]["detail"], c["shell"]

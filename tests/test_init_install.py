@@ -3,6 +3,7 @@ shell with an empty environment (no venv on PATH) that then restores a job and l
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -32,6 +33,7 @@ def test_rc_files_per_shell():
     assert init_install.rc_file("bash", env) == "/h/.bashrc"
     assert init_install.rc_file("zsh", env) == "/z/.zshrc"
     assert init_install.rc_file("fish", env) == "/c/fish/conf.d/jobenv.fish"
+    assert init_install.login_file("zsh", env) == "/z/.zlogin" and init_install.login_file("fish", env) is None
     with pytest.raises(BadInput, match=r"\$ENV"):
         init_install.rc_file("sh", env)
 
@@ -246,3 +248,73 @@ def test_a_jobenv_on_path_wins_over_the_pinned_one(tmp_path, shell):
         q = subprocess.run(["env", "-i", *[f"{k}={v}" for k, v in env.items()], need(shell), "-i", "-c",
                             "jobenv list"], capture_output=True, text=True, timeout=120, stdin=subprocess.DEVNULL)
         assert q.stdout.strip() == "ALIAS list", q.stdout + q.stderr
+
+
+DEBIAN_BASHRC = "case $- in\n    *i*) ;;\n      *) return;;\nesac\nalias ll='ls -l'\n"
+DEBIAN_PROFILE = ('if [ -n "$BASH_VERSION" ]; then\n    if [ -f "$HOME/.bashrc" ]; then\n'
+                  '        . "$HOME/.bashrc"\n    fi\nfi\n')
+
+
+@pytest.mark.parametrize("start", ["fresh", "debian", "bash_profile", "bash_login"])
+def test_a_login_bash_finds_jobenv_once(tmp_path, start):
+    """Issue 33: a login bash reads the first of ~/.bash_profile, ~/.bash_login, ~/.profile
+    and not ~/.bashrc (Debian's returns at once when not interactive): --install puts its
+    line in the file bash reads, once, and `bash -l -c` (as a batch job's shell) and an
+    interactive login bash both have getjobenv; the interactive one evaluates it once."""
+    need("bash")
+    home = tmp_path / "home"
+    home.mkdir()
+    files = {"fresh": {}, "debian": {".bashrc": DEBIAN_BASHRC, ".profile": DEBIAN_PROFILE},
+             "bash_profile": {".bash_profile": "export FROM=bp\n", ".profile": "export FROM=profile\n"},
+             "bash_login": {".bash_login": "export FROM=bl\n", ".profile": "export FROM=profile\n"}}[start]
+    for name, text in files.items():
+        (home / name).write_text(text)
+    exe = jobenv_program(tmp_path)
+    env = {"HOME": str(home), "PATH": "/usr/bin:/bin", "LANG": "C.UTF-8", "TERM": "dumb"}
+    for _ in range(2):
+        p = subprocess.run([str(exe), "init", "bash", "--install"], env=env, capture_output=True, text=True,
+                           timeout=60)
+        assert p.returncode == 0, p.stderr
+    read = {"fresh": ".profile", "debian": ".profile", "bash_profile": ".bash_profile",
+            "bash_login": ".bash_login"}[start]
+    assert (home / read).read_text().count(init_install.MARK) == 1
+    assert str(home / read) in p.stdout and str(home / ".bashrc") in p.stdout
+    for name, text in files.items():  # the user's own lines stay; only the file bash reads gains one
+        assert (home / name).read_text().startswith(text)
+        if name not in (read, ".bashrc"):
+            assert init_install.MARK not in (home / name).read_text()
+    fresh = ["env", "-i", *[f"{k}={v}" for k, v in env.items()]]
+    p = subprocess.run([*fresh, "bash", "-l", "-c", "type getjobenv && command -v jobenv"],
+                       capture_output=True, text=True, timeout=60, stdin=subprocess.DEVNULL)
+    assert p.returncode == 0 and "getjobenv is a function" in p.stdout, p.stdout + p.stderr
+    # an interactive login bash: the init runs once (Debian's .profile sourced .bashrc first)
+    trace = tmp_path / "trace"
+    wrapper = tmp_path / "counting-jobenv"
+    wrapper.write_text(f"#!/bin/sh\necho run >> {trace}\nexec {exe} \"$@\"\n")
+    wrapper.chmod(0o755)
+    for name in {read, ".bashrc"}:  # the lines name a jobenv that counts its runs
+        (home / name).write_text((home / name).read_text().replace(str(exe), str(wrapper)))
+    p = subprocess.run([*fresh, "bash", "-l", "-i", "-c", "type getjobenv >/dev/null && echo OK"],
+                       capture_output=True, text=True, timeout=60, stdin=subprocess.DEVNULL)
+    assert p.stdout.strip().endswith("OK"), p.stdout + p.stderr
+    assert trace.read_text().count("run") == 1
+    # sh reads ~/.profile too: the line is bash's only, a login dash starts clean
+    if start in ("fresh", "debian") and shutil.which("dash"):
+        p = subprocess.run([*fresh, "dash", "-l", "-c", "echo fine"], capture_output=True, text=True, timeout=60,
+                           stdin=subprocess.DEVNULL)
+        assert p.stdout == "fine\n" and p.stderr == "", p.stderr
+
+
+def test_a_login_zsh_finds_jobenv(tmp_path):
+    """zsh reads .zshrc only when interactive: --install adds .zlogin's line for login shells."""
+    need("zsh")
+    home = tmp_path / "home"
+    home.mkdir()
+    exe = jobenv_program(tmp_path)
+    env = {"HOME": str(home), "PATH": "/usr/bin:/bin", "LANG": "C.UTF-8", "TERM": "dumb"}
+    for _ in range(2):
+        subprocess.run([str(exe), "init", "zsh", "--install"], env=env, check=True, capture_output=True, timeout=60)
+    assert (home / ".zlogin").read_text().count(init_install.MARK) == 1
+    p = subprocess.run(["env", "-i", *[f"{k}={v}" for k, v in env.items()], "zsh", "-l", "-c",
+                        "whence -w getjobenv"], capture_output=True, text=True, timeout=60, stdin=subprocess.DEVNULL)
+    assert p.stdout.strip() == "getjobenv: function", p.stdout + p.stderr

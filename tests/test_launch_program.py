@@ -101,3 +101,27 @@ def test_script_end_is_where_deepspeeds_launcher_puts_local_rank():
     assert script_end(["./run.sh", "a"]) == 1 and script_end(["python3", "-u"]) == 2
     assert python_form(["m", "a"], True, "python", "/") == ["python", "-m", "m", "a"]
     assert python_form(["nothere.py"], False, "python", "/") == ["nothere.py"]
+
+
+def test_local_rank_arg_reaches_a_shell_scripts_arguments(job2, tmp_path):
+    """Issue 33: `launch --local-rank-arg sh -c '...'` gave `sh: 0: Illegal option --` (the flag
+    went after `sh`).  Now it is the script's $1, in "$@", with or without a $0 given; real
+    dash (/bin/sh) and bash."""
+    script = "'exec python3 train.py \"$@\"'"
+    p = shell(job2, f"{RESTORE} && launch --local-rank-arg sh -c {script} && "
+                    f"launch --local-rank-arg bash -e -c {script} myname z", cwd=tmp_path)
+    assert p.returncode == 0, p.stdout + p.stderr
+    assert sorted(a[2] for a in _argvs(p.stdout)) == ["['--local_rank=0', 'z']", "['--local_rank=0']",
+                                                       "['--local_rank=1', 'z']", "['--local_rank=1']"], p.stdout
+
+
+def test_shell_commands_get_their_name_and_local_rank_after_it():
+    from jobenv.launch.program import script_end, shell_named
+
+    assert shell_named(["sh", "-c", "s"]) == ["sh", "-c", "s", "sh"]
+    assert shell_named(["/bin/bash", "-lc", "s"]) == ["/bin/bash", "-lc", "s", "bash"]
+    assert shell_named(["bash", "-c", "s", "n", "a"]) == ["bash", "-c", "s", "n", "a"]  # $0 given: kept
+    assert shell_named(["bash", "-o", "pipefail", "-c", "s"])[-1] == "bash"
+    assert shell_named(["sh", "run.sh"]) == ["sh", "run.sh"] and shell_named(["sh", "-c"]) == ["sh", "-c"]
+    assert script_end(["sh", "-c", "s", "sh"]) == 4 and script_end(["bash", "-e", "-c", "s", "n", "a"]) == 5
+    assert script_end(["sh", "-e", "run.sh", "a"]) == 3 and script_end(["./run.sh", "a"]) == 1  # after the script

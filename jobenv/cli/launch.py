@@ -29,6 +29,13 @@ _SECONDS = Seconds(above=True)
 @click.option("--nhosts", type=Count(1, MAX_HOSTS), metavar="K", help="Use the first K hosts (default: enough for -n, else all).")
 @click.option("--nproc-per-node", "--nproc_per_node", "nproc_per_node", metavar="P", help="torchrun's name for --ppn (a number, or auto).")
 @click.option("--nnodes", metavar="K", help="torchrun's name for --nhosts (K, or K:K).")
+@click.option("--standalone", is_flag=True, help="torchrun's: this host alone (the default where no job is saved).")
+@click.option("--master-port", "--master_port", "master_port", type=Count(1, 65535), metavar="PORT",
+              help="The ranks' MASTER_PORT (torchrun's flag), instead of the free one jobenv picks per launch.")
+@click.option("--master-addr", "--master_addr", "master_addr", metavar="HOST",
+              help="The ranks' MASTER_ADDR (torchrun's flag), instead of the launch's first host.")
+@click.option("--rdzv-endpoint", "--rdzv_endpoint", "rdzv_endpoint", metavar="HOST[:PORT]",
+              help="torchrun's rendezvous endpoint: --master-addr HOST --master-port PORT.")
 @click.option("--hosts", metavar="LIST", help="Only these hosts of the job (hostlist: node[1-3],gpu7).")
 @click.option("--exclude", metavar="LIST", help="Not these hosts (hostlist).")
 @click.option("--launcher-args", metavar="ARGS", multiple=True,
@@ -66,7 +73,8 @@ _SECONDS = Seconds(above=True)
               help="Give each rank's program --local_rank=<its local rank> after its script, as DeepSpeed's launcher does.")
 @click.argument("command", nargs=-1, required=True, type=click.UNPROCESSED)
 def launch(job: Optional[str], allow_stale: bool, dry_run: bool, nranks: Optional[int], ppn: Optional[int],
-           nhosts: Optional[int], nproc_per_node: Optional[str], nnodes: Optional[str], hosts: Optional[str],
+           nhosts: Optional[int], nproc_per_node: Optional[str], nnodes: Optional[str], standalone: bool,
+           master_port: Optional[int], master_addr: Optional[str], rdzv_endpoint: Optional[str], hosts: Optional[str],
            exclude: Optional[str], launcher_args: Tuple[str, ...], label: bool, log_dir: Optional[str], tee: Optional[str],
            timeout: Optional[float], idle_timeout: Optional[float], retries: int, spare_nodes: int,
            exclude_failed: bool, gpu_bind: bool, no_python: bool, no_hook: bool, stacks: bool, requeue: bool,
@@ -79,7 +87,8 @@ def launch(job: Optional[str], allow_stale: bool, dry_run: bool, nranks: Optiona
     As torchrun: `launch [--nproc-per-node N] train.py ARGS` runs train.py
     with the job's Python when COMMAND's first word ends in .py and names
     an existing file; `launch -m pkg.mod ARGS` runs a module.  Any other
-    first word is a program found on PATH.
+    first word is a program found on PATH.  With no saved job and no
+    scheduler, it runs on this host, as torchrun does (saved as the local job).
     Launcher flags: --launcher-args='...' (after the launcher's own; one the
     profile sets is replaced).
     Exit code: the launcher's; 124 when --timeout/--idle-timeout killed it;
@@ -90,7 +99,7 @@ def launch(job: Optional[str], allow_stale: bool, dry_run: bool, nranks: Optiona
     import shlex
 
     from jobenv.fastlaunch import start
-    from jobenv.cli.launch_args import refuse_conflicts, same, tee_ranks
+    from jobenv.cli.launch_args import endpoint, refuse_conflicts, same, tee_ranks
     from jobenv.cli.launch_args import nnodes as parse_nnodes
     from jobenv.cli.launch_args import nproc_per_node as parse_nproc
     from jobenv.launch.sizing import Request
@@ -99,7 +108,8 @@ def launch(job: Optional[str], allow_stale: bool, dry_run: bool, nranks: Optiona
     ppn = same("--ppn", ppn, "--nproc-per-node", parse_nproc(nproc_per_node))
     nhosts = same("--nhosts", nhosts, "--nnodes", parse_nnodes(nnodes))
     refuse_conflicts(nranks, ppn, nhosts, hosts, exclude, retries, exclude_failed, tee=tee, log_dir=log_dir,
-                     spare_nodes=spare_nodes)
+                     spare_nodes=spare_nodes, standalone=standalone)
+    master_addr, master_port = endpoint(rdzv_endpoint, master_addr, master_port)
     if grace is not None and not requeue:
         raise click.UsageError("--grace needs --requeue")
     if stacks and no_hook:
@@ -113,7 +123,8 @@ def launch(job: Optional[str], allow_stale: bool, dry_run: bool, nranks: Optiona
                        limits=Limits(timeout, idle_timeout), retries=retries, exclude_failed=exclude_failed,
                        gpu_bind=gpu_bind, python=not no_python, spares=spare_nodes, tee=tee_ranks(tee or "0"),
                        hook=not no_hook, stacks=stacks, requeue=requeue, grace=grace, module=module,
-                       local_rank_arg=local_rank_arg)
+                       local_rank_arg=local_rank_arg, standalone=standalone, master_addr=master_addr,
+                       master_port=master_port)
     raise click.exceptions.Exit(start(job, allow_stale, list(command), opts, os.environ, warn, dry_run))
 
 

@@ -10,15 +10,21 @@ first word that is not an option (click stops there: `allow_interspersed_args` i
 torchrun's `--nproc-per-node`/`--nproc_per_node` is `--ppn` and its `--nnodes` is `--nhosts`
 (torch.distributed.run's argparse spells them so); torchrun's elastic `--nnodes MIN:MAX` and its
 `--nproc-per-node gpu|cpu|xpu` are not jobenv's: one number, or `auto` (as saved).
+torchrun's rendezvous flags map onto the ranks' variables: `--master-port`/`--master-addr`
+(and their `_` spellings) set MASTER_PORT/MASTER_ADDR, which the launch then keeps instead of
+choosing (jobenv.runtime.discovery rules 4-5); `--rdzv-endpoint HOST[:PORT]` is the two at
+once; `--standalone` is this host alone (jobenv.fastlaunch).
 """
 from __future__ import annotations
 
-from typing import Any, List, Optional, Set
+from typing import Any, List, Optional, Set, Tuple
 
 import click
 
 from jobenv.core.numparse import MAX_HOSTS, MAX_PER_HOST, parse_uint
 from jobenv.core.errors import JobenvError
+
+MAX_PORT = 65535
 
 
 def options_first(args: List[str]) -> List[str]:
@@ -68,6 +74,33 @@ def nnodes(text: Optional[str]) -> Optional[int]:
     return _count(low, "--nnodes", MAX_HOSTS)
 
 
+def endpoint(text: Optional[str], addr: Optional[str], port: Optional[int]) -> Tuple[Optional[str], Optional[int]]:
+    """(MASTER_ADDR, MASTER_PORT) from --rdzv-endpoint HOST[:PORT] and --master-addr/--master-port;
+    UsageError when they disagree or a part is malformed."""
+    if text is not None:
+        host, port_text = text, ""
+        if text.startswith("[") and "]" in text:  # [::1]:29500
+            host, _, rest = text[1:].partition("]")
+            port_text = rest[1:] if rest.startswith(":") else rest
+        elif text.count(":") == 1:
+            host, _, port_text = text.partition(":")
+        if not host or any(c.isspace() for c in host) or (text.startswith("[") and port_text and
+                                                            not text[1:].partition("]")[2].startswith(":")):
+            raise click.UsageError(f"--rdzv-endpoint {text!r}: expected HOST or HOST:PORT")
+        addr = _same_text("--master-addr", addr, "--rdzv-endpoint", host)
+        if port_text:
+            port = same("--master-port", port, "--rdzv-endpoint", _count(port_text, "--rdzv-endpoint's port", MAX_PORT))
+    if addr is not None and (not addr or any(c.isspace() for c in addr)):
+        raise click.UsageError(f"--master-addr {addr!r}: expected a host name or address")
+    return addr, port
+
+
+def _same_text(flag: str, value: Optional[str], alias: str, other: str) -> str:
+    if value is not None and value != other:
+        raise click.UsageError(f"{flag} {value} and {alias} {other} disagree; give one")
+    return other
+
+
 def same(flag: str, value: Optional[int], alias: str, other: Optional[int]) -> Optional[int]:
     """The one value two spellings of an option give; UsageError when they disagree."""
     if value is not None and other is not None and value != other:
@@ -93,7 +126,8 @@ def tee_ranks(text: str) -> Optional[Set[int]]:
 
 def refuse_conflicts(nranks: Optional[int], ppn: Optional[int], nhosts: Optional[int], hosts: Optional[str],
                      exclude: Optional[str], retries: int, exclude_failed: bool, tee: Optional[str] = None,
-                     log_dir: Optional[str] = None, spare_nodes: int = 0, **_: Any) -> None:
+                     log_dir: Optional[str] = None, spare_nodes: int = 0, standalone: bool = False,
+                     **_: Any) -> None:
     """One UsageError line for flags that contradict each other, before anything runs."""
     if (spare_nodes or exclude_failed) and not retries:
         flag = "--spare-nodes" if spare_nodes else "--exclude-failed"
@@ -106,6 +140,8 @@ def refuse_conflicts(nranks: Optional[int], ppn: Optional[int], nhosts: Optional
         if nhosts is not None and nranks != ppn * nhosts:
             raise click.UsageError(f"-n {nranks} disagrees with --nhosts {nhosts} x --ppn {ppn} "
                                    f"= {ppn * nhosts}; give two of the three")
+    if standalone and (hosts or (nhosts or 1) > 1):
+        raise click.UsageError("--standalone is this host alone: drop --hosts/--nhosts/--nnodes")
     if hosts and exclude:
         try:
             both = sorted(set(_names(hosts)) & set(_names(exclude)))

@@ -105,8 +105,9 @@ def list_cmd(as_json: bool) -> None:
 @click.command()
 @job_id("Job id (as for the other commands).")
 def rm(job: Optional[str]) -> None:
-    """Remove one job's record: jobenv rm -j ID (or jobenv rm ID); also a corrupt one, or
-    one written by a newer jobenv."""
+    """Remove one job's record: jobenv rm -j ID (or jobenv rm ID).
+
+    Also a corrupt one, or one written by a newer jobenv."""
     from jobenv.store import files as store
     from jobenv.core.errors import BadRecord
     from jobenv.store.lookup import find, peek

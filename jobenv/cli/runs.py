@@ -113,10 +113,11 @@ def prune_runs(keep: Optional[int], days: Optional[int], dry_run: bool) -> None:
               help="Write the page to FILE ('-': standard output).")
 @click.option("--same-scale", is_flag=True, help="Draw every run's timeline on one time scale, to compare them.")
 def report_cmd(run: Tuple[str, ...], html_file: str, same_scale: bool) -> None:
-    """One self-contained HTML page: each RUN's per-rank start-up timeline (failed and
-    interrupted runs marked) and, over several runs, start-up time against world size.
-    RUN: a name from `jobenv runs`,
-    `last` (the default), or `all`."""
+    """Write one self-contained HTML page of runs' start-up: jobenv report --html FILE [RUN]...
+
+    Each RUN's per-rank start-up timeline (failed and interrupted runs marked) and, over
+    several runs, start-up time against world size.  RUN: a name from `jobenv runs`, `last`
+    (the default), or `all`."""
     from jobenv.history.runs import pick, scan
     from jobenv.history.html import page
 

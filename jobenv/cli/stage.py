@@ -121,8 +121,9 @@ def _run_hosts(rec: JobRecord, rec_path: str, spec: Dict[str, Any], python: str,
 def stage(job: Optional[str], args: Tuple[str, ...], env_path: Optional[str], to: Optional[str], dry_run: bool,
           min_hosts: Optional[int], min_fraction: Optional[float], fan_out: int, peer_timeout: float, clean: bool,
           base: str, timeout: float) -> None:
-    """Copy the job's Python environment (or each DIR: data sets, checkpoints; an argument
-    with a `/` in it, like ./data) to node-local disk on every host."""
+    """Copy the job's Python environment, or each DIR, to node-local disk on every host.
+
+    A DIR (data sets, checkpoints) is an argument with a `/` in it, like ./data."""
     from jobenv.stage import manifest
     from jobenv.stage.manifest import EnvError
 

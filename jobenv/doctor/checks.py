@@ -83,14 +83,15 @@ def check_store(env: Mapping[str, str]) -> List[Check]:
 
 def check_shell(env: Mapping[str, str]) -> Check:
     """Would a brand-new shell (ssh, tmux, an IDE terminal: no venv active) find jobenv?
-    Asked of the user's own shell, started interactive with an empty environment, as the
-    issue of every second shell is: its rc file alone must bring getjobenv and jobenv."""
+    Asked of the user's own shell, started with an empty environment twice, as interactive
+    and as a login shell (`bash -l -c`, a batch script's shell), which read different files:
+    each must bring getjobenv and jobenv on its own."""
     import shutil
     import subprocess
 
     from jobenv.doctor.judges import judge_shell
     from jobenv.restore.init import exe_path
-    from jobenv.restore.init_install import rc_file
+    from jobenv.restore.init_install import login_file, rc_file
 
     sh = os.path.basename(env.get("SHELL", "")) or "bash"
     sh = sh if sh in ("bash", "zsh", "fish") else "bash"
@@ -103,13 +104,24 @@ def check_shell(env: Mapping[str, str]) -> Check:
     fresh = {"HOME": home, "PATH": "/usr/bin:/bin", "TERM": "dumb", "LANG": env.get("LANG", "C.UTF-8")}
     if sh == "zsh" and env.get("ZDOTDIR"):
         fresh["ZDOTDIR"] = env["ZDOTDIR"]
-    try:
-        out = subprocess.run([prog, "-i", "-c", probe], env=fresh, capture_output=True, text=True,
-                             timeout=20, stdin=subprocess.DEVNULL, cwd=home if os.path.isdir(home) else "/").stdout
-    except (OSError, subprocess.SubprocessError) as exc:
-        return Check("shell", "warn", f"a new {sh} could not be started: {exc}")
-    path = rc_file(sh, {**env, "HOME": home})
-    return judge_shell(sh, out, path.replace(home, "~", 1), exe_path(sys.argv[0], sys.executable), _has_line(path))
+    exe = exe_path(sys.argv[0], sys.executable)
+    checks, paths = [], []
+    for how, flag, path in (("", "-i", rc_file(sh, {**env, "HOME": home})),
+                            ("login ", "-l", login_file(sh, {**env, "HOME": home}))):
+        if path is None:  # fish: one file for every shell
+            continue
+        paths.append(path.replace(home, "~", 1))
+        try:
+            out = subprocess.run([prog, flag, "-c", probe], env=fresh, capture_output=True, text=True, timeout=20,
+                                 stdin=subprocess.DEVNULL, cwd=home if os.path.isdir(home) else "/").stdout
+        except (OSError, subprocess.SubprocessError) as exc:
+            return Check("shell", "warn", f"a new {how}{sh} could not be started: {exc}")
+        checks.append(judge_shell(how + sh, out, paths[-1], exe, _has_line(path), sh))
+    order = {"ok": 0, "warn": 1, "fail": 2}
+    worst = max(checks, key=lambda c: order.get(c.status, 2))
+    if worst.status == "ok" and len(checks) > 1:
+        return Check("shell", "ok", f"{checks[0].detail}; a login {sh} too, from {paths[1]}")
+    return worst
 
 
 def _has_line(path: str) -> bool:

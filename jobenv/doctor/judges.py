@@ -127,18 +127,20 @@ def judge_imports(results: Dict[str, Tuple[Optional[Dict[str, Any]], str]], flav
     return out
 
 
-def judge_shell(sh: str, probe_output: str, rc: str, exe: str, installed: bool = False) -> Check:
+def judge_shell(sh: str, probe_output: str, rc: str, exe: str, installed: bool = False, program: str = "") -> Check:
     """A new interactive `sh` printed `J:<jobenv it found>` when getjobenv exists there.
     No rc line is a warning (a user may activate the venv by hand); `installed` (the rc file
-    holds `init --install`'s line) or a getjobenv without a runnable jobenv is broken: a failure."""
+    holds `init --install`'s line) or a getjobenv without a runnable jobenv is broken: a failure.
+    `sh` names the shell as asked ("login bash"); `program` is the shell itself (bash)."""
     import os
 
     found = [line[2:] for line in probe_output.splitlines() if line.startswith("J:")]
     if found and found[-1] and os.access(found[-1], os.X_OK):
         return Check("shell", "ok", f"a new {sh} finds jobenv ({found[-1]}) and getjobenv, from {rc}")
     what = "has getjobenv but no runnable jobenv" if found else "finds no jobenv (getjobenv, launch: command not found)"
-    fix = (f"run `{exe} init {sh} --install` (adds one line naming {exe} to {rc})" if exe else
-           f"run `/path/to/your/venv/bin/jobenv init {sh} --install`")
+    program = program or sh
+    fix = (f"run `{exe} init {program} --install` (adds one line naming {exe} to {rc})" if exe else
+           f"run `/path/to/your/venv/bin/jobenv init {program} --install`")
     if installed and not found:
         what = f"finds no jobenv although {rc} has the line of `jobenv init --install` (the jobenv it names is gone?)"
     return Check("shell", "fail" if found or installed else "warn", f"a new {sh} (no venv active, as after ssh or in tmux) {what}",

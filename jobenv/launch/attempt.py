@@ -91,6 +91,10 @@ def plan_attempt(rec: JobRecord, req: sizing.Request, opts: Options, hostfile: s
         families.insert(argv, row, list(row.system_bin))
     if size.ppn > rec.ranks_per_host and row.oversubscribe and not set(row.oversubscribe) & set(argv):
         families.insert(argv, row, list(row.oversubscribe))
+    consent = environ.get("OMPI_ALLOW_RUN_AS_ROOT") == "1" == environ.get("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM")
+    if row.as_root and os.geteuid() == 0 and not consent and not set(row.as_root) & set(argv):
+        families.insert(argv, row, list(row.as_root))
+        warnings.append(f"running as root: {row.title} refuses root without {' '.join(row.as_root)}, passed to it")
     if opts.label:
         argv += row.label
     if opts.gpu_bind and row.gpu_off and any(w.split("=", 1)[0] == row.gpu_off[0] for w in argv[row.words:]):

@@ -63,10 +63,49 @@ def python_name(software: Optional[Mapping[str, Any]], saved_python: bool) -> st
     return os.path.basename(exe) if isinstance(exe, str) and exe else "python3"
 
 
+SHELLS = ("sh", "bash", "dash", "zsh", "ksh", "mksh", "ash")
+
+
+def _shell_script(command: Sequence[str]) -> Optional[int]:
+    """Where SCRIPT is in `SHELL [OPTION...] -c SCRIPT [NAME [ARG...]]` (`bash -lc`, `sh -e -c`
+    too); None for any other command."""
+    if not command or os.path.basename(command[0]) not in SHELLS:
+        return None
+    i = 1
+    while i < len(command) and command[i][:1] in ("-", "+") and command[i] not in ("-", "--"):
+        word = command[i]
+        if word in ("-o", "+o", "-O", "+O"):  # they take the next word
+            i += 2
+            continue
+        if not word.startswith("--") and "c" in word[1:]:
+            return i + 1 if i + 1 < len(command) else None
+        i += 1
+    return None
+
+
+def shell_named(command: Sequence[str]) -> List[str]:
+    """`SHELL -c SCRIPT` with its $0 given (the shell's name, which it would have anyway), so
+    that DeepSpeed's `--local_rank=N`, put after it (script_end), is the script's $1, in "$@";
+    put after SCRIPT it would be $0, which "$@" leaves out.  Any other command as given."""
+    at = _shell_script(command)
+    if at is not None and len(command) == at + 1:
+        return [*command, os.path.basename(command[0])]
+    return list(command)
+
+
 def script_end(command: Sequence[str]) -> int:
     """How many words of `command` are the program and its script, where DeepSpeed's launcher
     puts `--local_rank=N`: `python3 [-u ...] train.py` or `python3 -m pkg.mod` -> after the
-    script or module; any other program -> after the program."""
+    script or module; `sh -c SCRIPT NAME` -> after NAME (the script's "$@" then holds it; see
+    shell_named), `sh [-e] run.sh` -> after run.sh; any other program -> after the program."""
+    at = _shell_script(command)
+    if at is not None:
+        return min(at + 2, len(command))
+    if command and os.path.basename(command[0]) in SHELLS:  # `sh [OPTION...] run.sh ARGS`: after run.sh
+        i = 1
+        while i < len(command) and command[i][:1] in ("-", "+") and command[i] not in ("-", "--"):
+            i += 2 if command[i] in ("-o", "+o", "-O", "+O") else 1
+        return min(i + 1, len(command))
     if not command or not os.path.basename(command[0]).startswith("python"):
         return min(1, len(command))
     i = 1

@@ -26,7 +26,9 @@ class Options:
                  retries: int = 0, exclude_failed: bool = False, gpu_bind: bool = False,
                  python: bool = True, spares: int = 0, tee: Optional[AbstractSet[int]] = frozenset({0}),
                  hook: bool = True, requeue: bool = False, grace: Optional[float] = None,
-                 stacks: bool = False, module: bool = False, local_rank_arg: bool = False) -> None:
+                 stacks: bool = False, module: bool = False, local_rank_arg: bool = False,
+                 standalone: bool = False, master_addr: Optional[str] = None,
+                 master_port: Optional[int] = None) -> None:
         self.request = request or Request()
         self.launcher_args = list(launcher_args or [])
         self.label, self.log_dir = label, log_dir
@@ -40,6 +42,9 @@ class Options:
         self.requeue, self.grace = requeue, grace  # pre-emption: jobenv.launch.preempt
         self.module = module  # -m: the command is a module the job's Python runs (jobenv.launch.program)
         self.local_rank_arg = local_rank_arg  # each rank's program gets DeepSpeed's --local_rank=N
+        self.standalone = standalone  # torchrun's --standalone: this host alone (jobenv.fastlaunch)
+        # torchrun's --master-addr/--master-port (--rdzv-endpoint): the ranks' MASTER_ADDR/PORT as given
+        self.master_addr, self.master_port = master_addr, master_port
 
     @property
     def failover(self) -> bool:

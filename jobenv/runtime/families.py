@@ -35,7 +35,7 @@ class Family:
     __slots__ = ("name", "title", "flavor", "programs", "banner", "path_marks", "siblings", "mpi", "env_row",
                  "words", "nranks", "ppn", "nhosts", "hostfile", "hosts", "exclude", "subset", "label",
                  "label_pattern", "step_flag", "cancel", "system_bin", "attach", "oversubscribe", "cpu_bind", "cpus",
-                 "gpu_off")
+                 "gpu_off", "as_root")
 
     def __init__(self, name: str, title: str, flavor: str, *, programs: Tuple[str, ...] = (),
                  banner: Tuple[str, ...] = (), path_marks: Tuple[str, ...] = (), siblings: Tuple[str, ...] = (),
@@ -45,7 +45,7 @@ class Family:
                  label: Tuple[str, ...] = (), label_pattern: str = r"(?!)", step_flag: str = "",
                  cancel: str = "", system_bin: Tuple[str, ...] = (), attach: Tuple[str, ...] = (),
                  oversubscribe: Tuple[str, ...] = (), cpu_bind: Tuple[str, ...] = (),
-                 cpus: Tuple[str, ...] = (), gpu_off: Tuple[str, ...] = ()) -> None:
+                 cpus: Tuple[str, ...] = (), gpu_off: Tuple[str, ...] = (), as_root: Tuple[str, ...] = ()) -> None:
         self.name, self.title, self.flavor = name, title, flavor  # flavor: the name doctor prints
         self.programs = programs  # program names only this family uses
         self.banner = banner  # regexes (case-insensitive, multi-line) for its `--version` text
@@ -79,6 +79,9 @@ class Family:
         # bindings disagree (srun's may leave a task only its own device, then the wrapper's
         # number names one it cannot see)
         self.gpu_off = gpu_off
+        # flags without which it refuses to run as root (Open MPI: "mpirun has detected an attempt
+        # to run as root"); `jobenv launch` run by root passes them, and says so
+        self.as_root = as_root
 
     def __repr__(self) -> str:
         return f"Family({self.name!r})"
@@ -117,7 +120,8 @@ FAMILIES: Tuple[Family, ...] = (
            subset="hostfile", label=("--tag-output",), label_pattern=r"\[\d+,(\d+)\]<std(?:out|err)>: ?",
            # run by absolute path it acts as --prefix and puts its bin directory first on the
            # ranks' PATH: /usr/bin would shadow the job's venv python3
-           system_bin=("--noprefix",), oversubscribe=("--oversubscribe",), cpu_bind=("--bind-to",)),
+           system_bin=("--noprefix",), oversubscribe=("--oversubscribe",), cpu_bind=("--bind-to",),
+           as_root=("--allow-run-as-root",)),
     Family("srun", "Slurm srun", "Slurm srun", programs=("srun",), banner=(r"^slurm \d",), mpi="any",
            env_row="srun", nranks=("-n", "--ntasks"), ppn=("--ntasks-per-node",), nhosts=("-N", "--nodes"),
            hosts=("--nodelist=", "-w"), exclude=("--exclude=", "-x"), subset="flag",
