@@ -82,6 +82,14 @@ def kill(run_dir: str, cancel: str, env: Mapping[str, str], host: str, say: Call
     from .supervise import cancel_step
 
     before = running(run_dir, host)
+    # the launch first (written by ranks.make_run_dir at each attempt's start): told before any rank
+    # ends, it records the kill as its user's signal (interrupted), never as ranks failing of SIGTERM
+    sup = liverun.supervisor(run_dir)
+    if sup and sup[0] == host and started_before(sup[1], sup[2]):
+        try:
+            os.kill(sup[1], signal.SIGTERM)
+        except OSError:
+            pass
     if has_agent(run_dir):
         from . import requests
 
@@ -89,12 +97,6 @@ def kill(run_dir: str, cancel: str, env: Mapping[str, str], host: str, say: Call
     step = f"jobenv-{os.path.basename(run_dir)}"
     if cancel:  # SIGTERM first: the wrappers pass it on and record the end (a bare cancel is SIGKILL)
         cancel_step(cancel, env, step, "TERM")
-    sup = liverun.supervisor(run_dir)  # written by ranks.make_run_dir at each attempt's start
-    if sup and sup[0] == host and started_before(sup[1], sup[2]):
-        try:
-            os.kill(sup[1], signal.SIGTERM)
-        except OSError:
-            pass
     if not cancel:  # the step's cancel reaches every host; else this host's marked processes
         reaper.signal_marked(reaper.marker(run_dir), signal.SIGTERM)
     start = time.monotonic()
