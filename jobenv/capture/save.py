@@ -42,7 +42,8 @@ def _now() -> float:
 
 def ranks_per_host(gpus: int, slots: Optional[List[int]], scheduler: str,
                    override: Optional[int], env: Mapping[str, str]) -> Tuple[int, List[str]]:
-    """One rank per GPU; with no GPU, the scheduler's slots, else 1 (local: up to 4 cores)."""
+    """One rank per GPU; with no GPU, the scheduler's slots, else 1 (a scheduler that allocates
+    no slots, as `local`: this host's cores, up to 4)."""
     notes: List[str] = []
     if override is None and env.get("JOBENV_RANKS_PER_HOST"):
         override = devices.parse_override(env["JOBENV_RANKS_PER_HOST"], "JOBENV_RANKS_PER_HOST")
@@ -56,7 +57,7 @@ def ranks_per_host(gpus: int, slots: Optional[List[int]], scheduler: str,
         if len(set(slots)) > 1:
             notes.append(f"uneven slots per host {sorted(set(slots))}: launching {min(slots)} per host")
         return min(slots), notes
-    if scheduler == "local":
+    if scheduler not in schedulers.ALLOCATES:
         return max(1, min(os.cpu_count() or 1, 4)), notes
     return 1, notes
 

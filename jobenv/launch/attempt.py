@@ -14,6 +14,7 @@ import time
 from jobenv.core.errors import BadInput, JobenvError
 from ..runtime.discovery import launch_port
 from jobenv.runtime import families
+from jobenv import schedulers
 from . import flags, ranks, sizing
 
 TYPE_CHECKING = False  # `import typing`/`dataclasses` cost ~50 ms: `launch` starts on every run
@@ -71,7 +72,7 @@ def plan_attempt(rec: JobRecord, req: sizing.Request, opts: Options, hostfile: s
     from .software import launcher_path
 
     warnings: List[str] = []
-    size = sizing.choose(rec.hosts, rec.ranks_per_host, req, rec.jobid, oversubscribe=rec.scheduler == "local")
+    size = sizing.choose(rec.hosts, rec.ranks_per_host, req, rec.jobid, oversubscribe=rec.scheduler not in schedulers.ALLOCATES)
     prog, warn = launcher_path(rec, rec.launch[0])
     if warn:
         if (which or find_program)(prog, environ) is None:

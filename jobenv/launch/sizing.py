@@ -91,8 +91,9 @@ def pool(job_hosts: Sequence[str], req: Request, jobid: str = "") -> List[str]:
 def choose(job_hosts: Sequence[str], ranks_per_host: int, req: Request, jobid: str = "",
            oversubscribe: bool = False) -> Size:
     """The hosts and rank counts for `req`, or BadInput naming why it cannot be met.
-    `oversubscribe` (a local job: this host is the user's own) lets `-n` put more ranks on its
-    hosts than the job has slots, as torchrun's --nproc-per-node does; an explicit --ppn always may."""
+    `oversubscribe` (a scheduler that allocates nothing, as `local`: this host is the user's own)
+    lets `-n` put more ranks on its hosts than the job has slots, as torchrun's --nproc-per-node
+    does; an explicit --ppn always may."""
     offer = pool(job_hosts, req, jobid)
     if not offer:
         raise BadInput(f"no hosts left to launch on in job {jobid} after --hosts/--exclude")
