@@ -90,9 +90,8 @@ def kill(job: Optional[str], run: Optional[str], environ: Mapping[str, str], say
     from jobenv.store import files as store
     from jobenv.restore.get import restore_plan
     from jobenv.core.hostlist import this_host
-    from .launch.software import launcher_path
+    from .launch.software import launcher_family
     from .runtime import families
-    from .launch.attempt import find_program
     from .launch.kill import kill as end_run
     from .launch.liverun import find
 
@@ -100,8 +99,7 @@ def kill(job: Optional[str], run: Optional[str], environ: Mapping[str, str], say
     env = plan.apply(p, environ)
     run_dir = find(store.runs_dir(store.key_for(rec.scheduler, rec.jobid), dict(environ)), run, environ,
                    f"job {rec.jobid}")
-    prog, _ = launcher_path(rec, rec.launch[0])
-    fam = families.family(rec.launch[0], prog if os.path.isabs(prog) else find_program(prog, env))
+    fam = launcher_family(rec, env)
     from jobenv.core.errors import visible
 
     say(f"killing run {visible(os.path.basename(run_dir))} of job {visible(rec.jobid)}")

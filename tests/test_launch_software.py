@@ -75,3 +75,52 @@ def test_launch_runs_the_staged_copy(tmp_path):
     assert p.returncode == 0, p.stdout + p.stderr
     exes = p.stdout.split()
     assert len(exes) == 2 and all(e.startswith(f"{target}/") for e in exes), p.stdout
+
+
+def test_an_older_record_s_family_is_derived_once_from_its_launcher(tmp_path):
+    """A version-2 record names no family: derived once (as launches did) and kept on it."""
+    from jobenv.core.errors import BadInput
+    from jobenv.store.record import from_dict
+
+    pals = tmp_path / "opt/cray/pals/1.8/bin"
+    pals.mkdir(parents=True)
+    (pals / "mpiexec").write_text("#!/bin/sh\n")
+    (pals / "mpiexec").chmod(0o755)
+    old = {"schema_version": 2, "scheduler": "pbs", "jobid": "1", "machine": "pbs", "hosts": ["a"],
+           "gpus_per_host": 0, "ranks_per_host": 1, "launch": ["mpiexec", "-n", "1"], "env": {},
+           "created_at": 1.0, "created_on": "a", "launcher_family": "srun"}
+    rec = from_dict(old)
+    assert rec.launcher_family is None  # not a version-2 record's to say
+    assert software.launcher_family(rec, {"PATH": f"{pals}:/usr/bin"}) == "pals" == rec.launcher_family
+    assert software.launcher_family(rec, {"PATH": "/usr/bin"}) == "pals"  # once: not found again
+    rec = from_dict({**old, "schema_version": 3, "launcher_family": ""})
+    with pytest.raises(BadInput, match="not one jobenv knows"):
+        software.launcher_family(rec, {})
+    rec = from_dict({**old, "schema_version": 3, "launcher_family": "hydra"})
+    with pytest.raises(BadInput, match="does not know"):
+        software.launcher_family(rec, {})
+
+
+@pytest.mark.e2e
+def test_a_version_2_record_still_restores_and_launches(tmp_path):
+    """A record saved before the launch decision was recorded: `get` restores it, and
+    `launch` runs it whole and sized (its template found in its profile, as before)."""
+    import json
+
+    from launchkit import local_job
+
+    env = local_job(tmp_path, 2)
+    [path] = (tmp_path / "home" / ".jobenv" / "jobs").glob("local-*.json")
+    data = json.loads(path.read_text())
+    assert data["schema_version"] == 3 and data["launcher_family"] == "mpich"
+    assert data["launch_template"]["argv"][0] == "mpiexec"
+    for key in ("launch_template", "launcher_family"):
+        del data[key]
+    path.write_text(json.dumps({**data, "schema_version": 2}))
+    prog = "python3 -c 'import os; print(\"RANK\", os.environ[\"RANK\"], os.environ[\"WORLD_SIZE\"])'"
+    p = shell(env, f"source <(jobenv get) && echo NRANKS=$NRANKS && launch {prog} && jobenv launch -n 1 -- {prog}")
+    assert p.returncode == 0, p.stdout[-2000:] + p.stderr[-2000:]
+    lines = p.stdout.splitlines()
+    assert "NRANKS=2" in lines and sorted(ln for ln in lines if ln.startswith("RANK")) == [
+        "RANK 0 1", "RANK 0 2", "RANK 1 2"], p.stdout
+    assert json.loads(path.read_text())["schema_version"] == 2  # a launch rewrites no record

@@ -12,8 +12,10 @@ import sys
 import time
 
 from jobenv.core.errors import BadInput, JobenvError
+from jobenv.core.hostlist import hostfile_text
 from ..runtime.discovery import launch_port
 from jobenv.runtime import families
+from jobenv import schedulers
 from . import flags, ranks, sizing
 
 TYPE_CHECKING = False  # `import typing`/`dataclasses` cost ~50 ms: `launch` starts on every run
@@ -49,12 +51,19 @@ _SYSTEM_BINS = ("/usr/bin", "/bin", "/usr/local/bin")
 class Attempt:
     """One launch, fully decided: what runs, where, and what it may write."""
 
-    def __init__(self, launcher: List[str], hostfile_text: Optional[str], size: sizing.Size, family: str) -> None:
+    def __init__(self, launcher: List[str], hostfile: str, hostfile_text: Optional[str], size: sizing.Size,
+                 family: str) -> None:
         self.launcher = launcher  # launcher argv with sizing, label and pass-through flags
-        self.hostfile_text, self.size, self.family = hostfile_text, size, family
+        self.hostfile = hostfile  # the attempt's hostfile: the path the launcher argv names
+        self.hostfile_text = hostfile_text  # what attempt_env writes there (None: no hostfile)
+        self.size, self.family = size, family
 
 
-def _profile_template(rec: JobRecord, environ: Mapping[str, str]) -> Tuple[Any, Dict[str, str]]:
+def _job_template(rec: JobRecord, fam: str, environ: Mapping[str, str]) -> Tuple[List[Any], Dict[str, str]]:
+    """(template, its variables): the record's (save's decision); a record older than version 3
+    carries none, so its profile's is found as save would have rendered it."""
+    if rec.launch_template is not None:
+        return list(rec.launch_template["argv"]), dict(rec.launch_template["vars"])
     from jobenv.profiles import load as profiles
 
     profs = profiles.load_all(environ)
@@ -62,30 +71,32 @@ def _profile_template(rec: JobRecord, environ: Mapping[str, str]) -> Tuple[Any, 
     if prof is None:
         raise BadInput(f"profile {rec.machine!r} of job {rec.jobid} is not installed here; cannot size "
                        "the launch (`jobenv profiles` lists the known ones)")
-    return sizing.template_for(prof.launchers, rec.launch[0]), prof.vars
+    template = sizing.template_for(prof.launchers, rec.launch[0])
+    return sizing.job_template(template, fam, rec.provenance is not None), prof.vars
 
 
 def plan_attempt(rec: JobRecord, req: sizing.Request, opts: Options, hostfile: str, environ: Mapping[str, str],
                  which: Optional[Which] = None) -> Tuple[Attempt, List[str]]:
-    """Decide one attempt (reads profiles only when sizing differs from the saved job)."""
-    from .software import launcher_path
+    """Decide one attempt at `hostfile` (its one path: the launcher argv names it, attempt_env
+    writes it).  Reads profiles only for a record older than version 3 sized differently."""
+    from .software import launcher_family, launcher_path
 
     warnings: List[str] = []
-    size = sizing.choose(rec.hosts, rec.ranks_per_host, req, rec.jobid, oversubscribe=rec.scheduler == "local")
+    size = sizing.choose(rec.hosts, rec.ranks_per_host, req, rec.jobid, oversubscribe=rec.scheduler not in schedulers.ALLOCATES)
     prog, warn = launcher_path(rec, rec.launch[0])
     if warn:
         if (which or find_program)(prog, environ) is None:
             raise JobenvError(f"cannot run {prog!r}: {warn.split(';')[0]} and it is not on PATH", 127)
         warnings.append(warn)
-    fam = families.family(rec.launch[0], prog if os.path.isabs(prog) else (which or find_program)(prog, environ))
+    fam = launcher_family(rec, environ)
     if size.whole:
         argv, text = list(rec.launch), None
     else:
-        template, variables = _profile_template(rec, environ)
+        template, variables = _job_template(rec, fam, environ)
         argv, text = sizing.render_sized(template, size, rec.gpus_per_host, rec.jobid, variables, hostfile, fam)
+    if text is None and size.subset:  # the wrapper's node rank and MASTER_ADDR follow this launch's hosts
+        text = hostfile_text(size.hosts)
     argv[0] = prog
-    if rec.provenance:  # captured from outside the job: the launcher must be told which job
-        sizing.attach(argv, fam, rec.jobid)
     row = families.get(fam)
     if os.path.dirname(prog) in _SYSTEM_BINS:  # on every node's PATH anyway: no prefix from it
         families.insert(argv, row, list(row.system_bin))
@@ -102,7 +113,7 @@ def plan_attempt(rec: JobRecord, req: sizing.Request, opts: Options, hostfile: s
     argv = flags.override(argv, row, opts.launcher_args)
     if fam == "srun":
         warnings += srun_mpi(rec, argv, row, environ)
-    return Attempt(argv, text, size, fam), warnings
+    return Attempt(argv, hostfile, text, size, fam), warnings
 
 
 def srun_mpi(rec: JobRecord, argv: List[str], row: families.Family, environ: Mapping[str, str]) -> List[str]:
@@ -147,15 +158,13 @@ def per_host_plan(rec: JobRecord, environ: Mapping[str, str], hosts: List[str], 
     """(launcher argv, hostfile text or None): one process on each of `hosts` of the job, by
     the recorded launcher (what `jobenv stage` runs on every host).  The caller writes the text
     to `hostfile` when it is not None, then appends its command."""
-    from .software import launcher_path
+    from .software import launcher_family, launcher_path
 
-    template, variables = _profile_template(rec, environ)
+    fam = launcher_family(rec, environ)
+    template, variables = _job_template(rec, fam, environ)
     prog, _ = launcher_path(rec, rec.launch[0])
-    fam = families.family(rec.launch[0], prog if os.path.isabs(prog) else find_program(prog, environ))
     argv, text = sizing.per_host(rec.hosts, template, hosts, rec.jobid, variables, hostfile, fam)
     argv[0] = prog
-    if rec.provenance:
-        sizing.attach(argv, fam, rec.jobid)
     return argv, text
 
 
@@ -172,7 +181,6 @@ def attempt_env(plan: Attempt, base_env: Mapping[str, str], run_dir: str, log_di
     """The launcher's environment for one attempt; writes the attempt's hostfile when it has one.
     With `hook`, the ranks' Python hook's directory goes first on PYTHONPATH (it removes itself);
     with `stacks`, it arms faulthandler into the attempt's stacks/ (made here, private)."""
-    hostfile = os.path.join(run_dir, "hostfile")
     from ..rankwrap import DUMP_SIGNAL, LAUNCH_SETS
 
     # JOBENV_HOSTNAME names one host: exported, the launcher would carry it to every host of the launch
@@ -190,11 +198,10 @@ def attempt_env(plan: Attempt, base_env: Mapping[str, str], run_dir: str, log_di
     if hook and stacks:
         os.mkdir(os.path.join(run_dir, "stacks"), 0o700)
         env["JOBENV_STACKS"] = "1"
+    if plan.hostfile_text is not None:
+        ranks.write_private(plan.hostfile, plan.hostfile_text)
     if plan.size.subset:  # the wrapper's node rank and MASTER_ADDR follow this launch's hosts
-        ranks.write_private(hostfile, sizing.hostfile_text(plan.size))
-        env["JOBENV_HOSTFILE"] = hostfile
-    elif plan.hostfile_text is not None:
-        ranks.write_private(hostfile, plan.hostfile_text)
+        env["JOBENV_HOSTFILE"] = plan.hostfile
     if not plan.size.whole:
         env.update(NHOSTS=str(len(plan.size.hosts)), NRANKS_PER_HOST=str(plan.size.ppn),
                    NRANKS=str(plan.size.nranks))

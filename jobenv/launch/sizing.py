@@ -13,7 +13,7 @@ launcher family's row in `families.py`.
 from __future__ import annotations
 
 from jobenv.core.errors import BadInput
-from jobenv.core.hostlist import compress, expand, host_index
+from jobenv.core.hostlist import compress, expand, host_index, hostfile_text
 from jobenv.core.numparse import plural
 from jobenv.runtime import families
 from . import context, render
@@ -91,8 +91,9 @@ def pool(job_hosts: Sequence[str], req: Request, jobid: str = "") -> List[str]:
 def choose(job_hosts: Sequence[str], ranks_per_host: int, req: Request, jobid: str = "",
            oversubscribe: bool = False) -> Size:
     """The hosts and rank counts for `req`, or BadInput naming why it cannot be met.
-    `oversubscribe` (a local job: this host is the user's own) lets `-n` put more ranks on its
-    hosts than the job has slots, as torchrun's --nproc-per-node does; an explicit --ppn always may."""
+    `oversubscribe` (a scheduler that allocates nothing, as `local`: this host is the user's own)
+    lets `-n` put more ranks on its hosts than the job has slots, as torchrun's --nproc-per-node
+    does; an explicit --ppn always may."""
     offer = pool(job_hosts, req, jobid)
     if not offer:
         raise BadInput(f"no hosts left to launch on in job {jobid} after --hosts/--exclude")
@@ -126,11 +127,6 @@ def choose(job_hosts: Sequence[str], ranks_per_host: int, req: Request, jobid: s
     return Size(hosts=hosts, ppn=ppn, nranks=n, whole=whole and not subset, subset=subset, avoid=avoid)
 
 
-def hostfile_text(size: Size) -> str:
-    """One line per host, as the job's own hostfile (PALS, Hydra and Open MPI all read it)."""
-    return "".join(h + "\n" for h in size.hosts)
-
-
 def render_sized(template: List[Any], size: Size, gpus_per_host: int, jobid: str,
                  variables: Dict[str, str], hostfile: str, fam: str) -> Tuple[List[str], Optional[str]]:
     """(launcher argv, sub-hostfile text or None) for `size` from the profile's template."""
@@ -142,10 +138,10 @@ def render_sized(template: List[Any], size: Size, gpus_per_host: int, jobid: str
     row = families.get(fam)
     if row.subset == "hostfile":
         if uses_hostfile:
-            return argv, hostfile_text(size)
+            return argv, hostfile_text(size.hosts)
         if size.subset:
             families.insert(argv, row, [row.hostfile[0], hostfile])
-            return argv, hostfile_text(size)
+            return argv, hostfile_text(size.hosts)
         return argv, None
     if row.subset == "here":
         if len(size.hosts) > 1:
@@ -170,16 +166,23 @@ def per_host(job_hosts: Sequence[str], template: List[Any], hosts: Sequence[str]
     return render_sized(template, size, 0, jobid, variables, hostfile, fam)
 
 
-def attach(argv: List[str], fam: str, jobid: str) -> None:
-    """Run `argv` inside job `jobid` from outside it (a record captured from outside the job):
-    the family's `attach` flags, once, right after the launcher's name."""
-    flags = [f.replace("{jobid}", jobid) for f in families.get(fam).attach]
-    if flags and flags[0] not in argv:
-        families.insert(argv, families.get(fam), flags)
+def job_template(template: List[Any], fam: str, outside: bool) -> List[Any]:
+    """The template every launch line of a job renders from: the profile's launcher, with, for
+    a record captured from outside the job (`save --job`), the family's `attach` flags right
+    after the launcher's name (their `{jobid}` filled by the render), so that the line runs
+    inside the job.  The one place they are added: save records its result.  Words are text
+    (a profile's YAML may give a number), as the record keeps them."""
+    out: List[Any] = [{"when": str(w["when"]), "args": [str(a) for a in w["args"]]} if isinstance(w, dict)
+                      else str(w) for w in template]
+    if outside:
+        row = families.get(fam)
+        families.insert(out, row, list(row.attach))
+    return out
 
 
 def template_for(profile_launchers: List[Dict[str, Any]], recorded_argv0: str) -> List[Any]:
-    """The profile's launcher the record was rendered from (same program), else the first."""
+    """For a record older than version 3, which does not carry its template: the profile's
+    launcher the record was rendered from (same program), else the first."""
     for cand in profile_launchers:
         if str(cand["argv"][0]) == recorded_argv0:
             return list(cand["argv"])

@@ -42,7 +42,7 @@ def cached_state(rec: JobRecord, env: Mapping[str, str], now: Optional[float] = 
     now = time.time() if now is None else now
     if fresh:
         state, reason = liveness.fresh_state(rec, env, timeout)
-        if rec.scheduler != "local":
+        if rec.scheduler in schedulers.ASKS_COMMAND:
             getcache.write_verdict(env, store.key_for(rec.scheduler, rec.jobid), state, reason,
                                    now + getcache.VERDICT_TTL)
         return state, reason, now + getcache.VERDICT_TTL
@@ -51,7 +51,7 @@ def cached_state(rec: JobRecord, env: Mapping[str, str], now: Optional[float] = 
         beat = liveness.heartbeat(rec, now)
         return known[0], known[1], (beat[2] if known[0] == "live" and beat else now + 86400)
     key = store.key_for(rec.scheduler, rec.jobid)
-    cache = rec.scheduler != "local"
+    cache = rec.scheduler in schedulers.ASKS_COMMAND  # an answer that cost a scheduler command
     if cache:
         hit = getcache.read_verdict(env, key, now)
         if hit:

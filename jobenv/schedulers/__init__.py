@@ -33,6 +33,9 @@ QUERY_VARS = ("PBS_CONF_FILE", "PBS_SERVER", "SLURM_CONF", "LSF_ENVDIR")
 SECRETS = frozenset(("PBS_JOBCOOKIE",))
 PROGRAM_VARS = {"flux": ("FLUX_EXEC_PATH", "FLUX_CONNECTOR_PATH", "FLUX_MODULE_PATH", "FLUX_PMI_LIBRARY_PATH", "FLUX_RC_EXTRA", "FLUX_SHELL_RC_PATH"), "pbs": ("PBS_CONF_FILE", "PBS_EXEC", "PBS_HOME"), "slurm": ("SLURM_CONF", "SLURM_CONFIG_DIR", "SLURM_PROLOG", "SLURM_EPILOG", "SLURM_TASK_PROLOG", "SLURM_TASK_EPILOG", "SLURM_EXPORT_ENV", "SLURM_WORKING_DIR", "SLURM_REMOTE_CWD", "SLURM_BCAST", "SLURM_STDINMODE", "SLURM_STDOUTMODE", "SLURM_STDERRMODE"), "lsf": ("LSF_ENVDIR", "LSF_BINDIR", "LSF_LIBDIR", "LSF_SERVERDIR"), "cobalt": ("COBALT_CONFIG_FILES",)}
 PROFILES = {"flux": "elcapitan", "pbs": "pbs", "slurm": "slurm", "lsf": "lassen", "cobalt": "cobalt", "local": "local"}
+ALLOCATES = frozenset(("flux", "pbs", "slurm", "lsf", "cobalt"))
+ASKS_COMMAND = frozenset(("flux", "pbs", "slurm", "lsf", "cobalt"))
+THIS_HOST_ONLY = frozenset(("local",))
 # END tables
 
 # Never restored from a record (nor saved into one): they choose a program a scheduler command

@@ -48,11 +48,20 @@ class Scheduler:
     turns its output into verdicts.
     `requeue` (jobenv.launch.preempt reads it) says how a pre-empted job goes back in its
     queue, and how it is resubmitted where it cannot; None where jobenv cannot do either.
+
+    Three facts tell jobenv where a scheduler's job differs from a batch job's (each read
+    from its rendered table, so no path loads a scheduler file to ask): `allocates`, the
+    scheduler gives the job its hosts and slots (without it a job takes this host's cores,
+    and a launch may put more ranks on it than the record's); `asks_command`, what jobenv
+    knows of a job's state comes from the scheduler's commands (so a verdict is worth
+    caching, and only an id of its shape may reach one); `this_host_only`, the job's one
+    host is the host jobenv runs on (ranks meet on the loopback, a per-host command runs
+    directly, and a report from it is that host's whatever it calls itself).
     """
 
     __slots__ = ("requeue", "name", "jobid_vars", "prefixes", "detect_any", "detect_all", "marks", "site_vars",
                  "query_vars", "secrets", "program_vars", "nodefile_var", "hosts", "priority", "profile", "capture",
-                 "query", "parse", "batch", "outside")
+                 "query", "parse", "batch", "outside", "allocates", "asks_command", "this_host_only")
 
     def __init__(self, name: str, *, jobid_vars: Tuple[str, ...], prefixes: Tuple[str, ...],
                  detect_any: Tuple[str, ...], detect_all: Tuple[str, ...] = (),
@@ -62,7 +71,8 @@ class Scheduler:
                  nodefile_var: str = "", hosts: str, priority: int, profile: str,
                  capture: CaptureFn, query: Query, parse: Optional[Parser] = None,
                  batch: Optional[Batch] = None, outside: Optional[Outside] = None,
-                 requeue: Optional[Requeue] = None) -> None:
+                 requeue: Optional[Requeue] = None, allocates: bool = True, asks_command: bool = True,
+                 this_host_only: bool = False) -> None:
         self.name, self.jobid_vars, self.prefixes = name, jobid_vars, prefixes
         self.detect_any, self.detect_all = detect_any, detect_all
         self.marks = tuple(dict.fromkeys(jobid_vars + detect_any + marks))
@@ -73,6 +83,7 @@ class Scheduler:
         self.batch = batch  # how `jobenv submit` hands it a script (None: it takes none)
         self.outside = outside  # how `jobenv save --job ID` reads the job from outside it
         self.requeue = requeue
+        self.allocates, self.asks_command, self.this_host_only = allocates, asks_command, this_host_only
 
 
 class Batch:

@@ -21,6 +21,7 @@ INIT = os.path.join(HERE, "__init__.py")
 SHELL = os.path.join(os.path.dirname(os.path.dirname(HERE)), "shell", "jobenv.sh")
 NOT_SCHEDULERS = ("__init__", "base", "parse", "render")
 _BEGIN, _END = "# BEGIN tables:", "# END tables\n"
+_FACTS = ("ALLOCATES", "ASKS_COMMAND", "THIS_HOST_ONLY")  # tables of the schedulers that have a fact
 _GATE_BEGIN, _GATE_END = "    # a job's marks: schedulers.JOB_MARKERS;", '    d="${JOBENV_HOME'
 
 
@@ -57,6 +58,9 @@ def tables(descs: Sequence[Scheduler]) -> Dict[str, object]:
         "SECRETS": frozenset(v for d in descs for v in d.secrets),
         "PROGRAM_VARS": {d.name: d.program_vars for d in descs if d.program_vars},
         "PROFILES": {d.name: d.profile for d in descs},
+        "ALLOCATES": frozenset(d.name for d in descs if d.allocates),
+        "ASKS_COMMAND": frozenset(d.name for d in descs if d.asks_command),
+        "THIS_HOST_ONLY": frozenset(d.name for d in descs if d.this_host_only),
     }
 
 
@@ -66,7 +70,8 @@ def table_text(descs: Sequence[Scheduler]) -> str:
     lines = [f"{_BEGIN} written by `python -m jobenv.schedulers.render`; edit the scheduler files instead"]
     for key, value in t.items():
         if isinstance(value, frozenset):
-            order = [v for d in descs for v in getattr(d, key.lower())]
+            order = ([d.name for d in descs if d.name in value] if key in _FACTS
+                     else [v for d in descs for v in getattr(d, key.lower())])
             text = f"frozenset({_names(order)})"
         else:
             text = repr(value).replace("'", '"')
