@@ -7,7 +7,6 @@ script, so the line after it may never be printed.
 from __future__ import annotations
 
 import os
-import signal
 
 from . import preempt
 
@@ -177,8 +176,3 @@ def _run_in(argv: List[str], env: Mapping[str, str], cwd: str) -> tuple[int, str
     except (OSError, subprocess.SubprocessError) as exc:
         return 127, str(exc)
     return p.returncode, (p.stdout or "") + (p.stderr or "")
-
-
-def exit_code(signum: int) -> int:
-    """A pre-empted launch did not finish: 128 + the signal, as a shell reports it."""
-    return 128 + int(signal.Signals(signum))
