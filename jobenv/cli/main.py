@@ -149,6 +149,7 @@ cli.add_command(_remote.remote_cmd)
 for _cmd in (*_JOB_COMMANDS, _runs_cmd, *_runs_cmd.commands.values(), doctor.doctor_cmd):
     _remote.attach(_cmd)
 _remote.attach(_SUBMIT_COMMANDS[0], [_remote.SYNC], _remote.submit_remote)
+_remote.attach(_report_cmd, handler=_remote.report_remote)
 
 completion.attach(cli)  # job ids and profile names complete in every command: after every add_command
 

@@ -9,6 +9,7 @@ cannot be reached or logged in to, or has no usable jobenv there (one line that 
 """
 from __future__ import annotations
 
+import functools
 import os
 import sys
 from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence
@@ -38,7 +39,8 @@ class LaptopOption(click.Option):
         opt.process = process
 
 
-Handler = Callable[[Mapping[str, str], Any, List[str], Dict[str, Any]], int]
+# (environment, remote, the words to send, the laptop options' values, the command run here)
+Handler = Callable[[Mapping[str, str], Any, List[str], Dict[str, Any], Callable[[], Any]], int]
 
 
 def forward(env: Mapping[str, str], r: Any, words: List[str], cwd: Optional[str] = None) -> int:
@@ -73,14 +75,22 @@ def attach(cmd: click.Command, laptop: Sequence[click.Option] = (), handler: Opt
         spans = ctx.meta.get(SPANS, [])
         rest = [a for i, a in enumerate(ctx.meta[ARGV]) if not any(s <= i < e for s, e in spans)]
         words = ctx.command_path.split()[1:] + rest
-        rc = (handler or (lambda env, r, w, o: forward(env, r, w)))(os.environ, r, words, opts)
+        rc = (handler or (lambda env, r, w, o, here: forward(env, r, w)))(os.environ, r, words, opts,
+                                                                           lambda: invoke(ctx))
         ctx.exit(rc)
 
+    callback = cmd.callback
+    if callback is not None:  # ctx.invoke(cmd) (`jobenv runs` runs `runs list`) passes every param's default
+        @functools.wraps(callback)
+        def bare(*args: Any, **kw: Any) -> Any:
+            return callback(*args, **{k: v for k, v in kw.items() if k not in names})
+        cmd.callback = bare
     cmd.parse_args = parse_args  # type: ignore[method-assign]
     cmd.invoke = run  # type: ignore[method-assign]
 
 
-def submit_remote(env: Mapping[str, str], r: Any, words: List[str], opts: Dict[str, Any]) -> int:
+def submit_remote(env: Mapping[str, str], r: Any, words: List[str], opts: Dict[str, Any],
+                  here: Callable[[], Any]) -> int:
     """`submit --remote NAME [--sync DIR]`: copy DIR first, then submit from the copy."""
     cwd = None
     if opts.get("sync"):
@@ -92,7 +102,38 @@ def submit_remote(env: Mapping[str, str], r: Any, words: List[str], opts: Dict[s
     return forward(env, r, words, cwd)
 
 
-SYNC = click.Option(["--sync"], metavar="DIR", type=click.Path(file_okay=False, exists=True),
+def report_remote(env: Mapping[str, str], r: Any, words: List[str], opts: Dict[str, Any],
+                  here: Callable[[], Any]) -> int:
+    """`report --remote NAME`: the remote's run history fetched (`remote send-runs`), and
+    the page made here from it by the report command itself."""
+    import io
+    import tarfile
+    import tempfile
+
+    from jobenv.remote.ssh import call
+
+    got = bytearray()
+    rc = call(env, r, "send-runs", {}, keep=got)
+    if rc != 0:
+        return rc
+    with tempfile.TemporaryDirectory(prefix="jobenv-report-") as d:
+        home = os.path.join(d, "jobenv")
+        os.mkdir(home, 0o700)
+        with tarfile.open(fileobj=io.BytesIO(bytes(got)), mode="r:*") as tar:
+            tar.extractall(home, filter="data")
+        old = os.environ.get("JOBENV_HOME")
+        os.environ["JOBENV_HOME"] = home  # the report command reads its runs from os.environ
+        try:
+            here()
+        finally:
+            if old is None:
+                del os.environ["JOBENV_HOME"]
+            else:
+                os.environ["JOBENV_HOME"] = old
+    return 0
+
+
+SYNC = LaptopOption(["--sync"], metavar="DIR", type=click.Path(file_okay=False, exists=True),
                     help="With --remote: copy DIR to the remote's workdir first and submit from the copy.")
 
 
@@ -200,3 +241,13 @@ def receive_cmd(call: str) -> None:
     from jobenv.remote.tether import run_receive
 
     raise click.exceptions.Exit(run_receive(decode(call)))
+
+
+@remote_cmd.command("send-runs", hidden=True)
+@click.argument("call")
+def send_runs_cmd(call: str) -> None:
+    """The remote side of report --remote (jobenv.remote.tether)."""
+    from jobenv.remote.ssh import decode
+    from jobenv.remote.tether import run_send_runs
+
+    raise click.exceptions.Exit(run_send_runs(decode(call)))

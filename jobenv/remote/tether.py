@@ -7,7 +7,7 @@ connection all end `logs -f` here, and its output keeps its two streams and its 
 terminal in between, as `ssh -tt` would put: CR LF, one merged stream).  Its exit code is
 the child's (a signal N as 128+N: ssh's own 255 stays ssh's).
 
-`receive` unpacks a tar stream from stdin into a new directory (the `submit --sync` copy),
+`send-runs` writes the run history as a tar stream (`report --remote`).  `receive` unpacks a tar stream from stdin into a new directory (the `submit --sync` copy),
 with tarfile's `data` filter: no member may leave the directory, be a device, or keep
 set-uid bits.
 """
@@ -102,4 +102,25 @@ def run_receive(payload: Dict[str, Any]) -> int:
         raise BadInput(f"{target} exists already: every --sync makes a new copy") from None
     with tarfile.open(fileobj=sys.stdin.buffer, mode="r|*") as tar:
         tar.extractall(target, filter="data")
+    return 0
+
+
+def run_send_runs(payload: Dict[str, Any]) -> int:
+    """Write the run history (the store's runs directory) to stdout as a tar stream, for
+    `report --remote`, which renders the page on the laptop."""
+    import tarfile
+
+    from jobenv.core.trust import check_ancestors
+    from jobenv.history.runs import root
+    from jobenv.store.paths import check_safe
+
+    _started()
+    base = root(os.environ)
+    check_ancestors(base, "the runs directory")
+    check_safe(base, True, "runs directory")
+    sys.stdout.flush()
+    with tarfile.open(fileobj=sys.stdout.buffer, mode="w|gz") as tar:
+        if os.path.isdir(base):
+            tar.add(base, arcname="runs")
+    sys.stdout.buffer.flush()
     return 0
