@@ -4,6 +4,7 @@ private bridge: the laptop is this (root) namespace.  No scheduler here: the Slu
 tests/test_remote_slurm.py.  Needs root (namespaces) and openssh-server."""
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import stat
@@ -58,7 +59,7 @@ def laptop(login, tmp_path):
     env = base_env(tmp_path / "home", login.env())
     env["PATH"] = f"{Path(sys.executable).parent}:{env['PATH']}"
     yield env
-    for name in ("login", "nokey", "changed", "prompt", "down", "nojobenv"):
+    for name in ("login", "nokey", "changed", "prompt", "down", "unknown", "nojobenv"):
         jobenv(["remote", "logout", name], env, stdin=subprocess.DEVNULL)
     assert login.sessions() == [], "a session was left open on the login node"
     left = subprocess.run(["pgrep", "-f", login.env()["XDG_RUNTIME_DIR"]], capture_output=True, text=True).stdout
@@ -119,6 +120,8 @@ def test_words_go_exactly_and_the_code_comes_back(login, laptop):
     ("down", "cannot reach remote down (down): ssh: connect to host"),
     ("nokey", "remote nokey (nokey) refused the login (Permission denied (publickey))"),
     ("changed", "remote changed (changed): its host key has CHANGED"),
+    ("unknown", "remote unknown (unknown): its host key is not known to your ssh yet: run `jobenv remote login "
+                "unknown` in a terminal"),
     ("prompt", "remote prompt (prompt) needs a login first (a password or MFA prompt, and no terminal here): "
                "run `jobenv remote login prompt` in a terminal"),
 ])
@@ -137,3 +140,11 @@ def test_no_jobenv_there(login, laptop):
     assert p.returncode == 7 and p.stderr.count("\n") == 1, p.stderr
     assert p.stderr.startswith("jobenv: error: remote nojobenv: no jobenv at /nonexistent/bin/jobenv there ("), \
         p.stderr
+
+
+def test_doctor_runs_there(login, laptop):
+    add(laptop, login, "login")
+    p = run(laptop, "doctor", "--remote", "login", "--json", "--timeout", "30")
+    checks = json.loads(p.stdout)["checks"]
+    assert p.returncode == (1 if any(c["status"] == "fail" for c in checks) else 0), p.stderr
+    assert any(str(login.dir / "remote-jobenv") in json.dumps(c) for c in checks), p.stdout[:2000]

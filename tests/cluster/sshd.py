@@ -9,7 +9,8 @@ points at a wrapper that adds `-F`): the user's ~/.ssh is never read or written.
 
 Aliases in that ssh_config: `login` (the key, the right host key), `nokey` (a key the server
 does not know), `changed` (a host key other than the server's on record), `prompt` (the
-password port, a key it refuses), `down` (a port nobody listens on).
+password port, a key it refuses), `down` (a port nobody listens on), `unknown` (no host key on
+record yet).
 """
 from __future__ import annotations
 
@@ -65,7 +66,8 @@ class Sshd:
             host("login", PORT, "user_key", "jobenv-login") + host("nokey", PORT, "stranger_key", "jobenv-login")
             + host("changed", PORT, "user_key", "jobenv-changed")
             + host("prompt", PASSWORD_PORT, "stranger_key", "jobenv-login")
-            + host("down", DOWN_PORT, "user_key", "jobenv-login")) + "\n")
+            + host("down", DOWN_PORT, "user_key", "jobenv-login")
+            + host("unknown", PORT, "user_key", "jobenv-unknown")) + "\n")
         (d / "known_hosts").write_text(f"jobenv-login {' '.join(host_pub.split()[:2])}\n"
                                        f"jobenv-changed {' '.join(other_pub.split()[:2])}\n")
         self.ssh = d / "ssh"
