@@ -148,3 +148,19 @@ def test_doctor_runs_there(login, laptop):
     checks = json.loads(p.stdout)["checks"]
     assert p.returncode == (1 if any(c["status"] == "fail" for c in checks) else 0), p.stderr
     assert any(str(login.dir / "remote-jobenv") in json.dumps(c) for c in checks), p.stdout[:2000]
+
+
+def test_only_the_laptop_options_tokens_are_left_out(login, laptop):
+    """`--remote` as another option's value, and after `--`, goes on as typed; only the
+    tokens click read as --remote (either spelling) stay here."""
+    add(laptop, login, "login")
+    argv = ["--profile", "slurm", "--dry-run", "--launcher-args", "--remote", "--", "echo", "--remote", "login",
+            "--remote=x"]
+    here = run(laptop, "submit", *argv)
+    for spelling in (["--remote", "login"], ["--remote=login"]):
+        p = run(laptop, "submit", *spelling, *argv)
+        assert p.returncode == 0 == here.returncode, p.stderr + here.stderr
+        assert "'--launcher-args=--remote' -- 'echo' '--remote' 'login' '--remote=x'" in p.stdout, p.stdout
+        launch = [ln for ln in p.stdout.splitlines() if ln.startswith("jobenv launch")]
+        assert launch == [ln.replace(laptop["JOBENV_HOME"], str(login.dir / "remote-jobenv"))
+                          for ln in here.stdout.splitlines() if ln.startswith("jobenv launch")], p.stdout
