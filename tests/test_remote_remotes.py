@@ -62,3 +62,10 @@ def test_a_hand_edited_option_is_refused(env):
                                      "workdir": "w"}}}, f)
     p = jobenv(["status", "--remote", "a"], env)
     assert p.returncode == 6 and "is not one jobenv wrote" in p.stderr, p.stderr
+
+
+def test_no_ssh_program_is_one_line(env):
+    assert jobenv(["remote", "add", "a", "h"], env).returncode == 0
+    p = jobenv(["status", "--remote", "a"], {**env, "JOBENV_SSH": "/nonexistent/ssh"})
+    assert p.returncode == 7 and p.stderr == ("jobenv: error: no ssh program '/nonexistent/ssh': install OpenSSH's "
+                                              "client, or set JOBENV_SSH\n"), p.stderr

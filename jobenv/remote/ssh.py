@@ -61,9 +61,20 @@ def is_batch() -> bool:
         return True
 
 
+def _ssh(env: Mapping[str, str], argv: List[str], timeout: float, **kw: Any) -> "subprocess.CompletedProcess[bytes]":
+    """Run ssh (a control command, or the master's start); a missing ssh or one that hangs is one line."""
+    try:
+        return subprocess.run(argv, timeout=timeout, **kw)
+    except FileNotFoundError:
+        raise RemoteFailed(f"no ssh program {visible(argv[0])!r}: install OpenSSH's client, or set JOBENV_SSH") \
+            from None
+    except subprocess.TimeoutExpired:
+        raise RemoteFailed(f"{visible(argv[0])} did not answer within {timeout:.0f} s") from None
+
+
 def master_up(env: Mapping[str, str], r: Remote) -> bool:
-    p = subprocess.run([*base_argv(env, True), "-O", "check", "--", r.dest], stdin=subprocess.DEVNULL,
-                       capture_output=True, timeout=30)
+    p = _ssh(env, [*base_argv(env, True), "-O", "check", "--", r.dest], 30, stdin=subprocess.DEVNULL,
+             capture_output=True)
     return p.returncode == 0
 
 
@@ -74,9 +85,9 @@ def connect(env: Mapping[str, str], r: Remote, batch: Optional[bool] = None) -> 
         return False
     batch = is_batch() if batch is None else batch
     with tempfile.TemporaryFile() as err:  # a file, not a pipe: the master keeps no end of it open
-        p = subprocess.run([*base_argv(env, batch), "-o", "ControlMaster=yes", "-o", f"ControlPersist={PERSIST}",
-                            "-f", "-N", "--", r.dest], stdout=subprocess.DEVNULL, stderr=err,
-                           stdin=subprocess.DEVNULL if batch else None, timeout=600)
+        p = _ssh(env, [*base_argv(env, batch), "-o", "ControlMaster=yes", "-o", f"ControlPersist={PERSIST}",
+                       "-f", "-N", "--", r.dest], 600, stdout=subprocess.DEVNULL, stderr=err,
+                 stdin=subprocess.DEVNULL if batch else None)
         err.seek(0)
         said = err.read().decode("utf-8", "replace")
     if p.returncode != 0:
@@ -86,8 +97,8 @@ def connect(env: Mapping[str, str], r: Remote, batch: Optional[bool] = None) -> 
 
 def logout(env: Mapping[str, str], r: Remote) -> bool:
     """End the master connection; False if none was up."""
-    p = subprocess.run([*base_argv(env, True), "-O", "exit", "--", r.dest], stdin=subprocess.DEVNULL,
-                       capture_output=True, timeout=30)
+    p = _ssh(env, [*base_argv(env, True), "-O", "exit", "--", r.dest], 30, stdin=subprocess.DEVNULL,
+             capture_output=True)
     return p.returncode == 0
 
 
