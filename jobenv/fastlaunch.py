@@ -74,11 +74,11 @@ def run(argv: List[str]) -> Optional[int]:
     if rest[:1] != ["--"] or len(rest) < 2 or rest[1].startswith("-"):
         return None
     from jobenv.core.errors import JobenvError, report_error
-    from .launch.command import _say
+    from .launch.command import say
     from .launch.types import Options
 
     try:
-        return start(job, False, rest[1:], Options(), os.environ, lambda m: _say(f"warning: {m}"))
+        return start(job, False, rest[1:], Options(), os.environ, lambda m: say(f"warning: {m}"))
     except (JobenvError, OSError) as exc:
         return report_error(exc)
     except KeyboardInterrupt:

@@ -72,9 +72,9 @@ def host_path(template: str, host: str) -> str:
 def copy_walk(copy: str) -> List[manifest.Entry]:
     """The manifest of a copy as it is on disk (stamp and relocation aside)."""
     top = set(os.listdir(copy))
-    items = list(manifest._walk("env", copy, lambda rel: rel not in (BASE_DIR, STAMP)))
+    items = list(manifest.walk("env", copy, lambda rel: rel not in (BASE_DIR, STAMP)))
     if BASE_DIR in top:
-        items += list(manifest._walk("base", os.path.join(copy, BASE_DIR)))
+        items += list(manifest.walk("base", os.path.join(copy, BASE_DIR)))
     return items
 
 
