@@ -136,12 +136,13 @@ def jobenv_pkg() -> str:
 
 def test_launch_and_get_call_nothing_above_them():
     """The flows (which job, then the plan, then the launch, with the staged copy) are
-    composed above the parts (jobenv.fastlaunch, the CLI): launch never imports get, lookup
+    composed above the parts (jobenv.launchflow, the CLI): launch never imports get, lookup
     or stage, and get never imports launch, so no part calls back up into another."""
     import glob
     import os
 
-    above_launch = ("jobenv.restore.get", "jobenv.store.lookup", "jobenv.stage", "jobenv.fastlaunch", "jobenv.cli")
+    above_launch = ("jobenv.restore.get", "jobenv.store.lookup", "jobenv.stage", "jobenv.launchflow",
+                    "jobenv.fastlaunch", "jobenv.cli")
     bad = [f"{os.path.basename(p)}: {m}" for p in glob.glob(os.path.join(jobenv_pkg(), "launch", "*.py"))
            for m in _imports(p) if m.startswith(above_launch)]
     bad += [f"get.py: {m}" for m in _imports(os.path.join(jobenv_pkg(), "restore", "get.py")) if m.startswith("jobenv.launch")]

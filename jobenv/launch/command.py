@@ -37,7 +37,7 @@ def rank_wrapper_argv() -> List[str]:
 
 
 def say(msg: str) -> None:
-    """One line `jobenv: MSG` on stderr (also the `launch` program's, jobenv.fastlaunch)."""
+    """One line `jobenv: MSG` on stderr (also the `launch` program's, jobenv.launchflow)."""
     if sys.stderr is None:  # started with stderr closed: nobody to tell
         return
     sys.stderr.write(f"jobenv: {one_line(msg)}\n")
@@ -287,5 +287,5 @@ def _stacks(run_dir: str, nranks: int, log_dir: Optional[str], family: str, last
 def fast_main(argv: List[str]) -> Optional[int]:
     """Kept for `launch` programs written by an older `jobenv save`, which call it first:
     None sends them to the full CLI (`jobenv launch`).  A save writes the new program
-    (jobenv.fastlaunch), which skips click."""
+    (jobenv.launchflow), which skips click."""
     return None
