@@ -15,13 +15,13 @@ from jobenv import launch, launcher_fit, schedulers
 from jobenv.capture import devices
 from jobenv.profiles import load as profiles
 from jobenv.restore import shell
-from jobenv.capture import software
+from jobenv.capture import software_env
 from jobenv.store import files as store
 from jobenv.core.errors import BadInput, JobenvError
 from jobenv.core.hostlist import this_host
 from jobenv.runtime import families as launch_families
 from jobenv.store.record import JobRecord
-from jobenv.store.software import validate
+from jobenv.store.software_field import validate
 from jobenv.schedulers.base import Capture
 
 
@@ -113,7 +113,7 @@ def build(env: Mapping[str, str], opts: Options,
         user = getpass.getuser()
     except Exception:  # no passwd entry in some containers
         user = str(os.getuid())
-    sw = software.capture(env, argv[0])
+    sw = software_env.capture(env, argv[0])
     found = launch_families.known(argv[0], sw["launcher"]) if sw["launcher"] else None
     bad = launcher_fit.mismatch(prof.name, launcher_fit.declared(prof.launchers, str(cand["argv"][0])), found,
                                 sw["launcher"] or argv[0])
