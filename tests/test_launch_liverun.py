@@ -99,3 +99,22 @@ def test_only_an_attempt_jobenv_made_is_accepted(tmp_path, sleeper):
         with pytest.raises(JobenvError, match="not a launch attempt of this job"):
             liverun.find(str(runs), str(d), {}, "job 7")
         assert sorted(p.name for p in d.iterdir()) == ["supervisor"]
+
+
+def test_a_pid_of_another_users_process_is_not_our_launch(tmp_path):
+    """The supervisor's pid, reused since by another user's process, exists but is not the launch
+    (jobenv.core.pids.pid_alive(mine=True)); as root, kill(pid, 0) alone said it was."""
+    if os.getuid() == 0:
+        p = subprocess.Popen(["sleep", "60"], user=65534, group=65534, extra_groups=[])
+        pid = p.pid
+    elif os.stat("/proc/1").st_uid != os.getuid():
+        p, pid = None, 1
+    else:
+        pytest.skip("no process of another user to point at")
+    try:
+        d = attempt(tmp_path / "runs", "20261124-100000-11-a0", HERE, pid, 100.0)
+        assert not liverun.alive(str(d), HERE)
+    finally:
+        if p is not None:
+            p.kill()
+            p.wait()

@@ -176,7 +176,7 @@ def test_launch_program_survives_hostile_paths(tmp_path):
     (odd / "jobenv").mkdir(parents=True)
     (odd / "jobenv" / "__init__.py").write_text("")
     (odd / "jobenv" / "__main__.py").write_text("import sys\ndef main(argv):\n    print(argv)\n    return 0\n")
-    (odd / "jobenv" / "fastlaunch.py").write_text("def run(argv):\n    return None\n")
+    (odd / "jobenv" / "launchflow.py").write_text("def run(argv):\n    return None\n")
     import sys
 
     text = executable.program_text(sys.executable, str(odd))

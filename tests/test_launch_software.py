@@ -12,7 +12,7 @@ import pytest
 from conftest import mpich
 from jobenv.launch import software
 from launchkit import fresh_env, save, shell, tools
-from test_store_software import record_with
+from test_store_software_field import record_with
 
 
 def test_launcher_path():

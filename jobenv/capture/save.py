@@ -16,13 +16,13 @@ from jobenv.launch import sizing
 from jobenv.capture import devices
 from jobenv.profiles import load as profiles
 from jobenv.restore import shell
-from jobenv.capture import software
+from jobenv.capture import software_env
 from jobenv.store import files as store
 from jobenv.core.errors import BadInput, JobenvError
 from jobenv.core.hostlist import this_host
 from jobenv.runtime import families as launch_families
 from jobenv.store.record import JobRecord
-from jobenv.store.software import validate
+from jobenv.store.software_field import validate
 from jobenv.schedulers.base import Capture
 
 
@@ -103,7 +103,7 @@ def build(env: Mapping[str, str], opts: Options,
     cand = launch.pick_launcher(prof)  # the launch decision: recorded, never re-found
     ctx = launch.context(len(cap.hosts), ppn, gpus, hostfile, cap.jobid, prof.vars)
     program = launch.render(cand["argv"], ctx)[0]
-    sw = software.capture(env, program)
+    sw = software_env.capture(env, program)
     row, fam = launch_families.identify(program, sw["launcher"] or None)  # the one derivation of the family
     if prov is not None and not fam:
         raise launch_families.unknown(program)  # it could not be told which job to run in

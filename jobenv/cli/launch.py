@@ -1,7 +1,7 @@
 """`jobenv launch`, `jobenv kill` and `jobenv stacks`: the click commands of a launch's life.
 
 Kept apart from cli.py so the launch's many options (and their help) live with the two
-commands that act on a running launch; the work is in jobenv.fastlaunch and jobenv.launch.
+commands that act on a running launch; the work is in jobenv.launchflow and jobenv.launch.
 cli.py adds these commands to the `jobenv` group.
 """
 from __future__ import annotations
@@ -98,7 +98,7 @@ def launch(job: Optional[str], allow_stale: bool, dry_run: bool, nranks: Optiona
     """
     import shlex
 
-    from jobenv.fastlaunch import start
+    from jobenv.launchflow import start
     from jobenv.cli.launch_args import endpoint, refuse_conflicts, same, tee_ranks
     from jobenv.cli.launch_args import nnodes as parse_nnodes
     from jobenv.cli.launch_args import nproc_per_node as parse_nproc
@@ -138,7 +138,7 @@ def kill_cmd(job: Optional[str], run: Optional[str]) -> None:
     \b
     Exit code: 0 when every rank found running ended; 1 when some still run.
     """
-    from jobenv.fastlaunch import kill
+    from jobenv.launchflow import kill
 
     raise click.exceptions.Exit(kill(job, run, os.environ, lambda m: click.echo(f"jobenv: {m}", err=True)))
 

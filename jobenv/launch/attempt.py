@@ -120,7 +120,7 @@ def srun_mpi(rec: JobRecord, argv: List[str], row: families.Family, environ: Map
     """srun's --mpi for the job's recorded MPI packages (the rule: launcher_fit.srun_world), added
     to `argv` when the user gave none (an --mpi flag, SLURM_MPI_TYPE); the warnings for the
     worlds that would split into singletons."""
-    from jobenv.store.software import validate
+    from jobenv.store.software_field import validate
     from ..launcher_fit import srun_world
 
     built = (validate(rec.software) or {}).get("mpi") or {}

@@ -38,7 +38,8 @@ def rank_wrapper_argv() -> List[str]:
     return list(wrapper_argv())
 
 
-def _say(msg: str) -> None:
+def say(msg: str) -> None:
+    """One line `jobenv: MSG` on stderr (also the `launch` program's, jobenv.launchflow)."""
     if sys.stderr is None:  # started with stderr closed: nobody to tell
         return
     sys.stderr.write(f"jobenv: {one_line(msg)}\n")
@@ -46,7 +47,7 @@ def _say(msg: str) -> None:
 
 
 def _warn(msg: str) -> None:
-    _say(f"warning: {msg}")
+    say(f"warning: {msg}")
 
 
 def run(rec: JobRecord, command: List[str], opts: Options, base_env: Mapping[str, str], dry_run: bool = False,
@@ -54,7 +55,7 @@ def run(rec: JobRecord, command: List[str], opts: Options, base_env: Mapping[str
     """Launch `command` (with retries) in `base_env`, the restore plan's environment; the exit
     code of the last attempt.  `rank_prefix` goes between the per-rank wrapper and the command
     (the staged copy's, which the caller takes from jobenv.stage)."""
-    from jobenv.store.software import validate
+    from jobenv.store.software_field import validate
     from .program import check, python_form, python_name, script_end
 
     command = python_form(command, opts.module, python_name(validate(rec.software), opts.python), os.getcwd())
@@ -71,7 +72,7 @@ def run(rec: JobRecord, command: List[str], opts: Options, base_env: Mapping[str
     from .requeue import keep_script, restarts_before
 
     if opts.requeue:  # before any rank runs: the script a resubmission would run (keptscript)
-        keep_script(rec, base_env, _say)
+        keep_script(rec, base_env, say)
     before, runs_before = restarts_before(rec, base_env, opts.requeue)
     for attempt in range(opts.retries + 1):
         run_dir = ranks.make_run_dir(runs, f"a{attempt}")
@@ -80,7 +81,7 @@ def run(rec: JobRecord, command: List[str], opts: Options, base_env: Mapping[str
         runs_history.note_log_dir(run_dir, log_dir)  # where `jobenv logs` finds this attempt's rank logs
         plan, warnings = plan_attempt(rec, hosts.request, opts, os.path.join(run_dir, "hostfile"), base_env)
         for w in warnings:
-            _say(f"warning: {w}")
+            say(f"warning: {w}")
         snapshot: List[ranks.RunState] = []
         env = attempt_env(plan, base_env, run_dir, log_dir, gpu_bind, opts.hook, opts.stacks)
         env.update(JOBENV_RESTART_COUNT=str(failover.restart_count(attempt, before)),
@@ -101,11 +102,11 @@ def run(rec: JobRecord, command: List[str], opts: Options, base_env: Mapping[str
             failure = _failure(verdict, out, log_dir, plan.family)
             why = "" if verdict.cause in ("timeout", "idle-timeout") else failover.futile(failure)
             if why:
-                _say(f"not retrying: {why} (a retry would fail the same way)")
+                say(f"not retrying: {why} (a retry would fail the same way)")
                 return rc
             if opts.failover:
                 hosts = _fail_over(rec, hosts, plan, failure, run_dir, runs, base_env)
-            _say(f"retrying ({attempt + 2} of {opts.retries + 1})")
+            say(f"retrying ({attempt + 2} of {opts.retries + 1})")
     return rc
 
 
@@ -130,16 +131,16 @@ def _dry_run(rec: JobRecord, hosts: failover.Hosts, opts: Options, runs: str, ar
     from jobenv.restore.shell import join
 
     for w in warnings:
-        _say(f"warning: {w}")
+        say(f"warning: {w}")
 
     print(join(plan.launcher + argv), flush=True)
     from .chosen import describe
 
     for line in describe(plan.size, gpu_bind, plan.launcher, families.get(plan.family)):
-        _say(line)
+        say(line)
     if local_rank_at:
         word = argv[len(rank_wrapper_argv()) + int(local_rank_at) - 1]
-        _say(f"each rank's program gets --local_rank=<its local rank> after {word!r} (--local-rank-arg)")
+        say(f"each rank's program gets --local_rank=<its local rank> after {word!r} (--local-rank-arg)")
     return 0
 
 
@@ -151,20 +152,20 @@ def _ended(rec: JobRecord, verdict: Verdict, out: supervise.Supervised, plan: At
     if verdict.cause == "preempted":  # the ranks had their grace; bring the job back
         from .requeue import bring_back
 
-        bring_back(rec, base_env, verdict.signal or 0, _say, runs_before)
+        bring_back(rec, base_env, verdict.signal or 0, say, runs_before)
         return True
     if verdict.cause == "signal":  # the user (or timeout(1)) stopped it: one line, no summary, no retry
         if verdict.signal != signal.SIGPIPE:
-            _say(report.interrupted(verdict))
+            say(report.interrupted(verdict))
         return True
     if verdict.outcome == "ok":
         from jobenv.rank.teardown import warning
 
         for r in verdict.excused:  # every program finished; some died in interpreter teardown after
-            _say(warning(r))
+            say(warning(r))
         return True
     for line in report.summarize(verdict, out, run_dir, log_dir, plan.size, opts, plan.family):
-        _say(line)
+        say(line)
     return False
 
 
@@ -180,7 +181,7 @@ def _first_hosts(rec: JobRecord, opts: Options, runs: str, dry_run: bool) -> fai
     latest = {e["host"]: e for e in entries}
     for host in hosts.left_out:  # the ledger names the job's hosts as the record spells them
         if host in latest:
-            _say(f"leaving out {badhosts.describe(latest[host])} (retired; --hosts naming it uses it again)")
+            say(f"leaving out {badhosts.describe(latest[host])} (retired; --hosts naming it uses it again)")
     return hosts
 
 
@@ -206,7 +207,7 @@ def _fail_over(rec: JobRecord, hosts: failover.Hosts, plan: Attempt, failure: fa
     i = host_index(rec.hosts, v.host) if v.host else None
     if v.host is None or i is None:
         why = f"{v.fault}: {v.why}" if v.fault else v.why or f"{v.host} is not a host of job {rec.jobid}"
-        _say(f"no host retired: {why}")
+        say(f"no host retired: {why}")
         return hosts
     v.host = rec.hosts[i]
     evidence = "named" if v.named else "guessed"
@@ -218,11 +219,11 @@ def _fail_over(rec: JobRecord, hosts: failover.Hosts, plan: Attempt, failure: fa
         _warn(f"bad-host ledger {badhosts.path(runs)} not updated: {one_line(str(exc))}")
     nxt = failover.replace(rec.hosts, rec.ranks_per_host, hosts, v.host, rec.jobid)
     if nxt is None:
-        _say(f"retired {v.host} ({v.how}, {evidence}) but no spare host is left: retrying on the same hosts")
+        say(f"retired {v.host} ({v.how}, {evidence}) but no spare host is left: retrying on the same hosts")
         return hosts
     now = sizing.choose(rec.hosts, rec.ranks_per_host, nxt.request, rec.jobid).hosts
     spare = [h for h in now if h not in plan.size.hosts]
-    _say(f"retired {v.host} ({v.how} of rank {v.rank}, {evidence}; ledger {badhosts.path(runs)}): "
+    say(f"retired {v.host} ({v.how} of rank {v.rank}, {evidence}; ledger {badhosts.path(runs)}): "
          f"{', '.join(spare) or 'no host'} takes its place")
     return nxt
 
@@ -249,7 +250,7 @@ def _supervised(plan: Attempt, argv: List[str], opts: Options, env: Dict[str, st
     out = supervise.run(launcher + argv, env, opts.limits, log_dir, on_expire, before_kill, preempt=watch_for,
                         on_stacks=on_stacks)
     if out.dropped:
-        _say(f"warning: {out.dropped} bytes of output dropped: our output was not read fast enough "
+        say(f"warning: {out.dropped} bytes of output dropped: our output was not read fast enough "
              "(--log-dir DIR keeps every byte)")
     return out
 
@@ -257,7 +258,7 @@ def _supervised(plan: Attempt, argv: List[str], opts: Options, env: Dict[str, st
 def _tell_ranks(run_dir: str, cancel: str, env: Mapping[str, str], step: str, signum: int) -> None:
     from .requeue import deliver
 
-    deliver(run_dir, cancel, env, step, signum, _say)
+    deliver(run_dir, cancel, env, step, signum, say)
 
 
 def _snapshot(into: List[ranks.RunState], run_dir: str) -> None:
@@ -279,5 +280,5 @@ def _stacks(run_dir: str, nranks: int, log_dir: Optional[str], family: str, last
 def fast_main(argv: List[str]) -> Optional[int]:
     """Kept for `launch` programs written by an older `jobenv save`, which call it first:
     None sends them to the full CLI (`jobenv launch`).  A save writes the new program
-    (jobenv.fastlaunch), which skips click."""
+    (jobenv.launchflow), which skips click."""
     return None

@@ -26,7 +26,7 @@ def program_text(python: str = sys.executable, package_parent: Optional[str] = N
     from jobenv.core.quoting import quote
 
     parent = package_parent or os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-    code = ("from jobenv.fastlaunch import run as f; rc = f(sys.argv[1:]); "
+    code = ("from jobenv.launchflow import run as f; rc = f(sys.argv[1:]); "
             "from jobenv.__main__ import main; sys.exit(main(sys.argv[1:]) if rc is None else rc)")
     run = "exec " + " ".join(quote(a) for a in code_argv(python, code, pin=parent))
     return ("#!/bin/sh\n"

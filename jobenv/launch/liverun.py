@@ -13,6 +13,7 @@ import re
 import time
 
 from jobenv.core.errors import JobenvError
+from jobenv.core.pids import pid_alive
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -58,13 +59,7 @@ def alive(run_dir: str, here: str, now: Optional[float] = None) -> bool:
         return False
     host, pid, _ = sup
     if _same_host(host, here):
-        try:
-            os.kill(pid, 0)
-        except ProcessLookupError:
-            return False
-        except PermissionError:  # a pid reused by another user: not our launch
-            return False
-        return True
+        return pid_alive(pid, mine=True)  # a pid reused by another user's process: not our launch
     return _beat_fresh(run_dir, time.time() if now is None else now)
 
 

@@ -16,7 +16,7 @@ from jobenv.core.errors import BadInput
 from jobenv.core.hostlist import compress, expand, host_index, hostfile_text
 from jobenv.core.numparse import plural
 from jobenv.runtime import families
-from . import context, render
+from .template import context, render
 
 TYPE_CHECKING = False  # `import typing`/`dataclasses` cost ~50 ms: `launch` starts on every run
 if TYPE_CHECKING:

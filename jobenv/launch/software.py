@@ -1,13 +1,13 @@
 """The launcher a launch runs: the job's recorded absolute launcher while it is still here
 (`launcher_path`), its family as the record says (`launcher_family`), with launch's word,
-before any rank starts, when it cannot start the job's MPI packages as one world (`world_warning`).  The record's field is read by
-jobenv.store.software; save records it (jobenv.capture.software).
+before any rank starts, when it cannot start the job's MPI packages as one world (`world_warning`).
+The record's field is read by jobenv.store.software_field; save records it (jobenv.capture.software_env).
 """
 from __future__ import annotations
 
 import os
 
-from jobenv.store.software import field
+from jobenv.store.software_field import field
 
 TYPE_CHECKING = False  # `import typing` costs ~5 ms on every `launch`
 if TYPE_CHECKING:

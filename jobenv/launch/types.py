@@ -42,7 +42,7 @@ class Options:
         self.requeue, self.grace = requeue, grace  # pre-emption: jobenv.launch.preempt
         self.module = module  # -m: the command is a module the job's Python runs (jobenv.launch.program)
         self.local_rank_arg = local_rank_arg  # each rank's program gets DeepSpeed's --local_rank=N
-        self.standalone = standalone  # torchrun's --standalone: this host alone (jobenv.fastlaunch)
+        self.standalone = standalone  # torchrun's --standalone: this host alone (jobenv.launchflow)
         # torchrun's --master-addr/--master-port (--rdzv-endpoint): the ranks' MASTER_ADDR/PORT as given
         self.master_addr, self.master_port = master_addr, master_port
 

@@ -23,7 +23,7 @@ from jobenv.core.errors import BadInput, visible
 MAX_BYTES = 1 << 20  # a profile is a few hundred bytes; a larger file is not one
 KEYS = ("name", "description", "scheduler", "match", "gpus_per_host", "vars", "launchers", "env", "gpu_bind",
         "submit", "fabric")
-_PLACEHOLDER = re.compile(r"\{(\w+)\}")
+PLACEHOLDER = re.compile(r"\{(\w+)\}")
 
 Fail = Callable[[str, str], "ProfileError"]
 
@@ -136,7 +136,7 @@ def launchers(cands: Any, known: Set[str], fail: Fail) -> List[Dict[str, Any]]:
             for part in parts or ():
                 if not isinstance(part, (str, int)) or isinstance(part, bool):
                     raise fail("launchers", f"argv entries must be strings or numbers, not {shown(part)}")
-                for ph in _PLACEHOLDER.findall(part if isinstance(part, str) else ""):
+                for ph in PLACEHOLDER.findall(part if isinstance(part, str) else ""):
                     if ph not in known:
                         raise fail("launchers", f"unknown placeholder {{{ph[:40]}}}")
     return cands

@@ -39,7 +39,7 @@ from jobenv.profiles import check
 from jobenv.profiles import submit as submit_keys
 from jobenv.core.errors import JobenvError
 from jobenv.core.numparse import MAX_PER_HOST
-from jobenv.profiles.check import _PLACEHOLDER, MAX_BYTES, ProfileError  # noqa: F401 - _PLACEHOLDER: launch renders with it
+from jobenv.profiles.check import MAX_BYTES, ProfileError
 from jobenv.schedulers import NAMES as SCHEDULERS
 from jobenv.schedulers import PROFILES as DEFAULT_PROFILES
 

@@ -31,11 +31,12 @@ else:  # as the keeper (no enum import)
     import _signal as signal
 
 if __package__:  # jobenv.rank.agent (tests, mypy)
-    from .keeper import started
     from .lines import number, parse
-else:  # `agent`, beside it, in the keeper's isolated Python (sys.path[0]: this directory alone)
-    from keeper import started  # type: ignore[import-not-found, no-redef]
+    from .procstat import started
+else:  # `agent`, beside it, in the keeper's isolated Python (sys.path[0]: this directory alone);
+    # never the keeper itself (run as __main__, it would be loaded a second time as `keeper`)
     from lines import number, parse  # type: ignore[import-not-found, no-redef]
+    from procstat import started  # type: ignore[import-not-found, no-redef]
 
 BEAT_S = 1.0
 KILL_AFTER_S = 5.0

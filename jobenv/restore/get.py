@@ -80,7 +80,7 @@ def _extra_items(rec: JobRecord, env: Mapping[str, str], host: str, python: bool
     as another checkout's editable install, must not answer for it)."""
     here = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # jobenv/, from jobenv/restore/get.py
     items: List[Item] = []
-    for name, field in (("store.software", "software"), ("stage", "staged")):
+    for name, field in (("store.software_field", "software"), ("stage", "staged")):
         if not getattr(rec, field, None) or not python and name == "stage":
             continue
         rel = os.path.join(*name.split("."))
@@ -90,7 +90,7 @@ def _extra_items(rec: JobRecord, env: Mapping[str, str], host: str, python: bool
         mod = __import__(f"jobenv.{name}", fromlist=["restore_items"])
         fn = getattr(mod, "restore_items", None)
         if fn is not None:
-            items.append(fn(rec, env, host, python=python) if name == "store.software" else fn(rec, env, host))
+            items.append(fn(rec, env, host, python=python) if name == "store.software_field" else fn(rec, env, host))
     return items
 
 

@@ -6,7 +6,7 @@ A scheduler file (`jobenv/schedulers/<name>.py`) defines `SCHEDULER = Scheduler(
 facts as data (job-id variables, prefixes, marks, site variables, secrets, nodefile,
 detection priority, generic profile) and its behaviour as functions (capture, the liveness
 query and its parser).  Everything else reads the facts through the tables in
-`jobenv/schedulers/__init__.py`, which `python -m jobenv.schedulers.render` writes from
+`jobenv/schedulers/tables.py`, which `python -m jobenv.schedulers.render` writes from
 these descriptors (a test proves they are that rendering), so a shell in no job loads
 no scheduler file.
 """

@@ -7,7 +7,7 @@ from typing import Any, Dict, List, Mapping, Optional, Tuple
 
 from jobenv.core.numparse import plural
 from ..runtime import DistInfo
-from . import PHASES
+from .codes import PHASES
 
 
 def summarize(results: Dict[int, Dict[str, Any]], info: DistInfo) -> Dict[str, Any]:

@@ -16,7 +16,7 @@ from typing import Any, Dict, List, Optional
 import click
 
 from jobenv.core.errors import EXIT_ERROR, one_line
-from jobenv.core.numparse import _plain
+from jobenv.core.numparse import is_decimal
 from jobenv.store.record import JobRecord
 
 
@@ -27,7 +27,7 @@ class Fraction(click.ParamType):  # type: ignore[type-arg]  # generic only in ne
 
     def convert(self, value: object, param: Optional[click.Parameter], ctx: Optional[click.Context]) -> float:
         text = str(value)
-        x = float(text) if len(text) <= 20 and _plain(text) else -1.0
+        x = float(text) if len(text) <= 20 and is_decimal(text) else -1.0
         if not 0 < x <= 1:
             self.fail(f"give a fraction above 0 and at most 1 (like 0.9), not {text!r}", param, ctx)
         return x

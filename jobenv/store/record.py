@@ -75,7 +75,7 @@ class JobRecord:
         self.env_file = env_file  # file name (no directory) of the env file this save wrote
         self.extra = extra if extra is not None else {}
         self.staged = staged if staged is not None else {}  # optional: `jobenv stage` copies per host
-        self.software = software  # optional: jobenv.store.software (Python env, launcher path, modules)
+        self.software = software  # optional: jobenv.store.software_field (Python env, launcher path, modules)
         self.provenance = provenance  # optional: captured from outside the job (jobenv.capture.outside)
         # save's launch decision ({argv, vars}: the profile's template it rendered `launch` from);
         # None in a record older than version 3
@@ -295,7 +295,7 @@ def _family(data: Dict[str, Any], where: str) -> Optional[str]:
 
 def _software(value: Any) -> Optional[Dict[str, Any]]:
     """Optional `software` field, validated by its owner module (dropped, not fatal, when malformed)."""
-    from jobenv.store.software import validate
+    from jobenv.store.software_field import validate
 
     return validate(value)
 

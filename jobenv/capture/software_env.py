@@ -3,7 +3,7 @@
 A fresh shell on another node has neither the venv activated nor the modules loaded, so a
 bare `mpiexec` or `python3` may resolve to another MPI or interpreter.  `save` records
 what the first shell used (`capture`, stored as the record's optional `software` field);
-the restore plan re-activates it (jobenv.store.software.restore_items), and `jobenv launch`
+the restore plan re-activates it (jobenv.store.software_field.restore_items), and `jobenv launch`
 runs the recorded launcher by its absolute path (jobenv.launch.software.launcher_path).
 
 Pure functions of an environment mapping (plus `os.path` checks at the edges).

@@ -3,7 +3,7 @@ keeps of a loaded record) and what the restore plan re-activates from it (`resto
 
 A fresh shell on another node has neither the venv activated nor the modules loaded, so a
 bare `mpiexec` or `python3` may resolve to another MPI or interpreter.  `save` records what
-the first shell used (jobenv.capture.software); `get`'s restore plan re-activates it from
+the first shell used (jobenv.capture.software_env); `get`'s restore plan re-activates it from
 here, and `jobenv launch` runs the recorded launcher by its absolute path
 (jobenv.launch.software).  Standard library only: the restore plan loads it on the `get` path.
 """

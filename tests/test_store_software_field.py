@@ -1,4 +1,4 @@
-"""The record's `software` field read back (jobenv.store.software): checked, round-tripped,
+"""The record's `software` field read back (jobenv.store.software_field): checked, round-tripped,
 re-activated by the restore plan."""
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from jobenv.store import software
+from jobenv.store import software_field
 from jobenv.store.record import from_dict
 
 
@@ -16,7 +16,7 @@ from jobenv.store.record import from_dict
     {"launcher": ["/bin/sh"]}, {"modules": 3},
 ])
 def test_malformed_field_is_dropped_not_fatal(bad):
-    got = software.validate(bad)
+    got = software_field.validate(bad)
     assert got is None or (got["python"] is None and got["launcher"] is None and got["modules"] is None)
 
 
@@ -39,12 +39,12 @@ def test_restore_items(tmp_path):
     (tmp_path / "bin").mkdir()
     rec = record_with({"python": {"kind": "conda", "prefix": str(tmp_path), "executable": str(tmp_path / "bin/python3")},
                 "launcher": None, "modules": "PrgEnv-gnu:cudatoolkit/12.2"})
-    sets, path, warns = software.restore_items(rec, {"LOADEDMODULES": "PrgEnv-gnu"}, "x1")
+    sets, path, warns = software_field.restore_items(rec, {"LOADEDMODULES": "PrgEnv-gnu"}, "x1")
     assert sets == {"CONDA_PREFIX": str(tmp_path)} and path == [str(tmp_path / "bin")]
     assert warns == ["loaded modules differ from the saved job's; to match it run: "
                      "module purge && module load PrgEnv-gnu cudatoolkit/12.2"]
-    assert software.restore_items(rec, {"LOADEDMODULES": "PrgEnv-gnu:cudatoolkit/12.2"}, "x1", python=False) == ({}, [], [])
+    assert software_field.restore_items(rec, {"LOADEDMODULES": "PrgEnv-gnu:cudatoolkit/12.2"}, "x1", python=False) == ({}, [], [])
     gone = record_with({"python": {"kind": "venv", "prefix": "/nonexistent/v", "executable": "/nonexistent/v/bin/python"}})
-    sets, path, warns = software.restore_items(gone, {}, "x2")
+    sets, path, warns = software_field.restore_items(gone, {}, "x2")
     assert (sets, path) == ({}, []) and "not here on x2" in warns[0]
-    assert software.restore_items(record_with(None), {"LOADEDMODULES": "a"}, "h") == ({}, [], [])
+    assert software_field.restore_items(record_with(None), {"LOADEDMODULES": "a"}, "h") == ({}, [], [])
