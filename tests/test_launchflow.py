@@ -27,10 +27,11 @@ def programs(tmp_path):
 
 
 def test_a_launch_program_written_by_an_older_save_still_takes_the_fast_path(tmp_path, home):
-    """No job to launch in: both programs give the same one-line error and exit code from the fast
-    path (click never loads: PYTHONPROFILEIMPORTTIME lists every import); without the old
-    name the older program would end in a ModuleNotFoundError traceback."""
-    env = base_env(home, {"PYTHONPROFILEIMPORTTIME": "1"})
+    """No job to launch in (inside a Slurm job that was never saved: outside any job, launch would
+    run on this host as torchrun does): both programs give the same one-line error and exit code
+    from the fast path (click never loads: PYTHONPROFILEIMPORTTIME lists every import); without
+    the old name the older program would end in a ModuleNotFoundError traceback."""
+    env = base_env(home, {"PYTHONPROFILEIMPORTTIME": "1", "SLURM_JOB_ID": "4242"})
     env.pop("PYTHONPATH")  # the programs pin jobenv's directory themselves
     got = []
     for path in programs(tmp_path):
