@@ -115,6 +115,15 @@ def _dedup(binds: Sequence[Tuple[str, str, bool]]) -> List[Tuple[str, str, bool]
     return same + [b for b in binds if b[0] != b[1]]
 
 
+def staged_root(template: str) -> str:
+    """The directory that holds every host's staged copy: the template's path up to the host's
+    name (`/local/%h/env` -> /local), or the copy itself when every host has it at one path."""
+    if "%h" not in template:
+        return template
+    head = template.split("%h")[0]
+    return (head if head.endswith("/") else os.path.dirname(head)).rstrip("/") or "/"
+
+
 def host_gpus() -> str:
     """The GPU vendor whose device files this host has ("" : none): which GPU flag the runtime gets
     when the profile names none."""
@@ -159,9 +168,11 @@ def plan(req: Request, env: Mapping[str, str], cwd: str, log_dir: Optional[str],
     if log_dir:
         paths.append((log_dir, False))
     if staged:
-        fixed = staged.split("%h")[0].rstrip("/") if "%h" in staged else staged
-        paths.append((fixed if "%h" not in staged else os.path.dirname(fixed + "x"), True))
+        paths.append((staged_root(staged), True))
     binds = same_path_binds(paths) + [parse_bind(b) for b in req.binds]
+    if any(src == "/" for src, _, _ in binds):
+        raise BadInput("--container: refusing to bind / into the container (the working directory, the store "
+                       "or a staged copy is /): run from a directory of your own")
     if row.needs_target:
         binds = onto_image(binds, image)
     pp = python_path_dir(store)
