@@ -92,7 +92,7 @@ def test_ranks_see_what_they_would_see_outside(image, tmp_path):
     work = tmp_path / "work"
     work.mkdir()
     inside = _launch(env, work, "--master-port", "29517", "--container", str(image), "--container-runtime",
-                     "charliecloud", "--", "/usr/bin/python3", "-c", PROBE)
+                     "charliecloud", "--", "python3", "-c", PROBE)  # the image's: PATH/python3 here is the host's
     assert inside.returncode == 0, inside.stderr
     led = _ledger(env)  # the rank hook ran inside: its lines reached the host's ledger through the bound store
     assert all(f"{w} {r} " in led for w in ("hook", "clean") for r in (0, 1)), led

@@ -4,7 +4,8 @@ Fixtures from the runtimes' own documentation (docs/containers.md cites each pag
 - Apptainer `apptainer exec [exec options...] <container> <command>`: `-B/--bind src[:dest[:opts]]`
   (opts `ro`), `--nv`, `--rocm`, `--pwd`, `--env` (the apptainer-exec(1) man page);
 - Charliecloud `ch-run [OPTION...] IMAGE -- CMD [ARG...]`: `-b/--bind=SRC[:DST]`, `-c/--cd=DIR`
-  (ch-run(1), 0.31 as Debian ships it: `ch-run --help` here);
+  (ch-run(1), 0.31 as Debian ships it: `ch-run --help` here); `--unset-env=PATH` leaves ch-run to
+  set its default PATH (measured here: /usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin);
 - podman `podman run` `--volume`, `--workdir`, `--env-host`, `--device` (CDI `nvidia.com/gpu=all`);
   NERSC's podman-hpc adds `--gpu` and `--mpi` (github.com/NERSC/podman-hpc);
 - Shifter `shifter --image=... --volume=SRC:DST --module=...` (NERSC/shifter doc/command/shifter.rst;
@@ -28,7 +29,7 @@ BINDS = [("/home/u/run", "/home/u/run", False), ("/lus/jobenv", "/lus/jobenv", T
                              "--pwd=/home/u/run", "--nv", "img.sif"]),
     ("apptainer", "amd", ["apptainer", "exec", "--bind=/home/u/run:/home/u/run", "--bind=/lus/jobenv:/lus/jobenv:ro",
                           "--pwd=/home/u/run", "--rocm", "img.sif"]),
-    ("charliecloud", "", ["ch-run", "--bind=/home/u/run:/home/u/run", "--bind=/lus/jobenv:/lus/jobenv",
+    ("charliecloud", "", ["ch-run", "--unset-env=PATH", "--bind=/home/u/run:/home/u/run", "--bind=/lus/jobenv:/lus/jobenv",
                           "--cd=/home/u/run", "img.sif", "--"]),
     ("podman", "nvidia", ["podman", "run", "--rm", "--net=host", "--pid=host", "--ipc=host", "--userns=keep-id",
                           "--env-host", "--volume=/home/u/run:/home/u/run", "--volume=/lus/jobenv:/lus/jobenv:ro",

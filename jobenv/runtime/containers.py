@@ -28,11 +28,11 @@ class Runtime:
     """One container runtime.  A flag ending in '=' takes its value in the same word."""
 
     __slots__ = ("name", "title", "program", "argv", "image_flag", "image_last", "bind", "bind_join",
-                 "read_only", "env_all", "env_flag", "gpu", "workdir", "ends", "needs_target", "launcher_flags")
+                 "read_only", "env_all", "image_path", "gpu", "workdir", "ends", "needs_target", "launcher_flags")
 
     def __init__(self, name: str, title: str, program: str, *, argv: Tuple[str, ...], image_flag: str = "",
                  image_last: Tuple[str, ...] = (), bind: str, bind_join: str = "", read_only: str = "",
-                 env_all: Tuple[str, ...] = (), env_flag: str = "", gpu: Dict[str, Tuple[str, ...]],
+                 env_all: Tuple[str, ...] = (), image_path: Tuple[str, ...] = (), gpu: Dict[str, Tuple[str, ...]],
                  workdir: str, ends: str, needs_target: bool = False, launcher_flags: bool = False) -> None:
         self.name, self.title, self.program = name, title, program
         self.argv = argv  # the runtime's words before its options (`apptainer exec`)
@@ -42,7 +42,9 @@ class Runtime:
         self.bind_join = bind_join  # or all binds in one flag, joined by this (Pyxis: ',')
         self.read_only = read_only  # the suffix of a read-only bind ("" : the runtime has none)
         self.env_all = env_all  # flags that pass the host's whole environment (() : passed by default)
-        self.env_flag = env_flag  # sets NAME=VALUE inside (what `jobenv doctor` shows)
+        # flags that give the program the image's PATH, not the host's (Apptainer does so itself): a
+        # host PATH would find the host's programs wherever a bound directory holds them
+        self.image_path = image_path
         self.gpu = gpu  # vendor (nvidia | amd | intel) -> the flags that give the container the GPUs
         self.workdir = workdir  # the container's working directory ("" : it keeps the host's, as shifter does)
         self.ends = ends  # how its program's end reaches the keeper: "exec" | "exit128" (docstring)
@@ -52,25 +54,26 @@ class Runtime:
 
 RUNTIMES = (
     Runtime("apptainer", "Apptainer (Singularity)", "apptainer", argv=("apptainer", "exec"),
-            bind="--bind=", read_only=":ro", env_flag="--env=",
+            bind="--bind=", read_only=":ro",
             gpu={"nvidia": ("--nv",), "amd": ("--rocm",), "intel": ()},
             workdir="--pwd=", ends="exit128"),
     Runtime("charliecloud", "Charliecloud", "ch-run", argv=("ch-run",), image_last=("--",), bind="--bind=",
+            image_path=("--unset-env=PATH",),
             gpu={"nvidia": (), "amd": (), "intel": ()}, workdir="--cd=", ends="exec", needs_target=True),
     Runtime("podman", "Podman", "podman", argv=("podman", "run", "--rm", "--net=host", "--pid=host",
                                                 "--ipc=host", "--userns=keep-id"),
-            bind="--volume=", read_only=":ro", env_all=("--env-host",), env_flag="--env=",
+            bind="--volume=", read_only=":ro", env_all=("--env-host",),
             gpu={"nvidia": ("--device=nvidia.com/gpu=all",), "amd": ("--device=/dev/kfd", "--device=/dev/dri"),
                  "intel": ("--device=/dev/dri",)},
             workdir="--workdir=", ends="exit128"),
     Runtime("podman-hpc", "podman-hpc (NERSC)", "podman-hpc", argv=("podman-hpc", "run", "--rm"),
-            bind="--volume=", read_only=":ro", env_all=("--env-host",), env_flag="--env=",
+            bind="--volume=", read_only=":ro", env_all=("--env-host",),
             gpu={"nvidia": ("--gpu",), "amd": (), "intel": ()}, workdir="--workdir=", ends="exit128"),
     Runtime("shifter", "Shifter (NERSC)", "shifter", argv=("shifter",), image_flag="--image=", bind="--volume=",
-            env_flag="--env=", gpu={"nvidia": ("--module=gpu",), "amd": (), "intel": ()}, workdir="",
+            gpu={"nvidia": ("--module=gpu",), "amd": (), "intel": ()}, workdir="",
             ends="exit128"),
     Runtime("pyxis", "Pyxis/Enroot (srun --container-image)", "srun", argv=(), image_flag="--container-image=",
-            bind="--container-mounts=", bind_join=",", read_only=":ro", env_flag="",
+            bind="--container-mounts=", bind_join=",", read_only=":ro",
             gpu={"nvidia": (), "amd": (), "intel": ()}, workdir="--container-workdir=", ends="exec",
             launcher_flags=True),
 )
@@ -93,7 +96,7 @@ def prefix(row: Runtime, image: str, binds: Sequence[Tuple[str, str, bool]], wor
     """The words before the program: the runtime, its options (the host's environment, the binds
     (SRC, DST, read-only), the working directory, the GPU flags for vendor `gpu` ("" : none), the
     profile's `extra` flags), then the image.  For Pyxis, the flags for srun's line (no program)."""
-    words = list(row.argv) + list(row.env_all)
+    words = list(row.argv) + list(row.env_all) + list(row.image_path)
     if row.bind_join and binds:
         words.append(row.bind + row.bind_join.join(bind_word(row, s, d, ro) for s, d, ro in binds))
     else:
