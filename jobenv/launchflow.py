@@ -14,7 +14,7 @@ import os
 
 TYPE_CHECKING = False  # `import typing`/`dataclasses` cost ~50 ms: `launch` starts on every run
 if TYPE_CHECKING:
-    from typing import Callable, List, Mapping, Optional
+    from typing import Callable, Dict, List, Mapping, Optional
 
     from .launch.types import Options
     from .store.record import JobRecord
@@ -51,7 +51,27 @@ def start(job: Optional[str], allow_stale: bool, command: List[str], opts: Optio
         from .launch.program import shell_named
 
         command = shell_named(command)  # `sh -c SCRIPT`: --local_rank=N goes to the script's "$@"
-    return run(rec, command, opts, env, dry_run, rank_prefix(rec))
+    prefix = rank_prefix(rec)
+    if opts.container is not None:
+        prefix = container_words(rec, opts, env) + prefix
+    return run(rec, command, opts, env, dry_run, prefix)
+
+
+def container_words(rec: JobRecord, opts: Options, env: Dict[str, str]) -> List[str]:
+    """`launch --container`: the container's words before each rank's program (the staged copy's
+    rankenv.sh then runs inside it); its variables into `env`; Pyxis's flags onto srun's line."""
+    from .launch.container import plan
+    from .profiles import load as profiles
+    from .stage.restore import template
+
+    assert opts.container is not None
+    prof = profiles.load_all(env).get(rec.machine) if rec.machine else None
+    site = getattr(prof, "container", None) or {}
+    box = plan(opts.container, env, os.getcwd(), opts.log_dir, template(rec), site.get("runtimes", ()),
+               site.get("flags"), site.get("gpu", ""))
+    env.update(box.env)
+    opts.launcher_args = list(box.launcher_flags) + opts.launcher_args
+    return box.words
 
 
 def _this_host_alone(environ: Mapping[str, str], warn: Callable[[str], None]) -> bool:

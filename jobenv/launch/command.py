@@ -59,7 +59,8 @@ def run(rec: JobRecord, command: List[str], opts: Options, base_env: Mapping[str
     from .program import check, python_form, python_name, script_end
 
     command = python_form(command, opts.module, python_name(validate(rec.software), opts.python), os.getcwd())
-    check(command, base_env)
+    if opts.container is None:  # in a container the program is the image's: the runtime says when it is missing
+        check(command, base_env)
     runs = store.runs_dir(store.key_for(rec.scheduler, rec.jobid), dict(base_env))
     argv = rank_wrapper_argv() + list(rank_prefix) + command
     # where the rank keeper (jobenv/rank/keeper.py) puts --local_rank=N in the words it runs

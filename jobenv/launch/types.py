@@ -10,6 +10,8 @@ TYPE_CHECKING = False  # `import typing`/`dataclasses` cost ~50 ms: `launch` sta
 if TYPE_CHECKING:
     from typing import AbstractSet, List, Optional
 
+    from .container import Request as ContainerRequest
+
 
 class Limits:
     """--timeout and --idle-timeout (seconds; None: no limit), which jobenv.launch.clocks watches."""
@@ -28,7 +30,7 @@ class Options:
                  hook: bool = True, requeue: bool = False, grace: Optional[float] = None,
                  stacks: bool = False, module: bool = False, local_rank_arg: bool = False,
                  standalone: bool = False, master_addr: Optional[str] = None,
-                 master_port: Optional[int] = None) -> None:
+                 master_port: Optional[int] = None, container: Optional[ContainerRequest] = None) -> None:
         self.request = request or Request()
         self.launcher_args = list(launcher_args or [])
         self.label, self.log_dir = label, log_dir
@@ -45,6 +47,7 @@ class Options:
         self.standalone = standalone  # torchrun's --standalone: this host alone (jobenv.launchflow)
         # torchrun's --master-addr/--master-port (--rdzv-endpoint): the ranks' MASTER_ADDR/PORT as given
         self.master_addr, self.master_port = master_addr, master_port
+        self.container = container  # --container IMAGE: each rank's program runs in it (jobenv.launch.container)
 
     @property
     def failover(self) -> bool:
