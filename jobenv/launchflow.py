@@ -48,7 +48,7 @@ def start(job: Optional[str], allow_stale: bool, command: List[str], opts: Optio
     if opts.standalone and rec.nhosts > 1:
         opts.request = opts.request.replace(hosts=_this_host_of(rec, environ))
     if opts.local_rank_arg:
-        from .launch.program import shell_named
+        from .launch.plan.program import shell_named
 
         command = shell_named(command)  # `sh -c SCRIPT`: --local_rank=N goes to the script's "$@"
     prefix = rank_prefix(rec)
@@ -60,7 +60,7 @@ def start(job: Optional[str], allow_stale: bool, command: List[str], opts: Optio
 def container_words(rec: JobRecord, opts: Options, env: Dict[str, str]) -> List[str]:
     """`launch --container`: the container's words before each rank's program (the staged copy's
     rankenv.sh then runs inside it); its variables into `env`; Pyxis's flags onto srun's line."""
-    from .launch.container import plan
+    from .launch.plan.container import plan
     from .profiles import load as profiles
     from .stage.restore import template
 
@@ -105,15 +105,15 @@ def _this_host_of(rec: JobRecord, environ: Mapping[str, str]) -> str:
 
 def kill(job: Optional[str], run: Optional[str], environ: Mapping[str, str], say: Callable[[str], None]) -> int:
     """`jobenv kill`: the job as `launch` finds it (its restored environment names the job to
-    scancel/flux), its running attempt (jobenv.launch.liverun.find), then jobenv.launch.kill."""
+    scancel/flux), its running attempt (jobenv.launch.watch.current.find), then jobenv.launch.watch.kill."""
     from jobenv.restore import plan
     from jobenv.store import files as store
     from jobenv.restore.get import restore_plan
     from jobenv.core.hostlist import this_host
-    from .launch.software import launcher_family
+    from .launch.plan.launcher import launcher_family
     from .runtime import families
-    from .launch.kill import kill as end_run
-    from .launch.liverun import find
+    from .launch.watch.kill import kill as end_run
+    from .launch.watch.current import find
 
     p, _, rec = restore_plan(environ, job, allow_stale=True)
     env = plan.apply(p, environ)

@@ -6,13 +6,16 @@ import os
 import time
 import subprocess
 
-from jobenv.launch import executable, ranks
-from jobenv.launch.report import failure_count
+from jobenv.launch.plan import executable
+
+from jobenv.launch import ranks
+from jobenv.launch.verdict.summary import failure_count
 from jobenv.rank import ledger
 from jobenv.rank.ends import describe, first_failure, host_silent, infer_vanished, stopped_after, words
 from jobenv.rank.verdict import Verdict
 from launchkit import ending, set_ending
-from jobenv.launch.sizing import Request, choose
+from jobenv.launch.plan.sizing import choose
+from jobenv.launch.types import Request
 
 
 def write(d, name, text):

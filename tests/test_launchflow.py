@@ -8,7 +8,7 @@ import subprocess
 import sys
 
 from conftest import REPO, base_env
-from jobenv.launch import executable
+from jobenv.launch.plan import executable
 
 
 def programs(tmp_path):

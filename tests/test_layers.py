@@ -20,8 +20,10 @@ def config() -> dict:
     return tomllib.loads((REPO / "pyproject.toml").read_text())["tool"]["importlinter"]
 
 
-def floors() -> list:
-    (layers,) = [c for c in config()["contracts"] if c["type"] == "layers"]
+def floors(container: str = "") -> list:
+    """The floors of the package map (no container), or of the rooms inside `container`."""
+    (layers,) = [c for c in config()["contracts"] if c["type"] == "layers" and
+                 c.get("containers", [""]) == [container]]
     return [[m.strip() for m in floor.replace(":", "|").split("|")] for floor in layers["layers"]]
 
 
@@ -31,6 +33,17 @@ def test_every_package_and_top_module_has_a_floor():
     found = {f"jobenv.{p.name}" for p in pkg.iterdir() if (p / "__init__.py").is_file()}
     found |= {f"jobenv.{p.stem}" for p in pkg.glob("*.py") if p.name != "__init__.py"}
     assert sorted(found - placed) == [] and sorted(placed - found) == []
+
+
+def test_every_module_of_launch_is_in_a_room():
+    """launch/'s rooms (plan, watch, verdict, requeue) are a contract: a module added beside them
+    must be given its place in the flow."""
+    placed = {m for floor in floors("jobenv.launch") for m in floor}
+    pkg = REPO / "jobenv" / "launch"
+    found = {p.name for p in pkg.iterdir() if (p / "__init__.py").is_file()}
+    found |= {p.stem for p in pkg.glob("*.py") if p.name != "__init__.py"}
+    assert sorted(found - placed) == [] and sorted(placed - found) == []
+    assert floors("jobenv.launch")[0] == ["command"] and "plan" in floors("jobenv.launch")[-2]
 
 
 def test_core_is_the_bottom_floor_and_the_commands_the_top():

@@ -35,10 +35,11 @@ from hypothesis import given, settings, strategies as st
 from jobenv.capture import outside
 from jobenv.store import record
 from jobenv.core.errors import BadInput, BadRecord, JobEnded, NoRecord
-from jobenv import launch
-from jobenv.launch import sizing
+from jobenv.launch.plan.template import context, render
+from jobenv.launch.plan import sizing
 from jobenv.capture.save import Options, build, save
 from jobenv.schedulers import cobalt, pbs, slurm
+from jobenv.launch.types import Request
 
 DATA = Path(__file__).parent / "data"
 
@@ -211,9 +212,9 @@ def test_no_id_finds_one_job_or_names_them_all(tmp_path, monkeypatch):
 
 def test_srun_is_attached_to_the_job_once_and_mpiexec_never():
     template = sizing.job_template(["srun", "-N", "{nhosts}"], "srun", outside=True)
-    ctx = launch.context(2, 1, 0, None, "42", {})
-    assert launch.render(template, ctx) == ["srun", "--jobid=42", "--overlap", "-N", "2"]
-    size = sizing.choose(["a", "b"], 1, sizing.Request(nhosts=1), "42")
+    ctx = context(2, 1, 0, None, "42", {})
+    assert render(template, ctx) == ["srun", "--jobid=42", "--overlap", "-N", "2"]
+    size = sizing.choose(["a", "b"], 1, Request(nhosts=1), "42")
     argv, _ = sizing.render_sized(template, size, 0, "42", {}, "/hf", "srun")  # a sized launch: attached once
     assert argv.count("--jobid=42") == 1 and argv.count("--overlap") == 1
     assert sizing.job_template(["srun", "-N", "{nhosts}"], "srun", outside=False) == ["srun", "-N", "{nhosts}"]

@@ -53,7 +53,7 @@ def test_a_profiles_flags_go_before_the_image():
 
 def test_the_table_says_how_each_runtime_reports_a_signal():
     # exec: the runtime becomes the program, the keeper waits for the program itself (measured for
-    # ch-run in tests/test_launch_container_charliecloud.py); exit128: a parent that exits 128+S
+    # ch-run in tests/test_launch_plan_container_charliecloud.py); exit128: a parent that exits 128+S
     assert {r.name: r.ends for r in containers.RUNTIMES} == {
         "apptainer": "exit128", "charliecloud": "exec", "podman": "exit128", "podman-hpc": "exit128",
         "shifter": "exit128", "pyxis": "exec"}

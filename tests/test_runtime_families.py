@@ -12,7 +12,8 @@ from jobenv.core.errors import BadInput
 from jobenv.launch import ranks
 from jobenv.runtime import families
 from jobenv.runtime.families import FAMILIES, from_banner, identify, unknown
-from jobenv.launch.sizing import Request, choose, render_sized
+from jobenv.launch.plan.sizing import choose, render_sized
+from jobenv.launch.types import Request
 from jobenv.runtime.launchers import LAUNCHERS, NAME
 
 NODES = ["node1", "node2", "node3", "node4"]
@@ -53,7 +54,7 @@ def test_intel_mpi_mvapich_jsrun_and_flux_are_their_own(tmp_path):
 @pytest.mark.parametrize("argv0", ["aprun", "mylauncher", "python3", ""])
 def test_an_unknown_launcher_is_an_error_not_mpich(argv0):
     assert identify(argv0, "/usr/bin/" + argv0 if argv0 else None) == (None, "")
-    exc = unknown(argv0)  # what a launch by it says (jobenv.launch.software.launcher_family)
+    exc = unknown(argv0)  # what a launch by it says (jobenv.launch.plan.launcher.launcher_family)
     assert isinstance(exc, BadInput) and exc.exit_code == 5 and "srun" in exc.message and "jsrun" in exc.message
     with pytest.raises(BadInput):
         families.get("hydra?")

@@ -11,8 +11,9 @@ import time
 from dataclasses import dataclass
 from typing import Callable, Dict, List, Mapping, Optional, Tuple
 
-from jobenv import launch, launcher_fit, schedulers
-from jobenv.launch import sizing
+from jobenv import launcher_fit, schedulers
+from jobenv.launch.plan.template import context, pick_launcher, render
+from jobenv.launch.plan import sizing
 from jobenv.capture import devices
 from jobenv.profiles import load as profiles
 from jobenv.restore import shell
@@ -100,15 +101,15 @@ def build(env: Mapping[str, str], opts: Options,
     ppn, notes = ranks_per_host(gpus, cap.slots, cap.scheduler, opts.ranks_per_host, env)
     key = store.key_for(cap.scheduler, cap.jobid)
     hostfile = store.hostfile_path(key, cap.hosts, env)
-    cand = launch.pick_launcher(prof)  # the launch decision: recorded, never re-found
-    ctx = launch.context(len(cap.hosts), ppn, gpus, hostfile, cap.jobid, prof.vars)
-    program = launch.render(cand["argv"], ctx)[0]
+    cand = pick_launcher(prof)  # the launch decision: recorded, never re-found
+    ctx = context(len(cap.hosts), ppn, gpus, hostfile, cap.jobid, prof.vars)
+    program = render(cand["argv"], ctx)[0]
     sw = software_env.capture(env, program)
     row, fam = launch_families.identify(program, sw["launcher"] or None)  # the one derivation of the family
     if prov is not None and not fam:
         raise launch_families.unknown(program)  # it could not be told which job to run in
     template = sizing.job_template(cand["argv"], fam, prov is not None)  # from outside: attached to the job
-    argv = launch.render(template, ctx)
+    argv = render(template, ctx)
     status: Dict[str, object] = {"state": "live", "reason": "saved inside the job", "gpus_from": gpu_source,
                                  "nodefile": cap.nodefile}
     if prov is not None:
@@ -155,7 +156,7 @@ def save(env: Mapping[str, str], opts: Options, warn: Optional[Callable[[str], N
             warn(line)
     env_text = shell.render_sh(rec, json_path)
     store.write_job(rec, env_text, env)
-    from jobenv.launch.executable import install
+    from jobenv.launch.plan.executable import install
 
     install(env)  # the `launch` program that restored shells put first on PATH
     return rec, json_path

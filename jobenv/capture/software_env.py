@@ -4,7 +4,7 @@ A fresh shell on another node has neither the venv activated nor the modules loa
 bare `mpiexec` or `python3` may resolve to another MPI or interpreter.  `save` records
 what the first shell used (`capture`, stored as the record's optional `software` field);
 the restore plan re-activates it (jobenv.store.software_field.restore_items), and `jobenv launch`
-runs the recorded launcher by its absolute path (jobenv.launch.software.launcher_path).
+runs the recorded launcher by its absolute path (jobenv.launch.plan.launcher.launcher_path).
 
 Pure functions of an environment mapping (plus `os.path` checks at the edges).
 """

@@ -111,8 +111,8 @@ def launch(job: Optional[str], allow_stale: bool, dry_run: bool, nranks: Optiona
     from jobenv.cli.launch_args import endpoint, refuse_conflicts, same, tee_ranks
     from jobenv.cli.launch_args import nnodes as parse_nnodes
     from jobenv.cli.launch_args import nproc_per_node as parse_nproc
-    from jobenv.launch.sizing import Request
-    from jobenv.launch.container import Request as ContainerRequest
+    from jobenv.launch.types import Request
+    from jobenv.launch.types import ContainerRequest
     from jobenv.launch.types import Limits, Options
 
     ppn = same("--ppn", ppn, "--nproc-per-node", parse_nproc(nproc_per_node))
@@ -170,12 +170,12 @@ def stacks_cmd(job: Optional[str], run: Optional[str], log_dir: Optional[str]) -
     in the attempt's run directory (stacks/rank-<R>.<seq>.txt).
     """
     from jobenv.store import files as store
-    from jobenv.launch import liverun, stacks
+    from jobenv.launch.watch import current, stacks
     from jobenv.store.lookup import which_job
 
     _, rec = which_job(os.environ, job, warn)
     runs = store.runs_dir(store.key_for(rec.scheduler, rec.jobid), os.environ)
-    run_dir = liverun.find(runs, run, os.environ, f"job {rec.jobid}")
+    run_dir = current.find(runs, run, os.environ, f"job {rec.jobid}")
     for line in stacks.collect(run_dir, False, log_dir=os.path.abspath(log_dir) if log_dir else None):
         click.echo(line)
 

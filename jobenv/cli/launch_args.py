@@ -115,8 +115,8 @@ def _names(text: str) -> List[str]:
 
 
 def tee_ranks(text: str) -> Optional[Set[int]]:
-    """--tee RANKS (jobenv.launch.tee.parse_ranks) as a click usage error when malformed."""
-    from jobenv.launch.tee import parse_ranks
+    """--tee RANKS (jobenv.launch.watch.tee.parse_ranks) as a click usage error when malformed."""
+    from jobenv.launch.watch.tee import parse_ranks
 
     try:
         return parse_ranks(text)

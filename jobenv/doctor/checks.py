@@ -191,7 +191,7 @@ def check_staged(rec: JobRecord, host: str) -> Check:
 
 def _recorded_launcher(rec: JobRecord, env: Mapping[str, str]) -> Optional[str]:
     """The launcher `jobenv launch` would run: the recorded absolute path, else PATH's."""
-    from jobenv.launch.software import launcher_path
+    from jobenv.launch.plan.launcher import launcher_path
 
     if not rec.launch:
         return None

@@ -3,7 +3,7 @@ starts: the runtime found, the image readable, the GPU flag, and the image's MPI
 host launcher's (an Open MPI image under MPICH's Hydra starts every rank as a singleton: each
 sees MPI_COMM_WORLD of 1, and a job of N ranks is N jobs of one).
 
-The runtime and the GPU vendor are chosen as the launch chooses them (jobenv.launch.container);
+The runtime and the GPU vendor are chosen as the launch chooses them (jobenv.launch.plan.container);
 the image's MPI is read from a directory image's library directories (`libmpi.so.40`: Open MPI;
 `libmpi.so.12`: the MPICH ABI, which Cray MPICH and Intel MPI share); an image the runtime looks
 up itself (a registry name, `docker:...`) or a single-file image is not opened: said so.
@@ -52,7 +52,7 @@ def check(image: str, runtime: Optional[str], env: Mapping[str, str], site: Sequ
           launcher_mpi: Optional[str], launcher: str) -> List[Check]:
     """The container checks, in order: runtime, image, GPU flag, MPI."""
     from jobenv.core.errors import JobenvError
-    from jobenv.launch.container import choose_runtime, host_gpus
+    from jobenv.launch.plan.container import choose_runtime, host_gpus
     from jobenv.runtime import containers
 
     try:

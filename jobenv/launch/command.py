@@ -1,7 +1,7 @@
 """`jobenv launch`: restore env + sized launcher argv + per-rank wrapper + the user's command,
 run under supervision, with retries and a failure summary naming the first failed rank.
 
-Decisions are data (`Attempt`), computed by jobenv.launch.attempt; this module does the I/O:
+Decisions are data (`Attempt`), computed by jobenv.launch.plan.attempt; this module does the I/O:
 the attempts' loop, their supervision, and failing over to a spare host between them.
 """
 from __future__ import annotations
@@ -17,8 +17,13 @@ from jobenv.store import files as store
 from jobenv.core.errors import JobenvError, one_line
 from jobenv.runtime import families
 from jobenv.rank.verdict import decide
-from . import badhosts, failover, live, preempt, ranks, report, sizing, supervise, tee
-from .attempt import attempt_env, gpu_bind_mode, plan_attempt
+from jobenv.launch.verdict import badhosts, failover, summary
+from jobenv.launch.watch import live, supervise, tee
+from jobenv.launch.requeue import preempt
+from jobenv.launch import ranks
+from jobenv.launch.plan import sizing
+from jobenv.launch.plan.attempt import attempt_env, gpu_bind_mode, plan_attempt
+from jobenv.launch.types import Preempt
 
 TYPE_CHECKING = False  # `import typing`/`dataclasses` cost ~50 ms: `launch` starts on every run
 if TYPE_CHECKING:
@@ -26,14 +31,14 @@ if TYPE_CHECKING:
 
     from jobenv.rank.verdict import Verdict
     from jobenv.store.record import JobRecord
-    from .attempt import Attempt
-    from .types import Options
+    from jobenv.launch.plan.attempt import Attempt
+    from jobenv.launch.types import Options
 
 
 def rank_wrapper_argv() -> List[str]:
     """The per-rank wrapper's argv: torchrun's variables in every rank,
     start/exit records in JOBENV_RUN_DIR, logs in JOBENV_LOG_DIR."""
-    from ..rankwrap import wrapper_argv
+    from jobenv.rankwrap import wrapper_argv
 
     return list(wrapper_argv())
 
@@ -56,7 +61,7 @@ def run(rec: JobRecord, command: List[str], opts: Options, base_env: Mapping[str
     code of the last attempt.  `rank_prefix` goes between the per-rank wrapper and the command
     (the staged copy's, which the caller takes from jobenv.stage)."""
     from jobenv.store.software_field import validate
-    from .program import check, python_form, python_name, script_end
+    from jobenv.launch.plan.program import check, python_form, python_name, script_end
 
     command = python_form(command, opts.module, python_name(validate(rec.software), opts.python), os.getcwd())
     if opts.container is None:  # in a container the program is the image's: the runtime says when it is missing
@@ -70,7 +75,7 @@ def run(rec: JobRecord, command: List[str], opts: Options, base_env: Mapping[str
     if dry_run:
         return _dry_run(rec, hosts, opts, runs, argv, gpu_bind, base_env, local_rank_at)
     rc, log_dir = 1, None
-    from .requeue import keep_script, restarts_before
+    from jobenv.launch.requeue.bring_back import keep_script, restarts_before
 
     if opts.requeue:  # before any rank runs: the script a resubmission would run (keptscript)
         keep_script(rec, base_env, say)
@@ -135,7 +140,7 @@ def _dry_run(rec: JobRecord, hosts: failover.Hosts, opts: Options, runs: str, ar
         say(f"warning: {w}")
 
     print(join(plan.launcher + argv), flush=True)
-    from .chosen import describe
+    from jobenv.launch.plan.chosen import describe
 
     for line in describe(plan.size, gpu_bind, plan.launcher, families.get(plan.family)):
         say(line)
@@ -151,13 +156,13 @@ def _ended(rec: JobRecord, verdict: Verdict, out: supervise.Supervised, plan: At
     a user's signal, a teardown-only failure), False after the failure summary of an attempt a
     retry may follow."""
     if verdict.cause == "preempted":  # the ranks had their grace; bring the job back
-        from .requeue import bring_back
+        from jobenv.launch.requeue.bring_back import bring_back
 
         bring_back(rec, base_env, verdict.signal or 0, say, runs_before)
         return True
     if verdict.cause == "signal":  # the user (or timeout(1)) stopped it: one line, no summary, no retry
         if verdict.signal != signal.SIGPIPE:
-            say(report.interrupted(verdict))
+            say(summary.interrupted(verdict))
         return True
     if verdict.outcome == "ok":
         from jobenv.rank.teardown import warning
@@ -165,7 +170,7 @@ def _ended(rec: JobRecord, verdict: Verdict, out: supervise.Supervised, plan: At
         for r in verdict.excused:  # every program finished; some died in interpreter teardown after
             say(warning(r))
         return True
-    for line in report.summarize(verdict, out, run_dir, log_dir, plan.size, opts, plan.family):
+    for line in summary.summarize(verdict, out, run_dir, log_dir, plan.size, opts, plan.family):
         say(line)
     return False
 
@@ -191,7 +196,7 @@ def _failure(verdict: Verdict, out: supervise.Supervised, log_dir: Optional[str]
     shared: List[str] = []
     for r in verdict.state.ranks.values():
         if r.failed or r.lost:
-            where, last = report.rank_lines(out, log_dir, family, r.rank)
+            where, last = summary.rank_lines(out, log_dir, family, r.rank)
             if where:
                 lines[r.rank] = last
             else:
@@ -246,7 +251,7 @@ def _supervised(plan: Attempt, argv: List[str], opts: Options, env: Dict[str, st
         families.insert(launcher, row, [row.step_flag + step])
         on_expire = partial(supervise.cancel_step, row.cancel, env, step)
     grace = preempt.DEFAULT_GRACE_S if opts.grace is None else opts.grace
-    watch_for = preempt.Preempt(preempt.signal_numbers(), grace, partial(
+    watch_for = Preempt(preempt.signal_numbers(), grace, partial(
         _tell_ranks, env["JOBENV_RUN_DIR"], row.cancel, env, step)) if opts.requeue else None
     out = supervise.run(launcher + argv, env, opts.limits, log_dir, on_expire, before_kill, preempt=watch_for,
                         on_stacks=on_stacks)
@@ -257,7 +262,7 @@ def _supervised(plan: Attempt, argv: List[str], opts: Options, env: Dict[str, st
 
 
 def _tell_ranks(run_dir: str, cancel: str, env: Mapping[str, str], step: str, signum: int) -> None:
-    from .requeue import deliver
+    from jobenv.launch.requeue.bring_back import deliver
 
     deliver(run_dir, cancel, env, step, signum, say)
 
@@ -270,7 +275,7 @@ def _stacks(run_dir: str, nranks: int, log_dir: Optional[str], family: str, last
             at_limit: bool) -> List[str]:
     """The report of the ranks' grouped stacks (at a time limit, before the kill; on SIGUSR1);
     a failure to collect them is a warning: the launch (or its kill) goes on."""
-    from . import stacks
+    from jobenv.launch.watch import stacks
 
     try:
         return stacks.collect(run_dir, at_limit, nranks, log_dir, family, last)

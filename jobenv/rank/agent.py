@@ -8,7 +8,7 @@ Each beat (BEAT_S, or at once when a keeper's WINCH says its rank ended) it:
 - reads what was appended to host-<H>.ledger since the last beat (the one reader of the ledger
   format is jobenv/rank/ledger.py; this is the host's side of it, and reads the lines it acts on);
 - writes `lost R EPOCH` for a rank whose keeper is gone (two beats running) without an `end`;
-- carries out the run directory's `request` (`<seq> <verb>`, jobenv/launch/requests.py) once,
+- carries out the run directory's `request` (`<seq> <verb>`, jobenv/launch/watch/requests.py) once,
   with an `ack <seq> <verb> EPOCH` line: `stacks`/`stacks:cont` (the dump signal to each rank's
   hooked Python, only while the pid still names the process that wrote its `hook` line and that
   process catches the signal), `kill` (TERM to every running program, KILL from 5 s on to

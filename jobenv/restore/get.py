@@ -64,7 +64,7 @@ def cached_state(rec: JobRecord, env: Mapping[str, str], now: Optional[float] = 
 
 
 def _launch_program(env: Mapping[str, str]) -> List[Item]:
-    """$JOBENV_HOME/bin first on PATH when it holds the `launch` program (jobenv.launch.executable):
+    """$JOBENV_HOME/bin first on PATH when it holds the `launch` program (jobenv.launch.plan.executable):
     `timeout 600 launch ...`, `nohup launch ...` and child scripts find it there."""
     from jobenv.store.paths import LAUNCH_PROGRAM, bin_dir
 

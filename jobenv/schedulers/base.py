@@ -46,7 +46,7 @@ class Scheduler:
     says, for people, where the host list comes from.  `profile` is the shipped profile
     used when no machine profile matches.  `query` asks the scheduler about jobs; `parse`
     turns its output into verdicts.
-    `requeue` (jobenv.launch.preempt reads it) says how a pre-empted job goes back in its
+    `requeue` (jobenv.launch.requeue.preempt reads it) says how a pre-empted job goes back in its
     queue, and how it is resubmitted where it cannot; None where jobenv cannot do either.
 
     Three facts tell jobenv where a scheduler's job differs from a batch job's (each read
@@ -153,12 +153,12 @@ class JobFacts:
 
 class Requeue:
     """How this scheduler puts a pre-empted job back in its queue: data, rendered by
-    jobenv.launch.preempt.  Words in braces are filled in: {jobid}.
+    jobenv.launch.requeue.preempt.  Words in braces are filled in: {jobid}.
 
     `argv` requeues the job (it keeps its id; the rerun counts itself in `restart_var`);
     `show` asks about the job (state, flags), `parse` reads its output; `script(jobid, env)`
     reads the batch script as the scheduler keeps it, never from the path it was submitted
-    from ((bytes, "") or (None, why not): jobenv.launch.keptscript keeps it); `submit`
+    from ((bytes, "") or (None, why not): jobenv.launch.requeue.keptscript keeps it); `submit`
     resubmits that copy; `running` are the states in which a SIGTERM means "you are
     pre-empted, the job stays" (in any other, such as Slurm's COMPLETING right after
     `scancel` or a time limit, someone or something ended the job: it is not brought back);
@@ -166,7 +166,7 @@ class Requeue:
 
     `rules` come first: (signals, states, substates, verdict) each, the first whose three
     match decides (an empty tuple matches anything; a rule needs a substate in `substates`
-    when it names some); its verdict, a key of jobenv.launch.preempt.VERDICTS, says why the
+    when it names some); its verdict, a key of jobenv.launch.requeue.preempt.VERDICTS, says why the
     job is not brought back.  `pass_vars(facts, {name: value})` gives the submit flags
     that hand the new job those variables ((flags, "") or (facts.submit, why not)), for a
     scheduler whose submit passes no environment (qsub); None: the environment passes."""

@@ -34,7 +34,7 @@ def per_host_argv(rec: JobRecord, environ: Mapping[str, str], write: bool = True
     if rec.scheduler in schedulers.THIS_HOST_ONLY:
         return []
     from jobenv.store import files as store
-    from ..launch.attempt import per_host_plan
+    from ..launch.plan.attempt import per_host_plan
     from ..launch.ranks import make_run_dir, write_private
 
     runs = store.runs_dir(store.key_for(rec.scheduler, rec.jobid), dict(environ))

@@ -3,7 +3,7 @@ read from the shared file system.
 
 With --min-hosts N / --min-fraction F a stage with failed hosts still succeeds when enough
 hosts have a verified copy; the failed ones are named (one warning line each) and entered
-in the job's bad-host ledger (jobenv.launch.badhosts), so that the next `jobenv launch`
+in the job's bad-host ledger (jobenv.launch.verdict.badhosts), so that the next `jobenv launch`
 runs on the rest, as after a failover.
 """
 from __future__ import annotations
@@ -57,7 +57,7 @@ def finish(rec: JobRecord, results: Dict[str, Dict[str, Any]], need: int, ledger
 
 def retire(rec: JobRecord, bad: List[str], results: Dict[str, Dict[str, Any]]) -> None:
     from jobenv.store import files as store
-    from ..launch import badhosts
+    from jobenv.launch.verdict import badhosts
 
     runs = store.runs_dir(store.key_for(rec.scheduler, rec.jobid), dict(os.environ))
     os.makedirs(runs, 0o700, exist_ok=True)

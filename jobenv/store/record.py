@@ -5,7 +5,7 @@ strings and is migrated on read).  Version 3 carries save's launch decision: the
 launcher template it chose (`launch_template`: argv and the profile's vars, with the attach
 flags of a record captured from outside the job) and the launcher's family
 (`launcher_family`), so a launch re-finds neither; an older record has neither (None here:
-jobenv.launch.software derives the family once for it, and its template is found in its profile).  Reading validates every field the code uses (type,
+jobenv.launch.plan.launcher derives the family once for it, and its template is found in its profile).  Reading validates every field the code uses (type,
 range, finite numbers, strings that encode back to the bytes they came from) so that a
 corrupt, truncated, foreign or future record is reported by name instead of half-used,
 and never raises anything but BadRecord.
@@ -81,7 +81,7 @@ class JobRecord:
         # None in a record older than version 3
         self.launch_template = launch_template
         # the launcher's family (jobenv.runtime.families), "" when it is none jobenv knows;
-        # None in a record older than version 3 (jobenv.launch.software.launcher_family derives it)
+        # None in a record older than version 3 (jobenv.launch.plan.launcher.launcher_family derives it)
         self.launcher_family = launcher_family
 
     @property

@@ -5,7 +5,7 @@ A fresh shell on another node has neither the venv activated nor the modules loa
 bare `mpiexec` or `python3` may resolve to another MPI or interpreter.  `save` records what
 the first shell used (jobenv.capture.software_env); `get`'s restore plan re-activates it from
 here, and `jobenv launch` runs the recorded launcher by its absolute path
-(jobenv.launch.software).  Standard library only: the restore plan loads it on the `get` path.
+(jobenv.launch.plan.launcher).  Standard library only: the restore plan loads it on the `get` path.
 """
 from __future__ import annotations
 
