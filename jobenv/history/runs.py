@@ -28,6 +28,9 @@ import stat
 import time
 
 from jobenv.core.errors import BadInput, NoRecord
+from jobenv.history.fields import integer, num, text
+from jobenv.history.outcome import first_failure, verdict
+from jobenv.rank.verdict import label
 
 TYPE_CHECKING = False  # `import typing` costs ~5 ms; launch imports this module on every run
 if TYPE_CHECKING:
@@ -104,27 +107,9 @@ def read_json(path: str, limit: int) -> Optional[Dict[str, Any]]:
     return data if isinstance(data, dict) else None
 
 
-def num(value: Any, low: float = 0.0, high: float = 1e10) -> Optional[float]:
-    """A number in [low, high] (not a bool, not NaN), else None."""
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        return None
-    return float(value) if low <= value <= high else None
-
-
-def text(value: Any, most: int = 4096) -> str:
-    """A printable string of at most `most` characters ('' for anything else)."""
-    from jobenv.core.errors import one_line
-
-    return one_line(value)[:most] if isinstance(value, str) else ""
-
-
-# Version 1 summaries (before the verdict was recorded) carry no outcome: they read by the rule
-# of their day, the exit codes of a signal from outside (HUP, INT, USR1, USR2, PIPE, TERM).
-_V1_INTERRUPTED_EXITS = frozenset((129, 130, 138, 140, 141, 143))
-
-
 class Run:
-    """One attempt's directory and what its summary says (checked fields only)."""
+    """One attempt's directory and what its summary says (checked fields only; the verdict's
+    fields by jobenv.history.outcome)."""
 
     def __init__(self, key: str, name: str, path: str, summary: Optional[Dict[str, Any]], mtime: float) -> None:
         self.key, self.name, self.path, self.mtime = key, name, path, mtime
@@ -144,7 +129,7 @@ class Run:
         self.launcher = text(s.get("launcher"), 256)
         self.exit = integer(s.get("exit"), -1000, 1000)
         self.signal = integer(s.get("signal"), 1, 128)
-        self.outcome, self.cause = _verdict(s, self.has_summary, self.exit)
+        self.outcome, self.cause = verdict(s, self.has_summary, self.exit)
         self.first = first_failure(s.get("first_failure"))
 
     @property
@@ -156,52 +141,12 @@ class Run:
     @property
     def state(self) -> str:
         """The one phrase for how it ended (jobenv.rank.verdict.label), or 'no summary'."""
-        from jobenv.rank.verdict import label
-
         return label(self.outcome, self.cause, self.exit, self.signal) if self.has_summary else "no summary"
 
     @property
     def ident(self) -> str:
         return f"{self.key}/{self.name}"
 
-
-
-def integer(value: Any, low: int, high: int) -> Optional[int]:
-    """A whole number in [low, high], else None."""
-    got = num(value, low, high)
-    return None if got is None or got != int(got) else int(got)
-
-
-def _verdict(s: Dict[str, Any], has_summary: bool, code: Optional[int]) -> Tuple[str, str]:
-    """(outcome, cause) as launch recorded them; for a run without a summary (the launch itself
-    was killed before it could write one) ("interrupted", "none"); for a version 1 summary, by
-    its day's rule."""
-    from jobenv.rank.verdict import CAUSES, OUTCOMES
-
-    if not has_summary:
-        return "interrupted", "none"
-    outcome, cause = s.get("outcome"), s.get("cause")
-    if outcome in OUTCOMES and cause in CAUSES:
-        return outcome, cause
-    expired = s.get("expired") if s.get("expired") in ("timeout", "idle-timeout") else None
-    if expired:
-        return "interrupted", expired
-    if s.get("interrupted") is True or code in _V1_INTERRUPTED_EXITS:
-        return "interrupted", "signal"
-    return ("ok", "none") if code == 0 else ("failed", "rank" if isinstance(s.get("first_failure"), dict) else "launcher")
-
-
-def first_failure(ff: Any) -> Optional[Dict[str, Any]]:
-    """The summary's first failure, its fields checked: rank, host, how it ended (exit, signal,
-    lost, vanished), exit and signal (numbers or None), description (version 1 kept only the
-    words, in `exit`)."""
-    if not isinstance(ff, dict):
-        return None
-    words = text(ff.get("description"), 256) or text(ff.get("exit"), 64)
-    how = ff.get("how") if ff.get("how") in ("exit", "signal", "lost", "vanished") else None
-    return {"rank": integer(ff.get("rank"), 0, 10**8) or 0, "host": text(ff.get("host"), 256), "how": how,
-            "exit": integer(ff.get("exit"), -1000, 1000), "signal": integer(ff.get("signal"), 1, 128),
-            "description": words}
 
 
 def noted_log_dir(run_dir: str) -> Optional[str]:

@@ -14,7 +14,8 @@ import statistics
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 from jobenv.core.numparse import plural
-from jobenv.history.runs import MAX_PHASES_BYTES, PHASES, STARTUP, Run, num, read_json, text
+from jobenv.history.fields import num, text
+from jobenv.history.runs import MAX_PHASES_BYTES, PHASES, STARTUP, Run, read_json
 
 MAX_ROWS = 1_000_000
 RECORD_PHASES = ("launch", "running")  # from rank records: start-up of the wrapper, then the program
