@@ -40,6 +40,12 @@ _SECONDS = Seconds(above=True)
 @click.option("--exclude", metavar="LIST", help="Not these hosts (hostlist).")
 @click.option("--launcher-args", metavar="ARGS", multiple=True,
               help="Extra flags for the launcher itself, split like a shell would: --launcher-args='--cpu-bind none'.")
+@click.option("--launcher", "launcher", metavar="PATH|FAMILY",
+              help="Run this launcher instead of the job's: a path, a program on PATH, or a family "
+                   "(openmpi, mpich, intelmpi, mvapich, pals); another family's is sized with its own flags.")
+@click.option("--allow-mismatch", "allow_mismatch", is_flag=True,
+              help="Launch even when the launcher would start the program's MPI (mpi4py, horovod, a "
+                   "program's libmpi) as worlds of one rank each; a warning instead of the refusal.")
 @click.option("--label", is_flag=True, help="Prefix output lines with the rank (the launcher's own flag).")
 @click.option("--log-dir", metavar="DIR", type=click.Path(file_okay=False),
               help="Each rank's output to DIR/rank-<R>.log; the terminal still gets rank 0's (--tee).")
@@ -75,7 +81,8 @@ _SECONDS = Seconds(above=True)
 def launch(job: Optional[str], allow_stale: bool, dry_run: bool, nranks: Optional[int], ppn: Optional[int],
            nhosts: Optional[int], nproc_per_node: Optional[str], nnodes: Optional[str], standalone: bool,
            master_port: Optional[int], master_addr: Optional[str], rdzv_endpoint: Optional[str], hosts: Optional[str],
-           exclude: Optional[str], launcher_args: Tuple[str, ...], label: bool, log_dir: Optional[str], tee: Optional[str],
+           exclude: Optional[str], launcher_args: Tuple[str, ...], launcher: Optional[str], allow_mismatch: bool,
+           label: bool, log_dir: Optional[str], tee: Optional[str],
            timeout: Optional[float], idle_timeout: Optional[float], retries: int, spare_nodes: int,
            exclude_failed: bool, gpu_bind: bool, no_python: bool, no_hook: bool, stacks: bool, requeue: bool,
            grace: Optional[float], module: bool, local_rank_arg: bool, command: Tuple[str, ...]) -> None:
@@ -124,7 +131,7 @@ def launch(job: Optional[str], allow_stale: bool, dry_run: bool, nranks: Optiona
                        gpu_bind=gpu_bind, python=not no_python, spares=spare_nodes, tee=tee_ranks(tee or "0"),
                        hook=not no_hook, stacks=stacks, requeue=requeue, grace=grace, module=module,
                        local_rank_arg=local_rank_arg, standalone=standalone, master_addr=master_addr,
-                       master_port=master_port)
+                       master_port=master_port, launcher=launcher, allow_mismatch=allow_mismatch)
     raise click.exceptions.Exit(start(job, allow_stale, list(command), opts, os.environ, warn, dry_run))
 
 

@@ -65,20 +65,46 @@ def _profile_template(rec: JobRecord, environ: Mapping[str, str]) -> Tuple[Any, 
     return sizing.template_for(prof.launchers, rec.launch[0]), prof.vars
 
 
-def plan_attempt(rec: JobRecord, req: sizing.Request, opts: Options, hostfile: str, environ: Mapping[str, str],
-                 which: Optional[Which] = None) -> Tuple[Attempt, List[str]]:
-    """Decide one attempt (reads profiles only when sizing differs from the saved job)."""
-    from .software import launcher_path
+class Launcher:
+    """The program a launch runs (`prog`), its family, whether it is not the job's family (then
+    launch --launcher's own flags size it: software.retarget), and the warning choosing it gave."""
 
-    warnings: List[str] = []
-    size = sizing.choose(rec.hosts, rec.ranks_per_host, req, rec.jobid, oversubscribe=rec.scheduler == "local")
+    def __init__(self, prog: str, family: str, other: bool, warning: Optional[str]) -> None:
+        self.prog, self.family, self.other, self.warning = prog, family, other, warning
+
+
+def choose_launcher(rec: JobRecord, opts: Options, environ: Mapping[str, str], which: Optional[Which] = None
+                    ) -> Launcher:
+    """The launcher of every attempt of this launch: `launch --launcher`'s, else the job's recorded
+    one while it is here, else the recorded name on PATH (JobenvError 127 when neither is)."""
+    from .software import given_launcher, launcher_path
+
+    find = which or find_program
     prog, warn = launcher_path(rec, rec.launch[0])
-    if warn:
-        if (which or find_program)(prog, environ) is None:
-            raise JobenvError(f"cannot run {prog!r}: {warn.split(';')[0]} and it is not on PATH", 127)
-        warnings.append(warn)
-    fam = families.family(rec.launch[0], prog if os.path.isabs(prog) else (which or find_program)(prog, environ))
-    if size.whole:
+    if opts.launcher:
+        path, fam = given_launcher(opts.launcher, lambda name: find(name, environ))
+        saved = families.family(rec.launch[0], prog if os.path.isabs(prog) else find(prog, environ))
+        return Launcher(path, fam, fam != saved, None)
+    if warn and find(prog, environ) is None:
+        raise JobenvError(f"cannot run {prog!r}: {warn.split(';')[0]} and it is not on PATH", 127)
+    return Launcher(prog, families.family(rec.launch[0], prog if os.path.isabs(prog) else find(prog, environ)),
+                    False, warn)
+
+
+def plan_attempt(rec: JobRecord, req: sizing.Request, opts: Options, hostfile: str, environ: Mapping[str, str],
+                 which: Optional[Which] = None, launcher: Optional[Launcher] = None) -> Tuple[Attempt, List[str]]:
+    """Decide one attempt (reads profiles only when sizing differs from the saved job); `launcher`:
+    the launch's choose_launcher, made once for all its attempts (else made here)."""
+    from .software import retarget
+
+    size = sizing.choose(rec.hosts, rec.ranks_per_host, req, rec.jobid, oversubscribe=rec.scheduler == "local")
+    chosen = launcher or choose_launcher(rec, opts, environ, which)
+    prog, fam = chosen.prog, chosen.family
+    warnings: List[str] = [chosen.warning] if chosen.warning else []
+    if chosen.other:
+        argv = retarget(prog, families.get(fam), size.nranks, size.ppn, len(size.hosts), hostfile)
+        text = sizing.hostfile_text(size) if len(size.hosts) > 1 else None
+    elif size.whole:
         argv, text = list(rec.launch), None
     else:
         template, variables = _profile_template(rec, environ)

@@ -18,7 +18,7 @@ from jobenv.core.errors import JobenvError, one_line
 from jobenv.runtime import families
 from jobenv.rank.verdict import decide
 from . import badhosts, failover, live, preempt, ranks, report, sizing, supervise, tee
-from .attempt import attempt_env, gpu_bind_mode, plan_attempt
+from .attempt import attempt_env, choose_launcher, gpu_bind_mode, plan_attempt
 
 TYPE_CHECKING = False  # `import typing`/`dataclasses` cost ~50 ms: `launch` starts on every run
 if TYPE_CHECKING:
@@ -26,7 +26,7 @@ if TYPE_CHECKING:
 
     from jobenv.rank.verdict import Verdict
     from jobenv.store.record import JobRecord
-    from .attempt import Attempt
+    from .attempt import Attempt, Launcher
     from .types import Options
 
 
@@ -65,8 +65,10 @@ def run(rec: JobRecord, command: List[str], opts: Options, base_env: Mapping[str
     local_rank_at = str(len(rank_prefix) + script_end(command)) if opts.local_rank_arg else ""
     gpu_bind = gpu_bind_mode(rec, base_env) if opts.gpu_bind else ""
     hosts = _first_hosts(rec, opts, runs, dry_run)
+    launcher = choose_launcher(rec, opts, base_env)  # every attempt's
+    one_world(launcher, command, opts, base_env)
     if dry_run:
-        return _dry_run(rec, hosts, opts, runs, argv, gpu_bind, base_env, local_rank_at)
+        return _dry_run(rec, hosts, opts, runs, argv, gpu_bind, base_env, local_rank_at, launcher)
     rc, log_dir = 1, None
     from .requeue import keep_script, restarts_before
 
@@ -78,7 +80,8 @@ def run(rec: JobRecord, command: List[str], opts: Options, base_env: Mapping[str
         if opts.log_dir:  # the wrapper sends a rank's output there instead of the launcher's
             log_dir = ranks.set_aside(log_dir, attempt) if log_dir else ranks.prepare_log_dir(opts.log_dir)
         runs_history.note_log_dir(run_dir, log_dir)  # where `jobenv logs` finds this attempt's rank logs
-        plan, warnings = plan_attempt(rec, hosts.request, opts, os.path.join(run_dir, "hostfile"), base_env)
+        plan, warnings = plan_attempt(rec, hosts.request, opts, os.path.join(run_dir, "hostfile"), base_env,
+                                      launcher=launcher)
         for w in warnings:
             _say(f"warning: {w}")
         snapshot: List[ranks.RunState] = []
@@ -109,6 +112,20 @@ def run(rec: JobRecord, command: List[str], opts: Options, base_env: Mapping[str
     return rc
 
 
+def one_world(launcher: Launcher, command: List[str], opts: Options, env: Mapping[str, str]) -> None:
+    """Refuse (BadInput, exit 5), before any rank starts, a launch whose launcher would start the
+    program's MPI as worlds of one rank (jobenv.launch.worlds); --allow-mismatch: a warning."""
+    from .worlds import misfits
+
+    lines = misfits(launcher.prog, launcher.family, command, env, os.getcwd())
+    if lines and not opts.allow_mismatch:
+        from jobenv.core.errors import BadInput
+
+        raise BadInput("; ".join(lines))
+    for line in lines:
+        _say(f"warning: {line}")
+
+
 def _verdict(out: supervise.Supervised, run_dir: str, nranks: int, snapshot: List[ranks.RunState]) -> Verdict:
     """The attempt's verdict, from the ranks' ledgers read once: after a limit, the snapshot taken
     before the kill (the exits the kill caused say nothing about what went wrong); after a
@@ -124,9 +141,10 @@ def _verdict(out: supervise.Supervised, run_dir: str, nranks: int, snapshot: Lis
 
 
 def _dry_run(rec: JobRecord, hosts: failover.Hosts, opts: Options, runs: str, argv: List[str], gpu_bind: str,
-             base_env: Mapping[str, str], local_rank_at: str = "") -> int:
+             base_env: Mapping[str, str], local_rank_at: str = "", launcher: Optional[Launcher] = None) -> int:
     """--dry-run: print the first attempt's command line, say how it was chosen, run nothing."""
-    plan, warnings = plan_attempt(rec, hosts.request, opts, os.path.join(runs, "<run>", "hostfile"), base_env)
+    plan, warnings = plan_attempt(rec, hosts.request, opts, os.path.join(runs, "<run>", "hostfile"), base_env,
+                                  launcher=launcher)
     from jobenv.restore.shell import join
 
     for w in warnings:
