@@ -40,6 +40,8 @@ def test_saved_venv_and_launcher_win_over_a_fresh_shells_path(tmp_path):
     home.mkdir()
     env = fresh_env(home, f"{venv}/bin:{mpi}:/usr/bin:/bin", VIRTUAL_ENV=str(venv))
     save(env, "--ranks-per-host", "2")
+    p = shell(env, "jobenv launch -n 1 -- sh -c 'echo $PATH'")  # the venv was on PATH already: once
+    assert p.stdout.split("\n")[0] == f"{home}/.jobenv/bin:{venv}/bin:{mpi}:/usr/bin:/bin", p.stdout + p.stderr
     other = tmp_path / "other"
     other.mkdir()
     for prog in ("python3", "mpiexec"):
