@@ -88,20 +88,24 @@ def launch(job: Optional[str], allow_stale: bool, dry_run: bool, nranks: Optiona
            grace: Optional[float], module: bool, local_rank_arg: bool, command: Tuple[str, ...]) -> None:
     """Run COMMAND on every rank of the job: jobenv launch [OPTIONS] -- python3 train.py
 
-    \b
-    In a restored shell `launch ARGS` is `jobenv launch -- ARGS`, and options
-    before the program are jobenv's: launch -n 4 python3 train.py.
-    As torchrun: `launch [--nproc-per-node N] train.py ARGS` runs train.py
-    with the job's Python when COMMAND's first word ends in .py and names
-    an existing file; `launch -m pkg.mod ARGS` runs a module.  Any other
-    first word is a program found on PATH.  With no saved job and no
-    scheduler, it runs on this host, as torchrun does (saved as the local job).
-    Launcher flags: --launcher-args='...' (after the launcher's own; one the
-    profile sets is replaced).
-    Exit code: the launcher's; 124 when --timeout/--idle-timeout killed it;
-    128+N when pre-emption signal N ended it (--requeue); 0 when every
-    rank's Python finished cleanly (the hook saw its main end without an exception or a
-    non-zero sys.exit) and some then died in interpreter teardown (named as warnings).
+    In a restored shell `launch ARGS` is `jobenv launch -- ARGS`, and options before the program
+    are jobenv's: `launch -n 4 python3 train.py`.
+
+    As torchrun does, `launch [--nproc-per-node N] train.py ARGS` runs train.py with the job's
+    Python when COMMAND's first word ends in .py and names an existing file, and
+    `launch -m pkg.mod ARGS` runs a module; any other first word is a program found on PATH.
+    With no saved job and no scheduler, it runs on this host, as torchrun does (saved as the
+    local job).
+
+    Flags for the launcher go in --launcher-args='...', after the launcher's own (one the profile
+    sets is replaced). A launch whose launcher would start the program's MPI (mpi4py or horovod
+    it imports, a program's libmpi) as worlds of one rank each is refused before any rank starts
+    (exit 5): --launcher runs another, --allow-mismatch runs it anyway.
+
+    The exit code is the launcher's; 124 when --timeout or --idle-timeout killed it; 128+N when
+    pre-emption signal N ended it (--requeue); 0 when every rank's Python finished cleanly (the
+    hook saw its main end without an exception or a non-zero sys.exit) and some then died in
+    interpreter teardown (named as warnings).
     """
     import shlex
 
@@ -159,9 +163,8 @@ def kill_cmd(job: Optional[str], run: Optional[str]) -> None:
 def stacks_cmd(job: Optional[str], run: Optional[str], log_dir: Optional[str]) -> None:
     """Print the Python stacks of a running launch's ranks, identical ones grouped.
 
-    \b
-    The same report as `jobenv launch` prints at --timeout and on SIGUSR1; the dumps stay
-    in the attempt's run directory (stacks/rank-<R>.<seq>.txt).
+    The same report as `jobenv launch` prints at --timeout and on SIGUSR1; the dumps stay in the
+    attempt's run directory (stacks/rank-<R>.<seq>.txt).
     """
     from jobenv.store import files as store
     from jobenv.launch import liverun, stacks
