@@ -101,3 +101,33 @@ def test_deepspeeds_local_rank_assertion_names_local_rank_arg(tmp_path):
     ours = [ln for ln in p.stderr.splitlines() if ln.startswith("jobenv:")]
     assert "jobenv: rank 1 on" in "\n".join(ours) and ours[-2].startswith("jobenv:   | "), ours
     assert "--local-rank-arg" in ours[-1] and ours[-1].count("--local-rank-arg") == 1, ours
+
+
+def test_ctrl_c_counts_every_rank_that_ended(tmp_path):
+    """^C (SIGINT to the launch's process group, as a terminal sends it) of 2 sleeping ranks: both
+    end, and the line says so.  It said `1 of 2` in 2 of 5 runs: the ledger was read the moment
+    the launcher went, before the other rank's keeper wrote its end (now: live.settle)."""
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    job = local_job(tmp_path, 2)
+    runs = tmp_path / "home" / ".jobenv" / "runs"
+    for attempt in range(3):
+        p = subprocess.Popen(["env", "-i", *[f"{k}={v}" for k, v in job.items()], sys.executable, "-m", "jobenv",
+                              "launch", "--", "python3", "-c", "import time; time.sleep(60)"],
+                             start_new_session=True, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                             preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:  # both ranks' programs started (their keepers' `start`)
+            ledgers = list(runs.glob("*/*-a0/host-*.ledger"))
+            if len(ledgers) == attempt + 1 and max(ledgers, key=lambda f: f.stat().st_mtime).read_text().count(
+                    "start ") == 2:
+                break
+            time.sleep(0.1)
+        time.sleep(0.5)  # the programs themselves run, past the keepers
+        os.killpg(p.pid, signal.SIGINT)
+        _, err = p.communicate(timeout=60)
+        assert p.returncode == 130, err
+        assert "jobenv: interrupted: 2 of 2 ranks ended" in err.splitlines(), err

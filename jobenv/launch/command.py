@@ -129,11 +129,13 @@ def one_world(launcher: Launcher, command: List[str], opts: Options, env: Mappin
 def _verdict(out: supervise.Supervised, run_dir: str, nranks: int, snapshot: List[ranks.RunState]) -> Verdict:
     """The attempt's verdict, from the ranks' ledgers read once: after a limit, the snapshot taken
     before the kill (the exits the kill caused say nothing about what went wrong); after a
-    launcher's failed end, the state `live.settle` read last, once the agents still beating had
-    written the `lost` of the ranks their launcher killed outright."""
+    launcher's failed end or a user's signal (^C: "interrupted: N of M ranks ended" counts the
+    ends, which a keeper writes a moment after its launcher may have gone), the state
+    `live.settle` read last, once the agents still beating had written the `end` or `lost` of
+    their ranks (2.5 s at most)."""
     if out.expired and snapshot:
         state = snapshot[0]
-    elif out.launcher_exit != 0 and not out.expired and out.preempted is None and out.signalled is None:
+    elif (out.launcher_exit != 0 or out.signalled is not None) and not out.expired and out.preempted is None:
         state = live.settle(run_dir, time.monotonic, time.sleep)
     else:
         state = ranks.read(run_dir)
