@@ -9,7 +9,7 @@ hook write them), `host-<H>.beat` and `agent-<H>`.  jobenv.rank.ledger.Ledgers r
 (the launch's start), then polls it as the supervisor does every second, both ways side by side:
 - before: `Ledgers.poll` (what the supervisor did each second until 2026-11-27: list the
   directory, stat every ledger and beat);
-- after: `Ledgers.step` (jobenv.launch.live now: list news/, stat STEP_HOSTS beats in turn; the
+- after: `Ledgers.step` (jobenv.launch.watch.live now: list news/, stat STEP_HOSTS beats in turn; the
   mean over a whole rotation, so its one directory listing per rotation is counted);
 in three states:
 - quiet: nothing written between polls;
@@ -178,7 +178,7 @@ def timed(f: Callable[[], object], n: int) -> float:
 
 def measure(n: int, ranks: int, polls: int) -> str:
     from jobenv.rank.ledger import STEP_HOSTS, Ledgers
-    from jobenv.launch.live import LOST_S, POLL_S
+    from jobenv.launch.watch.live import LOST_S, POLL_S
 
     tmp = Path(tempfile.mkdtemp(prefix="supscale-"))
     run_dir = tmp / "run"

@@ -113,7 +113,7 @@ def test_exit_file_is_hostile_input(tmp_path):
     word = tmp_path / "word"
     word.write_text("rm -rf /\n")
     for p in (fifo, big, word, tmp_path / "missing", tmp_path):
-        assert jobstate.exit_code(str(p)) is None  # never blocks on the FIFO, never a bogus code
+        assert jobstate.exit_file_code(str(p)) is None  # never blocks on the FIFO, never a bogus code
 
 
 def test_slurm_scontrol_name_words_are_the_name_and_forged_lines_make_the_job_unknown():

@@ -95,7 +95,7 @@ def test_a_retried_launch_shows_each_attempt_from_where_it_was_set_aside(tmp_pat
     out = jobenv(env, "logs", "--rank", "0")
     assert out.returncode == 0, out.stderr
     assert said(out.stdout, "attempt ") == ["attempt 0 rank 0", "attempt 1 rank 0"]
-    assert "logs/attempt-1/rank-0.log <==" in out.stdout and "(2 ranks, exit 3)" in out.stdout
+    assert "logs/attempt-1/rank-0.log <==" in out.stdout and "(2 ranks, failed: exit 3)" in out.stdout
 
 
 def test_a_later_launch_with_the_same_log_dir_replaced_the_earlier_logs(tmp_path):

@@ -13,9 +13,10 @@ import pytest
 import machines
 from conftest import base_env, jobenv, mpich, need
 from jobenv.core.errors import BadInput
-from jobenv.launch import sizing
+from jobenv.launch.plan import sizing
 from jobenv.cli.launch_args import options_first
 from launchkit import RESTORE, fresh_env, save, shell, tools
+from jobenv.launch.types import Request
 
 RANKS = "python3 -c 'import os, sys; print(\"R\", os.environ[\"RANK\"], os.environ[\"WORLD_SIZE\"], sys.argv[1:])'"
 OMPI_ENV = {"OMPI_ALLOW_RUN_AS_ROOT": "1", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM": "1", "OMPI_MCA_btl": "self,tcp",
@@ -90,9 +91,9 @@ def test_local_job_runs_more_ranks_than_slots(tmp_path, mpi):
 
 def test_only_a_local_job_oversubscribes_unasked():
     with pytest.raises(BadInput, match="needs 2 hosts"):
-        sizing.choose(["n1"], 2, sizing.Request(nranks=4), "7")
-    assert sizing.choose(["n1"], 2, sizing.Request(nranks=4), "7", oversubscribe=True).ppn == 4
-    assert sizing.choose(["n1"], 2, sizing.Request(nranks=4, ppn=4), "7").ppn == 4  # asked explicitly
+        sizing.choose(["n1"], 2, Request(nranks=4), "7")
+    assert sizing.choose(["n1"], 2, Request(nranks=4), "7", oversubscribe=True).ppn == 4
+    assert sizing.choose(["n1"], 2, Request(nranks=4, ppn=4), "7").ppn == 4  # asked explicitly
 
 
 @pytest.mark.parametrize("flags,words", [

@@ -1,7 +1,8 @@
 import pytest
 from hypothesis import given, settings, strategies as st
 
-from jobenv.core.hostlist import HostlistError, check_host, compress, expand, is_valid_host, parse_counts, unique
+from jobenv.core.hostlist import (HostlistError, check_host, compress, expand, hostfile_text, is_valid_host,
+                                  parse_counts, unique)
 
 
 @pytest.mark.parametrize("text,hosts", [
@@ -77,3 +78,13 @@ def test_large_list_is_fast_enough():
     hosts = expand("nid[000001-100000]")
     assert len(hosts) == 100000 and hosts[-1] == "nid100000"
     assert compress(hosts) == "nid[000001-100000]"
+
+
+def test_hostfile_text_is_one_host_per_line_read_back_as_every_hostfile_is():
+    """The one writer of hostfile text: the store's `.hosts`, a launch's sub-hostfile and a
+    stage relay's host list are this text, and the scheduler files' reader reads it back."""
+    from jobenv.schedulers.parse import parse_nodefile
+
+    hosts = ["x1000c0s0b0n0", "nid001234.hsn", "node-2"]
+    assert hostfile_text(hosts) == "x1000c0s0b0n0\nnid001234.hsn\nnode-2\n" and hostfile_text([]) == ""
+    assert parse_nodefile(hostfile_text(hosts), "hosts") == (hosts, [1, 1, 1])

@@ -6,13 +6,16 @@ import os
 import time
 import subprocess
 
-from jobenv.launch import executable, ranks
-from jobenv.launch.report import failure_count
+from jobenv.launch.plan import executable
+
+from jobenv.launch import ranks
+from jobenv.launch.verdict.summary import failure_count
 from jobenv.rank import ledger
 from jobenv.rank.ends import describe, first_failure, host_silent, infer_vanished, stopped_after, words
 from jobenv.rank.verdict import Verdict
 from launchkit import ending, set_ending
-from jobenv.launch.sizing import Request, choose
+from jobenv.launch.plan.sizing import choose
+from jobenv.launch.types import Request
 
 
 def write(d, name, text):
@@ -176,7 +179,7 @@ def test_launch_program_survives_hostile_paths(tmp_path):
     (odd / "jobenv").mkdir(parents=True)
     (odd / "jobenv" / "__init__.py").write_text("")
     (odd / "jobenv" / "__main__.py").write_text("import sys\ndef main(argv):\n    print(argv)\n    return 0\n")
-    (odd / "jobenv" / "fastlaunch.py").write_text("def run(argv):\n    return None\n")
+    (odd / "jobenv" / "launchflow.py").write_text("def run(argv):\n    return None\n")
     import sys
 
     text = executable.program_text(sys.executable, str(odd))

@@ -134,7 +134,7 @@ def test_save_says_when_horovod_is_not_the_launchers_mpi(tmp_path, home):
     assert p.returncode == 0, p.stderr
     want = "horovod is built with Open MPI, but the launcher is MPICH: every rank would start as rank 0"
     assert want in p.stderr and "mpi4py" not in p.stderr, p.stderr  # mpi4py here is the wheel's MPICH: it fits
-    # launch judges what the program reaches, installed now (tests/test_launch_worlds.py): a shell
+    # launch judges what the program reaches, installed now (tests/test_launch_plan_worlds.py): a shell
     # reaches no MPI package, so it runs without a word (a program importing horovod is refused)
     q = jobenv(["launch", "-n", "1", "--", "sh", "-c", "echo RANK-RAN >&2"], env)
     assert q.returncode == 0 and "horovod" not in q.stderr and "RANK-RAN" in q.stderr, q.stderr

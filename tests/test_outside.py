@@ -35,9 +35,11 @@ from hypothesis import given, settings, strategies as st
 from jobenv.capture import outside
 from jobenv.store import record
 from jobenv.core.errors import BadInput, BadRecord, JobEnded, NoRecord
-from jobenv.launch import sizing
+from jobenv.launch.plan.template import context, render
+from jobenv.launch.plan import sizing
 from jobenv.capture.save import Options, build, save
 from jobenv.schedulers import cobalt, pbs, slurm
+from jobenv.launch.types import Request
 
 DATA = Path(__file__).parent / "data"
 
@@ -209,13 +211,22 @@ def test_no_id_finds_one_job_or_names_them_all(tmp_path, monkeypatch):
 
 
 def test_srun_is_attached_to_the_job_once_and_mpiexec_never():
-    argv = ["srun", "-N", "2"]
-    sizing.attach(argv, "srun", "42")
-    sizing.attach(argv, "srun", "42")
-    assert argv == ["srun", "--jobid=42", "--overlap", "-N", "2"]
-    argv = ["mpiexec", "-n", "8"]
-    sizing.attach(argv, "pals", "42")
-    assert argv == ["mpiexec", "-n", "8"]
+    template = sizing.job_template(["srun", "-N", "{nhosts}"], "srun", outside=True)
+    ctx = context(2, 1, 0, None, "42", {})
+    assert render(template, ctx) == ["srun", "--jobid=42", "--overlap", "-N", "2"]
+    size = sizing.choose(["a", "b"], 1, Request(nhosts=1), "42")
+    argv, _ = sizing.render_sized(template, size, 0, "42", {}, "/hf", "srun")  # a sized launch: attached once
+    assert argv.count("--jobid=42") == 1 and argv.count("--overlap") == 1
+    assert sizing.job_template(["srun", "-N", "{nhosts}"], "srun", outside=False) == ["srun", "-N", "{nhosts}"]
+    assert sizing.job_template(["mpiexec", "-n", 8], "pals", outside=True) == ["mpiexec", "-n", "8"]
+
+
+def test_a_record_from_outside_records_its_attached_template_and_family(tmp_path, monkeypatch):
+    mine = data("slurm-scontrol-show-job-d-gpu.txt").replace("alice(51234)", f"alice({os.getuid()})")
+    env = stub(tmp_path, "scontrol", mine)
+    rec, _ = build(env, Options(scheduler="slurm", outside=True, job="3141592"), probe=lambda: None)
+    assert rec.launcher_family == "srun" and rec.launch_template["argv"][:3] == ["srun", "--jobid={jobid}", "--overlap"]
+    assert rec.launch.count("--jobid=3141592") == 1
 
 
 def test_records_without_provenance_still_load_and_bad_ones_are_named():

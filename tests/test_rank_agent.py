@@ -8,8 +8,8 @@ import subprocess
 import time
 
 from jobenv.launch import ranks
-from test_launch_requests import _end, _start
-from test_launch_supervise import _until
+from test_launch_watch_requests import _end, _start
+from test_launch_watch_supervise import _until
 from test_rankwrap import HOST, POSIX_SHELLS
 
 
@@ -60,7 +60,7 @@ def test_news_is_told_once_per_growth_and_never_through_a_link(tmp_path):
 def ranks_in_groups(tmp_path, n=2):
     """`n` wrapped ranks, each leading its own process group as Hydra's proxy makes them, once
     each has written its `start` and the host's agent runs."""
-    from test_launch_requests import PY, RANK, WRAPPER
+    from test_launch_watch_requests import PY, RANK, WRAPPER
 
     run = tmp_path / "run"
     run.mkdir()

@@ -178,3 +178,32 @@ def test_local_rank_arg_is_put_after_the_script_and_refuses_a_bad_position():
                            capture_output=True, text=True, cwd=REPO)
         assert p.returncode == 5 and p.stderr.startswith("jobenv: error: ") and p.stderr.count("\n") == 1, \
             (at, lr, p.stderr)
+
+
+def test_the_keeper_run_from_elsewhere_loads_its_siblings_once_and_nothing_of_the_cwd(tmp_path):
+    """The wrapper's `python -I -S DIR/rank/keeper.py` from any working directory (here a relative
+    path from another one, holding planted agent.py/procstat.py/keeper.py): the keeper imports
+    procstat from its own directory, the host agent it forks imports agent and lines from there
+    and never the keeper a second time (no circle keeper -> agent -> keeper), nothing from the cwd."""
+    cwd = tmp_path / "elsewhere"
+    cwd.mkdir()
+    canary = tmp_path / "canary"
+    for planted in ("agent", "procstat", "keeper", "lines"):
+        (cwd / f"{planted}.py").write_text(f"open({str(canary)!r}, 'w').write('{planted}')\n")
+    run = tmp_path / "run"
+    run.mkdir()
+    path = os.path.relpath(REPO / "jobenv" / "rank" / "keeper.py", cwd)
+    with open(tmp_path / "err", "w") as err:
+        p = subprocess.run([PY, "-X", "importtime", "-I", "-S", path, "none", "", "true"], cwd=cwd,
+                           env={"PATH": os.environ["PATH"], "RANK": "0", "JOBENV_RUN_DIR": str(run)},
+                           stderr=err, timeout=60)
+    assert p.returncode == 0
+    deadline = time.time() + 10
+    while list(run.glob("agent-*")) and time.time() < deadline:  # the agent ends after the host's last rank
+        time.sleep(0.1)
+    assert not list(run.glob("agent-*")) and not canary.exists()
+    imported = [ln.split("|")[-1].strip() for ln in (tmp_path / "err").read_text().splitlines()
+                if ln.startswith("import time:") and "|" in ln and "imported package" not in ln]
+    ours = [m for m in imported if m in ("keeper", "agent", "procstat", "lines") or m.startswith("jobenv")]
+    assert "keeper" not in ours and set(ours) == {"agent", "lines", "procstat"}, imported  # procstat: in each
+    assert ("end 0 exit:0" in (run / f"host-{keeper.host_key()}.ledger").read_text())

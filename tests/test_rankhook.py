@@ -240,7 +240,7 @@ def test_launch_puts_the_hook_first_unless_no_hook(tmp_path):
 def test_a_stacks_request_reaches_a_rank_blocked_in_all_reduce_under_launch(tmp_path):
     """The whole chain: `jobenv launch --stacks`, the keeper's program arms the hook, the host agent carries
     out a `stacks` request by the dump signal, faulthandler writes the blocked rank's stack."""
-    from jobenv.launch import requests
+    from jobenv.launch.watch import requests
 
     need_torch()
     env = local_job(tmp_path, 2)

@@ -36,8 +36,8 @@ DATA = __import__("pathlib").Path(__file__).parent / "data"
 
 
 def test_v1_record_is_migrated_and_restored(tmp_path):
-    """A version-1 record (local time with offset) reads as version 2 (UTC epoch),
-    `jobenv get` restores it, and the next write stores version 2."""
+    """A version-1 record (local time with offset) reads as the current version (UTC epoch),
+    `jobenv get` restores it, and the next write stores the current version."""
     import os
     import shutil
 
@@ -45,7 +45,8 @@ def test_v1_record_is_migrated_and_restored(tmp_path):
 
     v1 = (DATA / "record-v1.json").read_text()
     rec = from_json(v1, "v1")
-    assert rec.schema_version == SCHEMA_VERSION == 2 and rec.env_file is None
+    assert rec.schema_version == SCHEMA_VERSION == 3 and rec.env_file is None
+    assert rec.launch_template is None and rec.launcher_family is None  # not recorded before version 3
     assert rec.created_at == 1772464504.0  # 2026-03-02T09:15:04-0600 == 15:15:04 UTC
     home = tmp_path / "home"
     jobs = home / ".jobenv" / "jobs"
@@ -62,13 +63,30 @@ def test_v1_record_is_migrated_and_restored(tmp_path):
     assert p.returncode == 0, p.stderr
     assert "NHOSTS='2'" in p.stdout and "PBS_O_WORKDIR='/home/alice/project'" in p.stdout, p.stdout
     shown = json.loads(jobenv(["show", "--json", "--job", "2024084"], env, check=True).stdout)
-    assert shown["schema_version"] == 2 and shown["created_at"] == 1772464504.0
+    assert shown["schema_version"] == 3 and shown["created_at"] == 1772464504.0
     from jobenv.store import files as store
 
     store.update_status(str(jobs / f"{key}.json"), {"reason": "touched"}, env)
-    assert json.loads((jobs / f"{key}.json").read_text())["schema_version"] == 2
+    assert json.loads((jobs / f"{key}.json").read_text())["schema_version"] == 3
     assert jobenv(["rm", "2024084"], env, check=True).returncode == 0
     assert not [p for p in jobs.iterdir() if not p.name.endswith(".lock")]
+
+
+def test_version_3_carries_the_launch_decision_and_checks_it():
+    rec = sample()
+    rec.launch_template = {"argv": ["mpiexec", "-n", "{nranks}", {"when": "ngpus", "args": ["--gpu"]}], "vars": {"d": "2"}}
+    rec.launcher_family = "pals"
+    again = from_json(rec.to_json())
+    assert again.launch_template == rec.launch_template and again.launcher_family == "pals"
+    good = rec.to_dict()
+    for key, bad in (("launch_template", {"argv": []}), ("launch_template", {"argv": ["a"], "vars": {"x": 1}}),
+                     ("launch_template", {"argv": ["a", {"when": "n"}], "vars": {}}), ("launch_template", ["a"]),
+                     ("launcher_family", "mpi ch"), ("launcher_family", 3)):
+        with pytest.raises(BadRecord, match=key):
+            from_dict({**good, key: bad}, "r")
+    v2 = {**good, "schema_version": 2}  # an older record: what it carries of these is not its to say
+    old = from_dict(v2, "r")
+    assert old.launch_template is None and old.launcher_family is None and old.schema_version == SCHEMA_VERSION
 
 
 def test_unknown_optional_fields_round_trip():

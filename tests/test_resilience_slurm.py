@@ -52,6 +52,20 @@ def _node_procs(node: str, run_dir: str) -> list:
     return out
 
 
+def verdict(cluster, store: str) -> tuple:  # noqa: F811
+    """(outcome, cause, exit, the first failure's rank/host/how/exit/signal) of the last run, as
+    `jobenv runs show --json` gives them on node1."""
+    import json
+
+    p = _launch(cluster, store, "jobenv runs show --json last")
+    out, err = p.communicate(timeout=60)
+    assert p.returncode == 0, err
+    shown = json.loads(out)
+    first = shown["first_failure"]
+    return (shown["outcome"], shown["cause"], shown["exit"],
+            first and {k: first[k] for k in ("rank", "host", "how", "exit", "signal")})
+
+
 def test_a_rank_killed_with_sigkill_on_node2_is_named_with_its_host(cluster, store, job4):  # noqa: F811
     p = _launch(cluster, store, "timeout -s KILL 120 jobenv launch -- sh -c "
                                 "'if [ $RANK = 3 ]; then sleep 3; kill -9 $$; fi; sleep 300'")
@@ -67,7 +81,9 @@ def test_a_rank_killed_with_sigkill_on_node2_is_named_with_its_host(cluster, sto
     assert "jobenv: rank 3 on node2 failed first: signal 9 (SIGKILL) (1 of 8 ranks failed; 7 were stopped after it)" \
         in err, err  # srun's teardown of the rest is not 7 more failures
     print(f"\n{err}")
-    assert p.returncode != 0, err
+    assert p.returncode == 137, err  # rank 3's own 128+9, as torchrun reports its root cause
+    assert verdict(cluster, store) == ("failed", "rank", 137, {"rank": 3, "host": "node2", "how": "signal",
+                                                               "exit": None, "signal": 9}), err
     no_step_left(cluster)
 
 
@@ -92,5 +108,8 @@ def test_every_process_of_node2_killed_names_the_host(cluster, store, job4):  # 
     assert re.search(r"jobenv: host node2 lost: ranks 2,3 stopped reporting at \S+ first "
                      r"\(2 of 8 ranks failed; 6 were stopped after it\)", err), err
     assert p.returncode != 0 and took < 40, (p.returncode, took, err)
+    outcome, cause, code, first = verdict(cluster, store)  # no code of its own: srun's
+    assert (outcome, cause, code, first["host"], first["how"], first["exit"], first["signal"]) == \
+        ("failed", "rank", p.returncode, "node2", "vanished", None, None), (code, first, err)
     print(f"\nnode2 killed -> launch ended in {took:.1f} s (of {time.monotonic() - t0:.1f} s)\n{err}")
     no_step_left(cluster)

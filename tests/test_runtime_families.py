@@ -11,8 +11,9 @@ from jobenv.profiles import load as profiles
 from jobenv.core.errors import BadInput
 from jobenv.launch import ranks
 from jobenv.runtime import families
-from jobenv.runtime.families import FAMILIES, family, from_banner
-from jobenv.launch.sizing import Request, choose, render_sized
+from jobenv.runtime.families import FAMILIES, from_banner, identify, unknown
+from jobenv.launch.plan.sizing import choose, render_sized
+from jobenv.launch.types import Request
 from jobenv.runtime.launchers import LAUNCHERS, NAME
 
 NODES = ["node1", "node2", "node3", "node4"]
@@ -25,6 +26,11 @@ def installed(tmp_path, name, program, *siblings):
     for s in (program, *siblings):
         (d / s).write_text("")
     return str(d / program)
+
+
+def family(argv0, resolved=None):
+    """The family's name as save records it (the record's `launcher_family`)."""
+    return identify(argv0, resolved)[1]
 
 
 def test_family_of_real_launchers(tmp_path):
@@ -47,9 +53,9 @@ def test_intel_mpi_mvapich_jsrun_and_flux_are_their_own(tmp_path):
 
 @pytest.mark.parametrize("argv0", ["aprun", "mylauncher", "python3", ""])
 def test_an_unknown_launcher_is_an_error_not_mpich(argv0):
-    with pytest.raises(BadInput) as exc:
-        family(argv0, "/usr/bin/" + argv0 if argv0 else None)
-    assert exc.value.exit_code == 5 and "srun" in exc.value.message and "jsrun" in exc.value.message
+    assert identify(argv0, "/usr/bin/" + argv0 if argv0 else None) == (None, "")
+    exc = unknown(argv0)  # what a launch by it says (jobenv.launch.plan.launcher.launcher_family)
+    assert isinstance(exc, BadInput) and exc.exit_code == 5 and "srun" in exc.message and "jsrun" in exc.message
     with pytest.raises(BadInput):
         families.get("hydra?")
 

@@ -51,6 +51,34 @@ def test_every_scheduler_fact_table_is_derived_from_the_descriptors():
         assert f'-n "{gate}"' in text, shell
 
 
+def test_only_local_lacks_an_allocation_and_a_command_and_is_this_host():
+    for d in render.descriptors():
+        here = d.name == "local"
+        assert (d.allocates, d.asks_command, d.this_host_only) == (not here, not here, here), d.name
+
+
+def test_the_sites_ask_the_scheduler_s_facts_not_its_name(monkeypatch):
+    """Flip local's facts in the rendered tables: every site follows the facts."""
+    from jobenv.capture.save import ranks_per_host
+    from jobenv.stage.hosts import per_host_argv
+    from jobenv.store.record import from_dict
+
+    cores = max(1, min(os.cpu_count() or 1, 4))
+    assert ranks_per_host(0, None, "local", None, {})[0] == cores and ranks_per_host(0, None, "pbs", None, {})[0] == 1
+    assert discovery.master_addr({}, "mpich", 4, 2, "local", ["a", "b"]) == discovery.LOOPBACK
+    assert discovery.master_addr({}, "mpich", 4, 2, "slurm", ["a", "b"]) == "a"
+    rec = from_dict({"schema_version": 2, "scheduler": "local", "jobid": "vm", "machine": "local", "hosts": ["vm"],
+                     "gpus_per_host": 0, "ranks_per_host": 1, "launch": ["torchrun"], "env": {},
+                     "created_at": 1.0, "created_on": "vm"})
+    assert per_host_argv(rec, {}) == []
+    monkeypatch.setattr(schedulers, "ALLOCATES", schedulers.ALLOCATES | {"local"})
+    monkeypatch.setattr(schedulers, "THIS_HOST_ONLY", frozenset())
+    assert ranks_per_host(0, None, "local", None, {})[0] == 1
+    assert discovery.master_addr({}, "mpich", 4, 2, "local", ["a", "b"]) == "a"
+    argv = per_host_argv(rec, {"XDG_CONFIG_HOME": "/nonexistent", "JOBENV_HOME": "/nonexistent/h"}, write=False)
+    assert argv[0] == "torchrun"  # now through the job's launcher, one process per host
+
+
 def test_each_scheduler_s_default_profile_is_shipped_for_it():
     shipped = profiles.load_all({"HOME": "/nonexistent", "JOBENV_PROFILES": ""})
     for d in render.descriptors():

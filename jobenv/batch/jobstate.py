@@ -166,7 +166,7 @@ def _liveness(name: str) -> Callable[[str, Optional[Mapping[str, str]], Runner],
 ASK = {"slurm": slurm, "pbs": pbs, "cobalt": cobalt, "flux": _liveness("flux"), "lsf": _liveness("lsf")}
 
 
-def exit_code(path: Optional[str]) -> Optional[str]:
+def exit_file_code(path: Optional[str]) -> Optional[str]:
     """The exit code the submitted script wrote at its end (a small file of ours), if any."""
     if not path:
         return None
@@ -185,7 +185,7 @@ def status(scheduler: str, jobid: str, env: Optional[Mapping[str, str]], exit_fi
     nobody can tell."""
     ask = ASK.get(scheduler)
     found = ask(jobid, env, run) if ask else None
-    code = exit_code(exit_file)
+    code = exit_file_code(exit_file)
     if found is not None:
         if found.phase == "ended" and code is not None:
             found.exit = code if found.exit in (None, "") else f"{found.exit} (launch exit {code})"

@@ -114,7 +114,7 @@ def items(sub: Optional[Dict[str, Any]], batch_out: Optional[str], found: List[L
 
 def _alive(run_dir: str) -> bool:
     from jobenv.core.hostlist import this_host
-    from ..launch.liverun import alive
+    from ..launch.watch.current import alive
 
     return alive(run_dir, this_host())
 

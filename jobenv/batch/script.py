@@ -17,7 +17,7 @@ import re
 from typing import Dict, List, Optional, Sequence
 
 from jobenv.core.errors import BadInput
-from jobenv.profiles.check import _PLACEHOLDER
+from jobenv.profiles.check import PLACEHOLDER
 from jobenv.profiles.submit import SUBMIT_WORD
 from jobenv.profiles.load import Profile
 from jobenv.core.quoting import quote
@@ -117,7 +117,7 @@ def _fill(text: str, vals: Dict[str, str], profile: Profile) -> str:
             raise BadInput(f"profile {profile.name}: directive {text!r} needs --{m.group(1).replace('_', '-')}")
         return vals[m.group(1)]
 
-    line = _PLACEHOLDER.sub(one, text)
+    line = PLACEHOLDER.sub(one, text)
     if not line.isprintable() or not line.isascii():  # a profile var may hold a newline: never a second line
         raise BadInput(f"profile {profile.name}: directive {text!r} filled in is not one printable line")
     return line

@@ -11,17 +11,19 @@ import time
 from dataclasses import dataclass
 from typing import Callable, Dict, List, Mapping, Optional, Tuple
 
-from jobenv import launch, launcher_fit, schedulers
+from jobenv import launcher_fit, schedulers
+from jobenv.launch.plan.template import context, pick_launcher, render
+from jobenv.launch.plan import sizing
 from jobenv.capture import devices
 from jobenv.profiles import load as profiles
 from jobenv.restore import shell
-from jobenv.capture import software
+from jobenv.capture import software_env
 from jobenv.store import files as store
 from jobenv.core.errors import BadInput, JobenvError
 from jobenv.core.hostlist import this_host
 from jobenv.runtime import families as launch_families
 from jobenv.store.record import JobRecord
-from jobenv.store.software import validate
+from jobenv.store.software_field import validate
 from jobenv.schedulers.base import Capture
 
 
@@ -42,7 +44,8 @@ def _now() -> float:
 
 def ranks_per_host(gpus: int, slots: Optional[List[int]], scheduler: str,
                    override: Optional[int], env: Mapping[str, str]) -> Tuple[int, List[str]]:
-    """One rank per GPU; with no GPU, the scheduler's slots, else 1 (local: up to 4 cores)."""
+    """One rank per GPU; with no GPU, the scheduler's slots, else 1 (a scheduler that allocates
+    no slots, as `local`: this host's cores, up to 4)."""
     notes: List[str] = []
     if override is None and env.get("JOBENV_RANKS_PER_HOST"):
         override = devices.parse_override(env["JOBENV_RANKS_PER_HOST"], "JOBENV_RANKS_PER_HOST")
@@ -56,7 +59,7 @@ def ranks_per_host(gpus: int, slots: Optional[List[int]], scheduler: str,
         if len(set(slots)) > 1:
             notes.append(f"uneven slots per host {sorted(set(slots))}: launching {min(slots)} per host")
         return min(slots), notes
-    if scheduler == "local":
+    if scheduler not in schedulers.ALLOCATES:
         return max(1, min(os.cpu_count() or 1, 4)), notes
     return 1, notes
 
@@ -98,28 +101,30 @@ def build(env: Mapping[str, str], opts: Options,
     ppn, notes = ranks_per_host(gpus, cap.slots, cap.scheduler, opts.ranks_per_host, env)
     key = store.key_for(cap.scheduler, cap.jobid)
     hostfile = store.hostfile_path(key, cap.hosts, env)
-    cand = launch.pick_launcher(prof)
-    ctx = launch.context(len(cap.hosts), ppn, gpus, hostfile, cap.jobid, prof.vars)
-    argv = launch.render(cand["argv"], ctx)
+    cand = pick_launcher(prof)  # the launch decision: recorded, never re-found
+    ctx = context(len(cap.hosts), ppn, gpus, hostfile, cap.jobid, prof.vars)
+    program = render(cand["argv"], ctx)[0]
+    sw = software_env.capture(env, program)
+    row, fam = launch_families.identify(program, sw["launcher"] or None)  # the one derivation of the family
+    if prov is not None and not fam:
+        raise launch_families.unknown(program)  # it could not be told which job to run in
+    template = sizing.job_template(cand["argv"], fam, prov is not None)  # from outside: attached to the job
+    argv = render(template, ctx)
     status: Dict[str, object] = {"state": "live", "reason": "saved inside the job", "gpus_from": gpu_source,
                                  "nodefile": cap.nodefile}
     if prov is not None:
-        from jobenv.launch import sizing
-
-        sizing.attach(argv, launch_families.family(argv[0]), cap.jobid)  # the recorded line runs inside the job
         prov["fields"]["gpus_per_host"] = gpu_source  # type: ignore[index]
         status["reason"] = f"captured from outside: `{prov['command']}` says {cap.state}"
     try:
         user = getpass.getuser()
     except Exception:  # no passwd entry in some containers
         user = str(os.getuid())
-    sw = software.capture(env, argv[0])
-    found = launch_families.known(argv[0], sw["launcher"]) if sw["launcher"] else None
+    found = row if sw["launcher"] else None
     bad = launcher_fit.mismatch(prof.name, launcher_fit.declared(prof.launchers, str(cand["argv"][0])), found,
                                 sw["launcher"] or argv[0])
     fit = [f"{bad[0]}: the first launch will fail; {bad[1]}"] if bad else []
     if found is not None and (found.mpi in ("mpich", "openmpi") or found.name == "srun") and sw["python"]:
-        from jobenv.launch.mpibuilds import mpi_builds
+        from jobenv.launch.plan.mpibuilds import mpi_builds
 
         sw["mpi"] = mpi_builds(sw["python"]["executable"], env)
         fit += launcher_fit.world_misfit(found.flavor, sw["mpi"])
@@ -129,7 +134,8 @@ def build(env: Mapping[str, str], opts: Options,
         launch=argv, launch_env=dict(prof.env), env=cap.env, created_at=_now(),
         created_on=hostname or this_host(env), user=user,
         warnings=cap.warnings + notes + fit, status=status,
-        software=sw, provenance=prov,
+        software=sw, provenance=prov, launch_template={"argv": template, "vars": dict(prof.vars)},
+        launcher_family=fam,
     )
     return rec, {"key": key}
 
@@ -149,9 +155,8 @@ def save(env: Mapping[str, str], opts: Options, warn: Optional[Callable[[str], N
         for line in launcher_fit.changed(old, validate(rec.software) or {}):
             warn(line)
     env_text = shell.render_sh(rec, json_path)
-    hosts_text = "".join(h + "\n" for h in rec.hosts)
-    store.write_job(rec, env_text, hosts_text, env)
-    from jobenv.launch.executable import install
+    store.write_job(rec, env_text, env)
+    from jobenv.launch.plan.executable import install
 
     install(env)  # the `launch` program that restored shells put first on PATH
     return rec, json_path

@@ -75,9 +75,10 @@ def resolve(env: Mapping[str, str], job: Optional[str]) -> Handle:
 def _status(h: Handle) -> Any:
     """The job's status; only an id of its scheduler's shape reaches a command line (a
     local job has no scheduler to ask: unknown)."""
+    from jobenv import schedulers
     from jobenv.batch.jobstate import status
 
-    if h.scheduler != "local":
+    if h.scheduler in schedulers.ASKS_COMMAND:
         h.batch  # noqa: B018 - the check
     return status(h.scheduler, h.jobid, h.env, h.sub["exit_file"] if h.sub else None)
 

@@ -1,7 +1,7 @@
 """`jobenv launch`, `jobenv kill` and `jobenv stacks`: the click commands of a launch's life.
 
 Kept apart from cli.py so the launch's many options (and their help) live with the two
-commands that act on a running launch; the work is in jobenv.fastlaunch and jobenv.launch.
+commands that act on a running launch; the work is in jobenv.launchflow and jobenv.launch.
 cli.py adds these commands to the `jobenv` group.
 """
 from __future__ import annotations
@@ -15,6 +15,7 @@ from jobenv.cli.common import warn
 from jobenv.core.params import Count, Seconds
 from jobenv.cli.launch_args import LaunchCommand
 from jobenv.core.numparse import MAX_HOSTS, MAX_PER_HOST
+from jobenv.runtime.containers import NAMES as CONTAINER_RUNTIMES
 
 
 _SECONDS = Seconds(above=True)
@@ -77,6 +78,13 @@ _SECONDS = Seconds(above=True)
               help="COMMAND is a Python module the job's Python runs, as torchrun's -m: launch -m pkg.train ARGS.")
 @click.option("--local-rank-arg", "local_rank_arg", is_flag=True,
               help="Give each rank's program --local_rank=<its local rank> after its script, as DeepSpeed's launcher does.")
+@click.option("--container", "container", metavar="IMAGE",
+              help="Run each rank's program in IMAGE (the launcher and each rank's keeper stay on the host; "
+                   "docs: Containers).")
+@click.option("--container-runtime", "container_runtime", type=click.Choice(CONTAINER_RUNTIMES), metavar="R",
+              help=f"With --container: {', '.join(CONTAINER_RUNTIMES)} (default: the profile's, else the first on PATH).")
+@click.option("--bind", "binds", metavar="SRC[:DST[:ro]]", multiple=True,
+              help="With --container: also bind SRC (at DST); the working directory, the job's store and jobenv are bound.")
 @click.argument("command", nargs=-1, required=True, type=click.UNPROCESSED)
 def launch(job: Optional[str], allow_stale: bool, dry_run: bool, nranks: Optional[int], ppn: Optional[int],
            nhosts: Optional[int], nproc_per_node: Optional[str], nnodes: Optional[str], standalone: bool,
@@ -85,7 +93,8 @@ def launch(job: Optional[str], allow_stale: bool, dry_run: bool, nranks: Optiona
            label: bool, log_dir: Optional[str], tee: Optional[str],
            timeout: Optional[float], idle_timeout: Optional[float], retries: int, spare_nodes: int,
            exclude_failed: bool, gpu_bind: bool, no_python: bool, no_hook: bool, stacks: bool, requeue: bool,
-           grace: Optional[float], module: bool, local_rank_arg: bool, command: Tuple[str, ...]) -> None:
+           grace: Optional[float], module: bool, local_rank_arg: bool, container: Optional[str],
+           container_runtime: Optional[str], binds: Tuple[str, ...], command: Tuple[str, ...]) -> None:
     """Run COMMAND on every rank of the job: jobenv launch [OPTIONS] -- python3 train.py
 
     In a restored shell `launch ARGS` is `jobenv launch -- ARGS`, and options before the program
@@ -109,11 +118,12 @@ def launch(job: Optional[str], allow_stale: bool, dry_run: bool, nranks: Optiona
     """
     import shlex
 
-    from jobenv.fastlaunch import start
+    from jobenv.launchflow import start
     from jobenv.cli.launch_args import endpoint, refuse_conflicts, same, tee_ranks
     from jobenv.cli.launch_args import nnodes as parse_nnodes
     from jobenv.cli.launch_args import nproc_per_node as parse_nproc
-    from jobenv.launch.sizing import Request
+    from jobenv.launch.types import Request
+    from jobenv.launch.types import ContainerRequest
     from jobenv.launch.types import Limits, Options
 
     ppn = same("--ppn", ppn, "--nproc-per-node", parse_nproc(nproc_per_node))
@@ -129,13 +139,16 @@ def launch(job: Optional[str], allow_stale: bool, dry_run: bool, nranks: Optiona
         extra = [a for text in launcher_args for a in shlex.split(text)]
     except ValueError as exc:
         raise click.BadParameter(str(exc), param_hint="--launcher-args") from None
+    if (container_runtime or binds) and not container:
+        raise click.UsageError(f"{'--container-runtime' if container_runtime else '--bind'} needs --container IMAGE")
+    box = ContainerRequest(container, container_runtime, binds) if container else None
     opts = Options(request=Request(nranks, ppn, nhosts, hosts, exclude), launcher_args=extra, label=label,
                        log_dir=os.path.abspath(log_dir) if log_dir else None,
                        limits=Limits(timeout, idle_timeout), retries=retries, exclude_failed=exclude_failed,
-                       gpu_bind=gpu_bind, python=not no_python, spares=spare_nodes, tee=tee_ranks(tee or "0"),
+                       gpu_bind=gpu_bind, python=not (no_python or container), spares=spare_nodes, tee=tee_ranks(tee or "0"),
                        hook=not no_hook, stacks=stacks, requeue=requeue, grace=grace, module=module,
                        local_rank_arg=local_rank_arg, standalone=standalone, master_addr=master_addr,
-                       master_port=master_port, launcher=launcher, allow_mismatch=allow_mismatch)
+                       master_port=master_port, container=box, launcher=launcher, allow_mismatch=allow_mismatch)
     raise click.exceptions.Exit(start(job, allow_stale, list(command), opts, os.environ, warn, dry_run))
 
 
@@ -149,7 +162,7 @@ def kill_cmd(job: Optional[str], run: Optional[str]) -> None:
     \b
     Exit code: 0 when every rank found running ended; 1 when some still run.
     """
-    from jobenv.fastlaunch import kill
+    from jobenv.launchflow import kill
 
     raise click.exceptions.Exit(kill(job, run, os.environ, lambda m: click.echo(f"jobenv: {m}", err=True)))
 
@@ -167,12 +180,12 @@ def stacks_cmd(job: Optional[str], run: Optional[str], log_dir: Optional[str]) -
     attempt's run directory (stacks/rank-<R>.<seq>.txt).
     """
     from jobenv.store import files as store
-    from jobenv.launch import liverun, stacks
+    from jobenv.launch.watch import current, stacks
     from jobenv.store.lookup import which_job
 
     _, rec = which_job(os.environ, job, warn)
     runs = store.runs_dir(store.key_for(rec.scheduler, rec.jobid), os.environ)
-    run_dir = liverun.find(runs, run, os.environ, f"job {rec.jobid}")
+    run_dir = current.find(runs, run, os.environ, f"job {rec.jobid}")
     for line in stacks.collect(run_dir, False, log_dir=os.path.abspath(log_dir) if log_dir else None):
         click.echo(line)
 

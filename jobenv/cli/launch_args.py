@@ -13,7 +13,7 @@ torchrun's `--nproc-per-node`/`--nproc_per_node` is `--ppn` and its `--nnodes` i
 torchrun's rendezvous flags map onto the ranks' variables: `--master-port`/`--master-addr`
 (and their `_` spellings) set MASTER_PORT/MASTER_ADDR, which the launch then keeps instead of
 choosing (jobenv.runtime.discovery rules 4-5); `--rdzv-endpoint HOST[:PORT]` is the two at
-once; `--standalone` is this host alone (jobenv.fastlaunch).
+once; `--standalone` is this host alone (jobenv.launchflow).
 """
 from __future__ import annotations
 
@@ -115,8 +115,8 @@ def _names(text: str) -> List[str]:
 
 
 def tee_ranks(text: str) -> Optional[Set[int]]:
-    """--tee RANKS (jobenv.launch.tee.parse_ranks) as a click usage error when malformed."""
-    from jobenv.launch.tee import parse_ranks
+    """--tee RANKS (jobenv.launch.watch.tee.parse_ranks) as a click usage error when malformed."""
+    from jobenv.launch.watch.tee import parse_ranks
 
     try:
         return parse_ranks(text)

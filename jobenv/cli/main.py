@@ -142,6 +142,15 @@ for _cmd in _LAUNCH_COMMANDS + _SUBMIT_COMMANDS + _JOB_COMMANDS:
     cli.add_command(_cmd)
 
 
+# --remote NAME on the job commands (and `jobenv remote ...`): jobenv.cli.remote
+from jobenv.cli import remote as _remote  # noqa: E402
+
+cli.add_command(_remote.remote_cmd)
+for _cmd in (*_JOB_COMMANDS, _runs_cmd, *_runs_cmd.commands.values(), doctor.doctor_cmd):
+    _remote.attach(_cmd)
+_remote.attach(_SUBMIT_COMMANDS[0], [_remote.SYNC], _remote.submit_remote)
+_remote.attach(_report_cmd, handler=_remote.report_remote)
+
 completion.attach(cli)  # job ids and profile names complete in every command: after every add_command
 
 

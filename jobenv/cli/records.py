@@ -31,7 +31,7 @@ def show(job: Optional[str], as_json: bool) -> None:
     if as_json:
         write_out(rec.to_json())
         return
-    from jobenv.launch import badhosts
+    from jobenv.launch.verdict import badhosts
     from jobenv.store.files import key_for, runs_dir
 
     state, reason = job_state(rec, os.environ)

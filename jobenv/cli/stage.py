@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any, Dict, List, Mapping, Optional, Tuple
 
 import click
 
+from jobenv import schedulers
 from jobenv.core.params import Count, Seconds
 from jobenv.core.errors import BadInput, JobenvError, JobEnded, one_line
 from jobenv.core.numparse import MAX_HOSTS, plural
@@ -84,10 +85,10 @@ def _run_hosts(rec: JobRecord, rec_path: str, spec: Dict[str, Any], python: str,
     finally:
         progress.stop()
     out: Dict[str, Dict[str, Any]] = {}
-    local = rec.scheduler == "local"
+    here = rec.scheduler in schedulers.THIS_HOST_ONLY
     for rep in done:
-        # a local job's one host is this one, whatever JOBENV_HOSTNAME calls it
-        host = rec.hosts[0] if local else hosts_mod.match_host(str(rep.get("host")), rec.hosts)
+        # such a job's one host is this one, whatever JOBENV_HOSTNAME calls it
+        host = rec.hosts[0] if here else hosts_mod.match_host(str(rep.get("host")), rec.hosts)
         if host is None:
             _warn(f"report from {rep.get('host')}, which is not a host of job {rec.jobid}")
         elif host in out:

@@ -16,6 +16,7 @@ import os
 import time
 
 from jobenv.core.errors import BadInput, JobenvError
+from jobenv.core.pids import pid_alive
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -42,16 +43,6 @@ def tmp_owner(name: str) -> Optional[Tuple[str, int]]:
     if len(parts) != 5 or parts[1] != "tmp" or not parts[3].isascii() or not parts[3].isdigit():
         return None
     return parts[2], int(parts[3])
-
-
-def pid_alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except (PermissionError, OverflowError):
-        return True
-    return True
 
 
 def clean_temps(d: str, max_age: float = 600.0) -> int:

@@ -12,6 +12,7 @@ EXIT_NO_RECORD = 3  # no record, or unknown --job
 EXIT_ENDED = 4  # the job has ended (use --allow-stale)
 EXIT_BAD_INPUT = 5  # bad nodefile, hostlist, host name, profile
 EXIT_BAD_RECORD = 6  # corrupt, foreign or future record; unsafe store
+EXIT_REMOTE = 7  # --remote: the remote cannot be reached, logged in to, or has no usable jobenv
 
 
 class JobenvError(Exception):
@@ -39,6 +40,12 @@ class NoRecord(JobenvError):
 
 class JobEnded(JobenvError):
     exit_code = EXIT_ENDED
+
+
+class RemoteFailed(JobenvError):
+    """`--remote`: ssh could not reach or log in to the remote, or found no jobenv there."""
+
+    exit_code = EXIT_REMOTE
 
 
 class BadRecord(JobenvError):

@@ -60,6 +60,13 @@ def host_index(hosts: Sequence[str], hostname: str) -> Optional[int]:
     return None
 
 
+def hostfile_text(hosts: Iterable[str]) -> str:
+    """Hosts as a hostfile: one per line, each line ended.  The one writer of that text, for
+    the store's `.hosts` (its name is this text's hash), a launch's sub-hostfile (PALS, Hydra
+    and Open MPI all read it) and a stage relay's host list."""
+    return "".join(h + "\n" for h in hosts)
+
+
 def check_host(name: str, where: str = "host name") -> str:
     """Return `name` or raise HostlistError naming the offending value (its first 200
     characters: a nodefile may hold one line of megabytes)."""

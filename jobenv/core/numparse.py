@@ -48,7 +48,7 @@ def parse_uint(text: str, what: str, maximum: int | None = None, minimum: int = 
 _UNITS = (("w", 604800), ("d", 86400), ("h", 3600), ("m", 60), ("s", 1))
 
 
-def _plain(text: str) -> bool:
+def is_decimal(text: str) -> bool:
     """ASCII digits with at most one '.' and a digit after it (`30`, `0.5`, `.5`)."""
     whole, dot, frac = text.partition(".")
     return (is_uint(whole) or bool(dot and not whole)) and (not dot or is_uint(frac))
@@ -57,14 +57,14 @@ def _plain(text: str) -> bool:
 def _duration(text: str) -> float | None:
     """`text` in seconds: a plain number, or parts NUMBER+UNIT in the order w d h m s, each
     unit at most once (`90s`, `1m`, `2h`, `1h30m`, `1.5h`, `7d`); None when it is neither."""
-    if _plain(text):
+    if is_decimal(text):
         return float(text)
     total, rest = 0.0, text
     for unit, scale in _UNITS:
         num, found, after = rest.partition(unit)
         if not found:
             continue
-        if not _plain(num):
+        if not is_decimal(num):
             return None
         total, rest = total + float(num) * scale, after
     return total if rest == "" and text else None

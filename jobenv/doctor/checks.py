@@ -191,7 +191,7 @@ def check_staged(rec: JobRecord, host: str) -> Check:
 
 def _recorded_launcher(rec: JobRecord, env: Mapping[str, str]) -> Optional[str]:
     """The launcher `jobenv launch` would run: the recorded absolute path, else PATH's."""
-    from jobenv.launch.software import launcher_path
+    from jobenv.launch.plan.launcher import launcher_path
 
     if not rec.launch:
         return None
@@ -207,8 +207,10 @@ def _torch_backends(rec: JobRecord, env: Mapping[str, str]) -> Tuple[str, ...]:
     return tuple(sorted(prof.fabric)) if prof is not None else ()
 
 
-def collect(env: Mapping[str, str], job: Optional[str], deep: bool, timeout: float) -> List[Check]:
-    """Every check, in a fixed order; slow probes run concurrently."""
+def collect(env: Mapping[str, str], job: Optional[str], deep: bool, timeout: float,
+            container: Optional[Tuple[str, Optional[str]]] = None) -> List[Check]:
+    """Every check, in a fixed order; slow probes run concurrently.  `container`: (IMAGE, runtime
+    or None) of `doctor --container` (jobenv.doctor.container)."""
     from jobenv import schedulers
     from jobenv.core.errors import JobenvError
     from jobenv.store.lookup import which_job
@@ -239,7 +241,7 @@ def collect(env: Mapping[str, str], job: Optional[str], deep: bool, timeout: flo
                             f"{host} is {'' if inside else 'not '}a host of job {rec.jobid}",
                             "" if inside else f"ssh to one of {', '.join(rec.hosts[:3])}..., or pass --job"))
         checks.append(check_staged(rec, host))
-        flavor = None
+        flavor, row = None, None
         exe = _recorded_launcher(rec, env)
         if exe is None:
             checks.append(Check("launcher", "fail", f"{rec.launch[0] if rec.launch else '(none)'} is not on PATH",
@@ -249,7 +251,7 @@ def collect(env: Mapping[str, str], job: Optional[str], deep: bool, timeout: flo
             row = launcher_family(exe, banner)
             checks.append(check_launcher_fit(rec, env, exe, row) or judge_launcher(exe, banner))
             flavor = row.flavor if row is not None else None
-        from jobenv.launch.mpibuilds import current_builds
+        from jobenv.launch.plan.mpibuilds import current_builds
 
         built = current_builds(sys.executable, env) if flavor else {}  # launch's probe, remembered
         checks += judge_imports(probes.finish_imports(started), flavor, rec.gpus_per_host, own_launcher(env),
@@ -257,6 +259,8 @@ def collect(env: Mapping[str, str], job: Optional[str], deep: bool, timeout: flo
         seen, where = probes.gpus_here(env)
         checks.append(judge_gpus(rec.gpus_per_host, seen, where))
         checks += check_rendezvous(rec, env, host, probes.resolve)
+        if container:
+            checks += _container(container, env, rec, row)
         if deep:
             from jobenv.core.output import progress
 
@@ -264,9 +268,23 @@ def collect(env: Mapping[str, str], job: Optional[str], deep: bool, timeout: flo
                 checks += check_deep(rec.jobid, env, timeout * 4)
     else:
         checks += judge_imports(probes.finish_imports(started), None, 0)
+        if container:
+            checks += _container(container, env, None, None)
     checks += check_pythonpath(env)
     checks.append(check_shell(env))
     return checks
+
+
+def _container(container: Tuple[str, Optional[str]], env: Mapping[str, str], rec: Optional[JobRecord],
+               row: Any) -> List[Check]:
+    """`--container`'s checks, with the profile's runtimes and GPU vendor and the launcher's MPI."""
+    from jobenv.doctor import container as box
+    from jobenv.profiles import load as profiles
+
+    prof = profiles.load_all(env).get(rec.machine) if rec is not None else None
+    site = getattr(prof, "container", None) or {}
+    return box.check(container[0], container[1], env, site.get("runtimes", ()), site.get("gpu", ""),
+                     getattr(row, "mpi", None), getattr(row, "flavor", "") or "none found")
 
 
 def render_text(checks: List[Check]) -> str:

@@ -103,7 +103,7 @@ def judge_imports(results: Dict[str, Tuple[Optional[Dict[str, Any]], str]], flav
     """One line per framework: torch and mpi4py always, the others when installed.  A missing
     torch is a warning only where the job's profile configures a torch backend (`backends`:
     its fabric's, e.g. nccl); the selftest and plain MPI programs run without torch.  horovod
-    built with another MPI than the launcher's (`built`: launch.mpibuilds's answer) is a
+    built with another MPI than the launcher's (`built`: launch.plan.mpibuilds's answer) is a
     warning, by launch's rule (launcher_fit.world_misfit): launch refuses a program that
     imports it, and runs the others (a DeepSpeed run in the same venv)."""
     out = []

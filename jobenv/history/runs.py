@@ -192,12 +192,14 @@ def _verdict(s: Dict[str, Any], has_summary: bool, code: Optional[int]) -> Tuple
 
 
 def first_failure(ff: Any) -> Optional[Dict[str, Any]]:
-    """The summary's first failure, its fields checked: rank, host, exit and signal (numbers or
-    None), description (version 1 kept only the words, in `exit`)."""
+    """The summary's first failure, its fields checked: rank, host, how it ended (exit, signal,
+    lost, vanished), exit and signal (numbers or None), description (version 1 kept only the
+    words, in `exit`)."""
     if not isinstance(ff, dict):
         return None
     words = text(ff.get("description"), 256) or text(ff.get("exit"), 64)
-    return {"rank": integer(ff.get("rank"), 0, 10**8) or 0, "host": text(ff.get("host"), 256),
+    how = ff.get("how") if ff.get("how") in ("exit", "signal", "lost", "vanished") else None
+    return {"rank": integer(ff.get("rank"), 0, 10**8) or 0, "host": text(ff.get("host"), 256), "how": how,
             "exit": integer(ff.get("exit"), -1000, 1000), "signal": integer(ff.get("signal"), 1, 128),
             "description": words}
 

@@ -1,7 +1,7 @@
 """`jobenv launch`: restore env + sized launcher argv + per-rank wrapper + the user's command,
 run under supervision, with retries and a failure summary naming the first failed rank.
 
-Decisions are data (`Attempt`), computed by jobenv.launch.attempt; this module does the I/O:
+Decisions are data (`Attempt`), computed by jobenv.launch.plan.attempt; this module does the I/O:
 the attempts' loop, their supervision, and failing over to a spare host between them.
 """
 from __future__ import annotations
@@ -17,8 +17,13 @@ from jobenv.store import files as store
 from jobenv.core.errors import JobenvError, one_line
 from jobenv.runtime import families
 from jobenv.rank.verdict import decide
-from . import badhosts, failover, live, preempt, ranks, report, sizing, supervise, tee
-from .attempt import attempt_env, choose_launcher, gpu_bind_mode, plan_attempt
+from jobenv.launch.verdict import badhosts, failover, summary
+from jobenv.launch.watch import live, supervise, tee
+from jobenv.launch.requeue import preempt
+from jobenv.launch import ranks
+from jobenv.launch.plan import sizing
+from jobenv.launch.plan.attempt import attempt_env, choose_launcher, gpu_bind_mode, plan_attempt
+from jobenv.launch.types import Preempt
 
 TYPE_CHECKING = False  # `import typing`/`dataclasses` cost ~50 ms: `launch` starts on every run
 if TYPE_CHECKING:
@@ -26,19 +31,20 @@ if TYPE_CHECKING:
 
     from jobenv.rank.verdict import Verdict
     from jobenv.store.record import JobRecord
-    from .attempt import Attempt, Launcher
-    from .types import Options
+    from jobenv.launch.plan.attempt import Attempt, Launcher
+    from jobenv.launch.types import Options
 
 
 def rank_wrapper_argv() -> List[str]:
     """The per-rank wrapper's argv: torchrun's variables in every rank,
     start/exit records in JOBENV_RUN_DIR, logs in JOBENV_LOG_DIR."""
-    from ..rankwrap import wrapper_argv
+    from jobenv.rankwrap import wrapper_argv
 
     return list(wrapper_argv())
 
 
-def _say(msg: str) -> None:
+def say(msg: str) -> None:
+    """One line `jobenv: MSG` on stderr (also the `launch` program's, jobenv.launchflow)."""
     if sys.stderr is None:  # started with stderr closed: nobody to tell
         return
     sys.stderr.write(f"jobenv: {one_line(msg)}\n")
@@ -46,7 +52,7 @@ def _say(msg: str) -> None:
 
 
 def _warn(msg: str) -> None:
-    _say(f"warning: {msg}")
+    say(f"warning: {msg}")
 
 
 def run(rec: JobRecord, command: List[str], opts: Options, base_env: Mapping[str, str], dry_run: bool = False,
@@ -54,11 +60,12 @@ def run(rec: JobRecord, command: List[str], opts: Options, base_env: Mapping[str
     """Launch `command` (with retries) in `base_env`, the restore plan's environment; the exit
     code of the last attempt.  `rank_prefix` goes between the per-rank wrapper and the command
     (the staged copy's, which the caller takes from jobenv.stage)."""
-    from jobenv.store.software import validate
-    from .program import check, python_form, python_name, script_end
+    from jobenv.store.software_field import validate
+    from jobenv.launch.plan.program import check, python_form, python_name, script_end
 
     command = python_form(command, opts.module, python_name(validate(rec.software), opts.python), os.getcwd())
-    check(command, base_env)
+    if opts.container is None:  # in a container the program is the image's: the runtime says when it is missing
+        check(command, base_env)
     runs = store.runs_dir(store.key_for(rec.scheduler, rec.jobid), dict(base_env))
     argv = rank_wrapper_argv() + list(rank_prefix) + command
     # where the rank keeper (jobenv/rank/keeper.py) puts --local_rank=N in the words it runs
@@ -66,14 +73,15 @@ def run(rec: JobRecord, command: List[str], opts: Options, base_env: Mapping[str
     gpu_bind = gpu_bind_mode(rec, base_env) if opts.gpu_bind else ""
     hosts = _first_hosts(rec, opts, runs, dry_run)
     launcher = choose_launcher(rec, opts, base_env)  # every attempt's
-    one_world(launcher, command, opts, base_env)
+    if opts.container is None:  # in a container the MPI is the image's: `jobenv doctor --container` judges it
+        one_world(launcher, command, opts, base_env)
     if dry_run:
         return _dry_run(rec, hosts, opts, runs, argv, gpu_bind, base_env, local_rank_at, launcher)
     rc, log_dir = 1, None
-    from .requeue import keep_script, restarts_before
+    from jobenv.launch.requeue.bring_back import keep_script, restarts_before
 
     if opts.requeue:  # before any rank runs: the script a resubmission would run (keptscript)
-        keep_script(rec, base_env, _say)
+        keep_script(rec, base_env, say)
     before, runs_before = restarts_before(rec, base_env, opts.requeue)
     for attempt in range(opts.retries + 1):
         run_dir = ranks.make_run_dir(runs, f"a{attempt}")
@@ -83,7 +91,7 @@ def run(rec: JobRecord, command: List[str], opts: Options, base_env: Mapping[str
         plan, warnings = plan_attempt(rec, hosts.request, opts, os.path.join(run_dir, "hostfile"), base_env,
                                       launcher=launcher)
         for w in warnings:
-            _say(f"warning: {w}")
+            say(f"warning: {w}")
         snapshot: List[ranks.RunState] = []
         env = attempt_env(plan, base_env, run_dir, log_dir, gpu_bind, opts.hook, opts.stacks)
         env.update(JOBENV_RESTART_COUNT=str(failover.restart_count(attempt, before)),
@@ -104,18 +112,18 @@ def run(rec: JobRecord, command: List[str], opts: Options, base_env: Mapping[str
             failure = _failure(verdict, out, log_dir, plan.family)
             why = "" if verdict.cause in ("timeout", "idle-timeout") else failover.futile(failure)
             if why:
-                _say(f"not retrying: {why} (a retry would fail the same way)")
+                say(f"not retrying: {why} (a retry would fail the same way)")
                 return rc
             if opts.failover:
                 hosts = _fail_over(rec, hosts, plan, failure, run_dir, runs, base_env)
-            _say(f"retrying ({attempt + 2} of {opts.retries + 1})")
+            say(f"retrying ({attempt + 2} of {opts.retries + 1})")
     return rc
 
 
 def one_world(launcher: Launcher, command: List[str], opts: Options, env: Mapping[str, str]) -> None:
     """Refuse (BadInput, exit 5), before any rank starts, a launch whose launcher would start the
-    program's MPI as worlds of one rank (jobenv.launch.worlds); --allow-mismatch: a warning."""
-    from .worlds import misfits
+    program's MPI as worlds of one rank (jobenv.launch.plan.worlds); --allow-mismatch: a warning."""
+    from jobenv.launch.plan.worlds import misfits
 
     lines = misfits(launcher.prog, launcher.family, command, env, os.getcwd())
     if lines and not opts.allow_mismatch:
@@ -123,7 +131,7 @@ def one_world(launcher: Launcher, command: List[str], opts: Options, env: Mappin
 
         raise BadInput("; ".join(lines))
     for line in lines:
-        _say(f"warning: {line}")
+        say(f"warning: {line}")
 
 
 def _verdict(out: supervise.Supervised, run_dir: str, nranks: int, snapshot: List[ranks.RunState]) -> Verdict:
@@ -150,16 +158,16 @@ def _dry_run(rec: JobRecord, hosts: failover.Hosts, opts: Options, runs: str, ar
     from jobenv.restore.shell import join
 
     for w in warnings:
-        _say(f"warning: {w}")
+        say(f"warning: {w}")
 
     print(join(plan.launcher + argv), flush=True)
-    from .chosen import describe
+    from jobenv.launch.plan.chosen import describe
 
     for line in describe(plan.size, gpu_bind, plan.launcher, families.get(plan.family)):
-        _say(line)
+        say(line)
     if local_rank_at:
         word = argv[len(rank_wrapper_argv()) + int(local_rank_at) - 1]
-        _say(f"each rank's program gets --local_rank=<its local rank> after {word!r} (--local-rank-arg)")
+        say(f"each rank's program gets --local_rank=<its local rank> after {word!r} (--local-rank-arg)")
     return 0
 
 
@@ -169,22 +177,22 @@ def _ended(rec: JobRecord, verdict: Verdict, out: supervise.Supervised, plan: At
     a user's signal, a teardown-only failure), False after the failure summary of an attempt a
     retry may follow."""
     if verdict.cause == "preempted":  # the ranks had their grace; bring the job back
-        from .requeue import bring_back
+        from jobenv.launch.requeue.bring_back import bring_back
 
-        bring_back(rec, base_env, verdict.signal or 0, _say, runs_before)
+        bring_back(rec, base_env, verdict.signal or 0, say, runs_before)
         return True
     if verdict.cause == "signal":  # the user (or timeout(1)) stopped it: one line, no summary, no retry
         if verdict.signal != signal.SIGPIPE:
-            _say(report.interrupted(verdict))
+            say(summary.interrupted(verdict))
         return True
     if verdict.outcome == "ok":
         from jobenv.rank.teardown import warning
 
         for r in verdict.excused:  # every program finished; some died in interpreter teardown after
-            _say(warning(r))
+            say(warning(r))
         return True
-    for line in report.summarize(verdict, out, run_dir, log_dir, plan.size, opts, plan.family):
-        _say(line)
+    for line in summary.summarize(verdict, out, run_dir, log_dir, plan.size, opts, plan.family):
+        say(line)
     return False
 
 
@@ -200,7 +208,7 @@ def _first_hosts(rec: JobRecord, opts: Options, runs: str, dry_run: bool) -> fai
     latest = {e["host"]: e for e in entries}
     for host in hosts.left_out:  # the ledger names the job's hosts as the record spells them
         if host in latest:
-            _say(f"leaving out {badhosts.describe(latest[host])} (retired; --hosts naming it uses it again)")
+            say(f"leaving out {badhosts.describe(latest[host])} (retired; --hosts naming it uses it again)")
     return hosts
 
 
@@ -209,7 +217,7 @@ def _failure(verdict: Verdict, out: supervise.Supervised, log_dir: Optional[str]
     shared: List[str] = []
     for r in verdict.state.ranks.values():
         if r.failed or r.lost:
-            where, last = report.rank_lines(out, log_dir, family, r.rank)
+            where, last = summary.rank_lines(out, log_dir, family, r.rank)
             if where:
                 lines[r.rank] = last
             else:
@@ -226,7 +234,7 @@ def _fail_over(rec: JobRecord, hosts: failover.Hosts, plan: Attempt, failure: fa
     i = host_index(rec.hosts, v.host) if v.host else None
     if v.host is None or i is None:
         why = f"{v.fault}: {v.why}" if v.fault else v.why or f"{v.host} is not a host of job {rec.jobid}"
-        _say(f"no host retired: {why}")
+        say(f"no host retired: {why}")
         return hosts
     v.host = rec.hosts[i]
     evidence = "named" if v.named else "guessed"
@@ -238,11 +246,11 @@ def _fail_over(rec: JobRecord, hosts: failover.Hosts, plan: Attempt, failure: fa
         _warn(f"bad-host ledger {badhosts.path(runs)} not updated: {one_line(str(exc))}")
     nxt = failover.replace(rec.hosts, rec.ranks_per_host, hosts, v.host, rec.jobid)
     if nxt is None:
-        _say(f"retired {v.host} ({v.how}, {evidence}) but no spare host is left: retrying on the same hosts")
+        say(f"retired {v.host} ({v.how}, {evidence}) but no spare host is left: retrying on the same hosts")
         return hosts
     now = sizing.choose(rec.hosts, rec.ranks_per_host, nxt.request, rec.jobid).hosts
     spare = [h for h in now if h not in plan.size.hosts]
-    _say(f"retired {v.host} ({v.how} of rank {v.rank}, {evidence}; ledger {badhosts.path(runs)}): "
+    say(f"retired {v.host} ({v.how} of rank {v.rank}, {evidence}; ledger {badhosts.path(runs)}): "
          f"{', '.join(spare) or 'no host'} takes its place")
     return nxt
 
@@ -264,20 +272,20 @@ def _supervised(plan: Attempt, argv: List[str], opts: Options, env: Dict[str, st
         families.insert(launcher, row, [row.step_flag + step])
         on_expire = partial(supervise.cancel_step, row.cancel, env, step)
     grace = preempt.DEFAULT_GRACE_S if opts.grace is None else opts.grace
-    watch_for = preempt.Preempt(preempt.signal_numbers(), grace, partial(
+    watch_for = Preempt(preempt.signal_numbers(), grace, partial(
         _tell_ranks, env["JOBENV_RUN_DIR"], row.cancel, env, step)) if opts.requeue else None
     out = supervise.run(launcher + argv, env, opts.limits, log_dir, on_expire, before_kill, preempt=watch_for,
                         on_stacks=on_stacks)
     if out.dropped:
-        _say(f"warning: {out.dropped} bytes of output dropped: our output was not read fast enough "
+        say(f"warning: {out.dropped} bytes of output dropped: our output was not read fast enough "
              "(--log-dir DIR keeps every byte)")
     return out
 
 
 def _tell_ranks(run_dir: str, cancel: str, env: Mapping[str, str], step: str, signum: int) -> None:
-    from .requeue import deliver
+    from jobenv.launch.requeue.bring_back import deliver
 
-    deliver(run_dir, cancel, env, step, signum, _say)
+    deliver(run_dir, cancel, env, step, signum, say)
 
 
 def _snapshot(into: List[ranks.RunState], run_dir: str) -> None:
@@ -288,7 +296,7 @@ def _stacks(run_dir: str, nranks: int, log_dir: Optional[str], family: str, last
             at_limit: bool) -> List[str]:
     """The report of the ranks' grouped stacks (at a time limit, before the kill; on SIGUSR1);
     a failure to collect them is a warning: the launch (or its kill) goes on."""
-    from . import stacks
+    from jobenv.launch.watch import stacks
 
     try:
         return stacks.collect(run_dir, at_limit, nranks, log_dir, family, last)
@@ -299,5 +307,5 @@ def _stacks(run_dir: str, nranks: int, log_dir: Optional[str], family: str, last
 def fast_main(argv: List[str]) -> Optional[int]:
     """Kept for `launch` programs written by an older `jobenv save`, which call it first:
     None sends them to the full CLI (`jobenv launch`).  A save writes the new program
-    (jobenv.fastlaunch), which skips click."""
+    (jobenv.launchflow), which skips click."""
     return None

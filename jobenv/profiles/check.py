@@ -22,8 +22,8 @@ from jobenv.core.errors import BadInput, visible
 
 MAX_BYTES = 1 << 20  # a profile is a few hundred bytes; a larger file is not one
 KEYS = ("name", "description", "scheduler", "match", "gpus_per_host", "vars", "launchers", "env", "gpu_bind",
-        "submit", "fabric")
-_PLACEHOLDER = re.compile(r"\{(\w+)\}")
+        "submit", "fabric", "container")
+PLACEHOLDER = re.compile(r"\{(\w+)\}")
 
 Fail = Callable[[str, str], "ProfileError"]
 
@@ -136,7 +136,7 @@ def launchers(cands: Any, known: Set[str], fail: Fail) -> List[Dict[str, Any]]:
             for part in parts or ():
                 if not isinstance(part, (str, int)) or isinstance(part, bool):
                     raise fail("launchers", f"argv entries must be strings or numbers, not {shown(part)}")
-                for ph in _PLACEHOLDER.findall(part if isinstance(part, str) else ""):
+                for ph in PLACEHOLDER.findall(part if isinstance(part, str) else ""):
                     if ph not in known:
                         raise fail("launchers", f"unknown placeholder {{{ph[:40]}}}")
     return cands
@@ -233,3 +233,26 @@ def fabric(spec: Any, fail: Fail) -> Dict[str, Any]:
             raise fail("fabric", f"{backend}: min_busbw must be a positive number (GB/s per GPU)")
         out[backend] = {**entry, "env": {k: str(v) for k, v in env.items()}}
     return out
+
+
+def container(spec: Any, fail: Fail) -> Dict[str, Any]:
+    """`container`: {runtimes: [NAME, ...] (the site's, the default first), gpu: nvidia|amd|intel,
+    flags: {NAME: [FLAG, ...]}} (jobenv/runtime/containers.py names the runtimes)."""
+    from jobenv.runtime.containers import NAMES
+
+    if spec is None:
+        return {}
+    if not isinstance(spec, dict) or first_unknown(spec, ("runtimes", "gpu", "flags")):
+        raise fail("container", "must map runtimes, gpu and flags")
+    runtimes = spec.get("runtimes") or []
+    if not isinstance(runtimes, list) or not runtimes or any(r not in NAMES for r in runtimes):
+        raise fail("container", f"runtimes must be a list of {', '.join(NAMES)}")
+    gpu = spec.get("gpu") or ""
+    if gpu not in ("", "nvidia", "amd", "intel"):
+        raise fail("container", "gpu must be nvidia, amd or intel")
+    flags = spec.get("flags") or {}
+    if not isinstance(flags, dict) or any(k not in NAMES or not isinstance(v, list) or
+                                          not all(isinstance(w, str) and w.startswith("-") for w in v)
+                                          for k, v in flags.items()):
+        raise fail("container", "flags must map a runtime to a list of its flags (each starting with '-')")
+    return {"runtimes": list(runtimes), "gpu": gpu, "flags": {k: list(v) for k, v in flags.items()}}

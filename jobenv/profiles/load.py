@@ -39,7 +39,7 @@ from jobenv.profiles import check
 from jobenv.profiles import submit as submit_keys
 from jobenv.core.errors import JobenvError
 from jobenv.core.numparse import MAX_PER_HOST
-from jobenv.profiles.check import _PLACEHOLDER, MAX_BYTES, ProfileError  # noqa: F401 - _PLACEHOLDER: launch renders with it
+from jobenv.profiles.check import MAX_BYTES, ProfileError
 from jobenv.schedulers import NAMES as SCHEDULERS
 from jobenv.schedulers import PROFILES as DEFAULT_PROFILES
 
@@ -61,6 +61,7 @@ class Profile:
     gpu_bind: Dict[str, Any] = field(default_factory=dict)
     submit: Dict[str, Any] = field(default_factory=dict)  # batch-script directives (profiles.submit.submit)
     fabric: Dict[str, Any] = field(default_factory=dict)  # per backend: what the selftest expects (profiles.check.fabric)
+    container: Dict[str, Any] = field(default_factory=dict)  # the site's container runtimes (profiles.check.container)
 
     @property
     def generic(self) -> bool:
@@ -128,11 +129,12 @@ def parse(text: str, source: str) -> Profile:
     bind = check.gpu_bind(data.get("gpu_bind"), gpus, fail)
     batch = submit_keys.submit(data.get("submit"), variables, fail)
     fabric = check.fabric(data.get("fabric"), fail)
+    box = check.container(data.get("container"), fail)
     return Profile(
         name=str(name), scheduler=data["scheduler"], launchers=launchers,
         description=data.get("description") or "", match=match, gpus_per_host=gpus,
         vars={k: str(v) for k, v in variables.items()}, env={k: str(v) for k, v in envs.items()},
-        source=source, gpu_bind=bind, submit=batch, fabric=fabric,
+        source=source, gpu_bind=bind, submit=batch, fabric=fabric, container=box,
     )
 
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import re
 from typing import Any, Dict, Set
 
-from jobenv.profiles.check import _PLACEHOLDER, Fail, first_unknown, shown
+from jobenv.profiles.check import PLACEHOLDER, Fail, first_unknown, shown
 
 
 # `submit` placeholders: what `jobenv submit` knows (jobenv.batch.script.values), plus the profile's vars
@@ -20,7 +20,7 @@ def _directive(text: Any, known: Set[str], fail: Fail) -> str:
     shell command in the batch script) whose placeholders are all known."""
     if not isinstance(text, str) or not 0 < len(text) <= 200 or not text.isprintable() or not text.isascii():
         raise fail("submit", f"a directive is one line of at most 200 printable ASCII characters, not {shown(text)}")
-    for ph in _PLACEHOLDER.findall(text):
+    for ph in PLACEHOLDER.findall(text):
         if ph not in known:
             raise fail("submit", f"unknown placeholder {{{ph[:40]}}} (known: {', '.join(sorted(known))})")
     return text

@@ -8,7 +8,7 @@ Each beat (BEAT_S, or at once when a keeper's WINCH says its rank ended) it:
 - reads what was appended to host-<H>.ledger since the last beat (the one reader of the ledger
   format is jobenv/rank/ledger.py; this is the host's side of it, and reads the lines it acts on);
 - writes `lost R EPOCH` for a rank whose keeper is gone (two beats running) without an `end`;
-- carries out the run directory's `request` (`<seq> <verb>`, jobenv/launch/requests.py) once,
+- carries out the run directory's `request` (`<seq> <verb>`, jobenv/launch/watch/requests.py) once,
   with an `ack <seq> <verb> EPOCH` line: `stacks`/`stacks:cont` (the dump signal to each rank's
   hooked Python, only while the pid still names the process that wrote its `hook` line and that
   process catches the signal), `kill` (TERM to every running program, KILL from 5 s on to
@@ -31,11 +31,12 @@ else:  # as the keeper (no enum import)
     import _signal as signal
 
 if __package__:  # jobenv.rank.agent (tests, mypy)
-    from .keeper import started
     from .lines import number, parse
-else:  # `agent`, beside it, in the keeper's isolated Python (sys.path[0]: this directory alone)
-    from keeper import started  # type: ignore[import-not-found, no-redef]
+    from .procstat import started
+else:  # `agent`, beside it, in the keeper's isolated Python (sys.path[0]: this directory alone);
+    # never the keeper itself (run as __main__, it would be loaded a second time as `keeper`)
     from lines import number, parse  # type: ignore[import-not-found, no-redef]
+    from procstat import started  # type: ignore[import-not-found, no-redef]
 
 BEAT_S = 1.0
 KILL_AFTER_S = 5.0

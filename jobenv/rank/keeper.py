@@ -6,7 +6,10 @@ of SIGTERM; a shell's `$?` says 128+N for both, and its job table races with `wa
 submissions went to that inference).  The wrapper (jobenv/rankwrap.sh) maps the launcher's
 variables, then execs this file as `PYTHON -I -S keeper.py LAUNCHER SIGIGN PROGRAM [ARG...]`:
 -I -S keep the working directory, PYTHONPATH and site-packages out of it (nothing a user or
-another local user put there runs here), and it imports the standard library alone.
+another local user put there runs here), and it imports the standard library alone until the
+program runs; then procstat.py from its own directory (put first on sys.path: `_sibling`).  The host
+agent it forks imports agent.py and lines.py from there, never this file a second time (the imports
+go one way: keeper -> agent -> lines, procstat).
 
 The program is forked and exec'd so that it is the rank the bare launcher would have started, but
 one process down:
@@ -44,8 +47,12 @@ import time
 TYPE_CHECKING = False
 if TYPE_CHECKING:  # typeshed has no _signal; the same names and calls, with ints for enums
     import signal
+    from types import ModuleType
 else:  # not `signal`: its enum import costs more than the rest of the keeper
     import _signal as signal
+
+if not __package__:  # the wrapper's `python -I -S .../rank/keeper.py`: no directory of ours is on sys.path
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))  # this one, for _sibling
 
 # Signals this process catches (blocked, then taken with sigwaitinfo) and may pass to the program.
 FORWARD = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGQUIT, signal.SIGUSR1, signal.SIGUSR2)
@@ -65,6 +72,14 @@ def _die(msg: str, code: int = REFUSED) -> "None":
     os._exit(code)
 
 
+def _sibling(name: str) -> "ModuleType":
+    """A module beside this file (procstat, agent), imported on first use, after the program
+    started: jobenv.rank.NAME when this is jobenv.rank.keeper, else NAME from this directory."""
+    if __package__:
+        return __import__(f"{__package__}.{name}", fromlist=[name])
+    return __import__(name)
+
+
 def ignored_at_start(sigign: str) -> "set[int]":
     """The signals the launcher left ignored, from a SigIgn hex mask (empty or bad: none)."""
     if not sigign or len(sigign) > 32 or any(c not in "0123456789abcdefABCDEF" for c in sigign):
@@ -80,18 +95,6 @@ def forwards(sig: int, code: int, sender: int, launcher: str) -> bool:
     if code == SI_KERNEL:
         return False
     return not (launcher in GROUP_SIGNALLING and sender == os.getppid())
-
-
-def started(pid: int, running: bool = False) -> str:
-    """When `pid` started, in clock ticks after boot (field 22 of /proc/PID/stat); '' when gone
-    (with `running`, also when it is a zombie: the host agent's test of a process it may signal)."""
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as f:
-            data = f.read()
-        fields = data[data.rindex(b")") + 2:].split()
-        return "" if running and fields[0] in (b"Z", b"X") else fields[19].decode("ascii")
-    except (OSError, ValueError, IndexError):
-        return ""
 
 
 def host_key() -> str:
@@ -170,9 +173,7 @@ def _agent(run_dir: str, key: str) -> None:
         try:
             if os.fork() != 0:
                 os._exit(0)
-            sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-            import agent  # type: ignore[import-not-found]  # jobenv/rank/agent.py, beside this file
-
+            agent = _sibling("agent")
             agent.detach(fd)
             agent.Agent(run_dir, key, lock).run()
         finally:
@@ -193,7 +194,7 @@ def agent_pid(path: str) -> int:
             os.close(fd)
     except OSError:
         return 0
-    if len(words) == 2 and words[0].isdigit() and len(words[0]) < 11 and started(int(words[0])) == \
+    if len(words) == 2 and words[0].isdigit() and len(words[0]) < 11 and _sibling("procstat").started(int(words[0])) == \
             words[1].decode("ascii", "replace"):
         return int(words[0])
     return 0
@@ -286,6 +287,7 @@ def main(argv: "list[str]") -> None:
     if log >= 0:
         os.close(log)
     if led >= 0:
+        started = _sibling("procstat").started
         line = f"start {rank} {os.getpid()} {started(os.getpid())} {pid} {started(pid)} {now()}\n"
         try:
             os.write(led, line.encode())

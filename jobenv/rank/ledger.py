@@ -35,7 +35,7 @@ STEP_HOSTS hosts in turn, so every host is looked at every ceil(hosts / STEP_HOS
 rotation starts with a directory listing that finds hosts whose agent never announced them
 (their ledgers are read then).  Per quiet poll: the `news/` listing plus STEP_HOSTS stats plus
 1/rotation of a listing: O(1) in hosts; the price is a lost host named up to
-ceil(hosts / STEP_HOSTS) s later (jobenv.launch.live).
+ceil(hosts / STEP_HOSTS) s later (jobenv.launch.watch.live).
 """
 from __future__ import annotations
 

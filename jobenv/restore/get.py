@@ -42,7 +42,7 @@ def cached_state(rec: JobRecord, env: Mapping[str, str], now: Optional[float] = 
     now = time.time() if now is None else now
     if fresh:
         state, reason = liveness.fresh_state(rec, env, timeout)
-        if rec.scheduler != "local":
+        if rec.scheduler in schedulers.ASKS_COMMAND:
             getcache.write_verdict(env, store.key_for(rec.scheduler, rec.jobid), state, reason,
                                    now + getcache.VERDICT_TTL)
         return state, reason, now + getcache.VERDICT_TTL
@@ -51,7 +51,7 @@ def cached_state(rec: JobRecord, env: Mapping[str, str], now: Optional[float] = 
         beat = liveness.heartbeat(rec, now)
         return known[0], known[1], (beat[2] if known[0] == "live" and beat else now + 86400)
     key = store.key_for(rec.scheduler, rec.jobid)
-    cache = rec.scheduler != "local"
+    cache = rec.scheduler in schedulers.ASKS_COMMAND  # an answer that cost a scheduler command
     if cache:
         hit = getcache.read_verdict(env, key, now)
         if hit:
@@ -64,7 +64,7 @@ def cached_state(rec: JobRecord, env: Mapping[str, str], now: Optional[float] = 
 
 
 def _launch_program(env: Mapping[str, str]) -> List[Item]:
-    """$JOBENV_HOME/bin first on PATH when it holds the `launch` program (jobenv.launch.executable):
+    """$JOBENV_HOME/bin first on PATH when it holds the `launch` program (jobenv.launch.plan.executable):
     `timeout 600 launch ...`, `nohup launch ...` and child scripts find it there."""
     from jobenv.store.paths import LAUNCH_PROGRAM, bin_dir
 
@@ -80,7 +80,7 @@ def _extra_items(rec: JobRecord, env: Mapping[str, str], host: str, python: bool
     as another checkout's editable install, must not answer for it)."""
     here = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # jobenv/, from jobenv/restore/get.py
     items: List[Item] = []
-    for name, field in (("store.software", "software"), ("stage", "staged")):
+    for name, field in (("store.software_field", "software"), ("stage", "staged")):
         if not getattr(rec, field, None) or not python and name == "stage":
             continue
         rel = os.path.join(*name.split("."))
@@ -90,7 +90,7 @@ def _extra_items(rec: JobRecord, env: Mapping[str, str], host: str, python: bool
         mod = __import__(f"jobenv.{name}", fromlist=["restore_items"])
         fn = getattr(mod, "restore_items", None)
         if fn is not None:
-            items.append(fn(rec, env, host, python=python) if name == "store.software" else fn(rec, env, host))
+            items.append(fn(rec, env, host, python=python) if name == "store.software_field" else fn(rec, env, host))
     return items
 
 

@@ -12,7 +12,9 @@ import os
 import socket
 from typing import Any, Dict, Optional, Sequence, Tuple
 
-from . import _NO_ADDR, DetectError, DistInfo, detect, device_index, export_env
+from .discovery import detect
+from .export import device_index, export_env
+from .info import NO_ADDR, DetectError, DistInfo
 
 INSTALL_HINT = {
     "torch": "pip install 'jobenv[torch]'", "horovod": "pip install 'jobenv[horovod]'",
@@ -58,7 +60,7 @@ def check_port(info: DistInfo) -> None:
     """On rank 0, fail fast (never hang) when the rendezvous address is not this host or
     its port is taken; the port is not reserved, only checked."""
     if info.master_addr is None:
-        raise DetectError(_NO_ADDR)
+        raise DetectError(NO_ADDR)
     if info.rank != 0 or info.world_size == 1 or info.launcher == "torchrun":
         return  # torchrun's agent already holds MASTER_PORT for its store
     s = socket.socket(socket.AF_INET6 if ":" in info.master_addr else socket.AF_INET, socket.SOCK_STREAM)
@@ -195,7 +197,7 @@ def tf_config(info: DistInfo, hosts: Optional[Sequence[str]] = None) -> Dict[str
     """TF_CONFIG for MultiWorkerMirroredStrategy: one worker per rank, ranks in block order
     over the hosts (as mpiexec -ppn and srun place them), one port per local rank."""
     if info.master_addr is None:
-        raise DetectError(_NO_ADDR)
+        raise DetectError(NO_ADDR)
     names = list(hosts or info.hosts)
     if info.num_nodes == 1 or not names:
         names = [info.master_addr]

@@ -210,7 +210,11 @@ def master_addr(env: Mapping[str, str], launcher: str, size: int, lsize: int, sc
                 hosts: Sequence[str]) -> Optional[str]:
     if env.get("MASTER_ADDR"):
         return env["MASTER_ADDR"]
-    if size == 1 or lsize >= size or scheduler == "local":
+    if size == 1 or lsize >= size:
+        return LOOPBACK
+    from ..schedulers import THIS_HOST_ONLY
+
+    if scheduler in THIS_HOST_ONLY:  # every rank is on the host jobenv runs on
         return LOOPBACK
     if launcher == "srun" and env.get("SLURM_STEP_NODELIST"):
         from jobenv.core.hostlist import expand

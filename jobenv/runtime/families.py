@@ -169,18 +169,22 @@ def known(argv0: str, resolved: Optional[str] = None) -> Optional[Family]:
             or next((r for r in FAMILIES if rbase in r.programs), None))
 
 
-def family(argv0: str, resolved: Optional[str] = None) -> str:
-    """The family of the launcher program `argv0` (found at `resolved`, when known): as `known`
-    tells, else the shared names' convention; BadInput naming the known launchers otherwise."""
+def identify(argv0: str, resolved: Optional[str] = None) -> Tuple[Optional[Family], str]:
+    """(the row `known` tells, the family's name): the launcher program `argv0` (found at
+    `resolved`, when known) as `known` tells, else the shared names' convention; "" when
+    neither names one.  Save asks once and records the name (the record's `launcher_family`)."""
     row = known(argv0, resolved)
     if row is not None:
-        return row.name
+        return row, row.name
     base = argv0.rpartition("/")[2]
-    if base in ("mpiexec", "mpirun"):
-        return "openmpi" if base == "mpirun" else "mpich"
+    return None, ("openmpi" if base == "mpirun" else "mpich" if base == "mpiexec" else "")
+
+
+def unknown(argv0: str) -> BadInput:
+    """The refusal of a launch by a launcher that is no family jobenv knows."""
     names = sorted({p for r in FAMILIES for p in r.programs} | {"mpiexec", "mpirun"})
-    raise BadInput(f"launcher {argv0!r} is not one jobenv knows ({', '.join(names)}); "
-                   "use a profile whose launcher is one of them")
+    return BadInput(f"launcher {argv0!r} is not one jobenv knows ({', '.join(names)}); "
+                    "use a profile whose launcher is one of them")
 
 
 def from_banner(text: str) -> Optional[Family]:

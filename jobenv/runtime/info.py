@@ -10,6 +10,8 @@ if TYPE_CHECKING:
     from typing import Any, Dict, Iterable, Mapping, Optional, Sequence, Tuple
 
 MAX_PORT = 65535
+NO_ADDR = ("cannot tell the rendezvous host: set MASTER_ADDR, or restore the job with "
+           "`source <(jobenv get)` so that JOBENV_RECORD names its hosts")
 _FIELDS = ("rank", "local_rank", "world_size", "local_world_size", "node_rank", "num_nodes",
            "master_addr", "master_port", "launcher", "jobid", "hosts")
 

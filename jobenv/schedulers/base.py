@@ -6,7 +6,7 @@ A scheduler file (`jobenv/schedulers/<name>.py`) defines `SCHEDULER = Scheduler(
 facts as data (job-id variables, prefixes, marks, site variables, secrets, nodefile,
 detection priority, generic profile) and its behaviour as functions (capture, the liveness
 query and its parser).  Everything else reads the facts through the tables in
-`jobenv/schedulers/__init__.py`, which `python -m jobenv.schedulers.render` writes from
+`jobenv/schedulers/tables.py`, which `python -m jobenv.schedulers.render` writes from
 these descriptors (a test proves they are that rendering), so a shell in no job loads
 no scheduler file.
 """
@@ -46,13 +46,22 @@ class Scheduler:
     says, for people, where the host list comes from.  `profile` is the shipped profile
     used when no machine profile matches.  `query` asks the scheduler about jobs; `parse`
     turns its output into verdicts.
-    `requeue` (jobenv.launch.preempt reads it) says how a pre-empted job goes back in its
+    `requeue` (jobenv.launch.requeue.preempt reads it) says how a pre-empted job goes back in its
     queue, and how it is resubmitted where it cannot; None where jobenv cannot do either.
+
+    Three facts tell jobenv where a scheduler's job differs from a batch job's (each read
+    from its rendered table, so no path loads a scheduler file to ask): `allocates`, the
+    scheduler gives the job its hosts and slots (without it a job takes this host's cores,
+    and a launch may put more ranks on it than the record's); `asks_command`, what jobenv
+    knows of a job's state comes from the scheduler's commands (so a verdict is worth
+    caching, and only an id of its shape may reach one); `this_host_only`, the job's one
+    host is the host jobenv runs on (ranks meet on the loopback, a per-host command runs
+    directly, and a report from it is that host's whatever it calls itself).
     """
 
     __slots__ = ("requeue", "name", "jobid_vars", "prefixes", "detect_any", "detect_all", "marks", "site_vars",
                  "query_vars", "secrets", "program_vars", "nodefile_var", "hosts", "priority", "profile", "capture",
-                 "query", "parse", "batch", "outside")
+                 "query", "parse", "batch", "outside", "allocates", "asks_command", "this_host_only")
 
     def __init__(self, name: str, *, jobid_vars: Tuple[str, ...], prefixes: Tuple[str, ...],
                  detect_any: Tuple[str, ...], detect_all: Tuple[str, ...] = (),
@@ -62,7 +71,8 @@ class Scheduler:
                  nodefile_var: str = "", hosts: str, priority: int, profile: str,
                  capture: CaptureFn, query: Query, parse: Optional[Parser] = None,
                  batch: Optional[Batch] = None, outside: Optional[Outside] = None,
-                 requeue: Optional[Requeue] = None) -> None:
+                 requeue: Optional[Requeue] = None, allocates: bool = True, asks_command: bool = True,
+                 this_host_only: bool = False) -> None:
         self.name, self.jobid_vars, self.prefixes = name, jobid_vars, prefixes
         self.detect_any, self.detect_all = detect_any, detect_all
         self.marks = tuple(dict.fromkeys(jobid_vars + detect_any + marks))
@@ -73,6 +83,7 @@ class Scheduler:
         self.batch = batch  # how `jobenv submit` hands it a script (None: it takes none)
         self.outside = outside  # how `jobenv save --job ID` reads the job from outside it
         self.requeue = requeue
+        self.allocates, self.asks_command, self.this_host_only = allocates, asks_command, this_host_only
 
 
 class Batch:
@@ -142,12 +153,12 @@ class JobFacts:
 
 class Requeue:
     """How this scheduler puts a pre-empted job back in its queue: data, rendered by
-    jobenv.launch.preempt.  Words in braces are filled in: {jobid}.
+    jobenv.launch.requeue.preempt.  Words in braces are filled in: {jobid}.
 
     `argv` requeues the job (it keeps its id; the rerun counts itself in `restart_var`);
     `show` asks about the job (state, flags), `parse` reads its output; `script(jobid, env)`
     reads the batch script as the scheduler keeps it, never from the path it was submitted
-    from ((bytes, "") or (None, why not): jobenv.launch.keptscript keeps it); `submit`
+    from ((bytes, "") or (None, why not): jobenv.launch.requeue.keptscript keeps it); `submit`
     resubmits that copy; `running` are the states in which a SIGTERM means "you are
     pre-empted, the job stays" (in any other, such as Slurm's COMPLETING right after
     `scancel` or a time limit, someone or something ended the job: it is not brought back);
@@ -155,7 +166,7 @@ class Requeue:
 
     `rules` come first: (signals, states, substates, verdict) each, the first whose three
     match decides (an empty tuple matches anything; a rule needs a substate in `substates`
-    when it names some); its verdict, a key of jobenv.launch.preempt.VERDICTS, says why the
+    when it names some); its verdict, a key of jobenv.launch.requeue.preempt.VERDICTS, says why the
     job is not brought back.  `pass_vars(facts, {name: value})` gives the submit flags
     that hand the new job those variables ((flags, "") or (facts.submit, why not)), for a
     scheduler whose submit passes no environment (qsub); None: the environment passes."""

@@ -27,4 +27,5 @@ def query(jobids: Sequence[str], env: Optional[Mapping[str, str]] = None,
 
 # Detected when no other scheduler is (it has no variables of its own): always last.
 SCHEDULER = Scheduler(NAME, jobid_vars=(), prefixes=(), detect_any=(), hosts="this host's name",
-                      priority=1000, profile="local", capture=capture, query=query)
+                      priority=1000, profile="local", capture=capture, query=query,
+                      allocates=False, asks_command=False, this_host_only=True)

@@ -6,7 +6,7 @@ base.py's types so that each file holds one kind of thing.
 from __future__ import annotations
 
 from jobenv.core.errors import BadInput
-from . import SHELL_ONLY, is_secret
+from .tables import SHELL_ONLY, is_secret
 
 TYPE_CHECKING = False  # `import typing` costs ~5 ms per shell; type checkers still read the block below
 if TYPE_CHECKING:

@@ -1,5 +1,5 @@
 """A pre-empted PBS job, brought back: what `qstat -f -F json ID` says a resubmission needs,
-and where the script PBS ran is found to keep a copy of it (jobenv.launch.keptscript).
+and where the script PBS ran is found to keep a copy of it (jobenv.launch.requeue.keptscript).
 
 How PBS records the qsub command line (openpbs src/cmds/qsub.c, Libifl/xml_encode_decode.c,
 cmds/qstat.c): qsub stores its argv in `Submit_arguments` one word per

@@ -1,7 +1,7 @@
 """Write the scheduler tables and the shell gate from the scheduler files.
 
 `python -m jobenv.schedulers.render` rewrites, from every `jobenv/schedulers/<name>.py`
-that defines `SCHEDULER`, the tables block of `jobenv/schedulers/__init__.py` (what the
+that defines `SCHEDULER`, the tables block of `jobenv/schedulers/tables.py` (what the
 `get` path reads without loading any scheduler file) and the fast-path gate of
 `shell/jobenv.sh` (a job's marks and the site variables); `--check` only says whether they
 are current (tests/test_schedulers.py runs it).  Adding a scheduler: write its file, add
@@ -17,10 +17,11 @@ from typing import Dict, Iterable, List, Optional, Sequence
 from .base import Scheduler
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-INIT = os.path.join(HERE, "__init__.py")
+TABLES = os.path.join(HERE, "tables.py")
 SHELL = os.path.join(os.path.dirname(os.path.dirname(HERE)), "shell", "jobenv.sh")
-NOT_SCHEDULERS = ("__init__", "base", "parse", "render")
+NOT_SCHEDULERS = ("__init__", "base", "parse", "render", "tables")
 _BEGIN, _END = "# BEGIN tables:", "# END tables\n"
+_FACTS = ("ALLOCATES", "ASKS_COMMAND", "THIS_HOST_ONLY")  # tables of the schedulers that have a fact
 _GATE_BEGIN, _GATE_END = "    # a job's marks: schedulers.JOB_MARKERS;", '    d="${JOBENV_HOME'
 
 
@@ -57,16 +58,20 @@ def tables(descs: Sequence[Scheduler]) -> Dict[str, object]:
         "SECRETS": frozenset(v for d in descs for v in d.secrets),
         "PROGRAM_VARS": {d.name: d.program_vars for d in descs if d.program_vars},
         "PROFILES": {d.name: d.profile for d in descs},
+        "ALLOCATES": frozenset(d.name for d in descs if d.allocates),
+        "ASKS_COMMAND": frozenset(d.name for d in descs if d.asks_command),
+        "THIS_HOST_ONLY": frozenset(d.name for d in descs if d.this_host_only),
     }
 
 
 def table_text(descs: Sequence[Scheduler]) -> str:
-    """The tables block of jobenv/schedulers/__init__.py."""
+    """The tables block of jobenv/schedulers/tables.py."""
     t = tables(descs)
     lines = [f"{_BEGIN} written by `python -m jobenv.schedulers.render`; edit the scheduler files instead"]
     for key, value in t.items():
         if isinstance(value, frozenset):
-            order = [v for d in descs for v in getattr(d, key.lower())]
+            order = ([d.name for d in descs if d.name in value] if key in _FACTS
+                     else [v for d in descs for v in getattr(d, key.lower())])
             text = f"frozenset({_names(order)})"
         else:
             text = repr(value).replace("'", '"')
@@ -109,11 +114,11 @@ def _splice(text: str, begin: str, end: str, new: str, keep_end: bool) -> str:
 def rendered(descs: Optional[Sequence[Scheduler]] = None) -> Dict[str, str]:
     """{path: the text it must have}."""
     descs = descriptors() if descs is None else descs
-    with open(INIT) as f:
-        init = f.read()
+    with open(TABLES) as f:
+        tables = f.read()
     with open(SHELL) as f:
         shell = f.read()
-    return {INIT: _splice(init, _BEGIN, _END, table_text(descs), keep_end=False),
+    return {TABLES: _splice(tables, _BEGIN, _END, table_text(descs), keep_end=False),
             SHELL: _splice(shell, _GATE_BEGIN, _GATE_END, gate_text(descs), keep_end=True)}
 
 

@@ -207,7 +207,7 @@ OUTSIDE = Outside(show=("scontrol", "show", "job", "-d"), parse=parse_job, find=
 REQUEUE = Requeue(
     ("scontrol", "requeue", "{jobid}"), ("scontrol", "show", "job", "{jobid}"), parse_show_job,
     script=batch_script, submit="sbatch",
-    restart_var="SLURM_RESTART_COUNT", running=("RUNNING",),  # scancel, a time limit: COMPLETING at once (tests/test_launch_preempt_slurm.py)
+    restart_var="SLURM_RESTART_COUNT", running=("RUNNING",),  # scancel, a time limit: COMPLETING at once (tests/test_launch_requeue_preempt_slurm.py)
     needs="Slurm's client commands (scontrol, sbatch) on PATH, slurm.conf (SLURM_CONF) and munge's socket "
           "(/run/munge) inside the container (pyxis/enroot: mount them; Apptainer: --bind them)")
 

@@ -1,8 +1,9 @@
 """`python -m jobenv.selftest`."""
+from . import codes  # noqa: F401  first: its T_INTERP is the moment the interpreter was ready
 import os
 import sys
 
-from . import main
+from .cli import main
 
 if __name__ == "__main__":
     code = main()

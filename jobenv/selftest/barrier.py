@@ -10,7 +10,7 @@ from typing import Any, List, Optional
 
 from ..runtime import DistInfo
 from ..runtime.checkin import CheckinError, Client, Server, checkin_port, ranks_hosts
-from . import EXIT_TIMEOUT
+from .codes import EXIT_TIMEOUT
 
 
 def process_start_time() -> Optional[float]:

@@ -8,7 +8,7 @@ import time
 from typing import Any, Dict, Optional
 
 from ..runtime import DistInfo
-from . import T_INTERP
+from .codes import T_INTERP
 from .adapters import default_framework, make_comm
 from . import fabric
 from .bandwidth import measure

@@ -12,7 +12,7 @@ from jobenv.core.numparse import parse_seconds, parse_uint
 from jobenv.history.write import write_phases
 from ..runtime import DetectError, detect
 from ..runtime.checkin import CheckinError
-from . import EXIT_FAILED, EXIT_OK, EXIT_SETUP, EXIT_TIMEOUT, T_INTERP
+from .codes import EXIT_FAILED, EXIT_OK, EXIT_SETUP, EXIT_TIMEOUT, T_INTERP
 from .barrier import Link, process_start_time
 from .checks import run_rank
 from .report import add_fabric, print_report, summarize
@@ -31,7 +31,8 @@ def _number(parse: Callable[..., T], **kw: Any) -> Callable[[str], T]:
 
 
 def parse_args(argv: Optional[List[str]] = None) -> argparse.Namespace:
-    p = argparse.ArgumentParser(prog="python -m jobenv.selftest", description=_doc().split("\n\n")[0])
+    p = argparse.ArgumentParser(prog="python -m jobenv.selftest", description=(
+        "`launch python3 -m jobenv.selftest`: prove the allocation works before spending it."))
     p.add_argument("--framework", choices=["torch", "tensorflow", "mpi"],
                    help="default: torch when installed, else mpi (mpi4py)")
     p.add_argument("--backend", choices=["ddp", "horovod", "deepspeed", "nccl", "xccl", "gloo", "multiworker"],
@@ -51,12 +52,6 @@ def parse_args(argv: Optional[List[str]] = None) -> argparse.Namespace:
     return p.parse_args(argv)
 
 
-def _doc() -> str:
-    from . import __doc__ as doc
-
-    return doc or ""
-
-
 def main(argv: Optional[List[str]] = None) -> int:
     args = parse_args(argv)
     t_start = process_start_time()
@@ -67,9 +62,9 @@ def main(argv: Optional[List[str]] = None) -> int:
     try:
         info = detect()
         if info.master_addr is None:
-            from ..runtime import _NO_ADDR
+            from ..runtime.info import NO_ADDR
 
-            raise DetectError(_NO_ADDR)
+            raise DetectError(NO_ADDR)
     except DetectError as exc:
         sys.stderr.write(f"jobenv.selftest: error: {exc}\n")
         return EXIT_SETUP

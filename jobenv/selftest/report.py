@@ -7,7 +7,7 @@ from typing import Any, Dict, List, Mapping, Optional, Tuple
 
 from jobenv.core.numparse import plural
 from ..runtime import DistInfo
-from . import PHASES
+from .codes import PHASES
 
 
 def summarize(results: Dict[int, Dict[str, Any]], info: DistInfo) -> Dict[str, Any]:
@@ -32,7 +32,14 @@ def summarize(results: Dict[int, Dict[str, Any]], info: DistInfo) -> Dict[str, A
             "framework": ranks[0]["framework"] if ranks else None, "jobid": info.jobid,
             "ranks_per_host": per_host, "phases": phases, "failed_checks": failed,
             "missing_results": missing, "checks": sorted(ranks[0]["checks"]) if ranks else [],
-            "losses": ranks[0]["losses"] if ranks else [], "ranks": ranks}
+            "losses": ranks[0]["losses"] if ranks else [], "ranks": ranks, "container": container(os.environ)}
+
+
+def container(env: Mapping[str, str]) -> Optional[Dict[str, str]]:
+    """The image and runtime `launch --container` ran the ranks in (its JOBENV_CONTAINER and
+    JOBENV_CONTAINER_RUNTIME); None outside one."""
+    image = env.get("JOBENV_CONTAINER")
+    return {"image": image, "runtime": env.get("JOBENV_CONTAINER_RUNTIME", "")} if image else None
 
 
 def expectation(backend: str, name: Optional[str], env: Mapping[str, str]) -> Tuple[str, Optional[Dict[str, Any]]]:
@@ -127,6 +134,11 @@ def print_report(rep: Dict[str, Any], quiet: bool) -> None:
     ok = "PASSED" if rep["ok"] else "FAILED"
     line = (f"jobenv selftest {ok}: {plural(rep['world_size'], 'rank')} on {plural(len(rep['ranks_per_host']), 'host')}, "
             f"{rep['framework']} via {rep['launcher']}")
+    box = rep.get("container")
+    if box:
+        from jobenv.core.errors import one_line
+
+        line += f", in container {one_line(box['image'])} ({one_line(box['runtime'])})"
     if rep["failed_checks"]:
         line += f"; failed checks: {rep['failed_checks']}"
     if rep["missing_results"]:

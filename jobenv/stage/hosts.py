@@ -15,6 +15,7 @@ import sys
 import time
 from typing import Any, Callable, Dict, List, Mapping, Optional, Tuple
 
+from jobenv import schedulers
 from jobenv.core.interpreter import code_argv
 from jobenv.store.record import JobRecord
 from .worker import MARK
@@ -23,17 +24,17 @@ Report = Dict[str, Any]
 
 
 def per_host_argv(rec: JobRecord, environ: Mapping[str, str], write: bool = True) -> List[str]:
-    """The launcher argv that starts one process on each host of the job ([] for a local
-    job: this host is the whole allocation, so the worker runs directly).
+    """The launcher argv that starts one process on each host of the job ([] for a job
+    whose one host is this one (`local`), so the worker runs directly).
 
     `jobenv launch`'s sizing decides it (one rule for both): the job's profile template
     sized to one process per host, run by the recorded launcher.  A hostfile it needs is
     written privately beside the record's runs (not when only printing, `write=False`).
     """
-    if rec.scheduler == "local":
+    if rec.scheduler in schedulers.THIS_HOST_ONLY:
         return []
     from jobenv.store import files as store
-    from ..launch.attempt import per_host_plan
+    from ..launch.plan.attempt import per_host_plan
     from ..launch.ranks import make_run_dir, write_private
 
     runs = store.runs_dir(store.key_for(rec.scheduler, rec.jobid), dict(environ))

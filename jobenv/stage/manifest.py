@@ -145,7 +145,9 @@ def _base_filter(env: Env) -> Callable[[str], bool]:
     return keep
 
 
-def _walk(tree: str, root: str, keep: Optional[Callable[[str], bool]] = None) -> Iterator[Entry]:
+def walk(tree: str, root: str, keep: Optional[Callable[[str], bool]] = None) -> Iterator[Entry]:
+    """Every entry under `root` (itself first, then depth-first in name order) that `keep`
+    takes, as the manifest lists them; also how a node's worker re-reads its copy."""
     stack = [""]
     while stack:
         rel = stack.pop()
@@ -174,9 +176,9 @@ def _walk(tree: str, root: str, keep: Optional[Callable[[str], bool]] = None) ->
 
 def entries(env: Env) -> List[Entry]:
     """Every entry to stage, env tree first, in a deterministic order."""
-    out = list(_walk("env", env.prefix))
+    out = list(walk("env", env.prefix))
     if env.base_shared and env.base:
-        out += list(_walk("base", env.base, _base_filter(env)))
+        out += list(walk("base", env.base, _base_filter(env)))
     return out
 
 

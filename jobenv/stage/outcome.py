@@ -3,7 +3,7 @@ read from the shared file system.
 
 With --min-hosts N / --min-fraction F a stage with failed hosts still succeeds when enough
 hosts have a verified copy; the failed ones are named (one warning line each) and entered
-in the job's bad-host ledger (jobenv.launch.badhosts), so that the next `jobenv launch`
+in the job's bad-host ledger (jobenv.launch.verdict.badhosts), so that the next `jobenv launch`
 runs on the rest, as after a failover.
 """
 from __future__ import annotations
@@ -16,7 +16,7 @@ from typing import Any, Dict, List, Optional
 import click
 
 from jobenv.core.errors import EXIT_ERROR, one_line
-from jobenv.core.numparse import _plain
+from jobenv.core.numparse import is_decimal
 from jobenv.store.record import JobRecord
 
 
@@ -27,7 +27,7 @@ class Fraction(click.ParamType):  # type: ignore[type-arg]  # generic only in ne
 
     def convert(self, value: object, param: Optional[click.Parameter], ctx: Optional[click.Context]) -> float:
         text = str(value)
-        x = float(text) if len(text) <= 20 and _plain(text) else -1.0
+        x = float(text) if len(text) <= 20 and is_decimal(text) else -1.0
         if not 0 < x <= 1:
             self.fail(f"give a fraction above 0 and at most 1 (like 0.9), not {text!r}", param, ctx)
         return x
@@ -57,7 +57,7 @@ def finish(rec: JobRecord, results: Dict[str, Dict[str, Any]], need: int, ledger
 
 def retire(rec: JobRecord, bad: List[str], results: Dict[str, Dict[str, Any]]) -> None:
     from jobenv.store import files as store
-    from ..launch import badhosts
+    from jobenv.launch.verdict import badhosts
 
     runs = store.runs_dir(store.key_for(rec.scheduler, rec.jobid), dict(os.environ))
     os.makedirs(runs, 0o700, exist_ok=True)

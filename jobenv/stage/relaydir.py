@@ -15,6 +15,8 @@ import stat
 import time
 from typing import List, Optional, Tuple
 
+from jobenv.core.hostlist import hostfile_text
+
 
 class RelayError(Exception):
     pass
@@ -43,7 +45,7 @@ def make_dir(sdir: str, hosts: List[str], until: float) -> Tuple[str, str]:
     sweep(sdir, time.time())
     d = os.path.join(sdir, f"relay.{int(until)}.{os.urandom(8).hex()}")
     os.mkdir(d, 0o700)
-    for name, text in (("hosts", "".join(h + "\n" for h in hosts)), ("secret", os.urandom(32).hex() + "\n")):
+    for name, text in (("hosts", hostfile_text(hosts)), ("secret", os.urandom(32).hex() + "\n")):
         fd = os.open(os.path.join(d, name), os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
         with os.fdopen(fd, "w") as f:
             f.write(text)

@@ -25,6 +25,7 @@ import time
 from typing import Any, Dict, List, Mapping, Optional
 
 from jobenv.core.errors import BadInput, JobenvError
+from jobenv.core.pids import pid_alive
 from jobenv.store.paths import own_dir
 from . import manifest, relay, relaydir, relocate
 from .manifest import BASE_DIR
@@ -72,9 +73,9 @@ def host_path(template: str, host: str) -> str:
 def copy_walk(copy: str) -> List[manifest.Entry]:
     """The manifest of a copy as it is on disk (stamp and relocation aside)."""
     top = set(os.listdir(copy))
-    items = list(manifest._walk("env", copy, lambda rel: rel not in (BASE_DIR, STAMP)))
+    items = list(manifest.walk("env", copy, lambda rel: rel not in (BASE_DIR, STAMP)))
     if BASE_DIR in top:
-        items += list(manifest._walk("base", os.path.join(copy, BASE_DIR)))
+        items += list(manifest.walk("base", os.path.join(copy, BASE_DIR)))
     return items
 
 
@@ -168,18 +169,8 @@ def _leftovers(root: str, name: str, host: str, all_of_them: bool = False) -> No
         for kind in ("tmp", "old", "spool"):
             head = f".{name}.{kind}.{host}."
             pid = entry[len(head):]
-            if entry.startswith(head) and pid.isdigit() and (all_of_them or not _alive(int(pid))):
+            if entry.startswith(head) and pid.isdigit() and (all_of_them or not pid_alive(int(pid))):
                 rmtree(os.path.join(root, entry))
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        pass
-    return True
 
 
 def clean(spec: Dict[str, Any], host: str) -> Dict[str, Any]:

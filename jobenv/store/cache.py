@@ -280,7 +280,7 @@ MAX_BUILDS = 16  # interpreters remembered by `mpi-builds` (the newest first)
 
 
 def read_builds(env: Mapping[str, str], key: str) -> Optional[List[str]]:
-    """`launch`'s remembered answer of an interpreter's MPI probe (jobenv.launch.mpibuilds),
+    """`launch`'s remembered answer of an interpreter's MPI probe (jobenv.launch.plan.mpibuilds),
     as [package, flavor, ...], while `key` (the interpreter and the mtimes of its package
     directories, the probe's caller's condition) is the same; None otherwise."""
     d = cache_dir(env)

@@ -28,6 +28,7 @@ import os
 
 from jobenv.core.atomic import JobLock, clean_temps, fsync_dir, write_atomic
 from jobenv.core.errors import BadInput, BadRecord
+from jobenv.core.hostlist import hostfile_text
 from jobenv.store.record import JobRecord, from_json
 from jobenv.store.paths import check_safe, ensure_dirs, home, jobs_dir, open_jobs, open_store, runs_dir, write_error
 
@@ -82,8 +83,10 @@ def _companion(key: str, text: str, suffix: str) -> str:
 
 
 def hostfile_path(key: str, hosts: List[str], env: Optional[Mapping[str, str]] = None) -> str:
-    """Where a save of `hosts` writes its hostfile (the same path for the same hosts)."""
-    return os.path.join(jobs_dir(env), _companion(key, "".join(h + "\n" for h in hosts), ".hosts"))
+    """Where a save of `hosts` writes its hostfile (the same path for the same hosts): named
+    by the hash of its text.  Save asks once and records it (the launch line names it too);
+    write_job writes the record's `hostfile`, never computing the name again."""
+    return os.path.join(jobs_dir(env), _companion(key, hostfile_text(hosts), ".hosts"))
 
 
 def job_lock(lock_path: str, env: Optional[Mapping[str, str]] = None, timeout: float = 60.0) -> JobLock:
@@ -125,9 +128,9 @@ def _gc(d: str, key: str, keep: Set[str], grace: float) -> None:
             pass
 
 
-def write_job(record: JobRecord, env_text: str, hosts_text: Optional[str],
-              env: Optional[Mapping[str, str]] = None) -> str:
-    """Commit a save: companions first, then the JSON naming them (see the module doc)."""
+def write_job(record: JobRecord, env_text: str, env: Optional[Mapping[str, str]] = None) -> str:
+    """Commit a save: companions first, then the JSON naming them (see the module doc).
+    The hostfile goes where the record says (save's `hostfile_path` of these very hosts)."""
     d = ensure_dirs(env)
     key = key_for(record.scheduler, record.jobid)
     json_path = os.path.join(d, key + ".json")
@@ -136,12 +139,9 @@ def write_job(record: JobRecord, env_text: str, hosts_text: Optional[str],
         with job_lock(os.path.join(d, key + ".lock"), env):
             clean_temps(d)
             _check_owner(json_path, record)
-            if hosts_text is not None:
-                name = _companion(key, hosts_text, ".hosts")
-                if record.hostfile != os.path.join(d, name):
-                    raise BadInput(f"hostfile {record.hostfile!r} is not where this save writes it ({name})")
-                write_atomic(os.path.join(d, name), hosts_text.encode("utf-8", "surrogateescape"))
-                keep.add(name)
+            if record.hostfile is not None:
+                write_atomic(record.hostfile, hostfile_text(record.hosts).encode("utf-8", "surrogateescape"))
+                keep.add(os.path.basename(record.hostfile))
             record.env_file = _companion(key, env_text, ".env")
             keep.add(record.env_file)
             write_atomic(os.path.join(d, record.env_file), env_text.encode("utf-8", "surrogateescape"))

@@ -39,7 +39,7 @@ def jobs_dir(env: Optional[Mapping[str, str]] = None) -> str:
 
 
 def bin_dir(env: Optional[Mapping[str, str]] = None) -> str:
-    """Where `jobenv save` writes the `launch` program (jobenv.launch.executable); the
+    """Where `jobenv save` writes the `launch` program (jobenv.launch.plan.executable); the
     restore plan puts it first on PATH."""
     return os.path.join(home(env), "bin")
 

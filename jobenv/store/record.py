@@ -1,7 +1,11 @@
 """The job record: the single source of truth every shell snippet is rendered from.
 
-JSON on disk, `schema_version` 2 (times are UTC epoch seconds; version 1 stored local-time
-strings and is migrated on read).  Reading validates every field the code uses (type,
+JSON on disk, `schema_version` 3 (times are UTC epoch seconds; version 1 stored local-time
+strings and is migrated on read).  Version 3 carries save's launch decision: the profile's
+launcher template it chose (`launch_template`: argv and the profile's vars, with the attach
+flags of a record captured from outside the job) and the launcher's family
+(`launcher_family`), so a launch re-finds neither; an older record has neither (None here:
+jobenv.launch.plan.launcher derives the family once for it, and its template is found in its profile).  Reading validates every field the code uses (type,
 range, finite numbers, strings that encode back to the bytes they came from) so that a
 corrupt, truncated, foreign or future record is reported by name instead of half-used,
 and never raises anything but BadRecord.
@@ -24,12 +28,13 @@ TYPE_CHECKING = False  # `import typing` costs ~5 ms per shell; type checkers st
 if TYPE_CHECKING:
     from typing import Any, Dict, List, Optional
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 STATES = ("live", "ended", "unknown")
 MAX_EPOCH = 1e11  # year 5138: anything later is corruption
 _KNOWN = ("schema_version", "scheduler", "jobid", "jobname", "machine", "hosts", "nhosts",
           "gpus_per_host", "ngpus", "ranks_per_host", "nranks", "hostfile", "env_file", "launch",
-          "launch_env", "env", "created_at", "created_on", "user", "warnings", "status", "staged", "software", "provenance")
+          "launch_env", "env", "created_at", "created_on", "user", "warnings", "status", "staged", "software", "provenance",
+          "launch_template", "launcher_family")
 _REQUIRED_TEXT = ("scheduler", "jobid", "machine", "created_on")
 _OPTIONAL_TEXT = ("hostfile", "jobname", "user")
 _STATUS_TEXT = ("reason", "gpus_from", "nodefile")
@@ -47,7 +52,7 @@ class JobRecord:
     __slots__ = ("scheduler", "jobid", "machine", "hosts", "gpus_per_host", "ranks_per_host",
                  "hostfile", "launch", "env", "created_at", "created_on", "jobname", "user",
                  "launch_env", "warnings", "status", "schema_version", "env_file", "extra", "staged",
-                 "software", "provenance")
+                 "software", "provenance", "launch_template", "launcher_family")
 
     def __init__(self, scheduler: str, jobid: str, machine: str, hosts: List[str], gpus_per_host: int,
                  ranks_per_host: int, hostfile: Optional[str], launch: List[str], env: Dict[str, str],
@@ -57,7 +62,8 @@ class JobRecord:
                  env_file: Optional[str] = None, extra: Optional[Dict[str, Any]] = None,
                  staged: Optional[Dict[str, Dict[str, Any]]] = None,
                  software: Optional[Dict[str, Any]] = None,
-                 provenance: Optional[Dict[str, Any]] = None) -> None:
+                 provenance: Optional[Dict[str, Any]] = None,
+                 launch_template: Optional[Dict[str, Any]] = None, launcher_family: Optional[str] = None) -> None:
         self.scheduler, self.jobid, self.machine, self.hosts = scheduler, jobid, machine, hosts
         self.gpus_per_host, self.ranks_per_host, self.hostfile = gpus_per_host, ranks_per_host, hostfile
         self.launch, self.env, self.created_at, self.created_on = launch, env, created_at, created_on
@@ -69,8 +75,14 @@ class JobRecord:
         self.env_file = env_file  # file name (no directory) of the env file this save wrote
         self.extra = extra if extra is not None else {}
         self.staged = staged if staged is not None else {}  # optional: `jobenv stage` copies per host
-        self.software = software  # optional: jobenv.store.software (Python env, launcher path, modules)
+        self.software = software  # optional: jobenv.store.software_field (Python env, launcher path, modules)
         self.provenance = provenance  # optional: captured from outside the job (jobenv.capture.outside)
+        # save's launch decision ({argv, vars}: the profile's template it rendered `launch` from);
+        # None in a record older than version 3
+        self.launch_template = launch_template
+        # the launcher's family (jobenv.runtime.families), "" when it is none jobenv knows;
+        # None in a record older than version 3 (jobenv.launch.plan.launcher.launcher_family derives it)
+        self.launcher_family = launcher_family
 
     @property
     def nhosts(self) -> int:
@@ -94,6 +106,7 @@ class JobRecord:
             "env_file": self.env_file, "launch": list(self.launch), "launch_env": dict(self.launch_env),
             "env": dict(self.env), "created_at": self.created_at, "created_on": self.created_on,
             "user": self.user, "warnings": list(self.warnings), "status": dict(self.status),
+            "launch_template": self.launch_template, "launcher_family": self.launcher_family,
         }
         if self.staged:
             out["staged"] = {h: dict(e) for h, e in self.staged.items()}
@@ -117,6 +130,7 @@ def _migrate(data: Dict[str, Any], where: str) -> Dict[str, Any]:
     1 -> 2: `created_at` was a local-time string with its UTC offset
     ("2026-01-01T10:00:00-0600"); it becomes UTC epoch seconds.  Version 1 wrote its env
     file as `<key>.env` (env_file None says so).
+    2 -> 3: no field changes; `launch_template` and `launcher_family` are absent (None).
     """
     version = data.get("schema_version")
     if not isinstance(version, int) or isinstance(version, bool) or version < 1:
@@ -135,6 +149,10 @@ def _migrate(data: Dict[str, Any], where: str) -> Dict[str, Any]:
         except ValueError:
             data["created_at"] = 0.0  # a time version 1 did not write: saved time unknown, sorts oldest
         data["env_file"] = None
+    if version < SCHEMA_VERSION:
+        data = dict(data)
+        for name in ("launch_template", "launcher_family"):  # not an older version's to name
+            data.pop(name, None)
         data["schema_version"] = SCHEMA_VERSION
     return data
 
@@ -246,12 +264,38 @@ def from_dict(data: Any, where: str = "record") -> JobRecord:
         launch_env=dict(data.get("launch_env", {})), warnings=list(warnings), status=status,
         env_file=env_file, extra=extra, staged=_staged(data.get("staged"), where),
         software=_software(data.get("software")), provenance=_provenance(data.get("provenance"), where),
+        launch_template=_template(data.get("launch_template"), where), launcher_family=_family(data, where),
     )
+
+
+def _template(value: Any, where: str) -> Optional[Dict[str, Any]]:
+    """Optional `launch_template`: {argv: [word | {when: name, args: [word]}], vars: {name: text}}
+    (a profile's launcher, as jobenv.profiles.load checked it when save chose it)."""
+    if value is None:
+        return None
+    argv: Any = value.get("argv") if isinstance(value, dict) else None
+    variables: Any = value.get("vars") if isinstance(value, dict) else None
+    ok = (isinstance(argv, list) and argv and isinstance(argv[0], str) and isinstance(variables, dict)
+          and _all_text(variables) and _all_text(variables.values())
+          and all(_text(w) or (isinstance(w, dict) and set(w) == {"when", "args"} and _text(w["when"])
+                               and isinstance(w["args"], list) and _all_text(w["args"])) for w in argv))
+    if not ok:
+        raise _bad(where, "bad launch_template field")
+    return {"argv": [w if isinstance(w, str) else {"when": w["when"], "args": list(w["args"])} for w in argv],
+            "vars": dict(variables)}
+
+
+def _family(data: Dict[str, Any], where: str) -> Optional[str]:
+    """Optional `launcher_family`: a word ("" for a launcher jobenv knows none of)."""
+    value = data.get("launcher_family")
+    if value is not None and not (isinstance(value, str) and (value == "" or value.isidentifier())):
+        raise _bad(where, "bad launcher_family field")
+    return value
 
 
 def _software(value: Any) -> Optional[Dict[str, Any]]:
     """Optional `software` field, validated by its owner module (dropped, not fatal, when malformed)."""
-    from jobenv.store.software import validate
+    from jobenv.store.software_field import validate
 
     return validate(value)
 

@@ -2,19 +2,18 @@
 
 An adapter is built from the rank's DistInfo (and the requested backend variant), sets
 up its framework's process group, and records `imports` and `init` seconds and a
-`device` description.  The selftest then calls only the methods of `Comm`.  Frameworks
+`device` description.  The selftest then calls only the methods of `Comm` (comm.py).  Frameworks
 are imported inside the adapter's module, so `--framework mpi` never loads torch.
 """
 from __future__ import annotations
 
-import hashlib
 import importlib
-from typing import TYPE_CHECKING, Callable, List, Optional, Sequence, Tuple
+from typing import TYPE_CHECKING, Callable, Optional
 
 from ...runtime import DistInfo
 
 if TYPE_CHECKING:
-    from ..barrier import Watchdog
+    from .comm import Comm
 
 # (framework, backend) -> "module:class"; backend None is the framework's default
 ADAPTERS = {
@@ -24,38 +23,6 @@ ADAPTERS = {
     ("torch", "deepspeed"): ("deepspeed", "DeepSpeedComm", "torch", "torch"),
     ("tensorflow", None): ("tensorflow", "TFComm", "tensorflow", "tensorflow"),
 }
-
-
-class Comm:
-    """What the selftest asks of every backend."""
-
-    device: str = "?"
-    imports: float = 0.0
-    init: float = 0.0
-
-    def allreduce(self, value: float, op: str) -> float:  # op: "sum" or "max"
-        raise NotImplementedError
-
-    def broadcast(self, value: float) -> float:  # rank 0's value everywhere
-        raise NotImplementedError
-
-    def allgather(self, text: str) -> List[str]:  # every rank's string, in rank order
-        raise NotImplementedError
-
-    def barrier(self) -> None:
-        raise NotImplementedError
-
-    def train(self, steps: int, wd: Watchdog) -> Tuple[List[float], Optional[float], str]:
-        """A few data-parallel steps: (mean loss per step, first step seconds, parameter digest)."""
-        raise NotImplementedError
-
-    def close(self) -> None:
-        raise NotImplementedError
-
-
-def digest(values: Sequence[float]) -> str:
-    """A short fingerprint of parameters: equal on every rank after correct training."""
-    return hashlib.sha256(repr([float(v) for v in values]).encode()).hexdigest()[:16]
 
 
 def default_framework() -> str:

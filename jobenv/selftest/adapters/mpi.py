@@ -7,7 +7,7 @@ import time
 from typing import TYPE_CHECKING, List, Optional, Tuple
 
 from ...runtime import DetectError, DistInfo
-from . import Comm, digest
+from .comm import Comm, digest
 
 if TYPE_CHECKING:
     from ..barrier import Watchdog

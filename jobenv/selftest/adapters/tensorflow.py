@@ -8,7 +8,7 @@ from contextlib import nullcontext
 from typing import TYPE_CHECKING, Any, List, Optional, Tuple
 
 from ...runtime import DistInfo
-from . import Comm, digest
+from .comm import Comm, digest
 
 if TYPE_CHECKING:
     from ..barrier import Watchdog

@@ -6,7 +6,7 @@ import time
 from typing import TYPE_CHECKING, Any, Callable, List, Optional, Tuple
 
 from ...runtime import DistInfo
-from . import Comm, digest
+from .comm import Comm, digest
 
 if TYPE_CHECKING:
     from ..barrier import Watchdog

@@ -1,0 +1,53 @@
+"""`jobenv doctor --container IMAGE`: the runtime, the image, the GPU flag and the image's MPI
+against the launcher's, said before any rank starts."""
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+from jobenv.doctor import container as box
+from launchkit import local_job
+
+
+def _image(d: Path, soname: str = "") -> Path:
+    (d / "bin").mkdir(parents=True)
+    (d / "bin" / "sh").write_text("")
+    if soname:
+        (d / "usr" / "lib" / "x86_64-linux-gnu").mkdir(parents=True)
+        (d / "usr" / "lib" / "x86_64-linux-gnu" / soname).write_text("")
+    return d
+
+
+def test_the_images_mpi_is_read_from_its_library_directories(tmp_path):
+    assert box.image_mpi(str(_image(tmp_path / "o", "libmpi.so.40"))) == "openmpi"
+    assert box.image_mpi(str(_image(tmp_path / "m", "libmpi.so.12"))) == "mpich"
+    assert box.image_mpi(str(_image(tmp_path / "n"))) == ""
+    assert box.image_mpi("docker:nvcr.io/nvidia/pytorch:24.01-py3") is None
+
+
+def test_an_open_mpi_image_under_hydra_is_named_before_any_rank_starts():
+    bad = box.judge_mpi("openmpi", "mpich", "MPICH Hydra")
+    assert bad.status == "fail" and "singleton" in bad.detail
+    assert box.judge_mpi("mpich", "openmpi", "Open MPI").status == "fail"
+    assert box.judge_mpi("mpich", "mpich", "Cray PALS").status == "ok"
+    assert box.judge_mpi("openmpi", "any", "torchrun").status == "ok"
+    assert box.judge_mpi("", "mpich", "MPICH Hydra").status == "ok"
+    assert box.judge_mpi(None, "mpich", "MPICH Hydra").status == "warn"
+
+
+def test_doctor_container_checks_a_real_job(tmp_path):
+    env = local_job(tmp_path, 2)  # saved with the MPICH wheel's mpiexec
+    ompi = _image(tmp_path / "ompi", "libmpi.so.40")
+    p = subprocess.run([sys.executable, "-m", "jobenv", "doctor", "--json", "--container", str(ompi),
+                        "--container-runtime", "apptainer"], env=env, capture_output=True, text=True, timeout=120)
+    checks = {c["name"]: c for c in json.loads(p.stdout)["checks"]}
+    assert p.returncode == 1
+    assert checks["container MPI"]["status"] == "fail" and "Open MPI" in checks["container MPI"]["detail"]
+    assert checks["container image"]["status"] == "ok"
+    assert checks["container runtime"]["status"] == "fail" and "apptainer is not on PATH" in \
+        checks["container runtime"]["detail"]
+    missing = subprocess.run([sys.executable, "-m", "jobenv", "doctor", "--json", "--container",
+                              str(tmp_path / "nope")], env=env, capture_output=True, text=True, timeout=120)
+    assert {c["name"]: c["status"] for c in json.loads(missing.stdout)["checks"]}["container image"] == "fail"
