@@ -72,8 +72,9 @@ def world_misfit(launcher: Optional[str], built: Mapping[str, str]) -> List[str]
     if have not in ("mpich", "openmpi"):
         return []
     return [f"{package} is built with {flavor}, but the launcher is {launcher}: every rank would start as "
-            f"rank 0 of a world of 1 (and exit 0); launch with {flavor}'s mpiexec, or rebuild {package} against "
-            f"the launcher's MPI ({_ABI_NAMES[have]})" for package, flavor in sorted(built.items())
+            f"rank 0 of a world of 1 (and exit 0); launch with {flavor}'s mpiexec (`jobenv launch --launcher "
+            f"{mpi_abi(flavor)}`), or rebuild {package} against the launcher's MPI ({_ABI_NAMES[have]})"
+            for package, flavor in sorted(built.items())
             if mpi_abi(flavor) in ("mpich", "openmpi") and mpi_abi(flavor) != have]
 
 

@@ -239,3 +239,26 @@ def test_report_html_is_shown_with_its_file():
     texts = [(REPO / "README.md").read_text()] + [p.read_text() for p in (REPO / "docs").rglob("*.md")]
     bare = [m.group(0) for t in texts for m in re.finditer(r"report --html(?![ =]\S)[^\n]{0,20}", t)]
     assert bare == [], bare
+
+
+def test_no_help_block_holds_wrapped_prose():
+    """A `\\b` paragraph of a command's help is kept line for line, which the command reference
+    (mkdocs-click, docs/hooks/click_blocks.py) shows as a preformatted block: for rows and
+    examples, not for sentences wrapped over lines (issue 33: launch's description read as code).
+    A line that goes on with a lowercase word, a backquote or a parenthesis is such a wrap."""
+    from jobenv.cli.main import cli
+
+    def walk(group, prefix=""):
+        for name, cmd in group.commands.items():
+            yield prefix + name, cmd
+            if hasattr(cmd, "commands"):
+                yield from walk(cmd, prefix + name + " ")
+
+    wrapped = []
+    for name, cmd in walk(cli):
+        for para in re.split(r"\n\s*\n", cmd.help or ""):
+            lines = [ln.strip() for ln in para.strip("\n").splitlines()]
+            if lines[:1] == ["\b"]:
+                wrapped += [f"{name}: {a!r} / {b!r}" for a, b in zip(lines[1:], lines[2:])
+                            if b and (b[0].islower() or b[0] in "`(-")]
+    assert wrapped == [], "\n".join(wrapped)

@@ -73,3 +73,14 @@ def test_torch_is_asked_for_only_where_the_profile_configures_a_backend():
     polaris = {c.name: c for c in judge_imports(missing, "Cray PALS", 4, None, ("nccl",))}
     assert polaris["torch"].status == "warn" and "nccl" in polaris["torch"].detail
     assert "pip install torch" in polaris["torch"].fix
+
+
+def test_horovod_of_another_mpi_than_the_launchers_warns_by_launchs_rule():
+    """doctor says what launch does: a program importing horovod (Open MPI) is refused under
+    MPICH's mpiexec (launcher_fit.world_misfit); others run, so a warning, not a failure."""
+    info = {"horovod": ({"version": "0.28.1", "mpi_built": True}, "")}
+    c = judge_imports(info, "MPICH", 0, built={"horovod": "Open MPI"})[0]
+    assert c.status == "warn" and "built with Open MPI, but the launcher is MPICH" in c.detail, c
+    assert "refuses a program that imports horovod" in c.fix and "--launcher openmpi" in c.fix, c
+    assert judge_imports(info, "Open MPI", 0, built={"horovod": "Open MPI"})[0].status == "ok"
+    assert judge_imports(info, "MPICH", 0, built={})[0].status == "ok"  # gloo-only horovod: no MPI to split

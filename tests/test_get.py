@@ -239,12 +239,13 @@ def test_staged_copy_plugs_into_the_plan(tmp_path, home):
     p = jobenv(["get", "--shell", "bash"], env)
     assert p.returncode == 0, p.stderr
     assert f"\nVIRTUAL_ENV='{prefix}'\n" in p.stdout
-    assert f"\nPATH='{prefix}/bin'\"${{PATH:+:$PATH}}\"\n" in p.stdout
-    q = subprocess.run(["bash", "--norc", "-c", p.stdout + '\nprintf %s "$PATH"'], capture_output=True, text=True,
-                       env={"PATH": "/usr/bin:/bin"})
-    assert q.stdout == f"{prefix}/bin:/usr/bin:/bin"
+    assert f"\nPATH='{prefix}/bin'\"${{_jobenv_p:+:$_jobenv_p}}\"\n" in p.stdout
+    for before in ("/usr/bin:/bin", f"/usr/bin:{prefix}/bin:/bin"):  # its bin once, first
+        q = subprocess.run(["bash", "--norc", "-c", p.stdout + '\nprintf %s "$PATH"'], capture_output=True,
+                           text=True, env={"PATH": before})
+        assert q.stdout == f"{prefix}/bin:/usr/bin:/bin"
     f = jobenv(["get", "--shell", "fish"], env)
-    assert f"set -gx PATH '{prefix}/bin' $PATH" in f.stdout
+    assert f"set -gx PATH '{prefix}/bin' $_jobenv_p" in f.stdout
 
 
 def test_a_restore_names_the_job_it_chose_on_a_terminal_only(tmp_path, home):

@@ -2,6 +2,8 @@
 the saved software environment winning over a fresh shell's PATH, end to end."""
 from __future__ import annotations
 
+import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -40,6 +42,8 @@ def test_saved_venv_and_launcher_win_over_a_fresh_shells_path(tmp_path):
     home.mkdir()
     env = fresh_env(home, f"{venv}/bin:{mpi}:/usr/bin:/bin", VIRTUAL_ENV=str(venv))
     save(env, "--ranks-per-host", "2")
+    p = shell(env, "jobenv launch -n 1 -- sh -c 'echo $PATH'")  # the venv was on PATH already: once
+    assert p.stdout.split("\n")[0] == f"{home}/.jobenv/bin:{venv}/bin:{mpi}:/usr/bin:/bin", p.stdout + p.stderr
     other = tmp_path / "other"
     other.mkdir()
     for prog in ("python3", "mpiexec"):
@@ -124,3 +128,26 @@ def test_a_version_2_record_still_restores_and_launches(tmp_path):
     assert "NRANKS=2" in lines and sorted(ln for ln in lines if ln.startswith("RANK")) == [
         "RANK 0 1", "RANK 0 2", "RANK 1 2"], p.stdout
     assert json.loads(path.read_text())["schema_version"] == 2  # a launch rewrites no record
+
+
+def test_given_launcher_and_retarget(tmp_path):
+    from jobenv.core.errors import BadInput
+    from jobenv.launch.plan.launcher import given_launcher, retarget
+    from jobenv.runtime import families
+
+    mpich()
+    binp = os.path.dirname(sys.executable)
+    which = lambda name: shutil.which(name, path=f"{binp}:/usr/bin:/bin")  # noqa: E731
+    assert given_launcher(os.path.join(binp, "mpiexec"), which) == (os.path.join(binp, "mpiexec"), "mpich")
+    assert given_launcher("mpich", which) == (os.path.join(binp, "mpiexec.hydra"), "mpich")
+    if os.path.exists("/usr/bin/mpiexec.openmpi"):
+        path, fam = given_launcher("openmpi", which)
+        assert fam == "openmpi" and path.startswith("/usr/bin/"), path
+    for bad in ("nosuchlauncher", str(tmp_path / "nope"), "pals"):
+        with pytest.raises(BadInput, match="--launcher"):
+            given_launcher(bad, which)
+    row = families.get("openmpi")
+    assert retarget("/usr/bin/mpirun", row, 2, 2, 1, "/h") == ["/usr/bin/mpirun", "-n", "2", "--oversubscribe"]
+    assert retarget("m", families.get("mpich"), 8, 4, 2, "/h") == ["m", "-n", "8", "-ppn", "4", "--hostfile", "/h"]
+    with pytest.raises(BadInput, match="not an mpiexec"):
+        retarget("srun", families.get("srun"), 2, 2, 1, "/h")

@@ -78,3 +78,56 @@ def test_ranks_stopped_after_the_first_are_never_its_same_failure(tmp_path):
     alike = state(starts + "end 1 exit:2 101.0\nend 0 exit:2 101.2\n")
     first = first_failure(alike)
     assert first is not None and [r.rank for r in same_failure(verdict(alike))] == [0, 1]
+
+
+DEEPSPEED = "Mismatch in local rank setting, args.local_rank=0 but env['LOCAL_RANK']=1."
+
+
+def test_hints_name_the_fix_for_known_words():
+    from jobenv.launch.verdict.summary import hints
+
+    assert len(hints(["Traceback ...", f"AssertionError: {DEEPSPEED}"])) == 1
+    assert "--local-rank-arg" in hints([DEEPSPEED.replace("=0", "=-1")])[0]
+    assert hints(["AssertionError: args.local_rank is wrong"]) == []
+
+
+def test_deepspeeds_local_rank_assertion_names_local_rank_arg(tmp_path):
+    """DeepSpeed's own test model without --local-rank-arg: rank 1's engine asserts its
+    --local_rank (argparse's 0) is LOCAL_RANK; the summary names the flag after the last lines."""
+    job = local_job(tmp_path, 2)
+    (tmp_path / "test_model.py").write_text(f"import os\nassert os.environ['LOCAL_RANK'] == '0', {DEEPSPEED!r}\n")
+    p = shell(job, f"cd {tmp_path} && jobenv launch -- python3 test_model.py")
+    assert p.returncode == 1, p.stderr
+    ours = [ln for ln in p.stderr.splitlines() if ln.startswith("jobenv:")]
+    assert "jobenv: rank 1 on" in "\n".join(ours) and ours[-2].startswith("jobenv:   | "), ours
+    assert "--local-rank-arg" in ours[-1] and ours[-1].count("--local-rank-arg") == 1, ours
+
+
+def test_ctrl_c_counts_every_rank_that_ended(tmp_path):
+    """^C (SIGINT to the launch's process group, as a terminal sends it) of 2 sleeping ranks: both
+    end, and the line says so.  It said `1 of 2` in 2 of 5 runs: the ledger was read the moment
+    the launcher went, before the other rank's keeper wrote its end (now: live.settle)."""
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    job = local_job(tmp_path, 2)
+    runs = tmp_path / "home" / ".jobenv" / "runs"
+    for attempt in range(3):
+        p = subprocess.Popen(["env", "-i", *[f"{k}={v}" for k, v in job.items()], sys.executable, "-m", "jobenv",
+                              "launch", "--", "python3", "-c", "import time; time.sleep(60)"],
+                             start_new_session=True, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                             preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:  # both ranks' programs started (their keepers' `start`)
+            ledgers = list(runs.glob("*/*-a0/host-*.ledger"))
+            if len(ledgers) == attempt + 1 and max(ledgers, key=lambda f: f.stat().st_mtime).read_text().count(
+                    "start ") == 2:
+                break
+            time.sleep(0.1)
+        time.sleep(0.5)  # the programs themselves run, past the keepers
+        os.killpg(p.pid, signal.SIGINT)
+        _, err = p.communicate(timeout=60)
+        assert p.returncode == 130, err
+        assert "jobenv: interrupted: 2 of 2 ranks ended" in err.splitlines(), err

@@ -11,7 +11,7 @@ import pytest
 
 from cluster.slurm import SlurmCluster, available
 from jobenv import launcher_fit
-from jobenv.capture.mpibuilds import mpi_builds
+from jobenv.launch.plan.mpibuilds import mpi_builds
 
 pytestmark = pytest.mark.e2e
 SIZE = "from mpi4py import MPI; c = MPI.COMM_WORLD; print(f'{c.Get_rank()}/{c.Get_size()}')"

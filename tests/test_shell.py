@@ -168,6 +168,37 @@ def test_renderer_carries_out_the_plan(tmp_path, dialect, program, flags, prolog
     assert not canary.exists()
 
 
+# PATHs that hold the plan's directories already (an activated venv), empty entries, and names
+# a pattern would misread; (the shell's PATH, the PATH after the plan)
+PATHS = [
+    ("/v/b:/usr/bin:/bin", "/s/bin:/v/b:/usr/bin:/bin"),
+    ("/usr/bin:/v/b:/s/bin:/v/b", "/s/bin:/v/b:/usr/bin"),
+    ("/v/b*:/v/[b]:/v/b/:/p q", "/s/bin:/v/b:/v/b*:/v/[b]:/v/b/:/p q"),
+    (":/usr/bin::/v/b:", "/s/bin:/v/b::/usr/bin::"),
+    ("/v/b", "/s/bin:/v/b"),
+    ("", "/s/bin:/v/b"),
+]
+
+
+@pytest.mark.parametrize("dialect,program,flags,prologue", SHELLS, ids=SHELL_IDS)
+def test_path_holds_each_directory_of_the_plan_once(tmp_path, dialect, program, flags, prologue):
+    """The ranks' PATH was store/bin:venv/bin:venv/bin:... when the shell had the venv already:
+    each renderer, like plan.apply, drops PATH's own copies of the directories it puts first."""
+    for before, after in PATHS:
+        if program == "fish" and "" in before.split(":"):  # fish's PATH list keeps no empty entry
+            continue
+        if program == "zsh" and not before:  # zsh starts with its own PATH when it is empty
+            continue
+        environ = {"PATH": before, "HOME": str(tmp_path)}
+        p = plan.build(_rec({"SLURM_JOB_ID": "100"}), "/x/r.json", environ, jobenv_argv=["jobenv"],
+                       extra=[({}, ["/v/b"], []), ({}, ["/s/bin"], [])])
+        assert plan.apply(p, environ)["PATH"] == after
+        # the dump runs by absolute path: the PATH under test need not find env or python
+        r = run_plan(tmp_path, dialect, program, flags, prologue, p, environ)
+        assert r.returncode == 0, r.stderr
+        assert shell_env(r.stdout)["PATH"] == after, (before, r.stdout[-300:])
+
+
 @pytest.mark.parametrize("dialect,program,flags,prologue", SHELLS, ids=SHELL_IDS)
 def test_launch_function_passes_arguments_unchanged(tmp_path, dialect, program, flags, prologue):
     stub = tmp_path / "stub"

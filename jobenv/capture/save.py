@@ -124,7 +124,7 @@ def build(env: Mapping[str, str], opts: Options,
                                 sw["launcher"] or argv[0])
     fit = [f"{bad[0]}: the first launch will fail; {bad[1]}"] if bad else []
     if found is not None and (found.mpi in ("mpich", "openmpi") or found.name == "srun") and sw["python"]:
-        from jobenv.capture.mpibuilds import mpi_builds
+        from jobenv.launch.plan.mpibuilds import mpi_builds
 
         sw["mpi"] = mpi_builds(sw["python"]["executable"], env)
         fit += launcher_fit.world_misfit(found.flavor, sw["mpi"])

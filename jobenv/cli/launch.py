@@ -41,6 +41,12 @@ _SECONDS = Seconds(above=True)
 @click.option("--exclude", metavar="LIST", help="Not these hosts (hostlist).")
 @click.option("--launcher-args", metavar="ARGS", multiple=True,
               help="Extra flags for the launcher itself, split like a shell would: --launcher-args='--cpu-bind none'.")
+@click.option("--launcher", "launcher", metavar="PATH|FAMILY",
+              help="Run this launcher instead of the job's: a path, a program on PATH, or a family "
+                   "(openmpi, mpich, intelmpi, mvapich, pals); another family's is sized with its own flags.")
+@click.option("--allow-mismatch", "allow_mismatch", is_flag=True,
+              help="Launch even when the launcher would start the program's MPI (mpi4py, horovod, a "
+                   "program's libmpi) as worlds of one rank each; a warning instead of the refusal.")
 @click.option("--label", is_flag=True, help="Prefix output lines with the rank (the launcher's own flag).")
 @click.option("--log-dir", metavar="DIR", type=click.Path(file_okay=False),
               help="Each rank's output to DIR/rank-<R>.log; the terminal still gets rank 0's (--tee).")
@@ -83,27 +89,32 @@ _SECONDS = Seconds(above=True)
 def launch(job: Optional[str], allow_stale: bool, dry_run: bool, nranks: Optional[int], ppn: Optional[int],
            nhosts: Optional[int], nproc_per_node: Optional[str], nnodes: Optional[str], standalone: bool,
            master_port: Optional[int], master_addr: Optional[str], rdzv_endpoint: Optional[str], hosts: Optional[str],
-           exclude: Optional[str], launcher_args: Tuple[str, ...], label: bool, log_dir: Optional[str], tee: Optional[str],
+           exclude: Optional[str], launcher_args: Tuple[str, ...], launcher: Optional[str], allow_mismatch: bool,
+           label: bool, log_dir: Optional[str], tee: Optional[str],
            timeout: Optional[float], idle_timeout: Optional[float], retries: int, spare_nodes: int,
            exclude_failed: bool, gpu_bind: bool, no_python: bool, no_hook: bool, stacks: bool, requeue: bool,
            grace: Optional[float], module: bool, local_rank_arg: bool, container: Optional[str],
            container_runtime: Optional[str], binds: Tuple[str, ...], command: Tuple[str, ...]) -> None:
     """Run COMMAND on every rank of the job: jobenv launch [OPTIONS] -- python3 train.py
 
-    \b
-    In a restored shell `launch ARGS` is `jobenv launch -- ARGS`, and options
-    before the program are jobenv's: launch -n 4 python3 train.py.
-    As torchrun: `launch [--nproc-per-node N] train.py ARGS` runs train.py
-    with the job's Python when COMMAND's first word ends in .py and names
-    an existing file; `launch -m pkg.mod ARGS` runs a module.  Any other
-    first word is a program found on PATH.  With no saved job and no
-    scheduler, it runs on this host, as torchrun does (saved as the local job).
-    Launcher flags: --launcher-args='...' (after the launcher's own; one the
-    profile sets is replaced).
-    Exit code: the launcher's; 124 when --timeout/--idle-timeout killed it;
-    128+N when pre-emption signal N ended it (--requeue); 0 when every
-    rank's Python finished cleanly (the hook saw its main end without an exception or a
-    non-zero sys.exit) and some then died in interpreter teardown (named as warnings).
+    In a restored shell `launch ARGS` is `jobenv launch -- ARGS`, and options before the program
+    are jobenv's: `launch -n 4 python3 train.py`.
+
+    As torchrun does, `launch [--nproc-per-node N] train.py ARGS` runs train.py with the job's
+    Python when COMMAND's first word ends in .py and names an existing file, and
+    `launch -m pkg.mod ARGS` runs a module; any other first word is a program found on PATH.
+    With no saved job and no scheduler, it runs on this host, as torchrun does (saved as the
+    local job).
+
+    Flags for the launcher go in --launcher-args='...', after the launcher's own (one the profile
+    sets is replaced). A launch whose launcher would start the program's MPI (mpi4py or horovod
+    it imports, a program's libmpi) as worlds of one rank each is refused before any rank starts
+    (exit 5): --launcher runs another, --allow-mismatch runs it anyway.
+
+    The exit code is the launcher's; 124 when --timeout or --idle-timeout killed it; 128+N when
+    pre-emption signal N ended it (--requeue); 0 when every rank's Python finished cleanly (the
+    hook saw its main end without an exception or a non-zero sys.exit) and some then died in
+    interpreter teardown (named as warnings).
     """
     import shlex
 
@@ -137,7 +148,7 @@ def launch(job: Optional[str], allow_stale: bool, dry_run: bool, nranks: Optiona
                        gpu_bind=gpu_bind, python=not (no_python or container), spares=spare_nodes, tee=tee_ranks(tee or "0"),
                        hook=not no_hook, stacks=stacks, requeue=requeue, grace=grace, module=module,
                        local_rank_arg=local_rank_arg, standalone=standalone, master_addr=master_addr,
-                       master_port=master_port, container=box)
+                       master_port=master_port, container=box, launcher=launcher, allow_mismatch=allow_mismatch)
     raise click.exceptions.Exit(start(job, allow_stale, list(command), opts, os.environ, warn, dry_run))
 
 
@@ -165,9 +176,8 @@ def kill_cmd(job: Optional[str], run: Optional[str]) -> None:
 def stacks_cmd(job: Optional[str], run: Optional[str], log_dir: Optional[str]) -> None:
     """Print the Python stacks of a running launch's ranks, identical ones grouped.
 
-    \b
-    The same report as `jobenv launch` prints at --timeout and on SIGUSR1; the dumps stay
-    in the attempt's run directory (stacks/rank-<R>.<seq>.txt).
+    The same report as `jobenv launch` prints at --timeout and on SIGUSR1; the dumps stay in the
+    attempt's run directory (stacks/rank-<R>.<seq>.txt).
     """
     from jobenv.store import files as store
     from jobenv.launch.watch import current, stacks

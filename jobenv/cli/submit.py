@@ -94,8 +94,9 @@ def submit_cmd(profile: Optional[str], nodes: int, walltime: str, queue: Optiona
 
     \b
     jobenv submit --nodes 2 --time 30 -A myproj -- python3 train.py
-    Prints the job id (--dry-run: the script).  --log-dir, --timeout, --idle-timeout,
-    --retries, --exclude-failed, --gpu-bind, --label and --launcher-args go to `jobenv launch`.
+
+    It prints the job id (--dry-run: the script). --log-dir, --timeout, --idle-timeout, --retries,
+    --exclude-failed, --gpu-bind, --label and --launcher-args go to `jobenv launch`.
     """
     from jobenv import __version__
     from jobenv.batch import queues

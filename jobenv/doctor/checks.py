@@ -251,8 +251,11 @@ def collect(env: Mapping[str, str], job: Optional[str], deep: bool, timeout: flo
             row = launcher_family(exe, banner)
             checks.append(check_launcher_fit(rec, env, exe, row) or judge_launcher(exe, banner))
             flavor = row.flavor if row is not None else None
+        from jobenv.launch.plan.mpibuilds import current_builds
+
+        built = current_builds(sys.executable, env) if flavor else {}  # launch's probe, remembered
         checks += judge_imports(probes.finish_imports(started), flavor, rec.gpus_per_host, own_launcher(env),
-                                _torch_backends(rec, env))
+                                _torch_backends(rec, env), built)
         seen, where = probes.gpus_here(env)
         checks.append(judge_gpus(rec.gpus_per_host, seen, where))
         checks += check_rendezvous(rec, env, host, probes.resolve)

@@ -13,7 +13,7 @@ from typing import Any, Dict, List, NamedTuple, Optional, Tuple
 
 from jobenv.runtime import families
 from jobenv.launcher_fit import mpi_abi as _abi
-from jobenv.launcher_fit import mpi_flavor
+from jobenv.launcher_fit import mpi_flavor, world_misfit
 from jobenv.core.numparse import plural
 
 
@@ -98,10 +98,14 @@ def judge_launcher(exe: str, banner: str) -> Check:
 
 
 def judge_imports(results: Dict[str, Tuple[Optional[Dict[str, Any]], str]], flavor: Optional[str], gpus: int,
-                  own: Optional[Tuple[str, str]] = None, backends: Tuple[str, ...] = ()) -> List[Check]:
+                  own: Optional[Tuple[str, str]] = None, backends: Tuple[str, ...] = (),
+                  built: Optional[Dict[str, str]] = None) -> List[Check]:
     """One line per framework: torch and mpi4py always, the others when installed.  A missing
     torch is a warning only where the job's profile configures a torch backend (`backends`:
-    its fabric's, e.g. nccl); the selftest and plain MPI programs run without torch."""
+    its fabric's, e.g. nccl); the selftest and plain MPI programs run without torch.  horovod
+    built with another MPI than the launcher's (`built`: launch.plan.mpibuilds's answer) is a
+    warning, by launch's rule (launcher_fit.world_misfit): launch refuses a program that
+    imports it, and runs the others (a DeepSpeed run in the same venv)."""
     out = []
     for name, (info, err) in results.items():
         if info is None and not err:
@@ -120,6 +124,11 @@ def judge_imports(results: Dict[str, Tuple[Optional[Dict[str, Any]], str]], flav
         elif name == "mpi4py":
             lib = str(info.get("library", ""))
             out.append(judge_mpi4py(flavor, mpi_flavor(lib), lib, own))
+        elif name == "horovod" and world_misfit(flavor, {name: (built or {}).get(name, "")}):
+            line = world_misfit(flavor, {name: (built or {})[name]})[0]
+            out.append(Check(name, "warn", f"horovod {info.get('version')}: {line.split('; ')[0]}",
+                             f"`jobenv launch` refuses a program that imports horovod under this launcher; "
+                             f"{line.split('; ', 1)[1]}"))
         else:
             extra = ", ".join(k[:-6] for k, v in info.items() if k.endswith("_built") and v)
             note = " (installed; --deep imports it)" if info.get("imported") is False else ""

@@ -22,7 +22,7 @@ from jobenv.launch.watch import live, supervise, tee
 from jobenv.launch.requeue import preempt
 from jobenv.launch import ranks
 from jobenv.launch.plan import sizing
-from jobenv.launch.plan.attempt import attempt_env, gpu_bind_mode, plan_attempt
+from jobenv.launch.plan.attempt import attempt_env, choose_launcher, gpu_bind_mode, plan_attempt
 from jobenv.launch.types import Preempt
 
 TYPE_CHECKING = False  # `import typing`/`dataclasses` cost ~50 ms: `launch` starts on every run
@@ -31,7 +31,7 @@ if TYPE_CHECKING:
 
     from jobenv.rank.verdict import Verdict
     from jobenv.store.record import JobRecord
-    from jobenv.launch.plan.attempt import Attempt
+    from jobenv.launch.plan.attempt import Attempt, Launcher
     from jobenv.launch.types import Options
 
 
@@ -72,8 +72,11 @@ def run(rec: JobRecord, command: List[str], opts: Options, base_env: Mapping[str
     local_rank_at = str(len(rank_prefix) + script_end(command)) if opts.local_rank_arg else ""
     gpu_bind = gpu_bind_mode(rec, base_env) if opts.gpu_bind else ""
     hosts = _first_hosts(rec, opts, runs, dry_run)
+    launcher = choose_launcher(rec, opts, base_env)  # every attempt's
+    if opts.container is None:  # in a container the MPI is the image's: `jobenv doctor --container` judges it
+        one_world(launcher, command, opts, base_env)
     if dry_run:
-        return _dry_run(rec, hosts, opts, runs, argv, gpu_bind, base_env, local_rank_at)
+        return _dry_run(rec, hosts, opts, runs, argv, gpu_bind, base_env, local_rank_at, launcher)
     rc, log_dir = 1, None
     from jobenv.launch.requeue.bring_back import keep_script, restarts_before
 
@@ -85,7 +88,8 @@ def run(rec: JobRecord, command: List[str], opts: Options, base_env: Mapping[str
         if opts.log_dir:  # the wrapper sends a rank's output there instead of the launcher's
             log_dir = ranks.set_aside(log_dir, attempt) if log_dir else ranks.prepare_log_dir(opts.log_dir)
         runs_history.note_log_dir(run_dir, log_dir)  # where `jobenv logs` finds this attempt's rank logs
-        plan, warnings = plan_attempt(rec, hosts.request, opts, os.path.join(run_dir, "hostfile"), base_env)
+        plan, warnings = plan_attempt(rec, hosts.request, opts, os.path.join(run_dir, "hostfile"), base_env,
+                                      launcher=launcher)
         for w in warnings:
             say(f"warning: {w}")
         snapshot: List[ranks.RunState] = []
@@ -116,14 +120,30 @@ def run(rec: JobRecord, command: List[str], opts: Options, base_env: Mapping[str
     return rc
 
 
+def one_world(launcher: Launcher, command: List[str], opts: Options, env: Mapping[str, str]) -> None:
+    """Refuse (BadInput, exit 5), before any rank starts, a launch whose launcher would start the
+    program's MPI as worlds of one rank (jobenv.launch.plan.worlds); --allow-mismatch: a warning."""
+    from jobenv.launch.plan.worlds import misfits
+
+    lines = misfits(launcher.prog, launcher.family, command, env, os.getcwd())
+    if lines and not opts.allow_mismatch:
+        from jobenv.core.errors import BadInput
+
+        raise BadInput("; ".join(lines))
+    for line in lines:
+        say(f"warning: {line}")
+
+
 def _verdict(out: supervise.Supervised, run_dir: str, nranks: int, snapshot: List[ranks.RunState]) -> Verdict:
     """The attempt's verdict, from the ranks' ledgers read once: after a limit, the snapshot taken
     before the kill (the exits the kill caused say nothing about what went wrong); after a
-    launcher's failed end, the state `live.settle` read last, once the agents still beating had
-    written the `lost` of the ranks their launcher killed outright."""
+    launcher's failed end or a user's signal (^C: "interrupted: N of M ranks ended" counts the
+    ends, which a keeper writes a moment after its launcher may have gone), the state
+    `live.settle` read last, once the agents still beating had written the `end` or `lost` of
+    their ranks (2.5 s at most)."""
     if out.expired and snapshot:
         state = snapshot[0]
-    elif out.launcher_exit != 0 and not out.expired and out.preempted is None and out.signalled is None:
+    elif (out.launcher_exit != 0 or out.signalled is not None) and not out.expired and out.preempted is None:
         state = live.settle(run_dir, time.monotonic, time.sleep)
     else:
         state = ranks.read(run_dir)
@@ -131,9 +151,10 @@ def _verdict(out: supervise.Supervised, run_dir: str, nranks: int, snapshot: Lis
 
 
 def _dry_run(rec: JobRecord, hosts: failover.Hosts, opts: Options, runs: str, argv: List[str], gpu_bind: str,
-             base_env: Mapping[str, str], local_rank_at: str = "") -> int:
+             base_env: Mapping[str, str], local_rank_at: str = "", launcher: Optional[Launcher] = None) -> int:
     """--dry-run: print the first attempt's command line, say how it was chosen, run nothing."""
-    plan, warnings = plan_attempt(rec, hosts.request, opts, os.path.join(runs, "<run>", "hostfile"), base_env)
+    plan, warnings = plan_attempt(rec, hosts.request, opts, os.path.join(runs, "<run>", "hostfile"), base_env,
+                                  launcher=launcher)
     from jobenv.restore.shell import join
 
     for w in warnings:

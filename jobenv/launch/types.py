@@ -62,7 +62,8 @@ class Options:
                  hook: bool = True, requeue: bool = False, grace: Optional[float] = None,
                  stacks: bool = False, module: bool = False, local_rank_arg: bool = False,
                  standalone: bool = False, master_addr: Optional[str] = None,
-                 master_port: Optional[int] = None, container: Optional[ContainerRequest] = None) -> None:
+                 master_port: Optional[int] = None, container: Optional[ContainerRequest] = None,
+                 launcher: Optional[str] = None, allow_mismatch: bool = False) -> None:
         self.request = request or Request()
         self.launcher_args = list(launcher_args or [])
         self.label, self.log_dir = label, log_dir
@@ -80,6 +81,8 @@ class Options:
         # torchrun's --master-addr/--master-port (--rdzv-endpoint): the ranks' MASTER_ADDR/PORT as given
         self.master_addr, self.master_port = master_addr, master_port
         self.container = container  # --container IMAGE: each rank's program runs in it (jobenv.launch.plan.container)
+        self.launcher = launcher  # --launcher PATH|family: this launch's launcher (launch.plan.launcher)
+        self.allow_mismatch = allow_mismatch  # launch even when plan.worlds.misfits finds a split world
 
     @property
     def failover(self) -> bool:

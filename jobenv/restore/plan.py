@@ -220,7 +220,8 @@ def apply(plan: Plan, environ: Mapping[str, str]) -> Dict[str, str]:
     """The environment after the plan: what sourcing the rendered plan leaves in a shell."""
     env = {k: v for k, v in environ.items() if k not in plan.unset}
     env.update(plan.set)
-    if plan.path_prepend:
+    if plan.path_prepend:  # each directory once, first: PATH's own copies of it go (as in the shells)
         old = env.get("PATH", "")
-        env["PATH"] = ":".join(plan.path_prepend + ([old] if old else []))
+        rest = [d for d in old.split(":") if d not in plan.path_prepend] if old else []
+        env["PATH"] = ":".join(plan.path_prepend + ([":".join(rest)] if ":".join(rest) else []))
     return env

@@ -74,8 +74,13 @@ def render_posix(plan: Plan, dialect: str = "bash", warnings: bool = False) -> s
     # Assignments stand alone and `export` takes names only: under bash's `set -k` an
     # `export NAME=value` word goes into export's own environment and assigns nothing.
     lines += [f"{k}={q(v)}" for k, v in plan.set.items()]
-    if plan.path_prepend:
-        lines.append("PATH=" + ":".join(q(p) for p in plan.path_prepend) + '"${PATH:+:$PATH}"')
+    if plan.path_prepend:  # PATH's own copies of them go (plan.apply does the same): no dir twice
+        dirs = " ".join(q(p) for p in plan.path_prepend)
+        lines.append(f'_jobenv_p=":${{PATH-}}:"; for _jobenv_d in {dirs}; do while case $_jobenv_p in '
+                     '*":$_jobenv_d:"*) true;; *) false;; esac; do _jobenv_p="${_jobenv_p%%":$_jobenv_d:"*}:'
+                     '${_jobenv_p#*":$_jobenv_d:"}"; done; done; _jobenv_p=${_jobenv_p#:}; _jobenv_p=${_jobenv_p%:}')
+        lines.append("PATH=" + ":".join(q(p) for p in plan.path_prepend) + '"${_jobenv_p:+:$_jobenv_p}"')
+        lines.append("unset _jobenv_p _jobenv_d")
     names = list(plan.set) + (["PATH"] if plan.path_prepend else [])
     if names:
         lines.append("export " + " ".join(names))
@@ -91,8 +96,11 @@ def render_fish(plan: Plan) -> str:
     lines = [_header(plan)]
     lines += [f"set -e {k}" for k in plan.unset]
     lines += [f"set -gx {k} {fish_quote(v)}" for k, v in plan.set.items()]
-    if plan.path_prepend:
-        lines.append("set -gx PATH " + " ".join(fish_quote(p) for p in plan.path_prepend) + " $PATH")
+    if plan.path_prepend:  # as render_posix: PATH's own copies of them go
+        dirs = " ".join(fish_quote(p) for p in plan.path_prepend)
+        lines.append(f"set -l _jobenv_p; for _jobenv_d in $PATH; contains -- $_jobenv_d {dirs}; "
+                     "or set -a _jobenv_p $_jobenv_d; end")
+        lines.append(f"set -gx PATH {dirs} $_jobenv_p; set -e _jobenv_p _jobenv_d")
     lines.append("function launch; " + " ".join(fish_quote(a) for a in plan.launch) + " $argv; end")
     return "\n".join(lines) + "\n"
 

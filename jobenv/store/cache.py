@@ -274,3 +274,34 @@ def drop_snippet(env: Mapping[str, str], host: str) -> None:
             os.unlink(p)
         except OSError:
             pass
+
+
+MAX_BUILDS = 16  # interpreters remembered by `mpi-builds` (the newest first)
+
+
+def read_builds(env: Mapping[str, str], key: str) -> Optional[List[str]]:
+    """`launch`'s remembered answer of an interpreter's MPI probe (jobenv.launch.plan.mpibuilds),
+    as [package, flavor, ...], while `key` (the interpreter and the mtimes of its package
+    directories, the probe's caller's condition) is the same; None otherwise."""
+    d = cache_dir(env)
+    data = _read(os.path.join(d, "mpi-builds")) if d else None
+    if not (isinstance(data, list) and len(data) == 2 and data[0] == 1 and isinstance(data[1], list)):
+        return None
+    for entry in data[1]:
+        if isinstance(entry, list) and entry[:1] == [key] and len(entry) % 2 == 1:
+            found = entry[1:]
+            return found if all(isinstance(v, str) for v in found) else None
+    return None
+
+
+def write_builds(env: Mapping[str, str], key: str, found: Sequence[str], paths: Sequence[str], now: float) -> None:
+    """Remember `found` for `key` when every path it depends on is settled (RACY)."""
+    if not all(settled(p, now) for p in paths):
+        return
+    d = cache_dir(env, create=True)
+    if not d:
+        return
+    old = _read(os.path.join(d, "mpi-builds"))
+    keep = [e for e in (old[1] if isinstance(old, list) and len(old) == 2 and isinstance(old[1], list) else [])
+            if isinstance(e, list) and e[:1] != [key] and all(isinstance(v, str) for v in e)]
+    _write(os.path.join(d, "mpi-builds"), _dumps([1, [[key, *found], *keep][:MAX_BUILDS]]) + "\n")

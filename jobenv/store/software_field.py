@@ -33,7 +33,7 @@ def validate(data: Any) -> Optional[Dict[str, Any]]:
         launcher = None
     if not isinstance(modules, str):
         modules = None
-    # package -> the MPI flavor it is built with (save's probe, capture.mpibuilds)
+    # package -> the MPI flavor it is built with (save's probe, launch.plan.mpibuilds)
     mpi = {k: v for k, v in mpi.items() if k in MPI_PACKAGES and isinstance(v, str) and len(v) < 64
            and v.isprintable()} if isinstance(mpi, dict) else {}
     out: Dict[str, Any] = {"python": py, "launcher": launcher, "modules": modules}

@@ -77,21 +77,45 @@ def _job_template(rec: JobRecord, fam: str, environ: Mapping[str, str]) -> Tuple
     return sizing.job_template(template, fam, rec.provenance is not None), prof.vars
 
 
-def plan_attempt(rec: JobRecord, req: Request, opts: Options, hostfile: str, environ: Mapping[str, str],
-                 which: Optional[Which] = None) -> Tuple[Attempt, List[str]]:
-    """Decide one attempt at `hostfile` (its one path: the launcher argv names it, attempt_env
-    writes it).  Reads profiles only for a record older than version 3 sized differently."""
-    from jobenv.launch.plan.launcher import launcher_family, launcher_path
+class Launcher:
+    """The program a launch runs (`prog`), its family, whether it is not the job's family (then
+    launch --launcher's own flags size it: launcher.retarget), and the warning choosing it gave."""
 
-    warnings: List[str] = []
-    size = sizing.choose(rec.hosts, rec.ranks_per_host, req, rec.jobid, oversubscribe=rec.scheduler not in schedulers.ALLOCATES)
+    def __init__(self, prog: str, family: str, other: bool, warning: Optional[str]) -> None:
+        self.prog, self.family, self.other, self.warning = prog, family, other, warning
+
+
+def choose_launcher(rec: JobRecord, opts: Options, environ: Mapping[str, str], which: Optional[Which] = None
+                    ) -> Launcher:
+    """The launcher of every attempt of this launch: `launch --launcher`'s, else the job's recorded
+    one while it is here, else the recorded name on PATH (JobenvError 127 when neither is)."""
+    from jobenv.launch.plan.launcher import given_launcher, launcher_family, launcher_path
+
+    find = which or find_program
+    if opts.launcher:
+        path, fam = given_launcher(opts.launcher, lambda name: find(name, environ))
+        return Launcher(path, fam, fam != launcher_family(rec, environ), None)
     prog, warn = launcher_path(rec, rec.launch[0])
-    if warn:
-        if (which or find_program)(prog, environ) is None:
-            raise JobenvError(f"cannot run {prog!r}: {warn.split(';')[0]} and it is not on PATH", 127)
-        warnings.append(warn)
-    fam = launcher_family(rec, environ)
-    if size.whole:
+    if warn and find(prog, environ) is None:
+        raise JobenvError(f"cannot run {prog!r}: {warn.split(';')[0]} and it is not on PATH", 127)
+    return Launcher(prog, launcher_family(rec, environ), False, warn)
+
+
+def plan_attempt(rec: JobRecord, req: Request, opts: Options, hostfile: str, environ: Mapping[str, str],
+                 which: Optional[Which] = None, launcher: Optional[Launcher] = None) -> Tuple[Attempt, List[str]]:
+    """Decide one attempt at `hostfile` (its one path: the launcher argv names it, attempt_env
+    writes it).  Reads profiles only for a record older than version 3 sized differently.
+    `launcher`: the launch's choose_launcher, made once for all its attempts (else made here)."""
+    from jobenv.launch.plan.launcher import retarget
+
+    size = sizing.choose(rec.hosts, rec.ranks_per_host, req, rec.jobid, oversubscribe=rec.scheduler not in schedulers.ALLOCATES)
+    chosen = launcher or choose_launcher(rec, opts, environ, which)
+    prog, fam = chosen.prog, chosen.family
+    warnings: List[str] = [chosen.warning] if chosen.warning else []
+    if chosen.other:
+        argv = retarget(prog, families.get(fam), size.nranks, size.ppn, len(size.hosts), hostfile)
+        text = hostfile_text(size.hosts) if len(size.hosts) > 1 else None
+    elif size.whole:
         argv, text = list(rec.launch), None
     else:
         template, variables = _job_template(rec, fam, environ)

@@ -53,12 +53,31 @@ def summarize(verdict: Verdict, out: supervise.Supervised, run_dir: str, log_dir
         elif last:  # unlabelled output: every rank's, and the launcher's own
             lines.append("last lines of output (all ranks; --label or --log-dir DIR tell them apart):")
         lines += [f"  | {line}" for line in last]
+        lines += hints(last)
     elif verdict.cause == "launcher":
         lines.append(f"launcher exited with {code_words(verdict.launcher_exit)}; no rank recorded a failure")
         if out.last_lines:
             lines.append("last lines of output:")
             lines += [f"  | {one_line(b.decode('utf-8', 'replace'))}" for b in out.last_lines[-10:]]
     return lines
+
+
+# A failure's known words in the first failed rank's last lines -> the one line that names the
+# fix: a program written for another launcher's habits fails in its own words, not jobenv's.
+HINTS = (
+    # DeepSpeed's engine checks --local_rank against LOCAL_RANK (runtime/engine.py): without
+    # --local-rank-arg its argparse default 0 (or -1) meets each rank's own LOCAL_RANK
+    (r"args\.local_rank=-?\d+ but env\['LOCAL_RANK'\]=\d+",
+     "the program reads --local_rank, which DeepSpeed's launcher passes: `launch --local-rank-arg ...` gives each "
+     "rank its own"),
+)
+
+
+def hints(last: List[str]) -> List[str]:
+    """The HINTS whose words are in `last` (the first failed rank's last lines), each once."""
+    import re
+
+    return [hint for pattern, hint in HINTS if any(re.search(pattern, line) for line in last)]
 
 
 def failure_count(verdict: Verdict, nranks: int) -> str:
