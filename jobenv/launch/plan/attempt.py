@@ -11,6 +11,8 @@ import os
 import sys
 import time
 
+import jobenv
+
 from jobenv.core.errors import BadInput, JobenvError
 from jobenv.core.hostlist import hostfile_text
 from jobenv.runtime.discovery import launch_port
@@ -45,7 +47,7 @@ def gpu_bind_mode(rec: JobRecord, environ: Mapping[str, str]) -> str:
         raise BadInput(f"--gpu-bind: profile {rec.machine!r}: {e}") from None
 
 
-HOOK_DIR = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "rankhook")
+HOOK_DIR = os.path.join(os.path.dirname(os.path.abspath(jobenv.__file__)), "rankhook")  # wherever this module sits
 
 _SYSTEM_BINS = ("/usr/bin", "/bin", "/usr/local/bin")
 

@@ -15,6 +15,8 @@ from __future__ import annotations
 
 import os
 
+import jobenv
+
 from jobenv.core.errors import BadInput, visible
 from jobenv.launch.types import ContainerRequest as Request
 from jobenv.runtime import containers
@@ -23,7 +25,7 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Dict, List, Mapping, Optional, Sequence, Tuple
 
-PACKAGE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # this jobenv's package directory
+PACKAGE = os.path.dirname(os.path.abspath(jobenv.__file__))  # this jobenv's package directory (wherever this module sits in it)
 
 
 class Container:

@@ -12,6 +12,8 @@ from __future__ import annotations
 import os
 import sys
 
+import jobenv
+
 from jobenv.store.paths import LAUNCH_PROGRAM, bin_dir
 
 TYPE_CHECKING = False
@@ -25,7 +27,7 @@ def program_text(python: str = sys.executable, package_parent: Optional[str] = N
     from jobenv.core.interpreter import code_argv
     from jobenv.core.quoting import quote
 
-    parent = package_parent or os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    parent = package_parent or os.path.dirname(os.path.dirname(os.path.abspath(jobenv.__file__)))
     code = ("from jobenv.launchflow import run as f; rc = f(sys.argv[1:]); "
             "from jobenv.__main__ import main; sys.exit(main(sys.argv[1:]) if rc is None else rc)")
     run = "exec " + " ".join(quote(a) for a in code_argv(python, code, pin=parent))
