@@ -11,7 +11,9 @@
 #   about 420 MB less.  What libtorch links (cuBLAS, cuDNN, cuFFT, cuSPARSE(Lt), cuRAND,
 #   cuFile, NCCL, NVRTC, NVSHMEM, nvJitLink: ~1.8 GB) must stay: `import torch` fails without
 #   them ("libcudnn.so.9: cannot open shared object file").  The import and gloo are checked
-#   at the end, so a torch that needs more fails here, not in a test.
+#   at the end, so a torch that needs more fails here, not in a test.  pip's resolver brings
+#   the parts left out back with any later package that requires torch: install those with
+#   --no-deps and .ci/requirements.py (DeepSpeed, in .ci/install-frameworks.sh).
 set -euo pipefail
 PY=${PYTHON:-python3}
 VERSION=${JOBENV_TORCH_VERSION:-2.13.0}
@@ -22,22 +24,8 @@ if ! $PY -c 'import torch' 2>/dev/null; then
             "torch==$VERSION" 2>/dev/null; then
         echo "PyTorch's CPU index cannot be reached: PyPI's torch $VERSION, less its GPU-only requirements"
         $PY -m pip install -q --no-deps "torch==$VERSION"
-        mapfile -t reqs < <($PY - <<'EOF'
-import re
-from importlib.metadata import requires
-from pip._vendor.packaging.requirements import Requirement
-
-LEFT_OUT = {"triton", "cuda-bindings"}
-LEFT_OUT_EXTRAS = {"cuda-toolkit": {"cudart", "cupti", "cusolver", "nvtx"}}
-for text in requires("torch") or []:
-    req = Requirement(text)
-    name = re.sub(r"[-_.]+", "-", req.name).lower()
-    if name in LEFT_OUT or (req.marker and not req.marker.evaluate({"extra": ""})):
-        continue
-    extras = sorted(req.extras - LEFT_OUT_EXTRAS.get(name, set()))
-    print(f"{req.name}{'[' + ','.join(extras) + ']' if extras else ''}{req.specifier}")
-EOF
-        )
+        mapfile -t reqs < <($PY "$(dirname "$0")/requirements.py" torch triton cuda-bindings \
+            'cuda-toolkit[cudart,cupti,cusolver,nvtx]')
         $PY -m pip install -q "${reqs[@]}"
     fi
 fi
