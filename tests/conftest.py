@@ -88,8 +88,9 @@ def mpich() -> str:
 # The quick tier (`pytest --quick`, `bash .ci/run --quick`) is every test not marked `slow`.  A test
 # is `slow` by what it uses, decided here at collection so that a new test lands in its tier with
 # no list to update: a real cluster (any fixture over `cluster_pool`: also marked `cluster` and put
-# in one xdist group, so that one worker runs them all, one cluster at a time), or an end-to-end
-# scenario (`e2e`: real launchers, schedulers, frameworks); or by an explicit `slow` mark.
+# in one xdist group, so that one worker runs them all, one cluster at a time), an end-to-end
+# scenario (`e2e`: real launchers, schedulers, frameworks), a module of a package whose tests
+# start many processes (SLOW_PACKAGES); or by an explicit `slow` mark.
 QUICK_BUDGET_S = 5.0  # a quick-tier test slower than this (call phase) is named in the summary
 CLUSTER_GROUP = "cluster"
 
@@ -99,13 +100,25 @@ def pytest_addoption(parser):
                      help="the quick tier only: deselect tests marked slow (docs/contributing.md#test-tiers)")
 
 
+# Tests mirror modules (tests/test_<pkg>_<module>.py): these packages' tests start ranks, keepers,
+# agents and launchers (MPICH, Open MPI, torchrun: each rank a Python with torch), many
+# processes a test, so every test of theirs, today's and tomorrow's, is in the full tier.
+SLOW_PACKAGES = ("launch", "rank", "rankwrap", "rankhook", "selftest")
+
+
+def slow_package(module: str) -> bool:
+    """Whether tests/MODULE.py tests one of SLOW_PACKAGES (test_launch_x, not test_launcher_fit)."""
+    return any(module == f"test_{pkg}" or module.startswith(f"test_{pkg}_") for pkg in SLOW_PACKAGES)
+
+
 @pytest.hookimpl(tryfirst=True)  # before xdist reads the xdist_group marks
 def pytest_collection_modifyitems(config, items):
     for item in items:
         if "cluster_pool" in item.fixturenames:
             item.add_marker(pytest.mark.cluster)
             item.add_marker(pytest.mark.xdist_group(CLUSTER_GROUP))
-        if item.get_closest_marker("cluster") or item.get_closest_marker("e2e"):
+        if item.get_closest_marker("cluster") or item.get_closest_marker("e2e") or \
+                slow_package(Path(str(item.fspath)).stem):
             item.add_marker(pytest.mark.slow)
     if config.getoption("--quick"):
         slow = [i for i in items if i.get_closest_marker("slow")]
