@@ -87,12 +87,11 @@ def mpich() -> str:
 # ---------------------------------------------------------------- tiers
 # The quick tier (`pytest --quick`, `bash .ci/run --quick`) is every test not marked `slow`.  A test
 # is `slow` by what it uses, decided here at collection so that a new test lands in its tier with
-# no list to update: a real cluster (any fixture over `cluster_pool`: also marked `cluster` and put
-# in one xdist group, so that one worker runs them all, one cluster at a time), an end-to-end
+# no list to update: a real cluster (any fixture over `cluster_pool`: also marked `cluster`, which
+# .ci/run runs in a serial pass of its own beside the parallel one), an end-to-end
 # scenario (`e2e`: real launchers, schedulers, frameworks), a module of a package whose tests
 # start many processes (SLOW_PACKAGES); or by an explicit `slow` mark.
 QUICK_BUDGET_S = 5.0  # a quick-tier test slower than this (call phase) is named in the summary
-CLUSTER_GROUP = "cluster"
 
 
 def pytest_addoption(parser):
@@ -111,12 +110,11 @@ def slow_package(module: str) -> bool:
     return any(module == f"test_{pkg}" or module.startswith(f"test_{pkg}_") for pkg in SLOW_PACKAGES)
 
 
-@pytest.hookimpl(tryfirst=True)  # before xdist reads the xdist_group marks
+@pytest.hookimpl(tryfirst=True)  # before `-m` deselects by these marks
 def pytest_collection_modifyitems(config, items):
     for item in items:
         if "cluster_pool" in item.fixturenames:
             item.add_marker(pytest.mark.cluster)
-            item.add_marker(pytest.mark.xdist_group(CLUSTER_GROUP))
         if item.get_closest_marker("cluster") or item.get_closest_marker("e2e") or \
                 slow_package(Path(str(item.fspath)).stem):
             item.add_marker(pytest.mark.slow)
