@@ -13,8 +13,11 @@ mkdir -p "$CACHE"
 export PIP_DISABLE_PIP_VERSION_CHECK=1 PIP_ROOT_USER_ACTION=ignore
 
 $PY -m pip install -q "tensorflow-cpu>=2.15"
-# DeepSpeed from source with ops built on first use (no CUDA); torch==2.13.0 is already there.
-DS_BUILD_OPS=0 $PY -m pip install -q --no-build-isolation "deepspeed>=0.14"
+# DeepSpeed from source with ops built on first use (no CUDA); torch==2.13.0 is already there,
+# and stays as .ci/install-torch.sh left it: pip would add the GPU-only parts that it left out.
+DS_BUILD_OPS=0 $PY -m pip install -q --no-build-isolation --no-deps "deepspeed>=0.14"
+mapfile -t reqs < <($PY "$(dirname "$0")/requirements.py" deepspeed torch)
+$PY -m pip install -q "${reqs[@]}"
 
 if ! $PY -c "import horovod.torch, horovod.tensorflow" 2>/dev/null; then
     # the wheel is built against this torch: one per torch build (2.13.0+cpu, or PyPI's CUDA 2.13.0)

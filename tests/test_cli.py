@@ -153,7 +153,7 @@ def test_a_usage_error_with_stderr_closed_or_full_is_still_exit_2(tmp_path, redi
 @pytest.mark.parametrize("args", [
     ["launch", "--timeout", "1m", "--dry-run", "--", "true"],
     ["launch", "--idle-timeout", "1h30m", "--dry-run", "--", "true"],
-    ["doctor", "--timeout", "2m", "--json"],
+    pytest.param(["doctor", "--timeout", "2m", "--json"], marks=pytest.mark.slow),  # imports torch
     ["watch", "--interval", "1m", "--help"],
     ["stage", "--timeout", "1h", "--dry-run"],
     ["clean", "--older-than", "90s"],
@@ -164,7 +164,8 @@ def test_every_time_option_takes_units(home, args):
     assert "duration" not in p.stderr and "seconds" not in p.stderr and p.returncode != 2, (p.returncode, p.stderr)
 
 
-@pytest.mark.parametrize("cmd", [["show"], ["rm"], ["watch"], ["doctor"], ["stage", "--dry-run"], ["get"]])
+@pytest.mark.parametrize("cmd", [["show"], ["rm"], ["watch"], pytest.param(["doctor"], marks=pytest.mark.slow),
+                                 ["stage", "--dry-run"], ["get"]])
 def test_job_id_positional_or_j_alike(home, cmd):
     env = base_env(home)
     for args in (cmd + ["nosuchjob"], cmd + ["-j", "nosuchjob"]):

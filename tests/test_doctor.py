@@ -20,6 +20,9 @@ from conftest import base_env, jobenv, jobenv_program
 from jobenv.doctor.checks import render_json, render_text
 from jobenv.doctor.judges import Check, judge_launcher, judge_mpi4py
 
+# each `jobenv doctor` imports torch and the frameworks it probes (~11 s of CPU): the full tier
+pytestmark = pytest.mark.slow
+
 VENV_BIN = os.path.dirname(sys.executable)
 
 

@@ -15,7 +15,6 @@ from pathlib import Path
 
 import pytest
 
-from cluster.slurm import SlurmCluster, available
 from conftest import REPO
 
 pytestmark = pytest.mark.e2e
@@ -23,17 +22,10 @@ PYBIN = str(Path(sys.executable).parent)
 PY = sys.executable
 
 
-@pytest.fixture(scope="module")
-def cluster(tmp_path_factory):
-    why = available()
-    if why:
-        if os.environ.get("CI"):
-            raise AssertionError(f"CI must run the multi-host Slurm cluster: {why}")
-        pytest.skip(why)
-    c = SlurmCluster(tmp_path_factory.mktemp("slurm")).start()
-    print(f"\nslurm cluster up in {c.startup_seconds:.2f} s")
-    yield c
-    c.stop()
+@pytest.fixture
+def cluster(slurm_cluster):
+    """The session's Slurm cluster (tests/conftest.py), under the name these modules use."""
+    return slurm_cluster
 
 
 @pytest.fixture

@@ -10,6 +10,8 @@ import os
 import sys
 from pathlib import Path
 
+import pytest
+
 import machines
 from conftest import base_env, jobenv
 from jobenv import launcher_fit
@@ -39,6 +41,7 @@ def test_mismatch_names_both_families_and_the_fix():
     assert launcher_fit.mismatch("local", None, hydra, "/x/mpiexec") is None  # a profile for any mpiexec
 
 
+@pytest.mark.slow  # jobenv doctor: imports torch and the frameworks (~11 s of CPU)
 def test_polaris_job_saved_with_the_venvs_mpich_first(tmp_path, home):
     """The issue's case: on a Polaris-shaped job the venv's MPICH-wheel mpiexec is first on PATH."""
     env = base_env(home, machines.polaris(tmp_path), path=f"{VENV_BIN}:/usr/bin:/bin")
@@ -51,6 +54,7 @@ def test_polaris_job_saved_with_the_venvs_mpich_first(tmp_path, home):
     assert "Cray PALS" in checks["launcher"]["detail"] and "cray-pals" in checks["launcher"]["fix"]
 
 
+@pytest.mark.slow  # jobenv doctor: imports torch and the frameworks (~11 s of CPU)
 def test_polaris_job_saved_with_pals_first_is_quiet(tmp_path, home):
     pals = pals_bin(tmp_path)
     env = base_env(home, machines.polaris(tmp_path), path=f"{pals}:{VENV_BIN}:/usr/bin:/bin")
@@ -73,6 +77,7 @@ def test_a_save_that_records_another_launcher_says_so(tmp_path, home):
     assert "/usr/bin/mpiexec" in other.stderr and os.path.join(VENV_BIN, "mpiexec") in other.stderr, other.stderr
 
 
+@pytest.mark.slow  # jobenv doctor: imports torch and the frameworks (~11 s of CPU)
 def test_pbs_job_whose_batch_path_finds_open_mpi_is_warned(tmp_path, home):
     """issue 25: a `jobenv submit` job on PBS (qsub passes no environment) found Debian's Open
     MPI mpiexec on the batch PATH and ran it with the generic profile's Hydra flags (`-ppn`):

@@ -4,12 +4,10 @@ without it (SLURM_MPI_TYPE unset, the cluster's default none) starts every rank 
 exits 0, and says nothing: the issue's 6 copies of rank 0."""
 from __future__ import annotations
 
-import os
 import sys
 
 import pytest
 
-from cluster.slurm import SlurmCluster, available
 from jobenv import launcher_fit
 from jobenv.launch.plan.mpibuilds import mpi_builds
 
@@ -17,16 +15,9 @@ pytestmark = pytest.mark.e2e
 SIZE = "from mpi4py import MPI; c = MPI.COMM_WORLD; print(f'{c.Get_rank()}/{c.Get_size()}')"
 
 
-@pytest.fixture(scope="module")
-def cluster(tmp_path_factory):
-    why = available()
-    if why:
-        if os.environ.get("CI"):
-            raise AssertionError(f"CI must run the multi-host Slurm cluster: {why}")
-        pytest.skip(why)
-    c = SlurmCluster(tmp_path_factory.mktemp("slurm")).start()
-    yield c
-    c.stop()
+@pytest.fixture
+def cluster(slurm_cluster):
+    return slurm_cluster  # the session's (tests/conftest.py)
 
 
 def test_the_picked_mpi_type_makes_one_world_and_none_makes_singletons(cluster):

@@ -275,6 +275,7 @@ def test_record_in_a_foreign_or_symlinked_store_is_refused(tmp_path):
             detect({**HYDRA, "JOBENV_RECORD": path}, hostname="a1")
 
 
+@pytest.mark.slow  # ranks that import torch and DeepSpeed
 @pytest.mark.parametrize("setup,framework", [("setup_torch", "torch"), ("setup_deepspeed", "deepspeed")])
 def test_setup_names_the_rank_that_never_checks_in(tmp_path, setup, framework):
     """Rank 0 of 3 alone: setup_torch and setup_deepspeed fail within their timeout naming

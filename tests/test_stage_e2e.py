@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import REPO
+from conftest import REPO, MachineLock
 from test_e2e_slurm import cluster, jobs, store  # noqa: F401  (the Slurm test bed's fixtures)
 from jobenv.store import record as record_mod
 from jobenv.restore import shell
@@ -27,18 +27,22 @@ PROBE = "import socket, sys, torch; print('RANK', socket.gethostname(), sys.exec
 
 @pytest.fixture(scope="session")
 def torch_venv() -> Path:
-    """A venv with torch inside it (the CPU wheel is cached locally), built once per cache dir."""
+    """A venv with torch inside it, installed as the suite's own is (.ci/install-torch.sh: the
+    CPU build, or PyPI's less its GPU-only parts; pip's cache has the wheels), built once per
+    cache dir, by one pytest process at a time (xdist workers)."""
     venv = CACHE / "torchvenv"
-    if not (CACHE / "torchvenv.ok").exists():
-        if subprocess.run([BASE_PY, "-c", "import ensurepip"], capture_output=True).returncode:
-            pytest.skip("the base interpreter has no ensurepip")
-        CACHE.mkdir(parents=True, exist_ok=True)
-        subprocess.run(["rm", "-rf", str(venv)], check=True)
-        subprocess.run([BASE_PY, "-m", "venv", str(venv)], check=True)
-        p = subprocess.run([str(venv / "bin" / "pip"), "install", "-q", "torch==2.13.0"], capture_output=True, text=True)
-        if p.returncode:
-            pytest.skip(f"cannot install torch into a test venv: {p.stderr[-300:]}")
-        (CACHE / "torchvenv.ok").touch()
+    CACHE.mkdir(parents=True, exist_ok=True)
+    with MachineLock(str(CACHE) + ".lock"):
+        if not (CACHE / "torchvenv.ok").exists():
+            if subprocess.run([BASE_PY, "-c", "import ensurepip"], capture_output=True).returncode:
+                pytest.skip("the base interpreter has no ensurepip")
+            subprocess.run(["rm", "-rf", str(venv)], check=True)
+            subprocess.run([BASE_PY, "-m", "venv", str(venv)], check=True)
+            p = subprocess.run(["bash", str(REPO / ".ci" / "install-torch.sh")], capture_output=True, text=True,
+                               env={**os.environ, "PYTHON": str(venv / "bin" / "python")})
+            if p.returncode:
+                pytest.skip(f"cannot install torch into a test venv: {(p.stdout + p.stderr)[-300:]}")
+            (CACHE / "torchvenv.ok").touch()
     return venv
 
 

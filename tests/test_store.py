@@ -40,6 +40,7 @@ def _job_env(tmp_path: Path, home: Path, i: int, writer: int) -> dict:
     return base_env(home, env)
 
 
+@pytest.mark.slow  # stress: concurrent writers and readers
 def test_concurrent_saves_and_gets(tmp_path, home):
     """64 saves (4 jobs x 16 writers) and 64 readers at once: every read is a whole record,
     and each job's last save survives."""
@@ -109,6 +110,7 @@ def _vary(env: dict, trial: int) -> dict:
     return {**env, "PBS_JOBNAME": f"trial{trial}"}
 
 
+@pytest.mark.slow  # stress: random SIGKILLs, timing-sensitive under load
 def test_sigkill_anywhere_in_save_leaves_one_whole_save(tmp_path, home):
     """Random SIGKILLs during saves that differ; after each one a reader gets the
     record, env file and hostfile of one save, never a mix (and never nothing)."""
@@ -130,6 +132,7 @@ def test_sigkill_anywhere_in_save_leaves_one_whole_save(tmp_path, home):
     assert jobenv(["get", "--allow-stale"], env).returncode == 0
 
 
+@pytest.mark.slow  # stress: ENOSPC at every point
 def test_enospc_at_any_point_keeps_the_previous_save(tmp_path, home):
     """A save that runs out of space (at the hostfile, the env file or the JSON)
     fails with one line and leaves the previous save whole (NHOSTS=2 everywhere)."""
@@ -158,6 +161,7 @@ def test_enospc_at_any_point_keeps_the_previous_save(tmp_path, home):
     assert {ok for ok, _ in outcomes} == {True, False}
 
 
+@pytest.mark.slow  # stress: save racing rm
 def test_save_racing_rm_leaves_all_or_nothing(tmp_path, home):
     """`save` and `rm` of one job at once: afterwards either no file of the job,
     or a record with all its files (rm takes the job's lock)."""

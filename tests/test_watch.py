@@ -160,14 +160,16 @@ def test_thirty_simultaneous_library_starts_give_one_daemon(tmp_path, home):
         pids = [r for r in results if isinstance(r, int)]
         assert len(pids) == 1 and results.count(None) == 29, results
         time.sleep(1.0)
-        assert len(_daemons_of_this_test()) == 1
+        assert len(_daemons_of_this_test(home)) == 1
     finally:
-        for pid in _daemons_of_this_test():
+        for pid in _daemons_of_this_test(home):
             os.kill(pid, signal.SIGTERM)
 
 
-def _daemons_of_this_test() -> list:
-    """Live processes forked from this pytest process and detached (watch daemons)."""
+def _daemons_of_this_test(home: Path) -> list:
+    """Live processes forked from this pytest process and detached (watch daemons) whose output
+    goes to a watch log under HOME: a sibling xdist worker, or another run's pytest, has the
+    same command line but never that output."""
     me = Path("/proc/self/cmdline").read_bytes()
     out = []
     for d in Path("/proc").iterdir():
@@ -175,7 +177,9 @@ def _daemons_of_this_test() -> list:
             try:
                 if (d / "cmdline").read_bytes() == me:
                     fields = (d / "stat").read_text().rsplit(")", 1)[1].split()
-                    if fields[0] not in ("Z", "X") and int(fields[1]) != os.getpid():
+                    log = os.readlink(d / "fd" / "1")
+                    if fields[0] not in ("Z", "X") and int(fields[1]) != os.getpid() and \
+                            log.startswith(f"{home}/") and log.endswith(".watch.log"):
                         out.append(int(d.name))
             except (OSError, ValueError):
                 pass

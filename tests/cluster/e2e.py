@@ -1,5 +1,5 @@
 """What the real-cluster test files share (tests/test_e2e_pbs.py, tests/test_e2e_flux.py,
-tests/test_resilience_pbs.py, tests/test_resilience_flux.py): the module-scoped cluster, the
+tests/test_resilience_pbs.py, tests/test_resilience_flux.py): the cluster (one per session), the
 per-test jobenv store, a "fresh shell" on a host (`env -i` inside the host's network and UTS
 namespaces, as after `ssh HOST`), and a host's death (every process of a launch there killed)."""
 from __future__ import annotations
@@ -25,17 +25,12 @@ if socket.gethostname() == sys.argv[1]:
 
 
 def cluster_fixture(make: Callable[[], object], available: Callable[[], Optional[str]], what: str):
-    """A module-scoped fixture that starts `make()` (skipping, in one line, where `available`
-    says it cannot run here) and stops it after the module's last test."""
-    @pytest.fixture(scope="module")
-    def cluster():
-        why = available()
-        if why:
-            pytest.skip(why)
-        c = make().start()  # type: ignore[attr-defined]
-        print(f"\n{what} up in {c.startup_seconds:.2f} s")
-        yield c
-        c.stop()
+    """A `cluster` fixture for a test module: `make()` started once per session (tests/conftest.py's
+    ClusterPool, under the machine's cluster lock; skipping, in one line, where `available` says
+    it cannot run here), shared by every module that makes one for the same `what`."""
+    @pytest.fixture
+    def cluster(cluster_pool):
+        return cluster_pool.get(what, lambda _workdir: make(), available)
 
     return cluster
 
