@@ -8,6 +8,7 @@ import subprocess
 import time
 
 from jobenv.launch import ranks
+from jobenv.rank.keeper import started
 from test_launch_watch_requests import _end, _start
 from test_launch_watch_supervise import _until
 from test_rankwrap import HOST, POSIX_SHELLS
@@ -38,7 +39,7 @@ def test_news_is_told_once_per_growth_and_never_through_a_link(tmp_path):
     """A rank planted `news` as a link to another directory: nothing is made there."""
     from jobenv.rank.agent import Agent
 
-    a = Agent(str(tmp_path), "n1", str(tmp_path / "agent-n1"))
+    a = Agent(str(tmp_path), "n1", str(tmp_path / "agent-n1"), started)
     elsewhere = tmp_path / "elsewhere"
     elsewhere.mkdir()
     (tmp_path / "news").symlink_to(elsewhere)

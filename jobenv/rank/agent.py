@@ -27,16 +27,15 @@ import time
 TYPE_CHECKING = False
 if TYPE_CHECKING:  # typeshed has no _signal; the same names and calls, with ints for enums
     import signal
+    from typing import Callable
 else:  # as the keeper (no enum import)
     import _signal as signal
 
 if __package__:  # jobenv.rank.agent (tests, mypy)
     from .lines import number, parse
-    from .procstat import started
 else:  # `agent`, beside it, in the keeper's isolated Python (sys.path[0]: this directory alone);
     # never the keeper itself (run as __main__, it would be loaded a second time as `keeper`)
     from lines import number, parse  # type: ignore[import-not-found, no-redef]
-    from procstat import started  # type: ignore[import-not-found, no-redef]
 
 BEAT_S = 1.0
 KILL_AFTER_S = 5.0
@@ -70,15 +69,6 @@ def detach(keep: int) -> None:
         signal.signal(s, signal.SIG_DFL)
 
 
-def _started(pid: int) -> str:
-    return started(pid, running=True)
-
-
-def _same(pid: int, start: str) -> bool:
-    """`pid` still names the process that started at `start` (and is no zombie)."""
-    return bool(start) and _started(pid) == start
-
-
 def _catches(pid: int, sig: int) -> bool:
     """The process has a handler for `sig` (SigCgt): a Python that exec'd another program has none."""
     try:
@@ -105,8 +95,11 @@ def _num(word: str) -> int:
 
 
 class Agent:
-    def __init__(self, run_dir: str, key: str, lock: str) -> None:
-        self.run_dir, self.lock = run_dir, lock
+    """`started(pid, running)`: when a process started (jobenv.rank.keeper.started, handed over by
+    the keeper that forks this agent, so that neither imports the other)."""
+
+    def __init__(self, run_dir: str, key: str, lock: str, started: "Callable[[int, bool], str]") -> None:
+        self.run_dir, self.lock, self.started = run_dir, lock, started
         self.ledger = os.path.join(run_dir, f"host-{key}.ledger")
         self.beat = os.path.join(run_dir, f"host-{key}.beat")
         self.request = os.path.join(run_dir, "request")
@@ -119,7 +112,11 @@ class Agent:
         self.kill_at: "float | None" = None
         dump = os.environ.get("JOBENV_DUMP_SIGNAL", "")
         self.dump = int(dump) if dump.isdigit() and len(dump) < 3 else 38
-        self.me = f"{os.getpid()} {_started(os.getpid())}\n"
+        self.me = f"{os.getpid()} {started(os.getpid(), True)}\n"
+
+    def _same(self, pid: int, start: str) -> bool:
+        """`pid` still names the process that started at `start` (and is no zombie)."""
+        return bool(start) and self.started(pid, True) == start
 
     def run(self) -> None:
         fd = os.open(self.lock, os.O_WRONLY | os.O_TRUNC | os.O_NOFOLLOW | os.O_CLOEXEC)
@@ -181,7 +178,7 @@ class Agent:
         for rank, r in self.ranks.items():
             if r.ended:
                 continue
-            if _same(r.keeper, r.kstart):
+            if self._same(r.keeper, r.kstart):
                 r.gone = 0
                 continue
             r.gone += 1
@@ -260,7 +257,7 @@ class Agent:
 
     def programs(self) -> "list[int]":
         """The running programs, each only while its pid names the process the keeper started."""
-        return [r.pid for r in self.running() if _same(r.pid, r.pstart)]
+        return [r.pid for r in self.running() if self._same(r.pid, r.pstart)]
 
     def _signal(self, pids: "list[int]", sig: int) -> None:
         for pid in pids:
@@ -284,7 +281,7 @@ class Agent:
         self.done.add(seq)
         if verb in ("stacks", "stacks:cont"):
             for r in self.running():
-                if r.hook and _same(*r.hook) and _catches(r.hook[0], self.dump):
+                if r.hook and self._same(*r.hook) and _catches(r.hook[0], self.dump):
                     self._signal([r.hook[0]], self.dump)
                     if verb == "stacks:cont":
                         self._signal([r.hook[0]], signal.SIGCONT)
@@ -301,4 +298,4 @@ class Agent:
         if self.kill_at is None or time.monotonic() < self.kill_at:
             return
         self._signal(self.programs(), signal.SIGKILL)
-        self._signal([r.keeper for r in self.running() if _same(r.keeper, r.kstart)], signal.SIGKILL)
+        self._signal([r.keeper for r in self.running() if self._same(r.keeper, r.kstart)], signal.SIGKILL)

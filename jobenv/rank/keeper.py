@@ -6,10 +6,11 @@ of SIGTERM; a shell's `$?` says 128+N for both, and its job table races with `wa
 submissions went to that inference).  The wrapper (jobenv/rankwrap.sh) maps the launcher's
 variables, then execs this file as `PYTHON -I -S keeper.py LAUNCHER SIGIGN PROGRAM [ARG...]`:
 -I -S keep the working directory, PYTHONPATH and site-packages out of it (nothing a user or
-another local user put there runs here), and it imports the standard library alone until the
-program runs; then procstat.py from its own directory (put first on sys.path: `_sibling`).  The host
-agent it forks imports agent.py and lines.py from there, never this file a second time (the imports
-go one way: keeper -> agent -> lines, procstat).
+another local user put there runs here), and it imports the standard library alone: nothing of
+jobenv's files is looked up on a rank's way (they may sit on a shared file system, once per rank).
+The host agent it forks imports agent.py and lines.py from this directory (put first on sys.path:
+`_sibling`), never this file a second time, and is handed `started` (the imports go one way:
+keeper -> agent -> lines).
 
 The program is forked and exec'd so that it is the rank the bare launcher would have started, but
 one process down:
@@ -73,8 +74,9 @@ def _die(msg: str, code: int = REFUSED) -> "None":
 
 
 def _sibling(name: str) -> "ModuleType":
-    """A module beside this file (procstat, agent), imported on first use, after the program
-    started: jobenv.rank.NAME when this is jobenv.rank.keeper, else NAME from this directory."""
+    """A module beside this file (the agent's, in the forked agent), imported on first use, after
+    the program started: jobenv.rank.NAME when this is jobenv.rank.keeper, else NAME from this
+    directory."""
     if __package__:
         return __import__(f"{__package__}.{name}", fromlist=[name])
     return __import__(name)
@@ -95,6 +97,18 @@ def forwards(sig: int, code: int, sender: int, launcher: str) -> bool:
     if code == SI_KERNEL:
         return False
     return not (launcher in GROUP_SIGNALLING and sender == os.getppid())
+
+
+def started(pid: int, running: bool = False) -> str:
+    """When `pid` started, in clock ticks after boot (field 22 of /proc/PID/stat); '' when gone
+    (with `running`, also when it is a zombie: the host agent's test of a process it may signal)."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            data = f.read()
+        fields = data[data.rindex(b")") + 2:].split()
+        return "" if running and fields[0] in (b"Z", b"X") else fields[19].decode("ascii")
+    except (OSError, ValueError, IndexError):
+        return ""
 
 
 def host_key() -> str:
@@ -175,7 +189,7 @@ def _agent(run_dir: str, key: str) -> None:
                 os._exit(0)
             agent = _sibling("agent")
             agent.detach(fd)
-            agent.Agent(run_dir, key, lock).run()
+            agent.Agent(run_dir, key, lock, started).run()
         finally:
             os._exit(0)
     os.close(fd)
@@ -194,7 +208,7 @@ def agent_pid(path: str) -> int:
             os.close(fd)
     except OSError:
         return 0
-    if len(words) == 2 and words[0].isdigit() and len(words[0]) < 11 and _sibling("procstat").started(int(words[0])) == \
+    if len(words) == 2 and words[0].isdigit() and len(words[0]) < 11 and started(int(words[0])) == \
             words[1].decode("ascii", "replace"):
         return int(words[0])
     return 0
@@ -287,7 +301,6 @@ def main(argv: "list[str]") -> None:
     if log >= 0:
         os.close(log)
     if led >= 0:
-        started = _sibling("procstat").started
         line = f"start {rank} {os.getpid()} {started(os.getpid())} {pid} {started(pid)} {now()}\n"
         try:
             os.write(led, line.encode())
