@@ -38,6 +38,26 @@ def _kill(pid: int, sig: int, group: bool = False) -> None:
         pass
 
 
+def sweep_stale(tag: str) -> None:
+    """What a killed session's Slurm cluster left (its clusters start only under the machine's
+    cluster lock, which this one holds: any other is stale): its nodes' namespaces and what runs
+    in them, its bridge, its /etc/hosts lines (a stale `node1` line would shadow ours)."""
+    import re
+
+    names = _run("ip", "netns", "list", check=False).stdout.split()
+    for ns in [n for n in names if re.fullmatch(r"je\d{4}-node\d+", n) and not n.startswith(f"je{tag}-")]:
+        for pid in _run("ip", "netns", "pids", ns, check=False).stdout.split():
+            _kill(int(pid), signal.SIGKILL)
+        _run("ip", "netns", "del", ns, check=False)
+    links = _run("ip", "-br", "link", check=False).stdout.split("\n")
+    for name in [ln.split()[0].split("@")[0] for ln in links if ln.strip()]:
+        if re.fullmatch(r"jebr\d{4}", name) and name != f"jebr{tag}":
+            _run("ip", "link", "del", name, check=False)
+    hosts = Path("/etc/hosts")
+    kept = [ln for ln in hosts.read_text().splitlines() if HOSTS_MARK not in ln or ln.endswith(f"{HOSTS_MARK} {tag}")]
+    hosts.write_text("\n".join(kept) + "\n")
+
+
 def _run(*argv: str, check: bool = True, **kw) -> subprocess.CompletedProcess:
     return subprocess.run(list(argv), check=check, capture_output=True, text=True, **kw)
 
@@ -62,6 +82,7 @@ class SlurmCluster:
     # ---------------------------------------------------------------- bring-up
     def start(self) -> "SlurmCluster":
         t = time.time()
+        sweep_stale(self.tag)
         try:
             self._munge()
             self._network()
