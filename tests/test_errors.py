@@ -78,9 +78,12 @@ def test_profile_yaml_error_names_file_and_line(tmp_path, home, populated):
 
 
 def test_no_record(home):
+    """No record: get and show; launch inside a job that was never saved (outside any job launch
+    runs on this host, as torchrun does: tests/test_cli_launch_args.py)."""
     env = base_env(home)
-    for args in (["get"], ["show"], ["launch", "--", "true"]):
-        one_line_error(jobenv(args, env), errors.EXIT_NO_RECORD, "run `jobenv save` inside your allocation first")
+    for args, extra in ((["get"], {}), (["show"], {}), (["launch", "--", "true"], {"SLURM_JOB_ID": "4242"})):
+        one_line_error(jobenv(args, {**env, **extra}), errors.EXIT_NO_RECORD,
+                       "run `jobenv save` inside your allocation first")
 
 
 def test_unknown_job(populated):

@@ -19,7 +19,10 @@ from jobenv.stage import restore
 from jobenv.cli.stage import copy_name
 from launchkit import train_reports, write_train
 
-pytestmark = pytest.mark.e2e
+# every test here in the serial pass of the real-cluster tests, never beside each other: they stage
+# the same torch venv through the same stage cache (/tmp/jobenv-stage-cache), and the Slurm one's
+# stage was SIGKILLed once while the local one ran in the parallel pass (cause not found)
+pytestmark = [pytest.mark.e2e, pytest.mark.cluster]
 CACHE = Path(os.environ.get("JOBENV_TEST_CACHE", "/tmp/jobenv-stage-cache"))
 BASE_PY = os.path.realpath(getattr(sys, "_base_executable", sys.executable))
 PROBE = "import socket, sys, torch; print('RANK', socket.gethostname(), sys.executable, torch.__file__)"
