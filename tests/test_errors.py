@@ -81,9 +81,10 @@ def test_no_record(home):
     """No record: get and show; launch inside a job that was never saved (outside any job launch
     runs on this host, as torchrun does: tests/test_cli_launch_args.py)."""
     env = base_env(home)
-    for args, extra in ((["get"], {}), (["show"], {}), (["launch", "--", "true"], {"SLURM_JOB_ID": "4242"})):
-        one_line_error(jobenv(args, {**env, **extra}), errors.EXIT_NO_RECORD,
-                       "run `jobenv save` inside your allocation first")
+    for args in (["get"], ["show"]):
+        one_line_error(jobenv(args, env), errors.EXIT_NO_RECORD, "run `jobenv save` inside your allocation first")
+    one_line_error(jobenv(["launch", "--", "true"], {**env, "SLURM_JOB_ID": "4242"}), errors.EXIT_NO_RECORD,
+                   "slurm job 4242, which has no record: run `jobenv save`")
 
 
 def test_unknown_job(populated):
