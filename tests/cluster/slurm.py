@@ -214,7 +214,10 @@ class SlurmCluster:
         return ["nsenter", "--target", str(pid), "--net", "--uts", "--", *argv]
 
     def sbatch(self, script: str, *args: str, env=None) -> str:
-        p = self.run(["sbatch", "--parsable", *args], input=script, env=env)
+        p = self.run(["sbatch", "--parsable", *args], input=script, env=env, check=False)
+        if p.returncode != 0:  # say why (a node down, a partition's limits), with the nodes' states
+            nodes = self.run(["sinfo", "-N", "-h", "-o", "%N %T %E"], check=False).stdout
+            raise AssertionError(f"sbatch {' '.join(args)} failed ({p.returncode}): {p.stderr.strip()}\n{nodes}")
         return p.stdout.strip().split(";")[0]
 
     def wait_state(self, jobid: str, want, timeout: float = 60) -> str:
