@@ -85,6 +85,14 @@ def test_stage_copies_relocates_and_records(tmp_path, job):
     assert p.returncode == 0 and "(1 copied, 0 unchanged)" in p.stdout, p.stdout + p.stderr
     assert (next((copy / "lib").glob("python3*/site-packages")) / "newmod.py").exists()
     assert len(list((Path(job["JOBENV_HOME"]) / "stage").glob("*.tar"))) == 1  # old archive pruned
+
+    # rewritten with the same size inside the same second: still a change (mtime in nanoseconds)
+    st = (site_src / "newmod.py").stat()
+    (site_src / "newmod.py").write_text("Y = 3\n")
+    os.utime(site_src / "newmod.py", ns=(st.st_atime_ns, st.st_mtime_ns + 1))
+    p = stage(job, "--env", str(venv), "--to", str(target))
+    assert p.returncode == 0 and "(1 copied, 0 unchanged)" in p.stdout, p.stdout + p.stderr
+    assert (next((copy / "lib").glob("python3*/site-packages")) / "newmod.py").read_text() == "Y = 3\n"
     assert not [n for n in os.listdir(target) if n.startswith(".")]  # no temp or old copies left
 
     # clean

@@ -1,9 +1,11 @@
 """What a Python environment is made of: its kind, its base interpreter, and a manifest.
 
 The manifest lists every entry of the trees to stage (path, type, mode, size, mtime in
-seconds, symlink target) in a fixed order; its SHA-256 names the archive in the store
+nanoseconds, symlink target) in a fixed order; its SHA-256 names the archive in the store
 and the copy on every host, so "unchanged" is a string comparison, not a re-read of the
-environment's bytes.  Stdlib only: the per-host worker imports this module too.
+environment's bytes.  Nanoseconds, because a file rewritten with the same size within
+the second it was staged is a change (whole seconds called it unchanged).  A tar keeps
+whole seconds only, so an unpacked copy is checked against the digest in whole seconds.  Stdlib only: the per-host worker imports this module too.
 """
 from __future__ import annotations
 
@@ -32,11 +34,11 @@ class Entry(NamedTuple):
     kind: str  # "d", "f", "l"
     mode: int
     size: int
-    mtime: int
+    mtime: int  # nanoseconds
     link: str
 
-    def line(self) -> str:
-        mtime = self.mtime if self.kind == "f" else 0  # dir/link mtimes move on their own
+    def line(self, whole_seconds: bool = False) -> str:
+        mtime = 0 if self.kind != "f" else self.mtime // 10**9 if whole_seconds else self.mtime  # dir/link mtimes move on their own
         return f"{self.tree}\0{self.rel}\0{self.kind}\0{self.mode:o}\0{self.size}\0{mtime}\0{self.link}"
 
 
@@ -160,7 +162,7 @@ def walk(tree: str, root: str, keep: Optional[Callable[[str], bool]] = None) -> 
         if stat.S_ISLNK(st.st_mode):
             yield Entry(tree, rel, "l", 0, 0, 0, os.readlink(path))
         elif stat.S_ISREG(st.st_mode):
-            yield Entry(tree, rel, "f", mode, st.st_size, int(st.st_mtime), "")
+            yield Entry(tree, rel, "f", mode, st.st_size, st.st_mtime_ns, "")
         elif stat.S_ISDIR(st.st_mode):
             yield Entry(tree, rel, "d", mode, 0, 0, "")
             try:
@@ -182,10 +184,11 @@ def entries(env: Env) -> List[Entry]:
     return out
 
 
-def digest(items: List[Entry]) -> str:
+def digest(items: List[Entry], whole_seconds: bool = False) -> str:
+    """The manifest's SHA-256; `whole_seconds` is what an unpacked copy can match."""
     h = hashlib.sha256()
     for e in items:
-        h.update(e.line().encode("utf-8", "surrogateescape"))
+        h.update(e.line(whole_seconds).encode("utf-8", "surrogateescape"))
         h.update(b"\n")
     return h.hexdigest()
 

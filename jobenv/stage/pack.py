@@ -65,7 +65,7 @@ class _Scan:
 
 def _member(e: Entry) -> tarfile.TarInfo:
     ti = tarfile.TarInfo(f"{e.tree}/{e.rel}" if e.rel else e.tree)
-    ti.mode, ti.mtime, ti.uname, ti.gname, ti.uid, ti.gid = e.mode, e.mtime, "", "", 0, 0
+    ti.mode, ti.mtime, ti.uname, ti.gname, ti.uid, ti.gid = e.mode, e.mtime // 10**9, "", "", 0, 0
     if e.kind == "d":
         ti.type = tarfile.DIRTYPE
     elif e.kind == "l":
@@ -96,7 +96,7 @@ def write_archive(env: Env, items: List[Entry], path: str,
                 raise EnvError(f"cannot read {src}: {exc.strerror}") from None
             with f:
                 st = os.fstat(f.fileno())
-                if st.st_size != e.size or int(st.st_mtime) != e.mtime:
+                if st.st_size != e.size or st.st_mtime_ns != e.mtime:
                     raise EnvError(f"environment changed while packing: {src}")
                 if e.rel.endswith(".pyc") or not needles:  # marshalled paths, data: never rewritten
                     tar.addfile(ti, f)
@@ -134,6 +134,7 @@ def pack(env: Env, items: List[Entry], key: str, sdir: str,
         meta = {"version": 1, "key": key, "source": env.prefix, "kind": env.kind, "base": env.base,
                 "base_fs": env.base_fs, "base_staged": env.base_shared, "pyver": env.pyver,
                 "roots": old_roots(env), "entries": nfiles, "core_entries": manifest.core_count(items), "bytes": nbytes,
+                "copy_digest": manifest.digest(items, whole_seconds=True),
                 "archive_bytes": os.path.getsize(tmp), "archive_sha256": file_sha256(tmp), "relocate": relocate,
                 "pack_seconds": round(time.time() - t, 3), "created_at": time.time()}
         os.replace(tmp, archive)
