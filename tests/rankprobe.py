@@ -26,6 +26,8 @@ def kind(fd: int) -> str:
     for name in ("S_ISFIFO", "S_ISSOCK", "S_ISCHR", "S_ISREG", "S_ISDIR"):
         if getattr(stat, name)(mode):
             target = os.readlink(f"/proc/self/fd/{fd}") if name == "S_ISCHR" else ""
+            if target.startswith("/dev/pts/"):  # a terminal (Open MPI's mpirun gives each rank one): which is chance
+                target = "/dev/pts/N"
             return name[4:].lower() + (f":{target}" if target else "")
     return "other"
 
