@@ -80,8 +80,9 @@ def as_shown(text: str, tmp_path: Path) -> str:
     # the interpreter a batch script names: this venv's, by whichever of its names ran jobenv
     text = re.sub(r"'/[^']*/bin/python[0-9.]*'", "'/home/alice/venvs/train/bin/python'", text)
     venv_bin = os.path.dirname(sys.executable)
-    for path, shown in [(str(REPO), "/home/alice/jobenv"), (str(tmp_path / "home"), "/home/alice"),
-                        (str(tmp_path / "bin"), "/home/alice/bin"), (venv_bin, "/home/alice/venvs/train/bin")]:
+    pairs = [(str(REPO), "/home/alice/jobenv"), (str(tmp_path / "home"), "/home/alice"),
+             (str(tmp_path / "bin"), "/home/alice/bin"), (venv_bin, "/home/alice/venvs/train/bin")]
+    for path, shown in sorted(pairs, key=lambda pair: -len(pair[0])):  # longest first: a venv inside the clone
         text = text.replace(path, shown)
     return text
 
