@@ -321,7 +321,7 @@ while [ $# -gt 0 ]; do
     case $1 in
     -n) n=$2; shift 2 ;;
     -N|-c|--ntasks-per-node|--gpus-per-node|--gpu-bind) shift 2 ;;
-    --*=*) shift ;;
+    --*=*|--disable-status) shift ;;
     *) break ;;
     esac
 done

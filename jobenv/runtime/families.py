@@ -35,7 +35,7 @@ class Family:
     __slots__ = ("name", "title", "flavor", "programs", "banner", "path_marks", "siblings", "mpi", "env_row",
                  "words", "nranks", "ppn", "nhosts", "hostfile", "hosts", "exclude", "subset", "label",
                  "label_pattern", "step_flag", "cancel", "system_bin", "attach", "oversubscribe", "cpu_bind", "cpus",
-                 "gpu_off", "as_root")
+                 "gpu_off", "as_root", "interrupt")
 
     def __init__(self, name: str, title: str, flavor: str, *, programs: Tuple[str, ...] = (),
                  banner: Tuple[str, ...] = (), path_marks: Tuple[str, ...] = (), siblings: Tuple[str, ...] = (),
@@ -45,7 +45,8 @@ class Family:
                  label: Tuple[str, ...] = (), label_pattern: str = r"(?!)", step_flag: str = "",
                  cancel: str = "", system_bin: Tuple[str, ...] = (), attach: Tuple[str, ...] = (),
                  oversubscribe: Tuple[str, ...] = (), cpu_bind: Tuple[str, ...] = (),
-                 cpus: Tuple[str, ...] = (), gpu_off: Tuple[str, ...] = (), as_root: Tuple[str, ...] = ()) -> None:
+                 cpus: Tuple[str, ...] = (), gpu_off: Tuple[str, ...] = (), as_root: Tuple[str, ...] = (),
+                 interrupt: Tuple[str, ...] = ()) -> None:
         self.name, self.title, self.flavor = name, title, flavor  # flavor: the name doctor prints
         self.programs = programs  # program names only this family uses
         self.banner = banner  # regexes (case-insensitive, multi-line) for its `--version` text
@@ -82,6 +83,10 @@ class Family:
         # flags without which it refuses to run as root (Open MPI: "mpirun has detected an attempt
         # to run as root"); `jobenv launch` run by root passes them, and says so
         self.as_root = as_root
+        # its flag (first spelling: the one jobenv writes) that makes one SIGINT reach the ranks, as
+        # a ^C to `jobenv launch` is forwarded: srun's first SIGINT only prints the tasks' status
+        # (a second within a second kills them), `--disable-status` forwards it to the tasks
+        self.interrupt = interrupt
 
     def __repr__(self) -> str:
         return f"Family({self.name!r})"
@@ -127,7 +132,8 @@ FAMILIES: Tuple[Family, ...] = (
            hosts=("--nodelist=", "-w"), exclude=("--exclude=", "-x"), subset="flag",
            label=("--label",), label_pattern=r"\s*(\d+): ", step_flag="--job-name=", cancel="slurm-step",
            attach=("--jobid={jobid}", "--overlap"), oversubscribe=("--overcommit",),
-           cpu_bind=("--cpu-bind", "--cpu_bind"), cpus=("-c", "--cpus-per-task"), gpu_off=("--gpu-bind", "none")),
+           cpu_bind=("--cpu-bind", "--cpu_bind"), cpus=("-c", "--cpus-per-task"), gpu_off=("--gpu-bind", "none"),
+           interrupt=("--disable-status", "-X")),
     Family("jsrun", "IBM jsrun (LSF)", "IBM jsrun", programs=("jsrun",), banner=(r"\bjsrun\b",), mpi="openmpi",
            env_row="jsrun", nranks=("-n", "--nrs"), ppn=("-r", "--rs_per_host"), subset="", cpu_bind=("-b", "--bind"),
            cpus=("-c", "--cpu_per_rs"), label=("--stdio_mode", "prepended"), label_pattern=r"\s*(\d+): "),

@@ -134,6 +134,8 @@ def plan_attempt(rec: JobRecord, req: Request, opts: Options, hostfile: str, env
     if row.as_root and os.geteuid() == 0 and not consent and not set(row.as_root) & set(argv):
         families.insert(argv, row, list(row.as_root))
         warnings.append(f"running as root: {row.title} refuses root without {' '.join(row.as_root)}, passed to it")
+    if row.interrupt and not set(row.interrupt) & set(argv[row.words:]):
+        families.insert(argv, row, list(row.interrupt[:1]))
     if opts.label:
         argv += row.label
     if opts.gpu_bind and row.gpu_off and any(w.split("=", 1)[0] == row.gpu_off[0] for w in argv[row.words:]):
