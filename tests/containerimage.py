@@ -18,7 +18,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-KEY = "debian-bookworm-minbase-python3-1"
+KEY = "debian-bookworm-minbase-python3-2"  # 2: empty /etc/hosts and /etc/resolv.conf
 MIRROR = "http://deb.debian.org/debian"
 CACHE = Path(os.environ.get("JOBENV_CI_IMAGES", str(Path.home() / ".cache" / "jobenv-ci" / "images")))
 DONE = ".jobenv-image-ok"
@@ -48,6 +48,8 @@ def image(key: str = KEY) -> Path:
             shutil.rmtree(work, ignore_errors=True)
             tail = (p.stdout + p.stderr).strip().splitlines()[-3:]
             raise Unavailable(f"debootstrap bookworm from {MIRROR} failed ({p.returncode}): {' / '.join(tail)}")
+        for name in ("hosts", "resolv.conf"):  # ch-run binds the host's over these, only where the image has them
+            (work / "etc" / name).touch()
         (work / DONE).write_text(KEY + "\n")
         shutil.rmtree(target, ignore_errors=True)
         work.rename(target)

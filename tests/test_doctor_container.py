@@ -7,6 +7,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from jobenv.doctor import container as box
 from launchkit import local_job
 
@@ -37,6 +39,7 @@ def test_an_open_mpi_image_under_hydra_is_named_before_any_rank_starts():
     assert box.judge_mpi(None, "mpich", "MPICH Hydra").status == "warn"
 
 
+@pytest.mark.slow  # doctor's every check: ~10 s
 def test_doctor_container_checks_a_real_job(tmp_path):
     env = local_job(tmp_path, 2)  # saved with the MPICH wheel's mpiexec
     ompi = _image(tmp_path / "ompi", "libmpi.so.40")
@@ -51,3 +54,21 @@ def test_doctor_container_checks_a_real_job(tmp_path):
     missing = subprocess.run([sys.executable, "-m", "jobenv", "doctor", "--json", "--container",
                               str(tmp_path / "nope")], env=env, capture_output=True, text=True, timeout=120)
     assert {c["name"]: c["status"] for c in json.loads(missing.stdout)["checks"]}["container image"] == "fail"
+
+
+@pytest.mark.slow
+def test_a_charliecloud_image_without_etc_hosts_is_named(tmp_path):
+    env = local_job(tmp_path, 2)
+    img = _image(tmp_path / "img", "libmpich.so.12")
+    doctor = [sys.executable, "-m", "jobenv", "doctor", "--json", "--container", str(img), "--container-runtime",
+              "charliecloud"]
+    p = subprocess.run(doctor, env=env, capture_output=True, text=True, timeout=120)
+    checks = {c["name"]: c for c in json.loads(p.stdout)["checks"]}
+    assert checks["container host names"]["status"] == "warn", checks
+    assert "/etc/hosts or /etc/resolv.conf" in checks["container host names"]["detail"]
+    assert checks["container host names"]["fix"] == f"create them empty: touch {img}/etc/hosts {img}/etc/resolv.conf"
+    (img / "etc").mkdir(exist_ok=True)
+    (img / "etc" / "hosts").touch()
+    (img / "etc" / "resolv.conf").touch()
+    p = subprocess.run(doctor, env=env, capture_output=True, text=True, timeout=120)
+    assert "container host names" not in {c["name"] for c in json.loads(p.stdout)["checks"]}, p.stdout

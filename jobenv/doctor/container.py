@@ -73,6 +73,11 @@ def check(image: str, runtime: Optional[str], env: Mapping[str, str], site: Sequ
                          f"{image}: {'a directory' if os.path.isdir(image) else 'a file'}"
                          + ("" if shell else " without /bin/sh") + ("" if readable else ", not readable"),
                          "" if readable and shell else "make the image readable (and a whole root file system)"))
+        missing = [f for f in ("etc/hosts", "etc/resolv.conf") if not os.path.exists(os.path.join(image, f))]
+        if name == "charliecloud" and os.path.isdir(image) and missing:  # ch-run binds the host's over files only
+            out.append(Check("container host names", "warn", f"{image} has no /{' or /'.join(missing)}: ch-run binds "
+                             "the host's only over a file the image has, so the ranks cannot resolve the job's hosts",
+                             f"create them empty: touch {' '.join(os.path.join(image, f) for f in missing)}"))
     else:
         out.append(Check("container image", "warn" if not image.startswith(("/", ".")) else "fail",
                          f"{image}: not a path here; the runtime looks it up" if not image.startswith(("/", "."))
