@@ -146,6 +146,20 @@ def test_script_runs_save_then_launch_with_flags_and_exact_words(home):
     assert func.split()[2].startswith("'/") and "sys.path.insert(0" in func  # this jobenv, by absolute path
 
 
+def test_the_container_goes_to_launch_in_the_script(home):
+    env = base_env(home)
+    p = jobenv(["submit", "--dry-run", "--profile", "slurm", "--container", "img dir", "--container-runtime",
+                "charliecloud", "--bind", "/data:/data:ro", "--bind", "/scratch", "--", "python3", "t.py"], env)
+    assert p.returncode == 0, p.stderr
+    launch = p.stdout[p.stdout.index("\njobenv launch") + 1:p.stdout.index("\nrc=$?")]
+    words = shlex.split(launch)
+    assert words[words.index("--container") + 1] == "img dir" and "--container-runtime" in words
+    assert [w for w in words if w.startswith("--bind")] == ["--bind=/data:/data:ro", "--bind=/scratch"]
+    assert words[words.index("--") + 1:] == ["python3", "t.py"]
+    p = jobenv(["submit", "--dry-run", "--profile", "slurm", "--bind", "/data", "--", "python3", "t.py"], env)
+    assert p.returncode == 2 and "--bind needs --container IMAGE" in p.stderr, p.stderr
+
+
 def test_cobalt_script_is_executable(home, tmp_path):
     out = tmp_path / "job.sh"
     dry_run(home, "--profile", "cobalt", "--nodes", "2", "--script-out", str(out))

@@ -44,7 +44,8 @@ def _profile(env: Mapping[str, str], name: Optional[str]) -> Any:
 
 # `jobenv launch` options that submit takes and passes on in the script: the launch
 # command's own click options (one definition, one help text; take_launch_flags copies them)
-PASSED = ("log_dir", "timeout", "idle_timeout", "retries", "exclude_failed", "gpu_bind", "label", "launcher_args")
+PASSED = ("log_dir", "timeout", "idle_timeout", "retries", "exclude_failed", "gpu_bind", "label", "launcher_args",
+          "container", "container_runtime", "binds")
 
 
 def take_launch_flags(launch: click.Command) -> None:
@@ -96,7 +97,8 @@ def submit_cmd(profile: Optional[str], nodes: int, walltime: str, queue: Optiona
     jobenv submit --nodes 2 --time 30 -A myproj -- python3 train.py
 
     It prints the job id (--dry-run: the script). --log-dir, --timeout, --idle-timeout, --retries,
-    --exclude-failed, --gpu-bind, --label and --launcher-args go to `jobenv launch`.
+    --exclude-failed, --gpu-bind, --label, --launcher-args, --container, --container-runtime and
+    --bind go to `jobenv launch`.
     """
     from jobenv import __version__
     from jobenv.batch import queues
@@ -105,6 +107,9 @@ def submit_cmd(profile: Optional[str], nodes: int, walltime: str, queue: Optiona
     from jobenv.schedulers import descriptor
     from jobenv.store.paths import home
 
+    if (launch_opts.get("container_runtime") or launch_opts.get("binds")) and not launch_opts.get("container"):
+        raise click.UsageError(f"{'--container-runtime' if launch_opts.get('container_runtime') else '--bind'} "
+                               "needs --container IMAGE")
     env = os.environ
     prof = _profile(env, profile)
     batch = descriptor(prof.scheduler).batch
