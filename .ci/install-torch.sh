@@ -4,13 +4,14 @@
 #
 # PyTorch's CPU index (the +cpu wheel, ~190 MB) where it can be reached (quickly refused where
 # not).  Otherwise PyPI, which has only CUDA builds: its torch (527 MB for 2.13.0) plus every
-# requirement except those no CPU run loads, measured for 2.13.0 (2.74 GB in all from PyPI;
-# `import torch` and a 2-process gloo DDP step work without them):
-#   triton (torch.compile's GPU kernels), cuda-bindings, and cuda-toolkit's extras cudart,
-#   cupti (the profiler), cusolver (loaded lazily, by torch.linalg on a GPU) and nvtx:
-#   about 420 MB less.  What libtorch links (cuBLAS, cuDNN, cuFFT, cuSPARSE(Lt), cuRAND,
-#   cuFile, NCCL, NVRTC, NVSHMEM, nvJitLink: ~1.8 GB) must stay: `import torch` fails without
-#   them ("libcudnn.so.9: cannot open shared object file").  The import and gloo are checked
+# requirement except those no CPU run loads, measured for 2.13.0 on a machine with no system
+# CUDA (a container image; a host's /usr/local/cuda in ld.so.conf hides a missing cudart or
+# cupti): `import torch` and a 2-process gloo DDP step work without
+#   triton (torch.compile's GPU kernels), cuda-bindings, and cuda-toolkit's extras cusolver
+#   (torch.linalg on a GPU: libtorch_cuda_linalg.so, loaded lazily) and nvtx: ~440 MB less.
+#   What libtorch links must stay: cuBLAS, cuDNN, cuFFT, cuSPARSE(Lt), cuRAND, cuFile, NCCL,
+#   NVRTC, NVSHMEM, nvJitLink, and cudart and cupti (libtorch_cpu.so needs both: without
+#   them "libcudart.so.13: cannot open shared object file").  The import and gloo are checked
 #   at the end, so a torch that needs more fails here, not in a test.  pip's resolver brings
 #   the parts left out back with any later package that requires torch: install those with
 #   --no-deps and .ci/requirements.py (DeepSpeed, in .ci/install-frameworks.sh).
@@ -25,7 +26,7 @@ if ! $PY -c 'import torch' 2>/dev/null; then
         echo "PyTorch's CPU index cannot be reached: PyPI's torch $VERSION, less its GPU-only requirements"
         $PY -m pip install -q --no-deps "torch==$VERSION"
         mapfile -t reqs < <($PY "$(dirname "$0")/requirements.py" torch triton cuda-bindings \
-            'cuda-toolkit[cudart,cupti,cusolver,nvtx]')
+            'cuda-toolkit[cusolver,nvtx]')
         $PY -m pip install -q "${reqs[@]}"
     fi
 fi
