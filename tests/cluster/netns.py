@@ -13,13 +13,27 @@ import signal
 import subprocess
 import time
 from pathlib import Path
-from typing import Dict, List, Optional
+from typing import Callable, Dict, List, Optional
 
 HOSTS_MARK = "# jobenv-test-hosts"
 
 
 def sh(*argv: str, check: bool = True, **kw) -> subprocess.CompletedProcess:
     return subprocess.run(list(argv), check=check, capture_output=True, text=True, **kw)
+
+
+def edit_hosts(keep: Callable[[str], bool], add: List[str]) -> None:
+    """/etc/hosts less the lines `keep` refuses, plus `add`: one edit at a time on this machine.
+    The Slurm cluster (serial pass) and the ssh host of the --remote tests (parallel pass) edit
+    it at once; unlocked, one's read-modify-write could drop the other's lines (a node that no
+    longer resolves).  Written in place: /etc/hosts may be a bind mount, which a rename breaks."""
+    import fcntl
+
+    with open("/run/jobenv-test-hosts.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        hosts = Path("/etc/hosts")
+        lines = [ln for ln in hosts.read_text().splitlines() if keep(ln)] + add
+        hosts.write_text("\n".join(lines) + "\n")
 
 
 def kill(pid: int, sig: int) -> None:
@@ -80,12 +94,8 @@ class Hosts:
                               timeout=timeout, **kw)
 
     def _hosts_file(self, add: bool) -> None:
-        hosts = Path("/etc/hosts")
         mark = f"{HOSTS_MARK} {self.kind} {self.tag}"
-        kept = [ln for ln in hosts.read_text().splitlines() if not ln.endswith(mark)]
-        if add:
-            kept += [f"{self.addr[n]} {n} {mark}" for n in self.names]
-        hosts.write_text("\n".join(kept) + "\n")
+        edit_hosts(lambda ln: not ln.endswith(mark), [f"{self.addr[n]} {n} {mark}" for n in self.names] if add else [])
 
     def pids(self) -> List[int]:
         out: List[int] = []

@@ -17,6 +17,8 @@ import time
 from pathlib import Path
 from typing import Dict, List, Optional
 
+from cluster.netns import edit_hosts
+
 HOSTS_MARK = "# jobenv-test-cluster"
 
 
@@ -53,9 +55,7 @@ def sweep_stale(tag: str) -> None:
     for name in [ln.split()[0].split("@")[0] for ln in links if ln.strip()]:
         if re.fullmatch(r"jebr\d{4}", name) and name != f"jebr{tag}":
             _run("ip", "link", "del", name, check=False)
-    hosts = Path("/etc/hosts")
-    kept = [ln for ln in hosts.read_text().splitlines() if HOSTS_MARK not in ln or ln.endswith(f"{HOSTS_MARK} {tag}")]
-    hosts.write_text("\n".join(kept) + "\n")
+    edit_hosts(lambda ln: HOSTS_MARK not in ln or ln.endswith(f"{HOSTS_MARK} {tag}"), [])
 
 
 def _run(*argv: str, check: bool = True, **kw) -> subprocess.CompletedProcess:
@@ -171,11 +171,8 @@ class SlurmCluster:
         self.conf.write_text("\n".join(lines) + "\n")
 
     def _hosts_file(self, add: bool) -> None:
-        hosts = Path("/etc/hosts")
-        kept = [ln for ln in hosts.read_text().splitlines() if not ln.endswith(f"{HOSTS_MARK} {self.tag}")]
-        if add:
-            kept += [f"{self.addr[n]} {n} {HOSTS_MARK} {self.tag}" for n in self.nodes]
-        hosts.write_text("\n".join(kept) + "\n")
+        mark = f"{HOSTS_MARK} {self.tag}"
+        edit_hosts(lambda ln: not ln.endswith(mark), [f"{self.addr[n]} {n} {mark}" for n in self.nodes] if add else [])
 
     def _daemons(self) -> None:
         env = {**os.environ, "SLURM_CONF": str(self.conf)}
