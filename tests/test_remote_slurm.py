@@ -3,7 +3,7 @@ sshd plays the login node inside node1's namespace (tests/cluster/sshd.py); the 
 this (root) namespace, with a store and config of its own.  One test, since the cluster is
 slow: submit --sync, logs -f to the end, status, runs, report --html, and ^C of a follower
 and cancel of a second job, with nothing left running on either side.
-Run under `flock /tmp/jobenv-slurm.lock`: one cluster at a time on a machine."""
+The cluster is the session's (one cluster at a time on a machine, under its lock)."""
 from __future__ import annotations
 
 import os
@@ -16,7 +16,6 @@ from pathlib import Path
 
 import pytest
 
-from cluster.slurm import SlurmCluster, available
 from cluster.sshd import Sshd
 from conftest import REPO, base_env
 from test_remote_ssh import _why_not
@@ -25,14 +24,17 @@ pytestmark = pytest.mark.e2e
 PYBIN = str(Path(sys.executable).parent)
 
 
-@pytest.fixture(scope="module")
-def site(tmp_path_factory):
-    why = available() or _why_not()
+@pytest.fixture
+def site(tmp_path_factory, slurm_cluster):
+    """The session's Slurm cluster (tests/conftest.py: started once, under the machine's cluster lock;
+    a cluster of its own here, started beside it, swept the other's nodes away as stale), with
+    an sshd in node1's namespace as the login node."""
+    why = _why_not()
     if why:
         if os.environ.get("CI"):
             raise AssertionError(f"CI must run the --remote Slurm test: {why}")
         pytest.skip(why)
-    c = SlurmCluster(tmp_path_factory.mktemp("slurm"), nodes=2, cpus=2).start()
+    c = slurm_cluster
     d = tmp_path_factory.mktemp("login")
     server = Sshd(d / "sshd", c.on_node("node1", []), c.addr["node1"])
     try:
@@ -46,7 +48,6 @@ def site(tmp_path_factory):
         yield c, server
     finally:
         server.stop()
-        c.stop()
 
 
 def _jobenv(env, *args, timeout=120, **kw):

@@ -58,6 +58,23 @@ def sweep_stale(tag: str) -> None:
     edit_hosts(lambda ln: HOSTS_MARK not in ln or ln.endswith(f"{HOSTS_MARK} {tag}"), [])
 
 
+def _under_the_cluster_lock() -> None:
+    """Refuse to start where nobody holds the machine's cluster lock (tests/conftest.py's
+    ClusterPool takes it): a cluster started beside another sweeps the other's nodes away as
+    stale (a test's own cluster in the parallel pass did, and the serial pass's sbatch failed)."""
+    import fcntl
+
+    fd = os.open("/tmp/jobenv-cluster.lock", os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)  # taken: nobody held it, so not this session either
+    except BlockingIOError:
+        return
+    finally:
+        os.close(fd)
+    raise RuntimeError("a Slurm test cluster starts only under /tmp/jobenv-cluster.lock: "
+                       "ask for the `slurm_cluster` fixture (tests/conftest.py), not SlurmCluster")
+
+
 def _run(*argv: str, check: bool = True, **kw) -> subprocess.CompletedProcess:
     return subprocess.run(list(argv), check=check, capture_output=True, text=True, **kw)
 
@@ -82,6 +99,7 @@ class SlurmCluster:
     # ---------------------------------------------------------------- bring-up
     def start(self) -> "SlurmCluster":
         t = time.time()
+        _under_the_cluster_lock()
         sweep_stale(self.tag)
         try:
             self._munge()
