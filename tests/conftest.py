@@ -88,7 +88,7 @@ def mpich() -> str:
 # The quick tier (`pytest --quick`, `bash .ci/run --quick`) is every test not marked `slow`.  A test
 # is `slow` by what it uses, decided here at collection so that a new test lands in its tier with
 # no list to update: a real cluster (any fixture over `cluster_pool`: also marked `cluster`, which
-# .ci/run runs in a serial pass of its own after the parallel one), an end-to-end
+# .ci/run runs one at a time in a pytest of its own beside the parallel one), an end-to-end
 # scenario (`e2e`: real launchers, schedulers, frameworks), a module of a package whose tests
 # start many processes (SLOW_PACKAGES); or by an explicit `slow` mark.
 QUICK_BUDGET_S = 5.0  # a quick-tier test slower than this (call phase) is named in the summary

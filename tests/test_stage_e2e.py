@@ -19,10 +19,10 @@ from jobenv.stage import restore
 from jobenv.cli.stage import copy_name
 from launchkit import train_reports, write_train
 
-# every test here in the serial pass of the real-cluster tests, never beside each other: they stage
-# the same torch venv through the same stage cache (/tmp/jobenv-stage-cache), and the Slurm one's
-# stage was SIGKILLed once while the local one ran in the parallel pass (cause not found)
-pytestmark = [pytest.mark.e2e, pytest.mark.cluster]
+# every test here one at a time, after every other test (`alone`: .ci/run): they stage a torch venv
+# (GBs written: an archive, a copy per node) through one stage cache (/tmp/jobenv-stage-cache); on a
+# loaded machine the Slurm one's stage ran past its shell's 240 s (killed: SIGKILL) in CI runs
+pytestmark = [pytest.mark.e2e, pytest.mark.cluster, pytest.mark.alone]
 CACHE = Path(os.environ.get("JOBENV_TEST_CACHE", "/tmp/jobenv-stage-cache"))
 BASE_PY = os.path.realpath(getattr(sys, "_base_executable", sys.executable))
 PROBE = "import socket, sys, torch; print('RANK', socket.gethostname(), sys.executable, torch.__file__)"
