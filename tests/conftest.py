@@ -6,6 +6,7 @@ import fcntl
 import json
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import time
@@ -16,6 +17,14 @@ import pytest
 
 REPO = Path(__file__).resolve().parents[1]
 BASE_PATH = "/usr/local/bin:/usr/bin:/bin"
+
+# A pytest started in the background of a script (`pytest ... &`, as .ci/run runs the real-cluster
+# tests beside the others) inherits SIGINT and SIGQUIT ignored, and so would every process a test
+# starts: a ^C test would then test nothing (jobenv keeps an ignored SIGINT ignored, as nohup
+# asks).  The tests run as from a terminal: both at their defaults for the processes they start.
+for _sig in (signal.SIGINT, signal.SIGQUIT):
+    if signal.getsignal(_sig) is signal.SIG_IGN:
+        signal.signal(_sig, signal.default_int_handler if _sig == signal.SIGINT else signal.SIG_DFL)
 
 
 def base_env(home: Path, extra: Optional[Mapping[str, str]] = None, path: Optional[str] = None) -> Dict[str, str]:
