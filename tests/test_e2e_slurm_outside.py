@@ -48,7 +48,7 @@ def test_job_that_never_saved_is_captured_from_the_submit_host_and_launched_into
     p = fresh(cluster, None, "bash", f"jobenv launch --job {jobid} --nhosts 1 --dry-run -- hostname", store)
     # re-sized, attached (and, for the venv's mpi4py, srun's --mpi type first: jobenv.launcher_fit.srun_world)
     # the attach flags are in the recorded template (added once, at capture); sizing puts --nodelist first
-    assert re.search(rf"srun ('--mpi=\w+' )?'--nodelist=node1' '--jobid={jobid}' --overlap -N 1 -n 1 ", p.stdout), p.stderr
+    assert re.search(rf"srun ('--mpi=\w+' )?--disable-status '--nodelist=node1' '--jobid={jobid}' --overlap -N 1 -n 1 ", p.stdout), p.stderr
     cluster.run(["scancel", jobid])
     cluster.wait_gone(jobid)
     p = fresh(cluster, None, "bash", f"jobenv show --job {jobid}", store)

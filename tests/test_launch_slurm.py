@@ -219,7 +219,7 @@ def test_an_mpi_program_is_one_world_without_slurm_mpi_type_and_a_split_is_never
               "SLURM_MPI_TYPE=none launch size.py", store)
     assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-3000:]
     dry, world, alone = p.stdout.split("==\n")
-    assert shlex.split(dry)[:3] == ["/usr/bin/srun", "--mpi=pmi2", "-N"], dry
+    assert shlex.split(dry)[:4] == ["/usr/bin/srun", "--mpi=pmi2", "--disable-status", "-N"], dry
     assert sorted(re.findall(r"WORLD (\S+)", world)) == ["0/4", "1/4", "2/4", "3/4"], p.stdout + p.stderr
     assert sorted(re.findall(r"WORLD (\S+)", alone)) == ["0/1"] * 4, p.stdout + p.stderr  # the user's choice
     warned = [ln for ln in p.stderr.splitlines() if "mpi4py is built with" in ln]
