@@ -142,6 +142,7 @@ def test_no_jobenv_there(login, laptop):
         p.stderr
 
 
+@pytest.mark.slow  # every doctor check, over ssh: ~12 s
 def test_doctor_runs_there(login, laptop):
     add(laptop, login, "login")
     p = run(laptop, "doctor", "--remote", "login", "--json", "--timeout", "30")

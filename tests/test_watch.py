@@ -11,6 +11,8 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
+import pytest
+
 import machines
 from conftest import base_env, jobenv
 from fsutil import remount_ro, tmpfs
@@ -140,6 +142,7 @@ def _start_after(barrier, queue, path, env):
         queue.put(repr(exc))
 
 
+@pytest.mark.slow  # thirty interpreters at once: ~60 s on 2 cores
 def test_thirty_simultaneous_library_starts_give_one_daemon(tmp_path, home):
     """The same race without Python's start-up time to spread the callers out: 30 processes
     released by one barrier call watch.start at once."""
