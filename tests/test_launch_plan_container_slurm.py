@@ -79,7 +79,9 @@ def test_ranks_in_the_image_under_srun_end_exactly(cluster, jobs, store, tmp_pat
     launch = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
     try:
         deadline = time.monotonic() + 90
-        while _ledgers(store).count("start ") < before + 2 and time.monotonic() < deadline:
+        # both keepers started (the ledgers) and both programs exec'd into sleep inside the image
+        while (_ledgers(store).count("start ") < before + 2 or len(_holding(marker, "sleep")) < 2) \
+                and time.monotonic() < deadline:
             time.sleep(0.2)
         assert len(_holding(marker, "sleep")) == 2, _holding(marker)  # one rank's program on each node
         os.killpg(launch.pid, signal.SIGINT)  # a terminal's ^C: the whole foreground group
